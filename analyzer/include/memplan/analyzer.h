@@ -1,0 +1,124 @@
+// Schedules, memory simulation, bottlenecks and the analysis result.
+//
+// A Schedule is a list of steps; each step allocates some buffers and then frees some. The
+// simulator replays any schedule (the default training step, or a planner's schedule with
+// recompute) and returns the memory timeline. Liveness is decided by whoever builds the
+// schedule; the simulator only checks that it is consistent.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "memplan/training_graph.h"
+
+namespace memplan {
+
+using BufferId = int32_t;
+
+enum class Phase { kSetup, kForward, kLoss, kBackward, kRecompute, kOptimizer };
+const char* PhaseName(Phase p);
+
+// What memory is for, in the breakdown at the peak.
+enum class MemoryCategory {
+  kParameter,
+  kGradient,            // parameter gradients (persistent, accumulated in place)
+  kOptimizerState,
+  kInput,               // the batch and the loss target
+  kConstant,            // non-trainable initializers (batch-norm running stats, ...)
+  kActivation,          // forward values, alive until their last reader
+  kSavedExtra,          // allocated by a forward op for its backward only
+  kActivationGradient,  // gradients of activations, alive between producer and consumer
+  kTemporary,           // gradients computed then accumulated into an existing buffer
+  kCount,
+};
+constexpr int kNumMemoryCategories = static_cast<int>(MemoryCategory::kCount);
+const char* MemoryCategoryName(MemoryCategory c);
+
+struct Buffer {
+  std::string name;
+  int64_t bytes = 0;
+  MemoryCategory category = MemoryCategory::kActivation;
+  TensorId tensor = kNone;  // the graph tensor it holds (or whose gradient it holds)
+};
+
+struct Step {
+  Phase phase = Phase::kForward;
+  NodeId node = kNone;  // kNone for setup / optimizer steps
+  std::vector<BufferId> allocs;  // allocated before the step's work; all alive together
+  std::vector<BufferId> frees;   // freed after the step's work
+};
+
+struct Schedule {
+  std::vector<Buffer> buffers;
+  std::vector<Step> steps;
+
+  BufferId AddBuffer(Buffer b);
+  std::string StepLabel(const TrainingGraph& g, size_t step) const;
+};
+
+// The default training step: forward in topological order, loss, backward in reverse,
+// optimizer update. Every forward value is stored (no recompute).
+Schedule BuildTrainingSchedule(const TrainingGraph& g);
+
+// The persistent and per-step buffers shared by every schedule of a graph (parameters,
+// gradients, optimizer state, inputs, constants), allocated in one setup step.
+// Returns the setup step; `param_grad` maps a parameter TensorId to its gradient buffer.
+struct PersistentBuffers {
+  Step setup;
+  std::vector<BufferId> param_grad;  // indexed by TensorId; kNone for non-parameters
+  std::vector<BufferId> storage;     // indexed by TensorId; the buffer of persistent tensors
+};
+PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s);
+
+// How allocation sizes are accounted.
+enum class AllocatorPolicy {
+  kExact,        // tensor bytes (a CPU counting allocator)
+  kCudaCaching,  // CUDA caching allocator: blocks rounded up to 512 B
+};
+
+struct SimulatorOptions {
+  AllocatorPolicy policy = AllocatorPolicy::kExact;
+};
+
+struct MemoryTimeline {
+  std::vector<int64_t> bytes_during;  // per step: bytes alive after its allocs, before frees
+  std::vector<int64_t> bytes_after;   // per step: after its frees
+  int64_t peak_bytes = 0;
+  int32_t peak_step = 0;
+  std::array<int64_t, kNumMemoryCategories> breakdown_at_peak{};
+  std::vector<BufferId> alive_at_peak;  // largest first
+};
+
+// Replays a schedule. Throws MemplanError if a buffer is allocated while alive, or freed
+// while dead (a broken schedule is a bug in its builder, reported with the step).
+MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options = {});
+
+// Bytes a buffer occupies under a policy.
+int64_t AccountedBytes(int64_t bytes, AllocatorPolicy policy);
+
+// Forward tensors that every path from the data inputs to the loss passes through, in
+// topological order (exact: the dominators of the loss).
+std::vector<TensorId> FindBottlenecks(const TrainingGraph& g);
+
+struct Analysis {
+  TrainingGraph graph;
+  Schedule schedule;
+  MemoryTimeline timeline;
+  std::vector<TensorId> bottlenecks;
+  double seconds = 0;  // wall time of load + analysis
+};
+
+Analysis Analyze(TrainingGraph g);
+
+// JSON per DESIGN.md ("kind": "analysis").
+nlohmann::json AnalysisToJson(const Analysis& a);
+nlohmann::json TimelineToJson(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t);
+std::string FormatBytes(int64_t bytes);
+// Parses "512", "1.5GiB", "300 MB", ...; throws MemplanError.
+int64_t ParseBytes(const std::string& text);
+
+}  // namespace memplan

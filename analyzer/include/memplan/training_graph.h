@@ -1,0 +1,183 @@
+// The training-graph IR: what one training step of an ONNX model computes and keeps.
+//
+// A TrainingGraph is plain data. Tensors and nodes are indexed by TensorId / NodeId (their
+// position in `tensors` / `nodes`); nodes are in a topological order. Every tensor has a
+// concrete shape and dtype once loading succeeded. The per-op rules (FLOPs, what the backward
+// pass saves, which outputs are views) are already applied to every node.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace memplan {
+
+using TensorId = int32_t;
+using NodeId = int32_t;
+constexpr int32_t kNone = -1;
+
+// A user-facing error: the message names the file, node or tensor and what to do.
+class MemplanError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DType : int8_t {
+  kUndefined, kFloat32, kFloat16, kBFloat16, kFloat64,
+  kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64, kBool, kString,
+};
+int64_t DTypeSize(DType dtype);
+const char* DTypeName(DType dtype);
+bool IsFloating(DType dtype);
+DType DTypeFromOnnx(int onnx_elem_type);
+int OnnxFromDType(DType dtype);
+
+// A small tensor whose value is known at analysis time (shape arithmetic, Constant nodes).
+// Integer and bool types keep `ints`, floating types keep `floats`.
+struct ConstValue {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> shape;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  bool is_float() const { return IsFloating(dtype); }
+  int64_t numel() const;
+  double at(int64_t i) const { return is_float() ? floats[i] : static_cast<double>(ints[i]); }
+};
+
+struct Attribute {
+  enum class Kind { kInt, kFloat, kString, kInts, kFloats, kStrings, kTensor, kGraph };
+  Kind kind = Kind::kInt;
+  int64_t i = 0;
+  double f = 0;
+  std::string s;
+  std::vector<int64_t> ints;
+  std::vector<double> floats;
+  std::vector<std::string> strings;
+  std::optional<ConstValue> tensor;  // set when the tensor is small enough to evaluate
+};
+
+// What a tensor is, for the memory breakdown. Gradients and optimizer state are not graph
+// tensors; they appear as schedule buffers (see analyzer.h).
+enum class TensorCategory { kInput, kParameter, kConstant, kActivation, kOutput };
+const char* TensorCategoryName(TensorCategory c);
+
+struct Tensor {
+  TensorId id = kNone;
+  std::string name;
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;  // numel x element size
+  TensorCategory category = TensorCategory::kActivation;
+  NodeId producer = kNone;
+  std::vector<NodeId> consumers;  // in topological order, repeated if used twice by a node
+  // The tensor whose storage this one shares (itself unless it is a view).
+  TensorId storage = kNone;
+  bool contiguous = true;      // false for transpose/expand/slice views (reshape copies them)
+  bool requires_grad = false;  // depends on a parameter through differentiable ops
+  bool has_gradient = false;   // requires_grad and the loss depends on it
+  std::optional<ConstValue> value;  // known at analysis time (small shape tensors)
+
+  int64_t numel() const;
+  bool is_view() const { return storage != id; }
+};
+
+// A buffer the forward op allocates only for the backward pass (max-pool indices, dropout
+// mask, batch-norm saved mean / inverse std, the loss's log-probabilities).
+struct SavedExtra {
+  std::string name;
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> shape;
+  int64_t bytes = 0;
+};
+
+struct Node {
+  NodeId id = kNone;
+  std::string name;
+  std::string op_type;
+  std::string domain;
+  std::vector<TensorId> inputs;  // kNone where an optional input is omitted
+  std::vector<TensorId> outputs;
+  std::map<std::string, Attribute> attributes;
+
+  // Filled by the op rules.
+  double forward_flops = 0;
+  double backward_flops = 0;
+  std::vector<TensorId> saved_for_backward;  // inputs / outputs the backward op reads
+  std::vector<SavedExtra> saved_extras;
+  int64_t backward_workspace_bytes = 0;  // temporaries the backward op allocates and frees
+  bool has_backward = false;  // some input requires grad and some output has a gradient
+
+  const Attribute* attr(const std::string& key) const;
+  int64_t attr_int(const std::string& key, int64_t fallback) const;
+  double attr_float(const std::string& key, double fallback) const;
+  std::vector<int64_t> attr_ints(const std::string& key) const;
+  std::string attr_string(const std::string& key, const std::string& fallback) const;
+};
+
+enum class LossKind { kCrossEntropy, kMse, kSum, kModelOutput };
+enum class Optimizer { kSgd, kMomentum, kAdam };
+const char* LossKindName(LossKind k);
+const char* OptimizerName(Optimizer o);
+LossKind ParseLossKind(const std::string& s);   // throws MemplanError
+Optimizer ParseOptimizer(const std::string& s);  // throws MemplanError
+// Optimizer state bytes per parameter byte: SGD 0, momentum 1, Adam 2.
+int OptimizerStateMultiplier(Optimizer o);
+
+struct TrainingGraph {
+  std::string model_path;
+  std::string graph_name;
+  int64_t opset = 0;
+  int64_t batch = 1;
+  std::map<std::string, int64_t> dims;  // every symbolic dimension and the value bound to it
+
+  std::vector<Tensor> tensors;
+  std::vector<Node> nodes;  // topological order; the appended loss node is last
+
+  std::vector<TensorId> inputs;      // data inputs of the model (not initializers)
+  std::vector<TensorId> parameters;  // trainable: floating initializers that feed compute
+  std::vector<TensorId> outputs;     // the model's outputs
+  TensorId loss = kNone;             // the scalar the backward pass starts from
+  TensorId loss_target = kNone;      // the loss's extra input (class ids / regression target)
+  LossKind loss_kind = LossKind::kCrossEntropy;
+  Optimizer optimizer = Optimizer::kSgd;
+
+  bool weights_present = true;     // external-data files exist (weights are never read)
+  int tensors_shaped_by_onnx = 0;  // concrete after ONNX shape inference alone
+  int tensors_shaped_by_rules = 0; // left to memplan's own rules
+  // Tensors where ONNX inference and memplan's rule disagree (ONNX's answer is used).
+  std::vector<std::string> shape_disagreements;
+  std::vector<std::string> notes;  // things the user should know about the load
+
+  const Tensor& tensor(TensorId id) const { return tensors.at(id); }
+  const Node& node(NodeId id) const { return nodes.at(id); }
+  TensorId FindTensor(const std::string& name) const;  // kNone if absent
+  NodeId FindNode(const std::string& name) const;
+  int64_t param_bytes() const;
+  int64_t input_bytes() const;  // data inputs and the loss target
+  double forward_flops() const;
+  double backward_flops() const;
+};
+
+struct LoadOptions {
+  int64_t batch = 1;                    // binds the first symbolic dim of every graph input
+  std::map<std::string, int64_t> dims;  // binds named symbolic dims (wins over batch)
+  LossKind loss = LossKind::kCrossEntropy;
+  Optimizer optimizer = Optimizer::kSgd;
+};
+
+// Loads an ONNX model (never reads external weight data), resolves every tensor's shape,
+// applies the per-op rules and appends the loss. Throws MemplanError naming the file and
+// the node or tensor at fault.
+TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& options = {});
+
+// The same from serialized ModelProto bytes (tests build models in memory).
+TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,
+                                         const LoadOptions& options = {});
+
+// Op types the rule table knows, sorted.
+std::vector<std::string> SupportedOpTypes();
+
+}  // namespace memplan

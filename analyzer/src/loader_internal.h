@@ -1,0 +1,31 @@
+// Stages of LoadTrainingGraph, exposed to the analyzer's own files and tests.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "memplan/training_graph.h"
+
+namespace onnx {
+class TensorProto;
+}
+
+namespace memplan {
+
+// Parses the model, binds symbolic dims, runs ONNX shape inference (its answers are kept as
+// hints on the tensors), and orders the nodes topologically.
+TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file, const LoadOptions& opt);
+
+// Gives every tensor a concrete shape and dtype: ONNX's answer where it has one, otherwise
+// memplan's per-op rule (which also evaluates shape arithmetic on known values).
+// Throws MemplanError naming the tensor and node that stay unknown.
+void ResolveShapes(TrainingGraph& g);
+
+// Classifies tensors, appends the loss, propagates requires_grad / has_gradient, and applies
+// the per-op rules (FLOPs, saved tensors, views). Throws for ops without a rule.
+void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt);
+
+bool ShapeKnown(const Tensor& t);
+std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t);
+
+}  // namespace memplan

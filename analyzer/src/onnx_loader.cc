@@ -1,0 +1,401 @@
+// ONNX -> TrainingGraph. Weights are never read: initializer shapes come from their dims,
+// and external-data files are only checked for existence.
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <queue>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "loader_internal.h"
+#include "op_rules.h"
+
+namespace memplan {
+namespace {
+
+constexpr int64_t kMaxConstElements = 1 << 16;
+constexpr int64_t kMaxKnownOpset = 17;  // what the ONNX library we build against knows
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string DirName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+bool IsExternal(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL;
+}
+
+std::string ExternalLocation(const onnx::TensorProto& t) {
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") return kv.value();
+  }
+  return "";
+}
+
+template <typename T>
+void ReadRaw(const std::string& raw, int64_t n, std::vector<double>* f, std::vector<int64_t>* i) {
+  if (static_cast<int64_t>(raw.size()) < n * static_cast<int64_t>(sizeof(T))) return;
+  for (int64_t k = 0; k < n; ++k) {
+    T v;
+    std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
+    if (f) f->push_back(static_cast<double>(v)); else i->push_back(static_cast<int64_t>(v));
+  }
+}
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  float v;
+  if (exp == 0) v = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31) v = mant ? NAN : INFINITY;
+  else v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  return sign ? -v : v;
+}
+
+}  // namespace
+
+std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t) {
+  if (IsExternal(t)) return std::nullopt;
+  ConstValue v;
+  v.dtype = DTypeFromOnnx(t.data_type());
+  if (v.dtype == DType::kUndefined || v.dtype == DType::kString) return std::nullopt;
+  v.shape.assign(t.dims().begin(), t.dims().end());
+  int64_t n = v.numel();
+  if (n > kMaxConstElements) return std::nullopt;
+  const std::string& raw = t.raw_data();
+  std::vector<double>* f = v.is_float() ? &v.floats : nullptr;
+  std::vector<int64_t>* i = v.is_float() ? nullptr : &v.ints;
+  if (t.has_raw_data()) {
+    switch (v.dtype) {
+      case DType::kFloat32: ReadRaw<float>(raw, n, f, i); break;
+      case DType::kFloat64: ReadRaw<double>(raw, n, f, i); break;
+      case DType::kFloat16: {
+        std::vector<int64_t> bits;
+        ReadRaw<uint16_t>(raw, n, nullptr, &bits);
+        for (int64_t b : bits) v.floats.push_back(HalfToFloat(static_cast<uint16_t>(b)));
+        break;
+      }
+      case DType::kInt64: ReadRaw<int64_t>(raw, n, f, i); break;
+      case DType::kInt32: ReadRaw<int32_t>(raw, n, f, i); break;
+      case DType::kInt16: ReadRaw<int16_t>(raw, n, f, i); break;
+      case DType::kInt8: ReadRaw<int8_t>(raw, n, f, i); break;
+      case DType::kUInt8: case DType::kBool: ReadRaw<uint8_t>(raw, n, f, i); break;
+      case DType::kUInt16: ReadRaw<uint16_t>(raw, n, f, i); break;
+      case DType::kUInt32: ReadRaw<uint32_t>(raw, n, f, i); break;
+      case DType::kUInt64: ReadRaw<uint64_t>(raw, n, f, i); break;
+      default: return std::nullopt;
+    }
+  } else {
+    for (float x : t.float_data()) v.floats.push_back(x);
+    for (double x : t.double_data()) v.floats.push_back(x);
+    if (v.dtype == DType::kFloat16) {
+      for (int32_t x : t.int32_data()) v.floats.push_back(HalfToFloat(static_cast<uint16_t>(x)));
+    } else {
+      for (int32_t x : t.int32_data()) (f ? f->push_back(x) : i->push_back(x));
+    }
+    for (int64_t x : t.int64_data()) (f ? f->push_back(static_cast<double>(x)) : i->push_back(x));
+    for (uint64_t x : t.uint64_data()) i ? i->push_back(static_cast<int64_t>(x)) : f->push_back(static_cast<double>(x));
+  }
+  int64_t got = v.is_float() ? static_cast<int64_t>(v.floats.size()) : static_cast<int64_t>(v.ints.size());
+  if (got != n) return std::nullopt;
+  return v;
+}
+
+namespace {
+
+Attribute ConvertAttribute(const onnx::AttributeProto& a) {
+  Attribute out;
+  using A = onnx::AttributeProto;
+  switch (a.type()) {
+    case A::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+    case A::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case A::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case A::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
+    case A::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
+    case A::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
+    case A::TENSOR: out.kind = Attribute::Kind::kTensor; out.tensor = ConstValueFromTensorProto(a.t()); break;
+    case A::GRAPH: case A::GRAPHS: out.kind = Attribute::Kind::kGraph; break;
+    default: out.kind = Attribute::Kind::kString; break;
+  }
+  return out;
+}
+
+// Replaces symbolic dims of graph inputs with bound values. The first symbolic dim of each
+// input is the batch unless the user bound its name with --dim.
+void BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers,
+              const LoadOptions& opt, const std::string& file, std::map<std::string, int64_t>& bound) {
+  for (const auto& [name, value] : opt.dims) bound[name] = value;
+  for (auto& input : *graph.mutable_input()) {
+    if (initializers.count(input.name())) continue;
+    if (!input.type().has_tensor_type()) {
+      throw MemplanError(file + ": graph input '" + input.name() +
+                         "' is not a tensor (sequences and maps are not supported)");
+    }
+    auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+    bool first_symbolic = true;
+    for (int d = 0; d < shape->dim_size(); ++d) {
+      auto* dim = shape->mutable_dim(d);
+      if (dim->has_dim_value()) {
+        if (dim->dim_value() < 0) {
+          throw MemplanError(file + ": graph input '" + input.name() + "' has a negative dimension");
+        }
+        continue;
+      }
+      std::string param = dim->has_dim_param() ? dim->dim_param() : "";
+      int64_t value;
+      if (!param.empty() && bound.count(param)) {
+        value = bound[param];
+      } else if (first_symbolic) {
+        value = opt.batch;
+        if (!param.empty()) bound[param] = value;
+      } else {
+        throw MemplanError(file + ": dimension " + std::to_string(d) + " of input '" + input.name() +
+                           "' is symbolic" + (param.empty() ? "" : " ('" + param + "')") +
+                           ": bind it with --dim " + (param.empty() ? "NAME" : param) + "=VALUE");
+      }
+      first_symbolic = false;
+      dim->clear_dim_param();
+      dim->set_dim_value(value);
+    }
+  }
+  // Outputs and value_info may carry the same names; unknown names are dropped so that
+  // inference does not fight them.
+  auto rebind = [&](onnx::ValueInfoProto& vi) {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return;
+    for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (dim.has_dim_param()) {
+        auto it = bound.find(dim.dim_param());
+        if (it != bound.end()) dim.set_dim_value(it->second); else dim.clear_dim_param();
+      }
+    }
+  };
+  for (auto& o : *graph.mutable_output()) rebind(o);
+  for (auto& v : *graph.mutable_value_info()) rebind(v);
+}
+
+void ReadTypeInto(const onnx::TypeProto& type, Tensor& t) {
+  if (!type.has_tensor_type()) return;
+  const auto& tt = type.tensor_type();
+  if (tt.elem_type() != 0) t.dtype = DTypeFromOnnx(tt.elem_type());
+  if (!tt.has_shape()) { t.shape = {-1}; return; }
+  t.shape.clear();
+  for (const auto& dim : tt.shape().dim()) t.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+}
+
+}  // namespace
+
+bool ShapeKnown(const Tensor& t) {
+  if (t.dtype == DType::kUndefined) return false;
+  for (int64_t d : t.shape) if (d < 0) return false;
+  return true;
+}
+
+TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
+                             const LoadOptions& opt) {
+  if (opt.batch <= 0) {
+    throw MemplanError("batch size must be a positive integer (got " + std::to_string(opt.batch) + ")");
+  }
+  for (const auto& [name, value] : opt.dims) {
+    if (value <= 0) throw MemplanError("--dim " + name + " must be a positive integer");
+  }
+  onnx::ModelProto model;
+  if (bytes.empty()) throw MemplanError(file + " is empty: it is not an ONNX model");
+  if (!model.ParseFromString(bytes)) {
+    throw MemplanError(file + " is not a valid ONNX model (the protobuf does not parse: the file is "
+                       "truncated or not ONNX); re-export it");
+  }
+  if (!model.has_graph() || model.graph().node_size() == 0) {
+    throw MemplanError(file + " has no graph nodes (truncated or not an ONNX model); re-export it");
+  }
+  TrainingGraph g;
+  g.model_path = file;
+  g.graph_name = model.graph().name();
+  g.batch = opt.batch;
+  g.loss_kind = opt.loss;
+  g.optimizer = opt.optimizer;
+  for (const auto& imp : model.opset_import()) {
+    if (imp.domain().empty() || imp.domain() == "ai.onnx") g.opset = imp.version();
+  }
+  if (g.opset == 0) throw MemplanError(file + " does not import the default ONNX opset");
+  if (g.opset > kMaxKnownOpset) {
+    throw MemplanError(file + " uses ONNX opset " + std::to_string(g.opset) + "; memplan's ONNX library knows opsets up to " +
+                       std::to_string(kMaxKnownOpset) + ": re-export with opset_version=" +
+                       std::to_string(kMaxKnownOpset));
+  }
+  onnx::GraphProto& graph = *model.mutable_graph();
+
+  // External data: only its presence is checked, never its bytes.
+  std::set<std::string> initializer_names;
+  std::set<std::string> missing_files;
+  for (const auto& init : graph.initializer()) {
+    initializer_names.insert(init.name());
+    if (IsExternal(init)) {
+      std::string loc = ExternalLocation(init);
+      if (!loc.empty() && !FileExists(DirName(file) + "/" + loc)) missing_files.insert(loc);
+    }
+  }
+  if (!missing_files.empty()) {
+    g.weights_present = false;
+    g.notes.push_back("weights are absent (external data file '" + *missing_files.begin() +
+                      "' not found): analysis needs only shapes, but `memplan run` will need "
+                      "--random-weights");
+  }
+
+  BindDims(graph, initializer_names, opt, file, g.dims);
+
+  // ONNX shape inference with data propagation; what it leaves is resolved by our rules.
+  try {
+    onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
+  } catch (const std::exception& e) {
+    g.notes.push_back(std::string("ONNX shape inference stopped early (") + e.what() +
+                      "); memplan's own rules resolved the rest");
+  }
+
+  // Tensors: every named value.
+  std::unordered_map<std::string, TensorId> ids;
+  auto tensor_id = [&](const std::string& name) {
+    auto it = ids.find(name);
+    if (it != ids.end()) return it->second;
+    Tensor t;
+    t.id = static_cast<TensorId>(g.tensors.size());
+    t.storage = t.id;
+    t.name = name;
+    t.shape = {-1};
+    g.tensors.push_back(t);
+    ids[name] = t.id;
+    return t.id;
+  };
+  for (const auto& init : graph.initializer()) {
+    Tensor& t = g.tensors[tensor_id(init.name())];
+    t.dtype = DTypeFromOnnx(init.data_type());
+    t.shape.assign(init.dims().begin(), init.dims().end());
+    t.category = TensorCategory::kConstant;
+    t.value = ConstValueFromTensorProto(init);
+  }
+  for (const auto& input : graph.input()) {
+    if (initializer_names.count(input.name())) continue;
+    TensorId id = tensor_id(input.name());
+    ReadTypeInto(input.type(), g.tensors[id]);
+    g.tensors[id].category = TensorCategory::kInput;
+    g.inputs.push_back(id);
+  }
+
+  // Nodes, then a topological order (ONNX requires one; we do not trust it).
+  std::vector<Node> raw;
+  std::unordered_map<std::string, int> producer_of;
+  for (int k = 0; k < graph.node_size(); ++k) {
+    const onnx::NodeProto& np = graph.node(k);
+    Node n;
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(k) : np.name();
+    n.op_type = np.op_type();
+    n.domain = np.domain();
+    if (!n.domain.empty() && n.domain != "ai.onnx") {
+      throw MemplanError(file + ": node '" + n.name + "' uses op " + n.domain + "::" + n.op_type +
+                         " from a custom domain, which memplan has no rule for; export with standard ONNX ops");
+    }
+    for (const auto& a : np.attribute()) n.attributes[a.name()] = ConvertAttribute(a);
+    for (const auto& o : np.output()) {
+      if (o.empty()) { n.outputs.push_back(kNone); continue; }
+      if (producer_of.count(o) || initializer_names.count(o)) {
+        throw MemplanError(file + ": tensor '" + o + "' is produced twice (by node '" + n.name + "' and another)");
+      }
+      producer_of[o] = static_cast<int>(raw.size());
+      n.outputs.push_back(tensor_id(o));
+    }
+    raw.push_back(std::move(n));
+  }
+  std::vector<std::vector<int>> succ(raw.size());
+  std::vector<int> indegree(raw.size(), 0);
+  for (int k = 0; k < static_cast<int>(raw.size()); ++k) {
+    const onnx::NodeProto& np = graph.node(k);
+    for (const auto& in : np.input()) {
+      if (in.empty()) { raw[k].inputs.push_back(kNone); continue; }
+      auto p = producer_of.find(in);
+      if (p == producer_of.end() && !ids.count(in)) {
+        throw MemplanError(file + ": node '" + raw[k].name + "' (" + raw[k].op_type + ") reads tensor '" + in +
+                           "', which no node produces and which is neither a graph input nor an initializer");
+      }
+      raw[k].inputs.push_back(tensor_id(in));
+      if (p != producer_of.end()) { succ[p->second].push_back(k); ++indegree[k]; }
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<int>> ready;  // keep file order
+  for (int k = 0; k < static_cast<int>(raw.size()); ++k) if (indegree[k] == 0) ready.push(k);
+  std::vector<int> order;
+  while (!ready.empty()) {
+    int k = ready.top();
+    ready.pop();
+    order.push_back(k);
+    for (int s : succ[k]) if (--indegree[s] == 0) ready.push(s);
+  }
+  if (order.size() != raw.size()) {
+    for (int k = 0; k < static_cast<int>(raw.size()); ++k) {
+      if (indegree[k] > 0) {
+        throw MemplanError(file + ": the graph has a cycle through node '" + raw[k].name + "' (" + raw[k].op_type +
+                           "); ONNX graphs must be acyclic");
+      }
+    }
+  }
+  for (int k : order) {
+    Node n = std::move(raw[k]);
+    n.id = static_cast<NodeId>(g.nodes.size());
+    g.nodes.push_back(std::move(n));
+  }
+
+  // What ONNX inference found.
+  auto take = [&](const onnx::ValueInfoProto& vi) {
+    auto it = ids.find(vi.name());
+    if (it == ids.end()) return;
+    Tensor& t = g.tensors[it->second];
+    if (t.category == TensorCategory::kConstant || t.category == TensorCategory::kInput) return;
+    Tensor copy = t;
+    ReadTypeInto(vi.type(), copy);
+    if (ShapeKnown(copy) || !ShapeKnown(t)) { t.dtype = copy.dtype; t.shape = copy.shape; }
+  };
+  for (const auto& vi : graph.value_info()) take(vi);
+  for (const auto& vi : graph.output()) {
+    take(vi);
+    auto it = ids.find(vi.name());
+    if (it == ids.end()) throw MemplanError(file + ": graph output '" + vi.name() + "' is not produced by any node");
+    g.outputs.push_back(it->second);
+  }
+  // ONNX's answers are hints; our rules (run in ResolveShapes) recompute every node and
+  // fall back to these only where a rule cannot.
+  g.tensors.shrink_to_fit();
+  return g;
+}
+
+TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& options) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    throw MemplanError("cannot open model '" + path + "': " + std::strerror(errno));
+  }
+  if (S_ISDIR(st.st_mode)) throw MemplanError("'" + path + "' is a directory, not an ONNX model file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MemplanError("cannot open model '" + path + "': " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return LoadTrainingGraphFromBytes(ss.str(), path, options);
+}
+
+TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,
+                                         const LoadOptions& options) {
+  TrainingGraph g = ParseOnnxModel(bytes, name, options);
+  ResolveShapes(g);
+  FinishTrainingGraph(g, options);
+  return g;
+}
+
+}  // namespace memplan

@@ -1,0 +1,86 @@
+// The one table of per-op rules: shape fallback (with constant evaluation for shape
+// arithmetic), FLOPs, what the backward pass saves, and which outputs are views.
+//
+// Saved-for-backward mirrors LibTorch 1.13 autograd for the ATen op the executor lowers each
+// ONNX op to (tools/autograd/derivatives.yaml); that is what makes predictions match runs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "memplan/training_graph.h"
+
+namespace memplan {
+
+// What a shape rule reads and writes. Input shapes are concrete when a rule runs.
+class InferContext {
+ public:
+  InferContext(const Node& node, std::vector<Tensor>& tensors) : node_(node), tensors_(tensors) {}
+  const Node& node() const { return node_; }
+  size_t num_inputs() const { return node_.inputs.size(); }
+  bool has(size_t i) const { return i < node_.inputs.size() && node_.inputs[i] != kNone; }
+  const Tensor& in(size_t i) const;
+  const std::vector<int64_t>& shape(size_t i) const { return in(i).shape; }
+  DType dtype(size_t i) const { return in(i).dtype; }
+  int64_t rank(size_t i) const { return static_cast<int64_t>(in(i).shape.size()); }
+  const ConstValue* value(size_t i) const;
+  // Throws: the rule cannot proceed without a constant input (names node and input).
+  const ConstValue& need_value(size_t i) const;
+  std::vector<int64_t> need_ints(size_t i) const { return need_value(i).ints; }
+  size_t num_outputs() const { return node_.outputs.size(); }
+  bool has_output(size_t i) const { return i < node_.outputs.size() && node_.outputs[i] != kNone; }
+  void set(size_t out, DType dtype, std::vector<int64_t> shape);
+  void set_value(size_t out, ConstValue v);  // also sets shape and dtype
+  [[noreturn]] void fail(const std::string& why) const;
+
+ private:
+  const Node& node_;
+  std::vector<Tensor>& tensors_;
+};
+
+// Which inputs and outputs the backward op reads, and the extra buffers it needs.
+struct SaveSpec {
+  std::vector<int> inputs;
+  std::vector<int> outputs;
+  std::vector<SavedExtra> extras;
+};
+
+// How output 0 relates to input 0's storage.
+enum class ViewKind {
+  kNone,           // a new tensor
+  kView,           // always a view, keeps contiguity (squeeze, unsqueeze, identity)
+  kReshape,        // a view when input 0 is contiguous, otherwise a copy
+  kStridedView,    // a view that is not contiguous (transpose, expand, slice)
+};
+
+using InferFn = void (*)(InferContext&);
+using FlopsFn = double (*)(const Node&, const std::vector<Tensor>&);
+using SaveFn = void (*)(const Node&, const std::vector<Tensor>&,
+                        const std::vector<bool>& input_needs_grad, SaveSpec&);
+using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&);
+
+struct OpRule {
+  const char* op_type;
+  InferFn infer;
+  FlopsFn flops;
+  double backward_factor;   // backward FLOPs / forward FLOPs
+  SaveFn saves;             // nullptr: saves nothing
+  uint32_t nondiff_inputs;  // bit i set: input i never receives a gradient
+  ViewKind view;
+  bool grad_is_view;        // backward hands back a view of the incoming gradient
+  bool differentiable;      // false: outputs never require grad (shape ops, comparisons)
+  WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
+};
+
+// nullptr when the op has no rule.
+const OpRule* FindOpRule(const std::string& op_type);
+const std::vector<OpRule>& AllOpRules();
+
+// Per output, the input whose storage it shares in place (batch-norm running statistics),
+// or kNone.
+std::vector<int> InPlaceOutputs(const Node& node);
+
+int64_t Numel(const std::vector<int64_t>& shape);
+std::string ShapeString(const std::vector<int64_t>& shape);
+
+}  // namespace memplan

@@ -1,0 +1,214 @@
+// The default training step's schedule: who allocates what, and when it dies.
+#include <algorithm>
+#include <unordered_map>
+
+#include "memplan/analyzer.h"
+#include "op_rules.h"
+
+namespace memplan {
+
+const char* PhaseName(Phase p) {
+  switch (p) {
+    case Phase::kSetup: return "setup";
+    case Phase::kForward: return "forward";
+    case Phase::kLoss: return "loss";
+    case Phase::kBackward: return "backward";
+    case Phase::kRecompute: return "recompute";
+    case Phase::kOptimizer: return "optimizer";
+  }
+  return "forward";
+}
+
+const char* MemoryCategoryName(MemoryCategory c) {
+  switch (c) {
+    case MemoryCategory::kParameter: return "parameters";
+    case MemoryCategory::kGradient: return "gradients";
+    case MemoryCategory::kOptimizerState: return "optimizer_state";
+    case MemoryCategory::kInput: return "inputs";
+    case MemoryCategory::kConstant: return "constants";
+    case MemoryCategory::kActivation: return "activations";
+    case MemoryCategory::kSavedExtra: return "saved_extras";
+    case MemoryCategory::kActivationGradient: return "activation_gradients";
+    case MemoryCategory::kTemporary: return "temporaries";
+    case MemoryCategory::kCount: break;
+  }
+  return "?";
+}
+
+BufferId Schedule::AddBuffer(Buffer b) {
+  buffers.push_back(std::move(b));
+  return static_cast<BufferId>(buffers.size() - 1);
+}
+
+std::string Schedule::StepLabel(const TrainingGraph& g, size_t step) const {
+  const Step& s = steps.at(step);
+  std::string label = PhaseName(s.phase);
+  if (s.node != kNone) label += " " + g.nodes[s.node].name + " (" + g.nodes[s.node].op_type + ")";
+  return label;
+}
+
+bool IsPersistent(const Tensor& t) {
+  return t.category == TensorCategory::kInput || t.category == TensorCategory::kParameter ||
+         t.category == TensorCategory::kConstant;
+}
+
+PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
+  PersistentBuffers p;
+  p.setup.phase = Phase::kSetup;
+  p.param_grad.assign(g.tensors.size(), kNone);
+  p.storage.assign(g.tensors.size(), kNone);
+  for (const Tensor& t : g.tensors) {
+    if (!IsPersistent(t) || t.is_view()) continue;
+    MemoryCategory c = t.category == TensorCategory::kInput       ? MemoryCategory::kInput
+                       : t.category == TensorCategory::kParameter ? MemoryCategory::kParameter
+                                                                  : MemoryCategory::kConstant;
+    p.storage[t.id] = s.AddBuffer({t.name, t.bytes, c, t.id});
+    p.setup.allocs.push_back(p.storage[t.id]);
+  }
+  int mult = OptimizerStateMultiplier(g.optimizer);
+  for (TensorId pid : g.parameters) {
+    const Tensor& t = g.tensors[pid];
+    if (!t.has_gradient) continue;  // never receives a gradient: PyTorch leaves .grad empty
+    p.param_grad[pid] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, pid});
+    p.setup.allocs.push_back(p.param_grad[pid]);
+    if (mult > 0) {
+      BufferId st = s.AddBuffer({std::string(OptimizerName(g.optimizer)) + " state " + t.name,
+                                 mult * t.bytes, MemoryCategory::kOptimizerState, pid});
+      p.setup.allocs.push_back(st);
+    }
+  }
+  return p;
+}
+
+Schedule BuildTrainingSchedule(const TrainingGraph& g) {
+  Schedule s;
+  PersistentBuffers persistent = AddPersistentBuffers(g, s);
+  s.steps.push_back(persistent.setup);
+  const size_t num_nodes = g.nodes.size();
+
+  // 1. Forward liveness per storage: last forward reader, and the earliest node whose
+  //    backward reads it (backward runs in reverse, so that is the last backward reader).
+  std::vector<NodeId> last_forward(g.tensors.size(), kNone);
+  std::vector<NodeId> first_saver(g.tensors.size(), static_cast<NodeId>(num_nodes));
+  for (const Tensor& t : g.tensors) {
+    TensorId root = t.storage;
+    NodeId last = t.producer;
+    for (NodeId c : t.consumers) last = std::max(last, c);
+    last_forward[root] = std::max(last_forward[root], last);
+  }
+  for (const Node& n : g.nodes) {
+    for (TensorId t : n.saved_for_backward) {
+      TensorId root = g.tensors[t].storage;
+      first_saver[root] = std::min(first_saver[root], n.id);
+    }
+  }
+
+  // 2. Forward (and loss) steps.
+  std::vector<BufferId> storage = persistent.storage;
+  std::vector<std::vector<BufferId>> extras(num_nodes);
+  std::vector<std::vector<BufferId>> free_after_backward(num_nodes);
+  std::vector<std::vector<BufferId>> free_after_forward(num_nodes);
+  for (const Tensor& t : g.tensors) {
+    if (t.is_view() || storage[t.id] != kNone || t.producer == kNone) continue;
+    storage[t.id] = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
+    if (first_saver[t.id] < static_cast<NodeId>(num_nodes)) {
+      free_after_backward[first_saver[t.id]].push_back(storage[t.id]);
+    } else {
+      free_after_forward[last_forward[t.id]].push_back(storage[t.id]);
+    }
+  }
+  for (const Node& n : g.nodes) {
+    Step step;
+    step.phase = n.id == g.tensors[g.loss].producer ? Phase::kLoss : Phase::kForward;
+    step.node = n.id;
+    for (TensorId o : n.outputs) {
+      if (o != kNone && !g.tensors[o].is_view() && g.tensors[o].category != TensorCategory::kConstant) {
+        step.allocs.push_back(storage[o]);
+      }
+    }
+    for (const SavedExtra& e : n.saved_extras) {
+      BufferId b = s.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone});
+      extras[n.id].push_back(b);
+      step.allocs.push_back(b);
+    }
+    step.frees = free_after_forward[n.id];
+    s.steps.push_back(std::move(step));
+  }
+
+  // 3. Backward in reverse. A gradient buffer is created by the first backward op that
+  //    produces it and freed after the backward of the tensor's producer consumed it.
+  //    Views pass the incoming gradient through without a copy.
+  std::vector<BufferId> grad(g.tensors.size(), kNone);
+  std::unordered_map<BufferId, int> grad_readers;  // tensors still to consume a grad buffer
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    const Node& n = *it;
+    if (!n.has_backward) continue;
+    const OpRule* rule = FindOpRule(n.op_type);
+    Step step;
+    step.phase = Phase::kBackward;
+    step.node = n.id;
+    if (n.outputs[0] == g.loss) {
+      BufferId seed = s.AddBuffer({"grad " + g.tensors[g.loss].name, 4, MemoryCategory::kActivationGradient, g.loss});
+      grad[g.loss] = seed;
+      grad_readers[seed] = 1;
+      step.allocs.push_back(seed);
+    }
+    BufferId out_grad = n.outputs[0] != kNone ? grad[n.outputs[0]] : kNone;
+    for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+      TensorId i = n.inputs[slot];
+      if (i == kNone || !g.tensors[i].has_gradient) continue;
+      if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
+      const Tensor& t = g.tensors[i];
+      bool view = rule->grad_is_view && out_grad != kNone;
+      if (t.category == TensorCategory::kParameter || grad[i] != kNone) {
+        // Accumulated into an existing buffer: a temporary unless it is a view.
+        if (!view) {
+          BufferId tmp = s.AddBuffer({"new grad " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+          step.allocs.push_back(tmp);
+          step.frees.push_back(tmp);
+        }
+        continue;
+      }
+      if (view) {
+        grad[i] = out_grad;
+        ++grad_readers[out_grad];
+      } else {
+        grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
+        grad_readers[grad[i]] = 1;
+        step.allocs.push_back(grad[i]);
+      }
+    }
+    if (n.backward_workspace_bytes > 0) {
+      BufferId w = s.AddBuffer({n.name + ":backward workspace", n.backward_workspace_bytes,
+                                MemoryCategory::kTemporary, kNone});
+      step.allocs.push_back(w);
+      step.frees.push_back(w);
+    }
+    for (TensorId o : n.outputs) {
+      if (o == kNone || grad[o] == kNone) continue;
+      if (--grad_readers[grad[o]] == 0) step.frees.push_back(grad[o]);
+    }
+    for (BufferId e : extras[n.id]) step.frees.push_back(e);
+    for (BufferId b : free_after_backward[n.id]) step.frees.push_back(b);
+    s.steps.push_back(std::move(step));
+  }
+  // Gradients nobody consumed (inputs of the first ops that require grad) die with the step.
+  Step optimizer;
+  optimizer.phase = Phase::kOptimizer;
+  for (auto& [b, readers] : grad_readers) {
+    if (readers > 0) optimizer.frees.push_back(b);
+  }
+  std::sort(optimizer.frees.begin(), optimizer.frees.end());
+  if (g.optimizer == Optimizer::kAdam) {
+    // Adam's update builds one parameter-sized temporary (the denominator) at a time.
+    int64_t largest = 0;
+    for (TensorId p : g.parameters) if (g.tensors[p].has_gradient) largest = std::max(largest, g.tensors[p].bytes);
+    BufferId tmp = s.AddBuffer({"adam denominator", largest, MemoryCategory::kTemporary, kNone});
+    optimizer.allocs.push_back(tmp);
+    optimizer.frees.push_back(tmp);
+  }
+  s.steps.push_back(std::move(optimizer));
+  return s;
+}
+
+}  // namespace memplan

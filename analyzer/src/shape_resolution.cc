@@ -1,0 +1,80 @@
+#include <map>
+#include <set>
+
+#include "loader_internal.h"
+#include "op_rules.h"
+
+namespace memplan {
+
+namespace {
+
+void RejectUnknownOps(const TrainingGraph& g) {
+  std::map<std::string, std::vector<std::string>> unknown;
+  for (const Node& n : g.nodes) {
+    if (!FindOpRule(n.op_type)) unknown[n.op_type].push_back(n.name);
+  }
+  if (unknown.empty()) return;
+  std::string msg = g.model_path + ": memplan has no rule for ";
+  bool first = true;
+  for (const auto& [op, nodes] : unknown) {
+    if (!first) msg += "; ";
+    first = false;
+    msg += "op " + op + " (node '" + nodes[0] + "'" +
+           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
+  }
+  msg += ". Supported ops are listed by `memplan ops`; re-export the model with supported ops or add a rule.";
+  throw MemplanError(msg);
+}
+
+}  // namespace
+
+void ResolveShapes(TrainingGraph& g) {
+  RejectUnknownOps(g);
+  for (const Tensor& t : g.tensors) {
+    if ((t.category == TensorCategory::kInput || t.category == TensorCategory::kConstant) && !ShapeKnown(t)) {
+      throw MemplanError(g.model_path + ": input '" + t.name + "' has no concrete shape or type; bind its dims with --batch/--dim");
+    }
+  }
+  for (const Node& n : g.nodes) {
+    const OpRule* rule = FindOpRule(n.op_type);
+    std::vector<Tensor> hints;
+    for (TensorId o : n.outputs) {
+      if (o == kNone) { hints.emplace_back(); continue; }
+      hints.push_back(g.tensors[o]);
+      g.tensors[o].dtype = DType::kUndefined;
+      g.tensors[o].shape = {-1};
+    }
+    std::string rule_error;
+    try {
+      InferContext ctx(n, g.tensors);
+      rule->infer(ctx);
+    } catch (const MemplanError& e) {
+      rule_error = e.what();
+    }
+    for (size_t i = 0; i < n.outputs.size(); ++i) {
+      if (n.outputs[i] == kNone) continue;
+      Tensor& t = g.tensors[n.outputs[i]];
+      const Tensor& hint = hints[i];
+      if (ShapeKnown(hint)) {
+        ++g.tensors_shaped_by_onnx;
+        if (ShapeKnown(t) && (t.shape != hint.shape || t.dtype != hint.dtype)) {
+          g.shape_disagreements.push_back(t.name + " (" + n.op_type + " node '" + n.name + "'): ONNX " +
+                                          DTypeName(hint.dtype) + ShapeString(hint.shape) + ", memplan " +
+                                          DTypeName(t.dtype) + ShapeString(t.shape));
+          t.value.reset();
+        }
+        t.dtype = hint.dtype;
+        t.shape = hint.shape;
+      } else if (ShapeKnown(t)) {
+        ++g.tensors_shaped_by_rules;
+      } else {
+        throw MemplanError(g.model_path + ": cannot resolve the shape of tensor '" + t.name + "' produced by " +
+                           n.op_type + " node '" + n.name + "'" +
+                           (rule_error.empty() ? "" : ": " + rule_error) +
+                           ". If it depends on a symbolic dimension, bind it with --dim NAME=VALUE.");
+      }
+    }
+  }
+}
+
+}  // namespace memplan

@@ -1,0 +1,300 @@
+#include <algorithm>
+#include <climits>
+
+#include "loader_internal.h"
+#include "op_rules.h"
+
+namespace memplan {
+
+int64_t Tensor::numel() const { return Numel(shape); }
+
+const Attribute* Node::attr(const std::string& key) const {
+  auto it = attributes.find(key);
+  return it == attributes.end() ? nullptr : &it->second;
+}
+int64_t Node::attr_int(const std::string& key, int64_t fallback) const {
+  const Attribute* a = attr(key);
+  return a ? a->i : fallback;
+}
+double Node::attr_float(const std::string& key, double fallback) const {
+  const Attribute* a = attr(key);
+  return a ? a->f : fallback;
+}
+std::vector<int64_t> Node::attr_ints(const std::string& key) const {
+  const Attribute* a = attr(key);
+  return a ? a->ints : std::vector<int64_t>{};
+}
+std::string Node::attr_string(const std::string& key, const std::string& fallback) const {
+  const Attribute* a = attr(key);
+  return a ? a->s : fallback;
+}
+
+TensorId TrainingGraph::FindTensor(const std::string& name) const {
+  for (const Tensor& t : tensors) if (t.name == name) return t.id;
+  return kNone;
+}
+NodeId TrainingGraph::FindNode(const std::string& name) const {
+  for (const Node& n : nodes) if (n.name == name) return n.id;
+  return kNone;
+}
+int64_t TrainingGraph::param_bytes() const {
+  int64_t b = 0;
+  for (TensorId p : parameters) b += tensors[p].bytes;
+  return b;
+}
+int64_t TrainingGraph::input_bytes() const {
+  int64_t b = 0;
+  for (TensorId i : inputs) b += tensors[i].bytes;
+  if (loss_target != kNone) b += tensors[loss_target].bytes;
+  return b;
+}
+double TrainingGraph::forward_flops() const {
+  double f = 0;
+  for (const Node& n : nodes) f += n.forward_flops;
+  return f;
+}
+double TrainingGraph::backward_flops() const {
+  double f = 0;
+  for (const Node& n : nodes) f += n.backward_flops;
+  return f;
+}
+
+namespace {
+
+int64_t CheckedBytes(const Tensor& t, const std::string& file) {
+  __int128 n = 1;
+  for (int64_t d : t.shape) {
+    n *= d;
+    if (n > static_cast<__int128>(LLONG_MAX)) break;
+  }
+  n *= DTypeSize(t.dtype);
+  if (n > static_cast<__int128>(LLONG_MAX)) {
+    throw MemplanError(file + ": tensor '" + t.name + "' of shape " + ShapeString(t.shape) +
+                       " would need more than 2^63 bytes; check --batch and --dim");
+  }
+  return static_cast<int64_t>(n);
+}
+
+bool IsDiffSlot(const OpRule& r, size_t slot) { return slot >= 32 || !(r.nondiff_inputs & (1u << slot)); }
+
+// Whether a strided view of a contiguous tensor is itself contiguous: every dim that moves
+// or is cut has only size-1 dims before it.
+bool StridedViewContiguous(const Node& n, const Tensor& in, const Tensor& out) {
+  if (n.op_type == "Transpose") {
+    std::vector<int64_t> perm = n.attr_ints("perm");
+    if (perm.empty()) for (int64_t i = static_cast<int64_t>(in.shape.size()) - 1; i >= 0; --i) perm.push_back(i);
+    std::vector<int64_t> order;  // input dims of size > 1 in output order
+    for (int64_t p : perm) if (in.shape[p] != 1) order.push_back(p);
+    return std::is_sorted(order.begin(), order.end());
+  }
+  if (n.op_type == "Expand") return in.shape == out.shape;
+  // Slice / Split: contiguous when the first cut dim has only size-1 dims before it.
+  for (size_t d = 0; d < in.shape.size() && d < out.shape.size(); ++d) {
+    if (in.shape[d] != out.shape[d]) {
+      for (size_t e = 0; e < d; ++e) if (in.shape[e] != 1) return false;
+      return true;
+    }
+  }
+  return true;
+}
+
+ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>& t) {
+  if (n.op_type == "Dropout" && n.saved_extras.empty() &&
+      (n.outputs.size() < 2 || n.outputs[1] == kNone) && n.saved_for_backward.empty()) {
+    return ViewKind::kView;  // inference-mode dropout is the identity
+  }
+  if (n.op_type == "Cast" && t[n.inputs[0]].dtype == t[n.outputs[0]].dtype) return ViewKind::kView;
+  return r.view;
+}
+
+void AppendLoss(TrainingGraph& g, const LoadOptions& opt) {
+  TensorId logits = kNone;
+  for (TensorId o : g.outputs) {
+    if (IsFloating(g.tensors[o].dtype)) { logits = o; break; }
+  }
+  if (logits == kNone) {
+    throw MemplanError(g.model_path + ": no floating-point graph output to train on");
+  }
+  if (g.outputs.size() > 1) {
+    g.notes.push_back("the loss uses the first floating output '" + g.tensors[logits].name +
+                      "'; the other outputs are computed but not trained");
+  }
+  const Tensor& out = g.tensors[logits];
+  if (out.numel() == 1 && out.shape.size() <= 1) {
+    g.loss = logits;
+    g.loss_kind = LossKind::kModelOutput;
+    g.notes.push_back("the model's output '" + out.name + "' is a scalar; it is used as the loss");
+    return;
+  }
+  Node n;
+  n.id = static_cast<NodeId>(g.nodes.size());
+  n.name = "memplan::loss";
+  n.domain = "memplan";
+  n.inputs = {logits};
+  auto add_tensor = [&](const std::string& name, DType dt, std::vector<int64_t> shape, TensorCategory c) {
+    Tensor t;
+    t.id = static_cast<TensorId>(g.tensors.size());
+    t.storage = t.id;
+    t.name = name;
+    t.dtype = dt;
+    t.shape = std::move(shape);
+    t.category = c;
+    g.tensors.push_back(t);
+    return t.id;
+  };
+  switch (opt.loss) {
+    case LossKind::kCrossEntropy: {
+      n.op_type = "memplan.CrossEntropyLoss";
+      std::vector<int64_t> tshape(out.shape.begin(), out.shape.end() - (out.shape.empty() ? 0 : 1));
+      g.loss_target = add_tensor("memplan::target", DType::kInt64, tshape, TensorCategory::kInput);
+      n.inputs.push_back(g.loss_target);
+      break;
+    }
+    case LossKind::kMse:
+      n.op_type = "memplan.MseLoss";
+      g.loss_target = add_tensor("memplan::target", out.dtype, out.shape, TensorCategory::kInput);
+      n.inputs.push_back(g.loss_target);
+      break;
+    case LossKind::kSum:
+    case LossKind::kModelOutput:
+      n.op_type = "memplan.SumLoss";
+      break;
+  }
+  g.loss = add_tensor("memplan::loss", DType::kFloat32, {}, TensorCategory::kActivation);
+  n.outputs = {g.loss};
+  g.nodes.push_back(std::move(n));
+}
+
+}  // namespace
+
+void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
+  AppendLoss(g, opt);
+  for (Tensor& t : g.tensors) {
+    t.bytes = CheckedBytes(t, g.model_path);
+    t.consumers.clear();
+    t.producer = kNone;
+  }
+  for (const Node& n : g.nodes) {
+    for (TensorId i : n.inputs) if (i != kNone) g.tensors[i].consumers.push_back(n.id);
+    for (TensorId o : n.outputs) if (o != kNone) g.tensors[o].producer = n.id;
+  }
+  for (TensorId o : g.outputs) g.tensors[o].category = TensorCategory::kOutput;
+  // Tensors whose value is known are folded into constants (shape arithmetic).
+  for (Tensor& t : g.tensors) {
+    if (t.value && t.producer != kNone) t.category = TensorCategory::kConstant;
+  }
+
+  // Parameters: floating initializers that feed a differentiable input of a compute op.
+  // Scalars are constants the exporter hoisted, not weights.
+  g.parameters.clear();
+  for (Tensor& t : g.tensors) {
+    if (t.category != TensorCategory::kConstant || t.producer != kNone || !IsFloating(t.dtype)) continue;
+    if (t.numel() <= 1) continue;
+    bool trainable = false;
+    for (NodeId c : t.consumers) {
+      const Node& n = g.nodes[c];
+      const OpRule* r = FindOpRule(n.op_type);
+      for (size_t s = 0; s < n.inputs.size(); ++s) {
+        if (n.inputs[s] == t.id && r && r->differentiable && IsDiffSlot(*r, s)) trainable = true;
+      }
+    }
+    if (trainable) {
+      t.category = TensorCategory::kParameter;
+      t.requires_grad = true;
+      g.parameters.push_back(t.id);
+    }
+  }
+
+  // requires_grad forward, has_gradient backward from the loss.
+  for (const Node& n : g.nodes) {
+    const OpRule* r = FindOpRule(n.op_type);
+    bool any = false;
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      if (n.inputs[s] != kNone && g.tensors[n.inputs[s]].requires_grad && IsDiffSlot(*r, s)) any = true;
+    }
+    std::vector<int> inplace = InPlaceOutputs(n);
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (n.outputs[o] == kNone) continue;
+      Tensor& t = g.tensors[n.outputs[o]];
+      t.requires_grad = any && r->differentiable && IsFloating(t.dtype) && inplace[o] == kNone &&
+                        t.category != TensorCategory::kConstant;
+    }
+  }
+  if (!g.tensors[g.loss].requires_grad) {
+    throw MemplanError(g.model_path + ": the loss does not depend on any trainable parameter; nothing to train");
+  }
+  g.tensors[g.loss].has_gradient = true;
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
+    Node& n = *it;
+    const OpRule* r = FindOpRule(n.op_type);
+    bool out_grad = false;
+    for (TensorId o : n.outputs) if (o != kNone && g.tensors[o].has_gradient) out_grad = true;
+    n.has_backward = false;
+    if (!out_grad || !r->differentiable) continue;
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      TensorId i = n.inputs[s];
+      if (i != kNone && g.tensors[i].requires_grad && IsDiffSlot(*r, s)) {
+        g.tensors[i].has_gradient = true;
+        n.has_backward = true;
+      }
+    }
+  }
+
+  // Per-op rules: FLOPs, saved tensors, extras, views.
+  for (Node& n : g.nodes) {
+    const OpRule* r = FindOpRule(n.op_type);
+    n.forward_flops = r->flops(n, g.tensors);
+    n.backward_flops = n.has_backward ? r->backward_factor * n.forward_flops : 0;
+    n.saved_for_backward.clear();
+    n.saved_extras.clear();
+    if (n.has_backward && r->saves) {
+      std::vector<bool> needs(n.inputs.size(), false);
+      for (size_t s = 0; s < n.inputs.size(); ++s) {
+        needs[s] = n.inputs[s] != kNone && g.tensors[n.inputs[s]].has_gradient && IsDiffSlot(*r, s);
+      }
+      SaveSpec spec;
+      r->saves(n, g.tensors, needs, spec);
+      for (int i : spec.inputs) {
+        if (i < static_cast<int>(n.inputs.size()) && n.inputs[i] != kNone) n.saved_for_backward.push_back(n.inputs[i]);
+      }
+      for (int o : spec.outputs) {
+        if (o < static_cast<int>(n.outputs.size()) && n.outputs[o] != kNone) n.saved_for_backward.push_back(n.outputs[o]);
+      }
+      std::sort(n.saved_for_backward.begin(), n.saved_for_backward.end());
+      n.saved_for_backward.erase(std::unique(n.saved_for_backward.begin(), n.saved_for_backward.end()),
+                                 n.saved_for_backward.end());
+      n.saved_extras = spec.extras;
+    }
+    n.backward_workspace_bytes = n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
+    // Storage: views share their input's storage.
+    ViewKind view = EffectiveView(n, *r, g.tensors);
+    std::vector<int> inplace = InPlaceOutputs(n);
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (n.outputs[o] == kNone) continue;
+      Tensor& t = g.tensors[n.outputs[o]];
+      if (t.category == TensorCategory::kConstant) continue;
+      if (inplace[o] != kNone && inplace[o] < static_cast<int>(n.inputs.size()) && n.inputs[inplace[o]] != kNone) {
+        t.storage = g.tensors[n.inputs[inplace[o]]].storage;
+        continue;
+      }
+      if (n.inputs.empty() || n.inputs[0] == kNone) continue;
+      const Tensor& in = g.tensors[n.inputs[0]];
+      switch (view) {
+        case ViewKind::kNone: break;
+        case ViewKind::kView:
+          t.storage = in.storage;
+          t.contiguous = in.contiguous;
+          break;
+        case ViewKind::kReshape:
+          if (in.contiguous) t.storage = in.storage;  // else a copy with its own storage
+          break;
+        case ViewKind::kStridedView:
+          t.storage = in.storage;
+          t.contiguous = in.contiguous && StridedViewContiguous(n, in, t);
+          break;
+      }
+    }
+  }
+}
+
+}  // namespace memplan

@@ -1,0 +1,39 @@
+// Argument parsing and output helpers shared by the subcommands.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "memplan/training_graph.h"
+
+namespace memplan::cli {
+
+// Exit codes: 0 success, 1 a user error (bad input), 2 no plan fits the budget.
+constexpr int kExitOk = 0;
+constexpr int kExitUserError = 1;
+constexpr int kExitInfeasible = 2;
+
+// Flags of the form --name VALUE or --name=VALUE; repeated flags keep every value.
+struct Args {
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> flags;
+  bool has(const std::string& f) const { return flags.count(f) > 0; }
+  std::string get(const std::string& f, const std::string& fallback = "") const;
+  int64_t get_int(const std::string& f, int64_t fallback) const;
+};
+
+// `boolean_flags` take no value. Unknown flags are errors naming the flag.
+Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
+               const std::vector<std::string>& boolean_flags);
+
+// --batch, --dim, --loss, --optimizer.
+LoadOptions LoadOptionsFromArgs(const Args& a);
+
+// Writes the JSON to a temporary file beside `path` and renames it into place, so that a
+// failure never leaves a partial file.
+void WriteJsonAtomically(const nlohmann::json& j, const std::string& path);
+
+}  // namespace memplan::cli

@@ -1,0 +1,58 @@
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "memplan/analyzer.h"
+
+namespace memplan::cli {
+
+int RunAnalyze(int argc, char** argv) {
+  Args a = ParseArgs(argc, argv, 2, {"batch", "dim", "loss", "optimizer", "json"}, {});
+  if (a.positional.size() != 1) throw MemplanError("usage: memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] [--json OUT]");
+  Analysis an = Analyze(LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a)));
+  const TrainingGraph& g = an.graph;
+  if (a.has("json")) WriteJsonAtomically(AnalysisToJson(an), a.get("json"));
+
+  int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;
+  std::printf("model        %s (opset %lld, %zu nodes, %zu tensors)\n", g.model_path.c_str(),
+              static_cast<long long>(g.opset), g.nodes.size(), g.tensors.size());
+  std::printf("batch        %lld   loss %s   optimizer %s\n", static_cast<long long>(g.batch),
+              LossKindName(g.loss_kind), OptimizerName(g.optimizer));
+  std::printf("shapes       all resolved: %d by ONNX inference, %d by memplan's rules (%.0f%%)\n",
+              g.tensors_shaped_by_onnx, g.tensors_shaped_by_rules,
+              total ? 100.0 * g.tensors_shaped_by_rules / total : 0.0);
+  std::printf("parameters   %s in %zu tensors\n", FormatBytes(g.param_bytes()).c_str(), g.parameters.size());
+  std::printf("flops        %.3g forward, %.3g backward per step\n", g.forward_flops(), g.backward_flops());
+  std::printf("peak         %s at %s\n", FormatBytes(an.timeline.peak_bytes).c_str(),
+              an.schedule.StepLabel(g, an.timeline.peak_step).c_str());
+  std::printf("breakdown at the peak:\n");
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    int64_t b = an.timeline.breakdown_at_peak[c];
+    if (b == 0) continue;
+    std::printf("  %-22s %12s  %5.1f%%\n", MemoryCategoryName(static_cast<MemoryCategory>(c)), FormatBytes(b).c_str(),
+                100.0 * static_cast<double>(b) / static_cast<double>(an.timeline.peak_bytes));
+  }
+  std::printf("bottlenecks  %zu tensors cut the graph", an.bottlenecks.size());
+  if (!an.bottlenecks.empty()) {
+    std::printf("; largest:");
+    std::vector<TensorId> top = an.bottlenecks;
+    std::stable_sort(top.begin(), top.end(), [&](TensorId x, TensorId y) { return g.tensors[x].bytes > g.tensors[y].bytes; });
+    for (size_t i = 0; i < top.size() && i < 5; ++i) {
+      std::printf("%s %s (%s)", i ? "," : "", g.tensors[top[i]].name.c_str(), FormatBytes(g.tensors[top[i]].bytes).c_str());
+    }
+  }
+  std::printf("\n");
+  for (const std::string& note : g.notes) std::printf("note         %s\n", note.c_str());
+  if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
+  return kExitOk;
+}
+
+int RunOps(int, char**) {
+  for (const std::string& op : SupportedOpTypes()) {
+    if (op.rfind("memplan.", 0) != 0) std::printf("%s\n", op.c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace memplan::cli

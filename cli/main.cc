@@ -1,0 +1,65 @@
+// memplan: wires the stages together; each subcommand lives in commands_*.cc.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "cli_util.h"
+#include "commands.h"
+#include "memplan/training_graph.h"
+
+namespace {
+
+const char* kUsage =
+    "memplan " MEMPLAN_VERSION " - training memory analyzer and planner\n"
+    "\n"
+    "usage:\n"
+    "  memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss cross_entropy|mse|sum]\n"
+    "                  [--optimizer sgd|momentum|adam] [--json OUT]\n"
+    "  memplan plan    MODEL.onnx --budget SIZE [--batch N] [--strategy S] [--checkpoints NAME,...]\n"
+    "                  [--sweep] [--json OUT]\n"
+    "  memplan run     MODEL.onnx [--batch N] [--plan PLAN.json] [--device cpu|cuda[:K]] [--steps N]\n"
+    "                  [--seed S] [--random-weights] [--json OUT]\n"
+    "  memplan ops     list the ONNX ops memplan has rules for\n"
+    "\n"
+    "Sizes accept B, KiB, MiB, GiB, KB, MB, GB. Exit status: 0 ok, 1 bad input, 2 no plan fits.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace memplan::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? kExitUserError : kExitOk;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("memplan %s\n", MEMPLAN_VERSION);
+    return kExitOk;
+  }
+  std::string cmd = argv[1];
+  try {
+    if (cmd == "analyze") return RunAnalyze(argc, argv);
+    if (cmd == "ops") return RunOps(argc, argv);
+#ifdef MEMPLAN_HAVE_PLANNER
+    if (cmd == "plan") return RunPlan(argc, argv);
+#endif
+#ifdef MEMPLAN_HAVE_EXECUTOR
+    if (cmd == "run") return RunRun(argc, argv);
+#endif
+    if (cmd == "plan" || cmd == "run" || cmd == "gui") {
+      std::fprintf(stderr, "memplan: '%s' is not available in this build\n", cmd.c_str());
+      return kExitUserError;
+    }
+    std::fprintf(stderr, "memplan: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    return kExitUserError;
+  } catch (const memplan::MemplanError& e) {
+    std::fprintf(stderr, "memplan %s: error: %s\n", cmd.c_str(), e.what());
+    return kExitUserError;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "memplan %s: error: out of memory\n", cmd.c_str());
+    return kExitUserError;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "memplan %s: internal error: %s\n", cmd.c_str(), e.what());
+    return 3;
+  }
+}
