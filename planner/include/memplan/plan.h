@@ -1,0 +1,62 @@
+// A Plan: how one training step is executed so that it fits a memory budget.
+//
+// Execution semantics (the planner's memory model and the executor implement exactly this):
+//   The graph's nodes (topological order, loss last) are partitioned into contiguous
+//   segments. An empty `segments` means one segment: the plain training step.
+//   1. Forward: segments 0..K-2 run without autograd; a tensor is kept after its last reader
+//      in its own segment only if a later segment reads it (a *checkpoint*: it crosses a
+//      segment border). The last segment K-1 (which holds the loss) runs with autograd as in
+//      the plain step (its saved tensors are stored, never recomputed).
+//   2. Backward of the last segment, then for k = K-2 down to 0: recompute segment k's
+//      forward with autograd from its checkpointed inputs (phase kRecompute), then run its
+//      backward, feeding in the gradients its outputs received from later segments.
+//      A checkpoint is freed after the backward of the earliest segment that reads it;
+//      the gradient of a checkpoint lives from the first segment that produces it to the
+//      backward of the segment that produced the checkpoint.
+// Recompute cost: the forward FLOPs of every node in segments 0..K-2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "memplan/analyzer.h"
+
+namespace memplan {
+
+struct Plan {
+  std::string strategy;                      // none, manual, speed, bottleneck, sqrt, sections, optimal, milp
+  std::string model_path;
+  int64_t batch = 1;
+  std::string model_fingerprint;             // identifies the graph the plan was made for
+  int64_t budget_bytes = 0;
+  std::vector<std::vector<NodeId>> segments;  // contiguous partition of the node order
+  std::vector<TensorId> checkpoints;          // tensors crossing segment borders (derived)
+  Schedule schedule;                          // the replayed schedule
+  MemoryTimeline timeline;                    // Simulate(schedule)
+  int64_t predicted_peak_bytes = 0;           // timeline.peak_bytes
+  int64_t baseline_peak_bytes = 0;            // peak of the plain training step
+  double recompute_flops = 0;
+  double forward_flops = 0;
+  bool feasible = false;                      // predicted_peak_bytes <= budget_bytes
+  double solve_seconds = 0;
+  std::vector<std::string> notes;
+};
+
+// The schedule of the execution semantics above for a given segmentation.
+Schedule BuildSegmentedSchedule(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+
+// Tensors crossing segment borders (produced in one segment, read by a later one),
+// excluding persistent tensors (inputs, parameters, constants).
+std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+
+// A stable hash of the graph's structure and shapes (node ops, tensor shapes, batch).
+std::string ModelFingerprint(const TrainingGraph& g);
+
+nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g);
+// Validates that the plan was made for `g` (fingerprint, batch, node names); throws
+// MemplanError naming what does not match and what to do.
+Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g);
+
+}  // namespace memplan

@@ -1,0 +1,108 @@
+#include "testing/graph_builder.h"
+
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+
+namespace memplan::testing {
+
+GraphBuilder& GraphBuilder::Input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+  inputs_.push_back({name, std::move(shape), dtype});
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::Param(const std::string& name, std::vector<int64_t> shape) {
+  inits_.push_back({name, std::move(shape), DType::kFloat32, {}});
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::Ints(const std::string& name, std::vector<int64_t> values) {
+  inits_.push_back({name, {static_cast<int64_t>(values.size())}, DType::kInt64, std::move(values)});
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::Node(const std::string& op, std::vector<std::string> inputs,
+                                 std::vector<std::string> outputs) {
+  nodes_.push_back({op, op + "_" + std::to_string(nodes_.size()), std::move(inputs), std::move(outputs), {}});
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::Attr(const std::string& name, AttrValue value) {
+  nodes_.back().attrs.emplace_back(name, std::move(value));
+  return *this;
+}
+
+GraphBuilder& GraphBuilder::Output(const std::string& name) {
+  outputs_.push_back(name);
+  return *this;
+}
+
+std::string GraphBuilder::Bytes() const {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* opset = m.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(opset_);
+  onnx::GraphProto* g = m.mutable_graph();
+  g->set_name("test");
+  for (const InputSpec& in : inputs_) {
+    auto* vi = g->add_input();
+    vi->set_name(in.name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(OnnxFromDType(in.dtype));
+    auto* shape = tt->mutable_shape();
+    for (int64_t d : in.shape) {
+      auto* dim = shape->add_dim();
+      if (d < 0) dim->set_dim_param("N"); else dim->set_dim_value(d);
+    }
+  }
+  for (const InitSpec& init : inits_) {
+    auto* t = g->add_initializer();
+    t->set_name(init.name);
+    t->set_data_type(OnnxFromDType(init.dtype));
+    int64_t n = 1;
+    for (int64_t d : init.shape) { t->add_dims(d); n *= d; }
+    if (init.dtype == DType::kInt64) {
+      for (int64_t v : init.ints) t->add_int64_data(v);
+    } else {
+      t->set_raw_data(std::string(static_cast<size_t>(n) * 4, '\0'));
+    }
+  }
+  for (const NodeSpec& ns : nodes_) {
+    auto* n = g->add_node();
+    n->set_op_type(ns.op);
+    n->set_name(ns.name);
+    for (const auto& i : ns.inputs) n->add_input(i);
+    for (const auto& o : ns.outputs) n->add_output(o);
+    for (const auto& [name, value] : ns.attrs) {
+      auto* a = n->add_attribute();
+      a->set_name(name);
+      if (auto* i = std::get_if<int64_t>(&value)) { a->set_type(onnx::AttributeProto::INT); a->set_i(*i); }
+      else if (auto* f = std::get_if<double>(&value)) { a->set_type(onnx::AttributeProto::FLOAT); a->set_f(static_cast<float>(*f)); }
+      else if (auto* s = std::get_if<std::string>(&value)) { a->set_type(onnx::AttributeProto::STRING); a->set_s(*s); }
+      else if (auto* is = std::get_if<std::vector<int64_t>>(&value)) {
+        a->set_type(onnx::AttributeProto::INTS);
+        for (int64_t x : *is) a->add_ints(x);
+      } else if (auto* fs = std::get_if<std::vector<double>>(&value)) {
+        a->set_type(onnx::AttributeProto::FLOATS);
+        for (double x : *fs) a->add_floats(static_cast<float>(x));
+      }
+    }
+  }
+  for (const std::string& o : outputs_) {
+    auto* vi = g->add_output();
+    vi->set_name(o);
+  }
+  return m.SerializeAsString();
+}
+
+TrainingGraph GraphBuilder::Load(const LoadOptions& options) const {
+  return LoadTrainingGraphFromBytes(Bytes(), "test.onnx", options);
+}
+
+void GraphBuilder::Save(const std::string& path) const {
+  std::ofstream out(path, std::ios::binary);
+  out << Bytes();
+}
+
+}  // namespace memplan::testing

@@ -1,0 +1,52 @@
+// A tiny way to write ONNX graphs in tests:
+//   GraphBuilder b;
+//   b.Input("x", {-1, 100}).Param("w", {100, 100}).Node("MatMul", {"x", "w"}, {"y"}).Output("y");
+//   TrainingGraph g = b.Load({.batch = 1});
+// A -1 dimension in an input is the symbolic batch dimension "N".
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "memplan/training_graph.h"
+
+namespace memplan::testing {
+
+using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
+
+class GraphBuilder {
+ public:
+  GraphBuilder& Input(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::kFloat32);
+  // A trainable float initializer (zeros; analysis never reads it).
+  GraphBuilder& Param(const std::string& name, std::vector<int64_t> shape);
+  // An int64 initializer with known values (shape constants).
+  GraphBuilder& Ints(const std::string& name, std::vector<int64_t> values);
+  GraphBuilder& Node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs);
+  // Adds an attribute to the last node.
+  GraphBuilder& Attr(const std::string& name, AttrValue value);
+  GraphBuilder& Output(const std::string& name);
+  GraphBuilder& Opset(int64_t opset) { opset_ = opset; return *this; }
+
+  std::string Bytes() const;  // serialized ModelProto
+  TrainingGraph Load(const LoadOptions& options = {}) const;
+  // Writes the model to `path` (for CLI tests).
+  void Save(const std::string& path) const;
+
+ private:
+  struct InputSpec { std::string name; std::vector<int64_t> shape; DType dtype; };
+  struct InitSpec { std::string name; std::vector<int64_t> shape; DType dtype; std::vector<int64_t> ints; };
+  struct NodeSpec {
+    std::string op, name;
+    std::vector<std::string> inputs, outputs;
+    std::vector<std::pair<std::string, AttrValue>> attrs;
+  };
+  std::vector<InputSpec> inputs_;
+  std::vector<InitSpec> inits_;
+  std::vector<NodeSpec> nodes_;
+  std::vector<std::string> outputs_;
+  int64_t opset_ = 17;
+};
+
+}  // namespace memplan::testing
