@@ -326,7 +326,7 @@ def export_one(spec, out_dir, force=False):
 
     final_onnx = os.path.join(out_dir, spec.name + ".onnx")
     final_data = final_onnx + ".data"
-    if os.path.exists(final_onnx) and not force:
+    if os.path.exists(final_onnx) and os.path.exists(final_data) and not force:
         return f"{spec.name:32s} skipped (exists; use --force to re-export)"
 
     t0 = time.time()
@@ -455,13 +455,54 @@ def analyze(path):
                          (d.dim_param or "?") for d in tt.shape.dim]
                         if tt.HasField("shape") else "<no shape>")
                 examples.setdefault(node.op_type, f"{out}: {dims}")
+
+    # Where does it start?  A "root" is a node whose outputs are not concrete
+    # although all its inputs have concrete shapes and every Shape node feeding
+    # its shape-like inputs reads a concrete tensor: what is missing is the *value*
+    # of a shape-like input (Reshape shape, Slice ends, Resize sizes, ...) that
+    # data propagation did not compute.  Record the ops that compute those inputs
+    # (walking back to Shape nodes, inputs and initializers).
+    def concrete(t):
+        if not t or t in init_names:
+            return True
+        vi = known.get(t)
+        return vi is not None and _shape_is_concrete(vi)
+    producer = {o: n for n in inferred.graph.node for o in n.output}
+    roots = collections.Counter()
+    for node in inferred.graph.node:
+        if all(concrete(o) for o in node.output if o):
+            continue
+        if not all(concrete(i) for i in node.input):
+            continue
+        chain = set()
+        secondary = False   # the shape value derives from an already-unknown tensor
+        stack = [i for i in list(node.input)[1:] if i in producer]
+        if node.op_type in ("ConstantOfShape", "Range"):
+            stack = [i for i in node.input if i in producer]
+        seen = set()
+        while stack:
+            t = stack.pop()
+            if t in seen:
+                continue
+            seen.add(t)
+            pn = producer[t]
+            if pn.op_type == "Constant":
+                continue
+            chain.add(pn.op_type)
+            if pn.op_type == "Shape":
+                secondary = secondary or not concrete(pn.input[0])
+                continue
+            stack.extend(i for i in pn.input if i in producer)
+        if secondary:
+            continue
+        roots[f"{node.op_type} <- [{','.join(sorted(chain))}]"] += 1
     return dict(nodes=len(g.node), opset=opset, ops=ops, tensors=n_tensors,
-                unknown=unknown, missing=missing, examples=examples, model=m)
+                unknown=unknown, missing=missing, examples=examples, roots=roots,
+                model=m)
 
 
 def _attr_summary(m):
     """A few facts about training-specific ops worth knowing."""
-    import onnx
     from onnx import helper
     lines = []
     seen = set()
@@ -482,6 +523,7 @@ def write_report(out_dir):
     lines = []
     union = collections.Counter()
     unknown_union = collections.Counter()
+    roots_union = collections.Counter()
     for name in names:
         r = analyze(os.path.join(out_dir, name + ".onnx"))
         union.update({op: 1 for op in r["ops"]})
@@ -493,6 +535,10 @@ def write_report(out_dir):
         lines.append("  ops: " + ", ".join(f"{op}:{c}" for op, c in
                                             sorted(r["ops"].items(),
                                                    key=lambda kv: (-kv[1], kv[0]))))
+        if r["roots"]:
+            lines.append("  unknown starts at (op <- ops computing its shape input): " +
+                         "; ".join(f"{k} x{c}" for k, c in r["roots"].most_common()))
+            roots_union.update(r["roots"])
         if n_unknown:
             lines.append("  unknown by producing op: " + ", ".join(
                 f"{op}:{c}" + (f" (no type: {r['missing'][op]})" if r["missing"][op] else "")
@@ -511,6 +557,16 @@ def write_report(out_dir):
         lines.append(f"  {op}: {c}")
     if not unknown_union:
         lines.append("  (none)")
+    lines.append("")
+    lines.append("== where the unknowns start, all models (op <- ops computing its "
+                 "shape-like input)")
+    lines.append("   onnx 1.12 with data_prop: Reshape, Expand and ConstantOfShape use "
+                 "propagated shape values, but Slice (starts/ends), Pad (pads), Resize "
+                 "(sizes), Range and Tile read only Constant/initializer inputs, and "
+                 "there is no value propagator for Div (torch's int floor-division) "
+                 "or Where.")
+    for k, c in roots_union.most_common():
+        lines.append(f"  {k}: {c}")
     text = "\n".join(lines) + "\n"
     path = os.path.join(out_dir, "REPORT.txt")
     with open(path + ".tmp", "w") as f:
@@ -558,6 +614,8 @@ def main(argv=None):
     for name in selected:
         try:
             print(export_one(SPECS[name], args.out, force=args.force), flush=True)
+        except BrokenPipeError:
+            raise
         except Exception as e:
             msg = str(e).strip().splitlines()
             print(f"{name:32s} FAILED: {type(e).__name__}: "
