@@ -255,7 +255,7 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   BindDims(graph, initializer_names, opt, file, g.dims);
 
   // ONNX shape inference with data propagation; what it leaves is resolved by our rules.
-  try {
+  if (opt.onnx_shape_inference) try {
     onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
   } catch (const std::exception& e) {
@@ -364,9 +364,9 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     ReadTypeInto(vi.type(), copy);
     if (ShapeKnown(copy) || !ShapeKnown(t)) { t.dtype = copy.dtype; t.shape = copy.shape; }
   };
-  for (const auto& vi : graph.value_info()) take(vi);
+  if (opt.onnx_shape_inference) for (const auto& vi : graph.value_info()) take(vi);
   for (const auto& vi : graph.output()) {
-    take(vi);
+    if (opt.onnx_shape_inference) take(vi);
     auto it = ids.find(vi.name());
     if (it == ids.end()) throw MemplanError(file + ": graph output '" + vi.name() + "' is not produced by any node");
     g.outputs.push_back(it->second);

@@ -166,6 +166,9 @@ struct LoadOptions {
   std::map<std::string, int64_t> dims;  // binds named symbolic dims (wins over batch)
   LossKind loss = LossKind::kCrossEntropy;
   Optimizer optimizer = Optimizer::kSgd;
+  // Run ONNX's shape inference first (memplan's rules resolve what it leaves). Off: every
+  // shape comes from memplan's own rules (tests compare the two).
+  bool onnx_shape_inference = true;
 };
 
 // Loads an ONNX model (never reads external weight data), resolves every tensor's shape,

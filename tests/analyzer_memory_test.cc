@@ -1,0 +1,203 @@
+// Peaks and breakdowns of small graphs, computed by hand in the comments.
+#include <gtest/gtest.h>
+
+#include "memplan/analyzer.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+
+int64_t Category(const MemoryTimeline& t, MemoryCategory c) { return t.breakdown_at_peak[static_cast<int>(c)]; }
+
+// x[1,100] -> MatMul w1[100,100] -> y1 -> Relu -> y2 -> MatMul w2[100,10] -> logits -> CE
+GraphBuilder Chain() {
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
+  b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
+  return b.Output("logits");
+}
+
+TEST(TrainingMemory, ChainPeakIsFirstWeightGradient) {
+  Analysis a = Analyze(Chain().Load());
+  // Persistent: x 400 + w1 40000 + w2 4000 + target 8 + grads 44000 = 88408 B.
+  // The peak is MatMul1's backward: y2 and grad y2 are gone; grad y1 (400 B) is read, and
+  // the new gradient of w1 (40000 B) is alive before it is added into w1's gradient.
+  EXPECT_EQ(a.timeline.peak_bytes, 88408 + 400 + 40000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kParameter), 44000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kInput), 408);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 40000);
+  // grad y1 (400 B) is still alive: MatMul1's backward reads it.
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kActivationGradient), 400);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kActivation), 0);
+}
+
+TEST(TrainingMemory, ChainForwardKeepsOnlySavedActivations) {
+  Analysis a = Analyze(Chain().Load());
+  // Steps: setup, MatMul1, Relu, MatMul2, loss, ...
+  // After Relu: y1 is dead (MatMul1 saves x, not its output; Relu saves its output y2).
+  EXPECT_EQ(a.timeline.bytes_after[2], 88408 + 400);
+  // During the loss: y2 400 + logits 40 + loss 4 + log-probabilities 40.
+  EXPECT_EQ(a.timeline.bytes_during[4], 88408 + 400 + 40 + 4 + 40);
+  // After the loss: logits and the loss value are dead, log-probabilities stay for backward.
+  EXPECT_EQ(a.timeline.bytes_after[4], 88408 + 400 + 40);
+}
+
+TEST(TrainingMemory, ChainBackwardOfLossHoldsItsWorkspace) {
+  Analysis a = Analyze(Chain().Load());
+  // Loss backward: + seed 4 + grad logits 40 + grad of log-probabilities 40 (workspace).
+  EXPECT_EQ(a.timeline.bytes_during[5], 88408 + 400 + 40 + 4 + 40 + 40);
+  // MatMul2 backward: grad y2 400 and the new grad of w2 4000 join y2 and grad logits.
+  EXPECT_EQ(a.timeline.bytes_during[6], 88408 + 400 + 40 + 400 + 4000);
+}
+
+TEST(TrainingMemory, AdamAddsTwoStatesPerParameter) {
+  Analysis sgd = Analyze(Chain().Load());
+  LoadOptions adam_opt;
+  adam_opt.optimizer = Optimizer::kAdam;
+  Analysis adam = Analyze(Chain().Load(adam_opt));
+  // Adam: exp_avg and exp_avg_sq, 2 x 44000 B, alive the whole step.
+  EXPECT_EQ(Category(adam.timeline, MemoryCategory::kOptimizerState), 2 * 44000);
+  EXPECT_EQ(adam.timeline.peak_bytes, sgd.timeline.peak_bytes + 2 * 44000);
+}
+
+TEST(TrainingMemory, BatchScalesActivationsNotParameters) {
+  LoadOptions b4;
+  b4.batch = 4;
+  Analysis a = Analyze(Chain().Load(b4));
+  // Batch 4: x 1600 + target 32; activations x4; params and grads unchanged.
+  // Peak: persistent 1600 + 44000 + 32 + 44000 = 89632; + grad y1 1600 + new grad w1 40000.
+  EXPECT_EQ(a.timeline.peak_bytes, 89632 + 1600 + 40000);
+}
+
+// A residual block: b is read by MatMul w2 and by the Add (a skip connection).
+// x -> MatMul w1 -> a -> Relu -> b -> MatMul w2 -> c -> Add(c, b) -> d -> MatMul w3 -> logits
+GraphBuilder Residual() {
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 100}).Param("w3", {100, 10});
+  b.Node("MatMul", {"x", "w1"}, {"a"}).Node("Relu", {"a"}, {"b"}).Node("MatMul", {"b", "w2"}, {"c"});
+  b.Node("Add", {"c", "b"}, {"d"}).Node("MatMul", {"d", "w3"}, {"logits"});
+  return b.Output("logits");
+}
+
+TEST(TrainingMemory, SkipConnectionAccumulatesGradient) {
+  Analysis a = Analyze(Residual().Load());
+  // Persistent: x 400 + params 84000 + target 8 + grads 84000 = 168408.
+  // Backward order: loss, MatMul w3, Add, MatMul w2, Relu, MatMul w1.
+  // Add's backward creates grad c and grad b (400 each) while grad d (400) is alive;
+  // MatMul w2's backward then adds a second gradient into grad b through a 400 B temporary.
+  // The peak is MatMul w2's backward (below): 168408 + 41600. MatMul w1's backward holds
+  // less: grad a 400 + the new grad of w1 40000.
+  EXPECT_EQ(a.timeline.peak_bytes, 168408 + 41600);
+  size_t add_backward = 0;
+  for (size_t i = 0; i < a.schedule.steps.size(); ++i) {
+    const Step& s = a.schedule.steps[i];
+    if (s.phase == Phase::kBackward && a.graph.nodes[s.node].op_type == "Add") add_backward = i;
+  }
+  ASSERT_GT(add_backward, 0u);
+  // During Add's backward: b (saved by Relu and MatMul w2) 400 + grad d 400 + grad c 400 +
+  // grad b 400.
+  EXPECT_EQ(a.timeline.bytes_during[add_backward], 168408 + 4 * 400);
+  // During MatMul w2's backward: b, grad c, grad b, new grad w2 40000 and the second
+  // contribution to grad b (a 400 B temporary).
+  EXPECT_EQ(a.timeline.bytes_during[add_backward + 1], 168408 + 400 + 400 + 400 + 40000 + 400);
+}
+
+TEST(TrainingMemory, SharedWeightHasOneGradient) {
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100, 100}).Param("head", {100, 10});
+  b.Node("MatMul", {"x", "w"}, {"h1"}).Node("Relu", {"h1"}, {"r"}).Node("MatMul", {"r", "w"}, {"h2"});
+  b.Node("MatMul", {"h2", "head"}, {"logits"}).Output("logits");
+  Analysis a = Analyze(b.Load());
+  // w counts once: 40000 + head 4000.
+  EXPECT_EQ(a.graph.param_bytes(), 44000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
+  // Each use of w produces its own 40000 B gradient that is added into w's gradient.
+  int temporaries = 0;
+  for (const Buffer& buf : a.schedule.buffers) {
+    if (buf.category == MemoryCategory::kTemporary && buf.tensor == a.graph.FindTensor("w")) ++temporaries;
+  }
+  EXPECT_EQ(temporaries, 2);
+}
+
+TEST(TrainingMemory, ViewsShareStorage) {
+  // Reshape of a contiguous tensor is a view: no bytes of its own.
+  GraphBuilder b;
+  b.Input("x", {-1, 4, 25}).Param("w", {100, 10}).Ints("shape", {-1, 100});
+  b.Node("Relu", {"x"}, {"r"}).Node("Reshape", {"r", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"});
+  b.Output("logits");
+  Analysis a = Analyze(b.Load());
+  const TrainingGraph& g = a.graph;
+  EXPECT_EQ(g.tensor(g.FindTensor("flat")).storage, g.FindTensor("r"));
+  // Forward during MatMul: persistent (x 400 + w 4000 + shape 16 + target 8 + grad w 4000)
+  // + r 400 + logits 40; flat adds nothing.
+  EXPECT_EQ(a.timeline.bytes_during[3], 8424 + 400 + 40);
+}
+
+TEST(TrainingMemory, TransposeThenReshapeCopies) {
+  // A transposed view is not contiguous, so the reshape after it copies.
+  GraphBuilder b;
+  b.Input("x", {-1, 4, 25}).Param("w", {100, 10}).Ints("shape", {-1, 100});
+  b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 2, 1});
+  b.Node("Reshape", {"t", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
+  TrainingGraph g = b.Load();
+  EXPECT_EQ(g.tensor(g.FindTensor("t")).storage, g.FindTensor("r"));
+  EXPECT_FALSE(g.tensor(g.FindTensor("t")).contiguous);
+  EXPECT_FALSE(g.tensor(g.FindTensor("flat")).is_view());
+}
+
+TEST(TrainingMemory, ConvBatchNormPoolSaveTheirExtras) {
+  GraphBuilder b;
+  b.Input("x", {-1, 3, 8, 8}).Param("w", {4, 3, 3, 3}).Param("scale", {4}).Param("bias", {4});
+  b.Param("mean", {4}).Param("var", {4}).Param("fc", {64, 10}).Ints("shape", {-1, 64});
+  b.Node("Conv", {"x", "w"}, {"c"}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.Node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"bn", "rm", "rv"}).Attr("training_mode", int64_t{1});
+  b.Node("Relu", {"bn"}, {"r"});
+  b.Node("MaxPool", {"r"}, {"p"}).Attr("kernel_shape", std::vector<int64_t>{2, 2}).Attr("strides", std::vector<int64_t>{2, 2});
+  b.Node("Reshape", {"p", "shape"}, {"flat"}).Node("MatMul", {"flat", "fc"}, {"logits"}).Output("logits");
+  TrainingGraph g = b.Load();
+  // Running mean / var are not trained: they feed BatchNormalization's statistics inputs.
+  EXPECT_EQ(g.tensor(g.FindTensor("mean")).category, TensorCategory::kConstant);
+  EXPECT_EQ(g.tensor(g.FindTensor("scale")).category, TensorCategory::kParameter);
+  const Node& bn = g.node(1);
+  ASSERT_EQ(bn.saved_extras.size(), 2u);
+  EXPECT_EQ(bn.saved_extras[0].bytes + bn.saved_extras[1].bytes, 2 * 4 * 4);  // mean + invstd, 4 channels
+  // The running-statistics outputs are the inputs, updated in place.
+  EXPECT_EQ(g.tensor(g.FindTensor("rm")).storage, g.FindTensor("mean"));
+  const Node& pool = g.node(3);
+  ASSERT_EQ(pool.saved_extras.size(), 1u);
+  EXPECT_EQ(pool.saved_extras[0].bytes, 4 * 4 * 4 * 8);  // int64 indices of the [1,4,4,4] output
+  EXPECT_EQ(g.tensor(g.FindTensor("p")).shape, (std::vector<int64_t>{1, 4, 4, 4}));
+}
+
+TEST(TrainingMemory, InferenceDropoutIsAView) {
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100, 10});
+  b.Node("MatMul", {"x", "w"}, {"h"}).Node("Dropout", {"h"}, {"d"}).Output("d");
+  TrainingGraph g = b.Load();
+  EXPECT_TRUE(g.node(1).saved_extras.empty());
+  EXPECT_EQ(g.tensor(g.FindTensor("d")).storage, g.FindTensor("h"));
+}
+
+TEST(TrainingMemory, SimulatorRejectsDoubleAllocation) {
+  Schedule s;
+  BufferId b = s.AddBuffer({"t", 10, MemoryCategory::kActivation, kNone});
+  s.steps.push_back({Phase::kForward, kNone, {b}, {}});
+  s.steps.push_back({Phase::kForward, kNone, {b}, {}});
+  EXPECT_THROW(Simulate(s), MemplanError);
+}
+
+TEST(TrainingMemory, CudaPolicyRoundsTo512) {
+  Schedule s;
+  BufferId a = s.AddBuffer({"a", 1, MemoryCategory::kActivation, kNone});
+  BufferId b = s.AddBuffer({"b", 513, MemoryCategory::kActivation, kNone});
+  s.steps.push_back({Phase::kForward, kNone, {a, b}, {}});
+  // 1 B -> 512 B, 513 B -> 1024 B.
+  EXPECT_EQ(Simulate(s, {AllocatorPolicy::kCudaCaching}).peak_bytes, 512 + 1024);
+  EXPECT_EQ(Simulate(s).peak_bytes, 514);
+}
+
+}  // namespace
+}  // namespace memplan
