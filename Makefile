@@ -1,0 +1,41 @@
+# memplan: two commands on a fresh machine.
+#   make demo   installs dependencies, builds, exports a real model and analyzes it
+#   make test   installs dependencies, builds, runs the whole test suite (ctest)
+
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= $(shell nproc)
+MODEL_CACHE ?= $(CURDIR)/$(BUILD_DIR)/model-cache
+CMAKE_FLAGS ?=
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: all deps configure build test demo bench clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+configure:
+	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ]; then \
+	  cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DMEMPLAN_MODEL_CACHE=$(MODEL_CACHE) $(CMAKE_FLAGS); \
+	fi
+
+build: deps configure
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	/usr/bin/python3 samples/export_models.py --out $(MODEL_CACHE) --models resnet50
+	$(BUILD_DIR)/cli/memplan analyze $(MODEL_CACHE)/resnet50.onnx --batch 32 --optimizer adam \
+	  --json $(BUILD_DIR)/resnet50-analysis.json
+
+bench: build
+	/usr/bin/python3 samples/export_models.py --out $(MODEL_CACHE) --models resnet18,resnet50,vgg16,mobilenet_v2,vit_b_16,gpt,gpt_deep,swin_t
+	$(BUILD_DIR)/bench/bench_analyzer $(MODEL_CACHE)
+
+clean:
+	rm -rf $(BUILD_DIR)
