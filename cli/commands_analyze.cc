@@ -33,6 +33,11 @@ int RunAnalyze(int argc, char** argv) {
     std::printf("  %-22s %12s  %5.1f%%\n", MemoryCategoryName(static_cast<MemoryCategory>(c)), FormatBytes(b).c_str(),
                 100.0 * static_cast<double>(b) / static_cast<double>(an.timeline.peak_bytes));
   }
+  std::printf("largest at the peak:\n");
+  for (size_t i = 0; i < an.timeline.alive_at_peak.size() && i < 5; ++i) {
+    const Buffer& b = an.schedule.buffers[an.timeline.alive_at_peak[i]];
+    std::printf("  %-60.60s %12s  %s\n", b.name.c_str(), FormatBytes(b.bytes).c_str(), MemoryCategoryName(b.category));
+  }
   std::printf("bottlenecks  %zu tensors cut the graph", an.bottlenecks.size());
   if (!an.bottlenecks.empty()) {
     std::printf("; largest:");
