@@ -80,6 +80,78 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
   return p;
 }
 
+GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
+    : g_(g), s_(s), grad_(g.tensors.size(), kNone) {}
+
+// A gradient buffer is created by the first backward op that produces it and freed after the
+// backward of the tensor's producer consumed it. Views pass the incoming gradient through
+// without a copy.
+void GradientFlow::Backward(const Node& n, Step& step) {
+  const TrainingGraph& g = g_;
+  Schedule& s = s_;
+  std::vector<BufferId>& grad = grad_;
+  std::unordered_map<BufferId, int>& grad_readers = readers_;
+  const OpRule* rule = FindOpRule(n.op_type);
+  if (n.outputs[0] == g.loss) {
+    BufferId seed = s.AddBuffer({"grad " + g.tensors[g.loss].name, 4, MemoryCategory::kActivationGradient, g.loss});
+    grad[g.loss] = seed;
+    grad_readers[seed] = 1;
+    step.allocs.push_back(seed);
+  }
+  BufferId out_grad = n.outputs[0] != kNone ? grad[n.outputs[0]] : kNone;
+  for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+    TensorId i = n.inputs[slot];
+    if (i == kNone || !g.tensors[i].has_gradient) continue;
+    if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
+    const Tensor& t = g.tensors[i];
+    bool view = rule->grad_is_view && out_grad != kNone;
+    if (t.category == TensorCategory::kParameter || grad[i] != kNone) {
+      // Accumulated into an existing buffer: a temporary unless it is a view.
+      if (!view) {
+        BufferId tmp = s.AddBuffer({"new grad " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+        step.allocs.push_back(tmp);
+        step.frees.push_back(tmp);
+      }
+      continue;
+    }
+    if (view) {
+      grad[i] = out_grad;
+      ++grad_readers[out_grad];
+    } else {
+      grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
+      grad_readers[grad[i]] = 1;
+      step.allocs.push_back(grad[i]);
+    }
+  }
+  if (n.backward_workspace_bytes > 0) {
+    BufferId w = s.AddBuffer({n.name + ":backward workspace", n.backward_workspace_bytes,
+                              MemoryCategory::kTemporary, kNone});
+    step.allocs.push_back(w);
+    step.frees.push_back(w);
+  }
+  for (TensorId o : n.outputs) {
+    if (o == kNone || grad[o] == kNone) continue;
+    if (--grad_readers[grad[o]] == 0) step.frees.push_back(grad[o]);
+  }
+}
+
+void GradientFlow::Finish(Step& optimizer) {
+  // Gradients nobody consumed (inputs of the first ops that require grad) die with the step.
+  size_t first = optimizer.frees.size();
+  for (auto& [b, readers] : readers_) {
+    if (readers > 0) optimizer.frees.push_back(b);
+  }
+  std::sort(optimizer.frees.begin() + static_cast<std::ptrdiff_t>(first), optimizer.frees.end());
+  if (g_.optimizer == Optimizer::kAdam) {
+    // Adam's update builds one parameter-sized temporary (the denominator) at a time.
+    int64_t largest = 0;
+    for (TensorId p : g_.parameters) if (g_.tensors[p].has_gradient) largest = std::max(largest, g_.tensors[p].bytes);
+    BufferId tmp = s_.AddBuffer({"adam denominator", largest, MemoryCategory::kTemporary, kNone});
+    optimizer.allocs.push_back(tmp);
+    optimizer.frees.push_back(tmp);
+  }
+}
+
 Schedule BuildTrainingSchedule(const TrainingGraph& g) {
   Schedule s;
   PersistentBuffers persistent = AddPersistentBuffers(g, s);
@@ -135,78 +207,22 @@ Schedule BuildTrainingSchedule(const TrainingGraph& g) {
     s.steps.push_back(std::move(step));
   }
 
-  // 3. Backward in reverse. A gradient buffer is created by the first backward op that
-  //    produces it and freed after the backward of the tensor's producer consumed it.
-  //    Views pass the incoming gradient through without a copy.
-  std::vector<BufferId> grad(g.tensors.size(), kNone);
-  std::unordered_map<BufferId, int> grad_readers;  // tensors still to consume a grad buffer
+  // 3. Backward in reverse: the gradients (GradientFlow), then the saved tensors and extras.
+  GradientFlow flow(g, s);
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
     const Node& n = *it;
     if (!n.has_backward) continue;
-    const OpRule* rule = FindOpRule(n.op_type);
     Step step;
     step.phase = Phase::kBackward;
     step.node = n.id;
-    if (n.outputs[0] == g.loss) {
-      BufferId seed = s.AddBuffer({"grad " + g.tensors[g.loss].name, 4, MemoryCategory::kActivationGradient, g.loss});
-      grad[g.loss] = seed;
-      grad_readers[seed] = 1;
-      step.allocs.push_back(seed);
-    }
-    BufferId out_grad = n.outputs[0] != kNone ? grad[n.outputs[0]] : kNone;
-    for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
-      TensorId i = n.inputs[slot];
-      if (i == kNone || !g.tensors[i].has_gradient) continue;
-      if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
-      const Tensor& t = g.tensors[i];
-      bool view = rule->grad_is_view && out_grad != kNone;
-      if (t.category == TensorCategory::kParameter || grad[i] != kNone) {
-        // Accumulated into an existing buffer: a temporary unless it is a view.
-        if (!view) {
-          BufferId tmp = s.AddBuffer({"new grad " + t.name, t.bytes, MemoryCategory::kTemporary, i});
-          step.allocs.push_back(tmp);
-          step.frees.push_back(tmp);
-        }
-        continue;
-      }
-      if (view) {
-        grad[i] = out_grad;
-        ++grad_readers[out_grad];
-      } else {
-        grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
-        grad_readers[grad[i]] = 1;
-        step.allocs.push_back(grad[i]);
-      }
-    }
-    if (n.backward_workspace_bytes > 0) {
-      BufferId w = s.AddBuffer({n.name + ":backward workspace", n.backward_workspace_bytes,
-                                MemoryCategory::kTemporary, kNone});
-      step.allocs.push_back(w);
-      step.frees.push_back(w);
-    }
-    for (TensorId o : n.outputs) {
-      if (o == kNone || grad[o] == kNone) continue;
-      if (--grad_readers[grad[o]] == 0) step.frees.push_back(grad[o]);
-    }
+    flow.Backward(n, step);
     for (BufferId e : extras[n.id]) step.frees.push_back(e);
     for (BufferId b : free_after_backward[n.id]) step.frees.push_back(b);
     s.steps.push_back(std::move(step));
   }
-  // Gradients nobody consumed (inputs of the first ops that require grad) die with the step.
   Step optimizer;
   optimizer.phase = Phase::kOptimizer;
-  for (auto& [b, readers] : grad_readers) {
-    if (readers > 0) optimizer.frees.push_back(b);
-  }
-  std::sort(optimizer.frees.begin(), optimizer.frees.end());
-  if (g.optimizer == Optimizer::kAdam) {
-    // Adam's update builds one parameter-sized temporary (the denominator) at a time.
-    int64_t largest = 0;
-    for (TensorId p : g.parameters) if (g.tensors[p].has_gradient) largest = std::max(largest, g.tensors[p].bytes);
-    BufferId tmp = s.AddBuffer({"adam denominator", largest, MemoryCategory::kTemporary, kNone});
-    optimizer.allocs.push_back(tmp);
-    optimizer.frees.push_back(tmp);
-  }
+  flow.Finish(optimizer);
   s.steps.push_back(std::move(optimizer));
   return s;
 }

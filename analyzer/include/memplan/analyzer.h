@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
@@ -73,6 +74,30 @@ struct PersistentBuffers {
   std::vector<BufferId> storage;     // indexed by TensorId; the buffer of persistent tensors
 };
 PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s);
+
+// The gradient side of the backward pass, node by node. Every schedule builder (the training
+// step above, the planner's segmented schedules) runs the same per-node logic in the same
+// reverse topological order, so that their gradient buffers agree exactly.
+class GradientFlow {
+ public:
+  GradientFlow(const TrainingGraph& g, Schedule& s);
+  // Node n's backward (call in reverse topological order, for nodes with has_backward):
+  // allocates the gradients it produces (passing the incoming gradient through where the op
+  // hands back a view; a temporary where it accumulates into an existing buffer or a
+  // parameter's gradient), its workspace, and frees its outputs' gradients once every tensor
+  // sharing the buffer has been consumed.
+  void Backward(const Node& n, Step& step);
+  // The optimizer step: frees the gradients nobody consumed; Adam's one temporary.
+  void Finish(Step& optimizer);
+  // The buffer holding tensor t's gradient (kNone until a backward step produced it).
+  BufferId gradient(TensorId t) const { return grad_[t]; }
+
+ private:
+  const TrainingGraph& g_;
+  Schedule& s_;
+  std::vector<BufferId> grad_;
+  std::unordered_map<BufferId, int> readers_;  // tensors still to consume a grad buffer
+};
 
 // How allocation sizes are accounted.
 enum class AllocatorPolicy {
