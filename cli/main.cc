@@ -7,6 +7,9 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "memplan/training_graph.h"
+#ifdef MEMPLAN_HAVE_GUI
+#include "memplan/gui.h"
+#endif
 
 namespace {
 
@@ -20,6 +23,7 @@ const char* kUsage =
     "                  [--sweep] [--json OUT]\n"
     "  memplan run     MODEL.onnx [--batch N] [--plan PLAN.json] [--device cpu|cuda[:K]] [--steps N]\n"
     "                  [--seed S] [--random-weights] [--json OUT]\n"
+    "  memplan gui     [MODEL.onnx|analysis.json|plan.json|run.json]... [--screenshot OUT.png [--page P]]\n"
     "  memplan ops     list the ONNX ops memplan has rules for\n"
     "\n"
     "Sizes accept B, KiB, MiB, GiB, KB, MB, GB. Exit status: 0 ok, 1 bad input, 2 no plan fits.\n";
@@ -45,6 +49,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef MEMPLAN_HAVE_EXECUTOR
     if (cmd == "run") return RunRun(argc, argv);
+#endif
+#ifdef MEMPLAN_HAVE_GUI
+    if (cmd == "gui") return memplan::RunGui(argc, argv);
 #endif
     if (cmd == "plan" || cmd == "run" || cmd == "gui") {
       std::fprintf(stderr, "memplan: '%s' is not available in this build\n", cmd.c_str());

@@ -9,7 +9,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   coinor-libcbc-dev
   libtorch-dev libopenblas0-pthread
-  qt6-base-dev qt6-charts-dev libgl-dev
+  qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   python3-torch python3-torchvision python3-onnx
   libonnx-testdata
 )

@@ -1,0 +1,462 @@
+#include "document.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <unordered_set>
+
+#include <nlohmann/json.hpp>
+
+namespace memplan::gui {
+
+namespace {
+
+using nlohmann::json;
+
+std::string BaseName(const std::string& path) {
+  size_t slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Phase PhaseFromName(const std::string& s) {
+  if (s == "setup") return Phase::kSetup;
+  if (s == "loss") return Phase::kLoss;
+  if (s == "backward") return Phase::kBackward;
+  if (s == "recompute") return Phase::kRecompute;
+  if (s == "optimizer") return Phase::kOptimizer;
+  return Phase::kForward;
+}
+
+int CategoryFromName(const std::string& s) {
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    if (s == MemoryCategoryName(static_cast<MemoryCategory>(c))) return c;
+  }
+  return -1;
+}
+
+// Field readers that accept a missing or null field (unknown) and reject a wrong type with a
+// message naming the field.
+int64_t GetInt(const json& j, const char* key, int64_t fallback = -1) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
+  return it->is_number_float() ? static_cast<int64_t>(std::llround(it->get<double>())) : it->get<int64_t>();
+}
+double GetDouble(const json& j, const char* key, double fallback = -1) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return fallback;
+  if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
+  return it->get<double>();
+}
+std::string GetString(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return {};
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number() || it->is_boolean()) return it->dump();
+  throw MemplanError(std::string("field '") + key + "' is not a string");
+}
+std::vector<std::string> GetStrings(const json& j, const char* key) {
+  std::vector<std::string> out;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return out;
+  if (!it->is_array()) throw MemplanError(std::string("field '") + key + "' is not an array");
+  for (const json& e : *it) {
+    if (e.is_string()) out.push_back(e.get<std::string>());
+    else if (e.is_object() && e.contains("name") && e["name"].is_string()) out.push_back(e["name"].get<std::string>());
+  }
+  return out;
+}
+
+std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::string& label, const char* bytes_key) {
+  if (!arr.is_array()) throw MemplanError("field 'timeline' is not an array");
+  auto t = std::make_shared<TimelineData>();
+  t->label = label;
+  t->bytes.reserve(arr.size());
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& p = arr[i];
+    if (!p.is_object()) throw MemplanError("timeline entry " + std::to_string(i) + " is not an object");
+    int64_t b = GetInt(p, bytes_key, -1);
+    if (b < 0) b = GetInt(p, "bytes", -1);
+    if (b < 0) b = GetInt(p, "bytes_after", -1);
+    if (b < 0) throw MemplanError("timeline entry " + std::to_string(i) + " has no bytes");
+    t->bytes.push_back(b);
+    std::string phase = GetString(p, "phase");
+    t->phases.push_back(PhaseFromName(phase));
+    std::string node = GetString(p, "node");
+    std::string event = GetString(p, "event");
+    if (event.empty()) event = node.empty() ? phase : phase + " " + node;
+    t->events.push_back(std::move(event));
+    t->nodes.push_back(std::move(node));
+    if (b > t->peak_bytes || i == 0) {
+      t->peak_bytes = b;
+      t->peak_step = static_cast<int64_t>(i);
+    }
+  }
+  return t;
+}
+
+void ReadPlanFields(const json& j, Item& item) {
+  item.strategy = GetString(j, "strategy");
+  item.budget_bytes = GetInt(j, "budget_bytes");
+  item.plan_peak_bytes = GetInt(j, "predicted_peak_bytes");
+  int64_t baseline = GetInt(j, "baseline_peak_bytes");
+  if (baseline >= 0) item.baseline_peak_bytes = baseline;
+  item.recompute_flops = GetDouble(j, "recompute_flops");
+  double fwd = GetDouble(j, "forward_flops");
+  if (fwd > 0) item.forward_flops = fwd;
+  double overhead = GetDouble(j, "overhead", -1);
+  if (overhead < 0 && item.recompute_flops >= 0 && fwd > 0) overhead = item.recompute_flops / fwd;
+  item.overhead = overhead;
+  if (j.contains("feasible") && j["feasible"].is_boolean()) item.feasible = j["feasible"].get<bool>() ? 1 : 0;
+  item.solve_seconds = GetDouble(j, "solve_seconds");
+  item.checkpoints = GetStrings(j, "checkpoints");
+  if (j.contains("sections") && j["sections"].is_array()) item.num_sections = static_cast<int64_t>(j["sections"].size());
+  if (j.contains("segments") && j["segments"].is_array() && item.num_sections < 0) {
+    item.num_sections = static_cast<int64_t>(j["segments"].size());
+  }
+  if (item.model.empty()) item.model = GetString(j, "model");
+  if (item.batch < 0) item.batch = GetInt(j, "batch");
+  // The sweep (Pareto curve) and the per-strategy comparison, when the plan carries them.
+  for (const char* key : {"sweep", "pareto"}) {
+    if (!j.contains(key) || !j[key].is_array()) continue;
+    for (const json& p : j[key]) {
+      if (!p.is_object()) continue;
+      ParetoPoint pt;
+      pt.strategy = GetString(p, "strategy");
+      pt.budget_bytes = GetInt(p, "budget_bytes");
+      pt.peak_bytes = GetInt(p, "predicted_peak_bytes");
+      if (pt.peak_bytes < 0) pt.peak_bytes = GetInt(p, "peak_bytes");
+      pt.recompute_flops = GetDouble(p, "recompute_flops", 0);
+      pt.overhead = GetDouble(p, "overhead", -1);
+      double pf = GetDouble(p, "forward_flops", fwd);
+      if (pt.overhead < 0) pt.overhead = pf > 0 ? pt.recompute_flops / pf : 0;
+      if (p.contains("feasible") && p["feasible"].is_boolean()) pt.feasible = p["feasible"].get<bool>();
+      if (pt.peak_bytes >= 0) item.sweep.push_back(pt);
+    }
+  }
+  for (const char* key : {"strategies", "candidates"}) {
+    if (!j.contains(key) || !j[key].is_array()) continue;
+    for (const json& p : j[key]) {
+      if (!p.is_object()) continue;
+      StrategyRow r;
+      r.strategy = GetString(p, "strategy");
+      r.peak_bytes = GetInt(p, "predicted_peak_bytes");
+      r.overhead = GetDouble(p, "overhead", -1);
+      double rf = GetDouble(p, "recompute_flops", -1);
+      double pf = GetDouble(p, "forward_flops", fwd);
+      if (r.overhead < 0 && rf >= 0 && pf > 0) r.overhead = rf / pf;
+      if (p.contains("checkpoints") && p["checkpoints"].is_array()) r.checkpoints = p["checkpoints"].size();
+      else r.checkpoints = GetInt(p, "num_checkpoints");
+      if (p.contains("sections") && p["sections"].is_array()) r.sections = p["sections"].size();
+      else r.sections = GetInt(p, "num_sections");
+      if (p.contains("feasible") && p["feasible"].is_boolean()) r.feasible = p["feasible"].get<bool>();
+      r.solve_seconds = GetDouble(p, "solve_seconds");
+      item.strategies.push_back(r);
+    }
+  }
+  if (j.contains("timeline")) {
+    item.timeline = TimelineFromJson(j["timeline"], "plan " + item.strategy, "bytes");
+  }
+}
+
+void ReadAnalysisFields(const json& j, Item& item) {
+  item.model = GetString(j, "model");
+  item.batch = GetInt(j, "batch");
+  item.optimizer = GetString(j, "optimizer");
+  item.num_nodes = GetInt(j, "num_nodes");
+  item.param_bytes = GetInt(j, "param_bytes");
+  item.forward_flops = GetDouble(j, "forward_flops");
+  item.baseline_peak_bytes = GetInt(j, "peak_bytes");
+  item.peak_event = GetString(j, "peak_event");
+  if (j.contains("breakdown") && j["breakdown"].is_object()) {
+    for (const auto& [k, v] : j["breakdown"].items()) {
+      int c = CategoryFromName(k);
+      if (c < 0 || !v.is_number()) continue;
+      item.breakdown[c] = v.get<int64_t>();
+      item.has_breakdown = true;
+    }
+  }
+  item.bottlenecks = GetStrings(j, "bottlenecks");
+  item.notes = GetStrings(j, "notes");
+  if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "analysis", "bytes");
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MemplanError(path + ": cannot open the file (does it exist and is it readable?)");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+const char* SourceKindName(SourceKind k) {
+  switch (k) {
+    case SourceKind::kModel: return "model";
+    case SourceKind::kAnalysis: return "analysis";
+    case SourceKind::kPlan: return "plan";
+    case SourceKind::kRun: return "run";
+  }
+  return "?";
+}
+
+bool IsPersistentCategory(MemoryCategory c) {
+  return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient || c == MemoryCategory::kOptimizerState ||
+         c == MemoryCategory::kInput || c == MemoryCategory::kConstant;
+}
+
+std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy) {
+  std::vector<CategoryBytes> out;
+  out.reserve(s.steps.size());
+  CategoryBytes current{};
+  for (const Step& step : s.steps) {
+    for (BufferId b : step.allocs) {
+      current[static_cast<int>(s.buffers[b].category)] += AccountedBytes(s.buffers[b].bytes, policy);
+    }
+    out.push_back(current);
+    for (BufferId b : step.frees) {
+      current[static_cast<int>(s.buffers[b].category)] -= AccountedBytes(s.buffers[b].bytes, policy);
+    }
+  }
+  return out;
+}
+
+std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step, AllocatorPolicy policy) {
+  std::vector<char> alive(s.buffers.size(), 0);
+  for (size_t i = 0; i <= step && i < s.steps.size(); ++i) {
+    for (BufferId b : s.steps[i].allocs) alive[b] = 1;
+    if (i < step) for (BufferId b : s.steps[i].frees) alive[b] = 0;
+  }
+  std::vector<AliveBuffer> out;
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    if (!alive[b]) continue;
+    const Buffer& buf = s.buffers[b];
+    out.push_back({static_cast<BufferId>(b), buf.name, buf.category, AccountedBytes(buf.bytes, policy)});
+  }
+  std::stable_sort(out.begin(), out.end(), [](const AliveBuffer& a, const AliveBuffer& b) { return a.bytes > b.bytes; });
+  return out;
+}
+
+std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorId>& bottlenecks,
+                                    const std::vector<TensorId>& checkpoints, const LifetimeOptions& options) {
+  const int32_t n = static_cast<int32_t>(s.steps.size());
+  const int32_t first = std::max(0, options.first_step);
+  const int32_t last = options.last_step < 0 ? n - 1 : std::min(options.last_step, n - 1);
+  std::vector<LifetimeSpan> spans;
+  std::vector<int32_t> open(s.buffers.size(), -1);
+  for (int32_t i = 0; i < n; ++i) {
+    for (BufferId b : s.steps[i].allocs) open[b] = i;
+    for (BufferId b : s.steps[i].frees) {
+      if (open[b] < 0) continue;
+      LifetimeSpan sp;
+      sp.buffer = b;
+      sp.begin = open[b];
+      sp.end = i;
+      sp.recomputed = s.steps[open[b]].phase == Phase::kRecompute;
+      spans.push_back(sp);
+      open[b] = -1;
+    }
+  }
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    if (open[b] < 0) continue;
+    LifetimeSpan sp;
+    sp.buffer = static_cast<BufferId>(b);
+    sp.begin = open[b];
+    sp.end = n - 1;
+    sp.recomputed = s.steps[open[b]].phase == Phase::kRecompute;
+    spans.push_back(sp);
+  }
+  // Choose the largest buffers with a span in the range.
+  std::vector<char> in_range(s.buffers.size(), 0);
+  for (const LifetimeSpan& sp : spans) {
+    const Buffer& buf = s.buffers[sp.buffer];
+    if (!options.include_persistent && IsPersistentCategory(buf.category)) continue;
+    if (sp.end < first || sp.begin > last) continue;
+    in_range[sp.buffer] = 1;
+  }
+  std::vector<BufferId> chosen;
+  for (size_t b = 0; b < s.buffers.size(); ++b) if (in_range[b]) chosen.push_back(static_cast<BufferId>(b));
+  std::stable_sort(chosen.begin(), chosen.end(),
+                   [&](BufferId a, BufferId b) { return s.buffers[a].bytes > s.buffers[b].bytes; });
+  if (chosen.size() > options.max_buffers) chosen.resize(options.max_buffers);
+  std::vector<char> keep(s.buffers.size(), 0);
+  for (BufferId b : chosen) keep[b] = 1;
+  std::unordered_set<TensorId> bn(bottlenecks.begin(), bottlenecks.end());
+  std::unordered_set<TensorId> ck(checkpoints.begin(), checkpoints.end());
+  std::vector<LifetimeSpan> out;
+  for (LifetimeSpan sp : spans) {
+    if (!keep[sp.buffer]) continue;
+    const Buffer& buf = s.buffers[sp.buffer];
+    sp.name = buf.name;
+    sp.category = buf.category;
+    sp.bytes = buf.bytes;
+    bool holds_value = buf.category == MemoryCategory::kActivation;
+    sp.bottleneck = holds_value && buf.tensor != kNone && bn.count(buf.tensor);
+    sp.checkpoint = holds_value && buf.tensor != kNone && ck.count(buf.tensor);
+    out.push_back(std::move(sp));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const LifetimeSpan& a, const LifetimeSpan& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.buffer < b.buffer;
+  });
+  return out;
+}
+
+TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t,
+                                  const std::string& label) {
+  TimelineData d;
+  d.label = label;
+  d.bytes = t.bytes_during;
+  d.peak_bytes = t.peak_bytes;
+  d.peak_step = t.peak_step;
+  d.phases.reserve(s.steps.size());
+  d.events.reserve(s.steps.size());
+  d.nodes.reserve(s.steps.size());
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    d.phases.push_back(s.steps[i].phase);
+    d.events.push_back(s.StepLabel(g, i));
+    d.nodes.push_back(s.steps[i].node == kNone ? std::string() : g.nodes[s.steps[i].node].name);
+  }
+  d.by_category = ReplayByCategory(s);
+  return d;
+}
+
+Item ItemFromAnalysis(Analysis analysis, const std::string& path) {
+  auto a = std::make_shared<Analysis>(std::move(analysis));
+  const TrainingGraph& g = a->graph;
+  Item item;
+  item.kind = SourceKind::kModel;
+  item.path = path;
+  item.title = BaseName(path);
+  item.model = g.model_path.empty() ? path : g.model_path;
+  item.batch = g.batch;
+  item.optimizer = OptimizerName(g.optimizer);
+  item.num_nodes = static_cast<int64_t>(g.nodes.size());
+  item.param_bytes = g.param_bytes();
+  item.forward_flops = g.forward_flops();
+  item.baseline_peak_bytes = a->timeline.peak_bytes;
+  item.peak_event = a->schedule.StepLabel(g, a->timeline.peak_step);
+  item.has_breakdown = true;
+  item.breakdown = a->timeline.breakdown_at_peak;
+  for (TensorId t : a->bottlenecks) item.bottlenecks.push_back(g.tensors[t].name);
+  item.notes = g.notes;
+  item.timeline = std::make_shared<TimelineData>(TimelineFromSchedule(g, a->schedule, a->timeline, "analysis"));
+  item.schedule = std::shared_ptr<const Schedule>(a, &a->schedule);
+  item.bottleneck_ids = a->bottlenecks;
+  item.analysis = std::move(a);
+  return item;
+}
+
+Item ItemFromJson(const json& j, const std::string& path) {
+  if (!j.is_object()) throw MemplanError(path + ": not a memplan result (expected a JSON object)");
+  std::string kind = j.contains("kind") && j["kind"].is_string() ? j["kind"].get<std::string>() : "";
+  Item item;
+  item.path = path;
+  item.title = BaseName(path);
+  try {
+    if (kind == "analysis") {
+      item.kind = SourceKind::kAnalysis;
+      ReadAnalysisFields(j, item);
+    } else if (kind == "plan") {
+      item.kind = SourceKind::kPlan;
+      ReadPlanFields(j, item);
+    } else if (kind == "run") {
+      item.kind = SourceKind::kRun;
+      item.model = GetString(j, "model");
+      item.batch = GetInt(j, "batch");
+      item.device = GetString(j, "device");
+      if (j.contains("steps") && j["steps"].is_array()) item.steps = static_cast<int64_t>(j["steps"].size());
+      else item.steps = GetInt(j, "steps");
+      item.measured_peak_bytes = GetInt(j, "measured_peak_bytes");
+      item.run_predicted_peak_bytes = GetInt(j, "predicted_peak_bytes");
+      item.step_seconds = GetDouble(j, "step_seconds");
+      item.recompute_seconds = GetDouble(j, "recompute_seconds");
+      if (j.contains("loss") && j["loss"].is_array()) {
+        for (const json& l : j["loss"]) if (l.is_number()) item.losses.push_back(l.get<double>());
+      }
+      if (j.contains("plan") && j["plan"].is_object()) ReadPlanFields(j["plan"], item);
+      if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
+      if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "predicted", "bytes");
+      // The measured trace: per event, the highest bytes seen during it (or after it).
+      for (const char* key : {"trace", "measured_timeline"}) {
+        if (j.contains(key) && j[key].is_array() && !j[key].empty()) {
+          item.measured = TimelineFromJson(j[key], "measured", "peak_during");
+          break;
+        }
+      }
+    } else if (kind.empty()) {
+      throw MemplanError("no \"kind\" field: not a memplan analysis, plan or run JSON");
+    } else {
+      throw MemplanError("unknown kind \"" + kind + "\" (expected analysis, plan or run)");
+    }
+  } catch (const MemplanError& e) {
+    throw MemplanError(path + ": " + e.what());
+  } catch (const nlohmann::json::exception& e) {
+    throw MemplanError(path + ": malformed memplan JSON: " + e.what());
+  }
+  if (item.timeline && !item.timeline->size()) item.timeline.reset();
+  if (item.measured && !item.measured->size()) item.measured.reset();
+  return item;
+}
+
+Item LoadItem(const std::string& path, const ModelOptions& options) {
+  std::string bytes = ReadFile(path);
+  size_t first = bytes.find_first_not_of(" \t\r\n");
+  bool looks_json = first != std::string::npos && (bytes[first] == '{' || bytes[first] == '[');
+  bool is_json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  if (looks_json || is_json_name) {
+    json j;
+    try {
+      j = json::parse(bytes);
+    } catch (const nlohmann::json::exception& e) {
+      throw MemplanError(path + ": not valid JSON (" + e.what() + ")");
+    }
+    return ItemFromJson(j, path);
+  }
+  if (bytes.empty()) throw MemplanError(path + ": the file is empty");
+  LoadOptions lo;
+  lo.batch = options.batch;
+  lo.optimizer = options.optimizer;
+  lo.loss = options.loss;
+  TrainingGraph g = LoadTrainingGraph(path, lo);
+  return ItemFromAnalysis(Analyze(std::move(g)), path);
+}
+
+std::vector<size_t> DownsampleIndices(const std::vector<int64_t>& values, size_t max_points) {
+  std::vector<size_t> out;
+  const size_t n = values.size();
+  if (n == 0) return out;
+  if (max_points < 4 || n <= max_points) {
+    out.resize(n);
+    for (size_t i = 0; i < n; ++i) out[i] = i;
+    return out;
+  }
+  const size_t buckets = max_points / 3;
+  const size_t width = (n + buckets - 1) / buckets;
+  for (size_t start = 0; start < n; start += width) {
+    size_t end = std::min(n, start + width);
+    size_t lo = start, hi = start;
+    for (size_t i = start; i < end; ++i) {
+      if (values[i] < values[lo]) lo = i;
+      if (values[i] > values[hi]) hi = i;
+    }
+    out.push_back(start);
+    if (std::min(lo, hi) != start) out.push_back(std::min(lo, hi));
+    if (std::max(lo, hi) != start && lo != hi) out.push_back(std::max(lo, hi));
+  }
+  if (out.back() != n - 1) out.push_back(n - 1);
+  return out;
+}
+
+std::string BytesText(int64_t bytes) { return bytes < 0 ? "\u2014" : FormatBytes(bytes); }
+
+std::string PercentText(double fraction) {
+  if (fraction < 0) return "\u2014";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f%%", fraction * 100);
+  return buf;
+}
+
+}  // namespace memplan::gui

@@ -1,0 +1,184 @@
+// The dashboard's document layer: turns analyzer results and memplan's JSON files into the
+// values the GUI displays. Qt-free, so that tests (and any other front end) can use it.
+//
+// It never does memory arithmetic of its own: totals and peaks come from the analyzer's
+// simulator or from the JSON; per-category series and "alive at step" lists are replays of
+// the analyzer's Schedule (its buffers and their AccountedBytes), which tests check against
+// Simulate step by step.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "memplan/analyzer.h"
+#include "memplan/training_graph.h"
+
+namespace memplan::gui {
+
+enum class SourceKind { kModel, kAnalysis, kPlan, kRun };
+const char* SourceKindName(SourceKind k);
+
+using CategoryBytes = std::array<int64_t, kNumMemoryCategories>;
+
+// Bytes alive over a schedule, one entry per step (the simulator's "during" value: after the
+// step's allocations, before its frees).
+struct TimelineData {
+  std::string label;
+  std::vector<int64_t> bytes;
+  std::vector<Phase> phases;
+  std::vector<std::string> events;  // "forward /conv1/Conv (Conv)"
+  std::vector<std::string> nodes;   // node name or ""
+  // Per step and category; empty when the source has no per-category data (JSON files).
+  std::vector<CategoryBytes> by_category;
+  int64_t peak_bytes = 0;
+  int64_t peak_step = 0;
+
+  size_t size() const { return bytes.size(); }
+  bool has_categories() const { return !by_category.empty(); }
+};
+
+// A point of a plan sweep (peak vs recompute overhead), when a plan JSON carries one.
+struct ParetoPoint {
+  std::string strategy;
+  int64_t budget_bytes = -1;
+  int64_t peak_bytes = -1;
+  double recompute_flops = 0;
+  double overhead = 0;  // recompute_flops / forward_flops, as the planner reports it
+  bool feasible = true;
+};
+
+// One strategy's result at a budget, for the plan explorer's comparison table.
+struct StrategyRow {
+  std::string strategy;
+  int64_t peak_bytes = -1;
+  double overhead = -1;
+  int64_t checkpoints = -1;
+  int64_t sections = -1;
+  bool feasible = false;
+  double solve_seconds = -1;
+};
+
+// Everything the dashboard shows about one opened file. Unknown numbers are -1.
+struct Item {
+  SourceKind kind = SourceKind::kAnalysis;
+  std::string path;
+  std::string title;  // short name for lists and legends
+
+  std::string model;
+  int64_t batch = -1;
+  std::string optimizer;
+  int64_t num_nodes = -1;
+  int64_t param_bytes = -1;
+  double forward_flops = -1;
+
+  int64_t baseline_peak_bytes = -1;  // the plain training step's peak
+  std::string peak_event;
+  bool has_breakdown = false;
+  CategoryBytes breakdown{};  // at the peak of `timeline`
+
+  // Plans (and the plan a run executed).
+  std::string strategy;
+  int64_t budget_bytes = -1;
+  int64_t plan_peak_bytes = -1;
+  double recompute_flops = -1;
+  double overhead = -1;  // recompute_flops / forward_flops
+  int feasible = -1;     // -1 unknown, 0, 1
+  double solve_seconds = -1;
+  std::vector<std::string> checkpoints;
+  int64_t num_sections = -1;
+  std::vector<ParetoPoint> sweep;
+  std::vector<StrategyRow> strategies;
+
+  // Runs.
+  std::string device;
+  int64_t steps = -1;
+  int64_t measured_peak_bytes = -1;
+  int64_t run_predicted_peak_bytes = -1;
+  double step_seconds = -1;
+  double recompute_seconds = -1;
+  std::vector<double> losses;
+
+  std::vector<std::string> bottlenecks;
+  std::vector<std::string> notes;
+
+  // The predicted timeline (analysis, plan, or the plan a run executed) and, for runs that
+  // carry a trace, the measured one.
+  std::shared_ptr<const TimelineData> timeline;
+  std::shared_ptr<const TimelineData> measured;
+
+  // Models (and plans made in the GUI): the schedule behind `timeline`, for replays (alive
+  // tensors, lifetimes), with the tensors to highlight. Null for JSON files.
+  std::shared_ptr<const Schedule> schedule;
+  std::vector<TensorId> bottleneck_ids;
+  std::vector<TensorId> checkpoint_ids;
+  std::shared_ptr<const Analysis> analysis;  // models only
+};
+
+// How a model is analyzed when opened.
+struct ModelOptions {
+  int64_t batch = 1;
+  Optimizer optimizer = Optimizer::kSgd;
+  LossKind loss = LossKind::kCrossEntropy;
+};
+
+// Opens a model (.onnx) or a memplan JSON file (analysis, plan, run), deciding by content.
+// Throws MemplanError whose message names the file and what is wrong.
+Item LoadItem(const std::string& path, const ModelOptions& options = {});
+Item ItemFromAnalysis(Analysis analysis, const std::string& path);
+Item ItemFromJson(const nlohmann::json& j, const std::string& path);
+
+// A timeline from a schedule and its simulation, with per-category bytes replayed from the
+// schedule's buffers.
+TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t,
+                                  const std::string& label);
+
+// Per step: bytes alive by category after the step's allocations (Simulate's bytes_during).
+std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy = AllocatorPolicy::kExact);
+
+struct AliveBuffer {
+  BufferId buffer = kNone;
+  std::string name;
+  MemoryCategory category = MemoryCategory::kActivation;
+  int64_t bytes = 0;
+};
+// Buffers alive during `step` (its allocations done, its frees not yet), largest first.
+std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step, AllocatorPolicy policy = AllocatorPolicy::kExact);
+
+// One bar of the lifetimes (Gantt) view: a buffer alive from step `begin` to `end` inclusive.
+struct LifetimeSpan {
+  BufferId buffer = kNone;
+  std::string name;
+  MemoryCategory category = MemoryCategory::kActivation;
+  int64_t bytes = 0;
+  int32_t begin = 0;
+  int32_t end = 0;
+  bool recomputed = false;  // allocated by a recompute step
+  bool bottleneck = false;  // holds a bottleneck tensor of the graph
+  bool checkpoint = false;  // holds a tensor the plan keeps across segments
+};
+struct LifetimeOptions {
+  size_t max_buffers = 40;
+  bool include_persistent = false;  // parameters, gradients, optimizer state, inputs, constants
+  int32_t first_step = 0;           // only buffers alive somewhere in [first_step, last_step]
+  int32_t last_step = -1;           // -1: the last step
+};
+// The largest buffers' spans (every span of each chosen buffer), ordered by first step.
+std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorId>& bottlenecks,
+                                    const std::vector<TensorId>& checkpoints, const LifetimeOptions& options = {});
+
+bool IsPersistentCategory(MemoryCategory c);
+
+// Indices of the points to draw so that at most about `max_points` remain: per bucket the
+// first, the minimum and the maximum, in order; the global maximum is always kept.
+std::vector<size_t> DownsampleIndices(const std::vector<int64_t>& values, size_t max_points);
+
+// "1.48 GiB", or "—" for unknown (negative) values.
+std::string BytesText(int64_t bytes);
+std::string PercentText(double fraction);
+
+}  // namespace memplan::gui

@@ -1,0 +1,50 @@
+// Re-planning off the UI thread: the plan explorer's budget slider and strategy choice ask
+// the planner library (when this build has it) for a plan and get back an Item to display.
+// Requests that arrive while one runs are coalesced: only the latest one runs next.
+#pragma once
+
+#include <QObject>
+#include <QStringList>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "loader.h"
+
+namespace memplan::gui {
+
+struct PlanRequest {
+  std::shared_ptr<const Analysis> analysis;
+  std::string model_path;
+  int64_t budget_bytes = 0;
+  std::string strategy = "auto";
+  bool sweep = false;  // also compute the Pareto curve and the per-strategy table
+};
+
+// Whether this build can re-plan (the planner library was linked in).
+bool PlannerAvailable();
+QStringList PlannerStrategies();
+// Runs the planner; throws MemplanError. Call off the UI thread.
+Item MakePlanItem(const PlanRequest& request);
+// Writes the plan of an Item made by MakePlanItem as the planner's JSON; throws MemplanError.
+void SavePlanJson(const Item& plan, const std::string& path);
+
+class PlanWorker : public QObject {
+  Q_OBJECT
+ public:
+  explicit PlanWorker(QObject* parent = nullptr);
+  void request(PlanRequest r);
+  bool busy() const { return busy_; }
+  bool waitForIdle(int timeout_ms);
+
+ signals:
+  void planned(memplan::gui::ItemPtr item);
+  void failed(const QString& message);
+
+ private:
+  void start(PlanRequest r);
+  bool busy_ = false;
+  std::optional<PlanRequest> next_;
+};
+
+}  // namespace memplan::gui

@@ -1,0 +1,394 @@
+#include "timeline_chart.h"
+
+#include <QAreaSeries>
+#include <QChart>
+#include <QLegendMarker>
+#include <QLineSeries>
+#include <QMouseEvent>
+#include <QRubberBand>
+#include <QScatterSeries>
+#include <QToolTip>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+
+#include "common.h"
+
+namespace memplan::gui {
+
+namespace {
+
+// Index in an overlay of `m` points for step `x` of an axis of `n` steps.
+double Stretch(size_t i, size_t m, int64_t n) {
+  if (m <= 1 || n <= 1) return static_cast<double>(i);
+  return static_cast<double>(i) * static_cast<double>(n - 1) / static_cast<double>(m - 1);
+}
+
+QString FormatAxisLabel(double max_value) { return max_value < 10 ? QStringLiteral("%.2f") : QStringLiteral("%.0f"); }
+
+}  // namespace
+
+TimelineChart::TimelineChart(QWidget* parent) : QChartView(new QChart(), parent) {
+  setRenderHint(QPainter::Antialiasing);
+  setMouseTracking(true);
+  chart()->legend()->setAlignment(Qt::AlignBottom);
+  chart()->setMargins(QMargins(4, 4, 4, 4));
+  chart()->setAnimationOptions(QChart::NoAnimation);
+  rubber_ = new QRubberBand(QRubberBand::Rectangle, viewport());
+  setMinimumSize(400, 260);
+  rebuild();
+}
+
+void TimelineChart::setPrimary(std::shared_ptr<const TimelineData> timeline, const QString& title) {
+  primary_ = std::move(timeline);
+  title_ = title;
+  first_ = 0;
+  last_ = -1;
+  rebuild();
+}
+
+void TimelineChart::setOverlays(std::vector<Overlay> overlays) {
+  overlays_ = std::move(overlays);
+  rebuild();
+}
+
+void TimelineChart::setBudget(int64_t budget_bytes) {
+  if (budget_bytes == budget_) return;
+  budget_ = budget_bytes;
+  rebuild();
+}
+
+void TimelineChart::setTitle(const QString& title) {
+  title_ = title;
+  chart()->setTitle(title_);
+}
+
+void TimelineChart::setMaxPoints(size_t max_points) {
+  max_points_ = std::max<size_t>(16, max_points);
+  rebuild();
+}
+
+int64_t TimelineChart::steps() const {
+  if (primary_) return static_cast<int64_t>(primary_->size());
+  size_t n = 0;
+  for (const Overlay& o : overlays_) if (o.data) n = std::max(n, o.data->size());
+  return static_cast<int64_t>(n);
+}
+
+void TimelineChart::setRange(int64_t first, int64_t last) {
+  int64_t n = steps();
+  if (n == 0) return;
+  first = std::clamp<int64_t>(first, 0, n - 1);
+  last = std::clamp<int64_t>(last, 0, n - 1);
+  if (last < first) std::swap(first, last);
+  if (last == first) last = std::min(n - 1, first + 1);
+  first_ = first;
+  last_ = last;
+  rebuild();
+  emit rangeChanged(first_, last_);
+}
+
+void TimelineChart::resetRange() {
+  first_ = 0;
+  last_ = -1;
+  rebuild();
+  emit rangeChanged(0, std::max<int64_t>(0, steps() - 1));
+}
+
+void TimelineChart::rebuild() {
+  QChart* c = chart();
+  c->removeAllSeries();
+  for (QAbstractAxis* a : c->axes()) {
+    c->removeAxis(a);
+    delete a;
+  }
+  plotted_peak_ = 0;
+  plotted_points_ = 0;
+  c->setTitle(title_);
+  const int64_t n = steps();
+  if (n == 0) {
+    c->setTitle(title_.isEmpty() ? QStringLiteral("No timeline loaded") : title_ + QStringLiteral(" — no timeline"));
+    return;
+  }
+  if (last_ < 0 || last_ >= n) last_ = n - 1;
+  if (first_ > last_) first_ = 0;
+  const int64_t first = first_, last = last_;
+
+  // The highest value in range, from the exact data.
+  int64_t max_bytes = std::max<int64_t>(budget_, 1);
+  if (primary_) {
+    for (int64_t i = first; i <= last; ++i) max_bytes = std::max(max_bytes, primary_->bytes[i]);
+  }
+  for (const Overlay& o : overlays_) {
+    if (!o.data) continue;
+    const size_t m = o.data->size();
+    for (size_t i = 0; i < m; ++i) {
+      double x = Stretch(i, m, n);
+      if (x >= first - 1 && x <= last + 1) max_bytes = std::max(max_bytes, o.data->bytes[i]);
+    }
+  }
+  const ByteUnit unit = UnitFor(max_bytes);
+  const double y_max = static_cast<double>(max_bytes) / unit.divisor * 1.08;
+
+  auto* ax = new QValueAxis;
+  ax->setRange(first - 0.5, last + 0.5);
+  ax->setLabelFormat(QStringLiteral("%d"));
+  ax->setTitleText(QStringLiteral("schedule step"));
+  auto* ay = new QValueAxis;
+  ay->setRange(0, y_max);
+  ay->setLabelFormat(FormatAxisLabel(y_max));
+  ay->setTitleText(QStringLiteral("memory alive (%1)").arg(unit.name));
+  c->addAxis(ax, Qt::AlignBottom);
+  c->addAxis(ay, Qt::AlignLeft);
+  auto attach = [&](QAbstractSeries* s) {
+    c->addSeries(s);
+    s->attachAxis(ax);
+    s->attachAxis(ay);
+  };
+
+  // Phases shaded: one area per phase kind, rectangles over its runs of steps.
+  const TimelineData* phase_source = primary_ ? primary_.get() : nullptr;
+  if (!phase_source) {
+    for (const Overlay& o : overlays_) if (o.data && static_cast<int64_t>(o.data->size()) == n) { phase_source = o.data.get(); break; }
+  }
+  if (phase_source && !phase_source->phases.empty()) {
+    for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer}) {
+      auto* upper = new QLineSeries;
+      int64_t i = first;
+      while (i <= last) {
+        if (phase_source->phases[i] != p) { ++i; continue; }
+        int64_t j = i;
+        while (j + 1 <= last && phase_source->phases[j + 1] == p) ++j;
+        upper->append(i - 0.5, 0);
+        upper->append(i - 0.5, y_max);
+        upper->append(j + 0.5, y_max);
+        upper->append(j + 0.5, 0);
+        i = j + 1;
+      }
+      if (upper->count() == 0) {
+        delete upper;
+        continue;
+      }
+      auto* area = new QAreaSeries(upper);
+      upper->setParent(area);
+      area->setName(QString::fromLatin1(PhaseName(p)));
+      area->setBrush(PhaseColor(p));
+      area->setPen(Qt::NoPen);
+      attach(area);
+    }
+  }
+
+  if (primary_) {
+    std::vector<int64_t> slice(primary_->bytes.begin() + first, primary_->bytes.begin() + last + 1);
+    std::vector<size_t> idx = DownsampleIndices(slice, max_points_);
+    for (size_t& k : idx) k += first;
+    plotted_points_ += idx.size();
+    if (primary_->has_categories()) {
+      std::vector<int64_t> below(idx.size(), 0);
+      QLineSeries* previous = nullptr;
+      for (MemoryCategory cat : kStackOrder) {
+        const int ci = static_cast<int>(cat);
+        bool any = false;
+        for (size_t k : idx) if (primary_->by_category[k][ci] != 0) { any = true; break; }
+        if (!any) continue;
+        auto* upper = new QLineSeries;
+        QList<QPointF> pts;
+        pts.reserve(idx.size());
+        for (size_t k = 0; k < idx.size(); ++k) {
+          below[k] += primary_->by_category[idx[k]][ci];
+          pts.append(QPointF(static_cast<double>(idx[k]), static_cast<double>(below[k]) / unit.divisor));
+        }
+        upper->replace(pts);
+        QLineSeries* lower = nullptr;
+        if (previous) {
+          lower = new QLineSeries;
+          lower->replace(previous->points());
+        }
+        auto* area = new QAreaSeries(upper, lower);
+        upper->setParent(area);
+        if (lower) lower->setParent(area);
+        QColor color = CategoryColor(cat);
+        area->setName(CategoryLabel(cat));
+        area->setBrush(color);
+        area->setPen(QPen(color.darker(130), 1));
+        attach(area);
+        previous = upper;
+      }
+      for (int64_t b : below) plotted_peak_ = std::max(plotted_peak_, static_cast<double>(b));
+    } else {
+      auto* upper = new QLineSeries;
+      QList<QPointF> pts;
+      pts.reserve(idx.size());
+      for (size_t k : idx) {
+        pts.append(QPointF(static_cast<double>(k), static_cast<double>(primary_->bytes[k]) / unit.divisor));
+        plotted_peak_ = std::max(plotted_peak_, static_cast<double>(primary_->bytes[k]));
+      }
+      upper->replace(pts);
+      auto* area = new QAreaSeries(upper);
+      upper->setParent(area);
+      QColor color(0x4e, 0x79, 0xa7);
+      area->setName(QStringLiteral("total (per-category data needs the model)"));
+      color.setAlpha(200);
+      area->setBrush(color);
+      area->setPen(QPen(color.darker(130), 1));
+      attach(area);
+    }
+    // The peak, marked.
+    if (primary_->peak_step >= first && primary_->peak_step <= last) {
+      auto* peak = new QScatterSeries;
+      peak->setName(QStringLiteral("peak %1").arg(BytesQ(primary_->peak_bytes)));
+      peak->setMarkerSize(9);
+      peak->setColor(Qt::black);
+      peak->setBorderColor(Qt::white);
+      peak->append(static_cast<double>(primary_->peak_step), static_cast<double>(primary_->peak_bytes) / unit.divisor);
+      attach(peak);
+    }
+  }
+
+  for (const Overlay& o : overlays_) {
+    if (!o.data || o.data->size() == 0) continue;
+    const size_t m = o.data->size();
+    // The overlay's own indices that fall in the visible range.
+    size_t lo = 0, hi = m - 1;
+    while (lo < m && Stretch(lo, m, n) < first - 1) ++lo;
+    while (hi > lo && Stretch(hi, m, n) > last + 1) --hi;
+    if (lo >= m) continue;
+    std::vector<int64_t> slice(o.data->bytes.begin() + lo, o.data->bytes.begin() + hi + 1);
+    std::vector<size_t> idx = DownsampleIndices(slice, max_points_);
+    auto* line = new QLineSeries;
+    QList<QPointF> pts;
+    for (size_t k : idx) {
+      size_t i = k + lo;
+      pts.append(QPointF(Stretch(i, m, n), static_cast<double>(o.data->bytes[i]) / unit.divisor));
+    }
+    line->replace(pts);
+    plotted_points_ += pts.size();
+    QString label = o.label;
+    if (primary_ && static_cast<int64_t>(m) != n) label += QStringLiteral(" (%1 events stretched)").arg(m);
+    line->setName(QStringLiteral("%1 · peak %2").arg(label, BytesQ(o.data->peak_bytes)));
+    line->setPen(QPen(o.color, 2));
+    attach(line);
+  }
+
+  if (budget_ >= 0) {
+    auto* line = new QLineSeries;
+    line->append(first - 0.5, static_cast<double>(budget_) / unit.divisor);
+    line->append(last + 0.5, static_cast<double>(budget_) / unit.divisor);
+    line->setName(QStringLiteral("budget %1").arg(BytesQ(budget_)));
+    QPen pen(QColor(0xc0, 0x10, 0x10), 2, Qt::DashLine);
+    line->setPen(pen);
+    attach(line);
+  }
+}
+
+int64_t TimelineChart::stepAt(const QPoint& viewport_pos) const {
+  const int64_t n = steps();
+  if (n == 0 || chart()->series().isEmpty()) return -1;
+  QPointF scene = mapToScene(viewport_pos);
+  QPointF v = chart()->mapToValue(chart()->mapFromScene(scene));
+  if (!std::isfinite(v.x())) return -1;
+  int64_t s = static_cast<int64_t>(std::llround(v.x()));
+  return std::clamp<int64_t>(s, first_, last_ < 0 ? n - 1 : last_);
+}
+
+QString TimelineChart::describeStep(int64_t step) const {
+  QStringList lines;
+  const int64_t n = steps();
+  if (step < 0 || step >= n) return {};
+  if (primary_) {
+    const TimelineData& t = *primary_;
+    lines << QStringLiteral("<b>step %1</b> of %2 · %3").arg(step).arg(n).arg(QString::fromLatin1(PhaseName(t.phases[step])));
+    lines << Q(t.events[step]).toHtmlEscaped();
+    lines << QStringLiteral("alive: <b>%1</b>%2").arg(BytesQ(t.bytes[step]),
+                                                      step == t.peak_step ? QStringLiteral(" (peak)") : QString());
+    if (t.has_categories()) {
+      std::vector<std::pair<int64_t, MemoryCategory>> parts;
+      for (MemoryCategory c : kStackOrder) {
+        int64_t b = t.by_category[step][static_cast<int>(c)];
+        if (b > 0) parts.push_back({b, c});
+      }
+      std::sort(parts.begin(), parts.end(), [](auto& a, auto& b) { return a.first > b.first; });
+      for (auto& [b, c] : parts) {
+        lines << QStringLiteral("&nbsp;&nbsp;<span style='color:%1'>&#9632;</span> %2: %3")
+                     .arg(CategoryColor(c).name(), CategoryLabel(c), BytesQ(b));
+      }
+    }
+  }
+  for (const Overlay& o : overlays_) {
+    if (!o.data || o.data->size() == 0) continue;
+    const size_t m = o.data->size();
+    size_t i = m == static_cast<size_t>(n) || n <= 1
+                   ? static_cast<size_t>(step)
+                   : static_cast<size_t>(std::llround(static_cast<double>(step) * (m - 1) / (n - 1)));
+    if (i >= m) continue;
+    QString what = primary_ ? QString() : QStringLiteral(" · ") + Q(o.data->events[i]).toHtmlEscaped();
+    lines << QStringLiteral("<span style='color:%1'>%2</span>: <b>%3</b>%4")
+                 .arg(o.color.name(), o.label.toHtmlEscaped(), BytesQ(o.data->bytes[i]), what);
+  }
+  if (budget_ >= 0) lines << QStringLiteral("budget: %1").arg(BytesQ(budget_));
+  return lines.join(QStringLiteral("<br>"));
+}
+
+void TimelineChart::mousePressEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton) {
+    press_pos_ = e->pos();
+    dragging_ = true;
+    rubber_->setGeometry(QRect(press_pos_, QSize(1, 1)));
+    rubber_->show();
+    e->accept();
+    return;
+  }
+  if (e->button() == Qt::RightButton) {
+    resetRange();
+    e->accept();
+    return;
+  }
+  QChartView::mousePressEvent(e);
+}
+
+void TimelineChart::mouseMoveEvent(QMouseEvent* e) {
+  if (dragging_) {
+    QRectF plot = chart()->plotArea();
+    QPoint top = mapFromScene(chart()->mapToScene(plot.topLeft()));
+    QPoint bottom = mapFromScene(chart()->mapToScene(plot.bottomRight()));
+    rubber_->setGeometry(QRect(QPoint(std::min(press_pos_.x(), e->pos().x()), top.y()),
+                               QPoint(std::max(press_pos_.x(), e->pos().x()), bottom.y())));
+    e->accept();
+    return;
+  }
+  QRectF plot = chart()->plotArea();
+  QPointF in_chart = chart()->mapFromScene(mapToScene(e->pos()));
+  if (plot.contains(in_chart)) {
+    int64_t step = stepAt(e->pos());
+    QString text = describeStep(step);
+    if (!text.isEmpty()) QToolTip::showText(e->globalPosition().toPoint(), text, this);
+  } else {
+    QToolTip::hideText();
+  }
+  QChartView::mouseMoveEvent(e);
+}
+
+void TimelineChart::mouseReleaseEvent(QMouseEvent* e) {
+  if (e->button() == Qt::LeftButton && dragging_) {
+    dragging_ = false;
+    rubber_->hide();
+    if (std::abs(e->pos().x() - press_pos_.x()) < 5) {
+      int64_t step = stepAt(e->pos());
+      if (step >= 0) emit stepClicked(step);
+    } else {
+      int64_t a = stepAt(QPoint(std::min(press_pos_.x(), e->pos().x()), e->pos().y()));
+      int64_t b = stepAt(QPoint(std::max(press_pos_.x(), e->pos().x()), e->pos().y()));
+      if (a >= 0 && b >= 0) setRange(a, b);
+    }
+    e->accept();
+    return;
+  }
+  QChartView::mouseReleaseEvent(e);
+}
+
+void TimelineChart::mouseDoubleClickEvent(QMouseEvent* e) {
+  resetRange();
+  e->accept();
+}
+
+}  // namespace memplan::gui

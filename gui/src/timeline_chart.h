@@ -1,0 +1,79 @@
+// The memory timeline: bytes alive over the schedule's steps, stacked by category, phases
+// shaded, a budget line and overlaid timelines (measured, or another plan in compare mode).
+// Drawing is downsampled to a few thousand points per series (the peak is always kept);
+// hover and clicks read the exact per-step values.
+#pragma once
+
+#include <QChartView>
+#include <QPoint>
+#include <memory>
+#include <vector>
+
+#include "document.h"
+
+class QRubberBand;
+
+namespace memplan::gui {
+
+struct Overlay {
+  std::shared_ptr<const TimelineData> data;
+  QString label;
+  QColor color;
+};
+
+class TimelineChart : public QChartView {
+  Q_OBJECT
+ public:
+  explicit TimelineChart(QWidget* parent = nullptr);
+
+  // The stacked timeline (by category when it has them, else the total); null: none.
+  void setPrimary(std::shared_ptr<const TimelineData> timeline, const QString& title);
+  // Lines drawn over it; an overlay with another number of steps is stretched to the
+  // primary's step axis.
+  void setOverlays(std::vector<Overlay> overlays);
+  void setBudget(int64_t budget_bytes);  // < 0: no budget line
+  void setTitle(const QString& title);
+  void setMaxPoints(size_t max_points);
+
+  // Shows steps [first, last] only (what a drag selects); resetRange shows everything.
+  void setRange(int64_t first, int64_t last);
+  void resetRange();
+  int64_t rangeFirst() const { return first_; }
+  int64_t rangeLast() const { return last_; }
+  int64_t steps() const;
+
+  // What was drawn: the top of the stack's highest point in bytes, and the points drawn.
+  double plottedPeakBytes() const { return plotted_peak_; }
+  size_t plottedPointCount() const { return plotted_points_; }
+  const std::shared_ptr<const TimelineData>& primary() const { return primary_; }
+
+  int64_t stepAt(const QPoint& viewport_pos) const;  // -1 outside the data
+  QString describeStep(int64_t step) const;
+
+ signals:
+  void stepClicked(qint64 step);
+  void rangeChanged(qint64 first, qint64 last);
+
+ protected:
+  void mousePressEvent(QMouseEvent* e) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+  void mouseReleaseEvent(QMouseEvent* e) override;
+  void mouseDoubleClickEvent(QMouseEvent* e) override;
+
+ private:
+  void rebuild();
+
+  std::shared_ptr<const TimelineData> primary_;
+  std::vector<Overlay> overlays_;
+  QString title_;
+  int64_t budget_ = -1;
+  size_t max_points_ = 3000;
+  int64_t first_ = 0, last_ = -1;
+  double plotted_peak_ = 0;
+  size_t plotted_points_ = 0;
+  QRubberBand* rubber_ = nullptr;
+  QPoint press_pos_;
+  bool dragging_ = false;
+};
+
+}  // namespace memplan::gui
