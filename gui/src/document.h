@@ -117,6 +117,8 @@ struct Item {
   std::vector<TensorId> bottleneck_ids;
   std::vector<TensorId> checkpoint_ids;
   std::shared_ptr<const Analysis> analysis;  // models only
+  // Plans made in the GUI: the planner's JSON of the plan, for "Save plan".
+  std::string plan_json;
 };
 
 // How a model is analyzed when opened.

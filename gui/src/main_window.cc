@@ -269,14 +269,14 @@ void MainWindow::buildTimelinePage() {
   alive_proxy_->setSourceModel(alive_model_);
   alive_proxy_->setSortRole(Qt::UserRole);
   QTableView* at = MakeTable(alive_proxy_, side, true);
-  at->setColumnWidth(0, 260);
-  at->setColumnWidth(1, 120);
+  at->setColumnWidth(0, 230);
+  at->setColumnWidth(1, 125);
   at->sortByColumn(2, Qt::DescendingOrder);
   sv->addWidget(at, 1);
   split->addWidget(side);
   split->setStretchFactor(0, 3);
   split->setStretchFactor(1, 1);
-  split->setSizes({1000, 400});
+  split->setSizes({930, 470});
   v->addWidget(split, 1);
 
   connect(timeline_combo_, &QComboBox::currentIndexChanged, this, [this] {
@@ -365,6 +365,7 @@ void MainWindow::buildPlanPage() {
   vsplit->addWidget(MakeTable(strategies_model_, vsplit));
   vsplit->setStretchFactor(0, 3);
   vsplit->setStretchFactor(1, 1);
+  vsplit->setSizes({560, 200});
   v->addWidget(vsplit, 1);
 
   auto* debounce = new QTimer(this);
@@ -412,6 +413,7 @@ void MainWindow::buildComparePage() {
   vsplit->addWidget(hsplit);
   vsplit->setStretchFactor(0, 3);
   vsplit->setStretchFactor(1, 2);
+  vsplit->setSizes({520, 260});
   v->addWidget(vsplit, 1);
   auto changed = [this] { if (!refreshing_) refreshCompare(); };
   connect(compare_a_, &QComboBox::currentIndexChanged, this, changed);
@@ -696,6 +698,7 @@ void MainWindow::refreshSummary() {
     auto* series = new QHorizontalBarSeries;
     series->append(set);
     series->setLabelsVisible(true);
+    series->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
     series->setLabelsFormat(QStringLiteral("@value ") + unit.name);
     series->setLabelsPrecision(4);
     chart->addSeries(series);
@@ -708,7 +711,8 @@ void MainWindow::refreshSummary() {
     chart->addAxis(ax, Qt::AlignBottom);
     series->attachAxis(ax);
     series->attachAxis(ay);
-    ax->setMax(ax->max() * 1.15);
+    ax->setMax(ax->max() * 1.25);
+    ax->applyNiceNumbers();
     chart->setTitle(QStringLiteral("Memory at the peak by category (%1, from %2)").arg(BytesQ(total), Q(bsrc->title)));
   } else {
     chart->setTitle(QStringLiteral("No per-category breakdown in the open files"));

@@ -5,6 +5,16 @@
 #include <QFutureWatcher>
 #include <QThread>
 #include <QtConcurrent/QtConcurrentRun>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+
+#ifdef MEMPLAN_GUI_HAVE_PLANNER
+#include <nlohmann/json.hpp>
+
+#include "memplan/planner.h"
+#endif
 
 namespace memplan::gui {
 
@@ -15,7 +25,136 @@ struct PlanResult {
 };
 }  // namespace
 
-#ifndef MEMPLAN_GUI_HAVE_PLANNER
+#ifdef MEMPLAN_GUI_HAVE_PLANNER
+namespace {
+
+std::mutex sweep_mutex;
+// Sweeps are slow and do not depend on the budget: one per (analysis, strategy).
+std::map<std::pair<const Analysis*, std::string>, std::vector<ParetoPoint>> sweep_cache;
+
+Item ItemFromPlan(const Plan& p, const std::shared_ptr<const Analysis>& a, const std::string& model_path) {
+  const TrainingGraph& g = a->graph;
+  Item item;
+  item.kind = SourceKind::kPlan;
+  item.path = model_path;
+  item.title = "explorer";
+  item.model = g.model_path.empty() ? model_path : g.model_path;
+  item.batch = g.batch;
+  item.optimizer = OptimizerName(g.optimizer);
+  item.num_nodes = static_cast<int64_t>(g.nodes.size());
+  item.param_bytes = g.param_bytes();
+  item.forward_flops = p.forward_flops;
+  item.baseline_peak_bytes = p.baseline_peak_bytes;
+  item.peak_event = p.schedule.StepLabel(g, p.timeline.peak_step);
+  item.strategy = p.strategy;
+  item.budget_bytes = p.budget_bytes;
+  item.plan_peak_bytes = p.predicted_peak_bytes;
+  item.recompute_flops = p.recompute_flops;
+  item.overhead = p.overhead();
+  item.feasible = p.feasible ? 1 : 0;
+  item.solve_seconds = p.solve_seconds;
+  for (TensorId t : p.checkpoints) item.checkpoints.push_back(g.tensors[t].name);
+  item.num_sections = p.num_sections();
+  item.has_breakdown = true;
+  item.breakdown = p.timeline.breakdown_at_peak;
+  item.notes = p.notes;
+  for (TensorId t : a->bottlenecks) item.bottlenecks.push_back(g.tensors[t].name);
+  item.timeline = std::make_shared<TimelineData>(TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+  item.schedule = std::make_shared<Schedule>(p.schedule);
+  item.bottleneck_ids = a->bottlenecks;
+  item.checkpoint_ids = p.checkpoints;
+  item.analysis = a;
+  item.plan_json = PlanToJson(p, g).dump(2);
+  return item;
+}
+
+}  // namespace
+
+bool PlannerAvailable() { return true; }
+
+QStringList PlannerStrategies() {
+  QStringList out;
+  for (const std::string& s : StrategyNames()) {
+    if (s == "manual") continue;  // needs tensor names: the command line's --checkpoints
+    if (s == "milp" && !MilpAvailable()) continue;
+    out << QString::fromStdString(s);
+  }
+  return out;
+}
+
+Item MakePlanItem(const PlanRequest& r) {
+  if (!r.analysis) throw MemplanError("no model to plan for: open a model (.onnx) first");
+  const TrainingGraph& g = r.analysis->graph;
+  CostModel cost;
+  PlanOptions options;
+  options.budget_bytes = r.budget_bytes;
+  options.strategy = r.strategy;
+  Item item = ItemFromPlan(MakePlan(g, cost, options), r.analysis, r.model_path);
+  if (!r.sweep) return item;
+  // Every strategy at this budget, for the comparison table (milp only when asked: slow).
+  for (const std::string& s : StrategyNames()) {
+    if (s == "auto" || s == "manual" || (s == "milp" && r.strategy != "milp")) continue;
+    PlanOptions o = options;
+    o.strategy = s;
+    try {
+      Plan p = MakePlan(g, cost, o);
+      StrategyRow row;
+      row.strategy = s;
+      row.peak_bytes = p.predicted_peak_bytes;
+      row.overhead = p.overhead();
+      row.checkpoints = static_cast<int64_t>(p.checkpoints.size());
+      row.sections = p.num_sections();
+      row.feasible = p.feasible;
+      row.solve_seconds = p.solve_seconds;
+      item.strategies.push_back(row);
+    } catch (const MemplanError&) {
+      // A strategy that cannot plan this graph is left out of the table.
+    }
+  }
+  auto key = std::make_pair(r.analysis.get(), r.strategy);
+  {
+    std::lock_guard<std::mutex> lock(sweep_mutex);
+    auto it = sweep_cache.find(key);
+    if (it != sweep_cache.end()) {
+      item.sweep = it->second;
+      return item;
+    }
+  }
+  SweepResult sweep = SweepBudgets(g, cost, options);
+  std::vector<ParetoPoint> points;
+  for (const SweepPoint& sp : sweep.points) {
+    ParetoPoint pt;
+    pt.strategy = sp.strategy;
+    pt.budget_bytes = sp.budget_bytes;
+    pt.peak_bytes = sp.peak_bytes;
+    pt.recompute_flops = sp.recompute_flops;
+    pt.overhead = sp.overhead;
+    points.push_back(pt);
+  }
+  {
+    std::lock_guard<std::mutex> lock(sweep_mutex);
+    sweep_cache[key] = points;
+  }
+  item.sweep = std::move(points);
+  return item;
+}
+
+void SavePlanJson(const Item& plan, const std::string& path) {
+  if (plan.plan_json.empty()) throw MemplanError("this plan was not made here; it is already a file");
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw MemplanError(path + ": cannot write the file");
+    out << plan.plan_json << "\n";
+    if (!out.flush()) throw MemplanError(path + ": writing failed");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw MemplanError(path + ": cannot write the file");
+  }
+}
+
+#else
 bool PlannerAvailable() { return false; }
 QStringList PlannerStrategies() { return {}; }
 Item MakePlanItem(const PlanRequest&) {

@@ -24,14 +24,22 @@ double Stretch(size_t i, size_t m, int64_t n) {
   return static_cast<double>(i) * static_cast<double>(n - 1) / static_cast<double>(m - 1);
 }
 
-QString FormatAxisLabel(double max_value) { return max_value < 10 ? QStringLiteral("%.2f") : QStringLiteral("%.0f"); }
+QString FormatAxisLabel(double max_value) { return max_value < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"); }
+
+// 1, 2 or 5 times a power of ten, at least `raw` (and at least 1).
+double NiceStep(double raw) {
+  double p = 1;
+  while (p * 10 <= raw) p *= 10;
+  for (double m : {1.0, 2.0, 5.0, 10.0}) if (m * p >= raw) return std::max(1.0, m * p);
+  return std::max(1.0, 10 * p);
+}
 
 }  // namespace
 
 TimelineChart::TimelineChart(QWidget* parent) : QChartView(new QChart(), parent) {
   setRenderHint(QPainter::Antialiasing);
   setMouseTracking(true);
-  chart()->legend()->setAlignment(Qt::AlignBottom);
+  chart()->legend()->setAlignment(Qt::AlignRight);
   chart()->setMargins(QMargins(4, 4, 4, 4));
   chart()->setAnimationOptions(QChart::NoAnimation);
   rubber_ = new QRubberBand(QRubberBand::Rectangle, viewport());
@@ -134,9 +142,14 @@ void TimelineChart::rebuild() {
   ax->setRange(first - 0.5, last + 0.5);
   ax->setLabelFormat(QStringLiteral("%d"));
   ax->setTitleText(QStringLiteral("schedule step"));
+  ax->setTickType(QValueAxis::TicksDynamic);
+  ax->setTickAnchor(0);
+  ax->setTickInterval(NiceStep(static_cast<double>(last - first + 1) / 8));
   auto* ay = new QValueAxis;
   ay->setRange(0, y_max);
-  ay->setLabelFormat(FormatAxisLabel(y_max));
+  ay->applyNiceNumbers();
+  const double y_top = ay->max();
+  ay->setLabelFormat(FormatAxisLabel(y_top));
   ay->setTitleText(QStringLiteral("memory alive (%1)").arg(unit.name));
   c->addAxis(ax, Qt::AlignBottom);
   c->addAxis(ay, Qt::AlignLeft);
@@ -160,8 +173,8 @@ void TimelineChart::rebuild() {
         int64_t j = i;
         while (j + 1 <= last && phase_source->phases[j + 1] == p) ++j;
         upper->append(i - 0.5, 0);
-        upper->append(i - 0.5, y_max);
-        upper->append(j + 0.5, y_max);
+        upper->append(i - 0.5, y_top);
+        upper->append(j + 0.5, y_top);
         upper->append(j + 0.5, 0);
         i = j + 1;
       }

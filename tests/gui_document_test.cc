@@ -1,0 +1,205 @@
+// The dashboard's Qt-free document layer: schedule replays, JSON loading, bad files.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "document.h"
+#include "testing/corpus.h"
+
+namespace memplan::gui {
+namespace {
+
+std::string TempPath(const std::string& name) { return ::testing::TempDir() + "gui_doc_" + name; }
+
+std::string WriteFile(const std::string& name, const std::string& text) {
+  std::string path = TempPath(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+int64_t Sum(const CategoryBytes& c) { return std::accumulate(c.begin(), c.end(), int64_t{0}); }
+
+// A toy schedule: parameter p (100 B), activations a (40 B) and b (60 B), gradient g (20 B).
+//   step 0 setup:    alloc p
+//   step 1 forward:  alloc a
+//   step 2 forward:  alloc b, then free a
+//   step 3 backward: alloc g, then free b, g
+Schedule ToySchedule() {
+  Schedule s;
+  BufferId p = s.AddBuffer({"p", 100, MemoryCategory::kParameter, kNone});
+  BufferId a = s.AddBuffer({"a", 40, MemoryCategory::kActivation, kNone});
+  BufferId b = s.AddBuffer({"b", 60, MemoryCategory::kActivation, kNone});
+  BufferId g = s.AddBuffer({"g", 20, MemoryCategory::kActivationGradient, kNone});
+  s.steps.push_back({Phase::kSetup, kNone, {p}, {}});
+  s.steps.push_back({Phase::kForward, kNone, {a}, {}});
+  s.steps.push_back({Phase::kForward, kNone, {b}, {a}});
+  s.steps.push_back({Phase::kBackward, kNone, {g}, {b, g}});
+  return s;
+}
+
+TEST(GuiDocument, ReplayByCategoryOnToySchedule) {
+  std::vector<CategoryBytes> r = ReplayByCategory(ToySchedule());
+  ASSERT_EQ(r.size(), 4u);
+  const int param = static_cast<int>(MemoryCategory::kParameter), act = static_cast<int>(MemoryCategory::kActivation),
+            grad = static_cast<int>(MemoryCategory::kActivationGradient);
+  EXPECT_EQ(r[0][param], 100);
+  EXPECT_EQ(r[1][act], 40);
+  EXPECT_EQ(r[2][act], 100);  // a and b together during step 2: 40 + 60
+  EXPECT_EQ(r[3][act], 60);   // a freed after step 2; b alive during step 3
+  EXPECT_EQ(r[3][grad], 20);
+  EXPECT_EQ(Sum(r[2]), 200);  // 100 parameter + 100 activations: the peak
+}
+
+TEST(GuiDocument, AliveAtListsLargestFirst) {
+  std::vector<AliveBuffer> alive = AliveAt(ToySchedule(), 2);
+  ASSERT_EQ(alive.size(), 3u);  // p, a, b
+  EXPECT_EQ(alive[0].name, "p");
+  EXPECT_EQ(alive[1].name, "b");
+  EXPECT_EQ(alive[2].name, "a");
+}
+
+TEST(GuiDocument, LifetimesOfToySchedule) {
+  std::vector<LifetimeSpan> spans = Lifetimes(ToySchedule(), {}, {}, {});
+  ASSERT_EQ(spans.size(), 3u);  // p is persistent and left out
+  EXPECT_EQ(spans[0].name, "a");
+  EXPECT_EQ(spans[0].begin, 1);
+  EXPECT_EQ(spans[0].end, 2);
+  EXPECT_EQ(spans[1].name, "b");
+  EXPECT_EQ(spans[1].end, 3);
+  EXPECT_EQ(spans[2].name, "g");
+  LifetimeOptions persistent;
+  persistent.include_persistent = true;
+  persistent.max_buffers = 1;  // only the largest: p
+  spans = Lifetimes(ToySchedule(), {}, {}, persistent);
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].name, "p");
+  EXPECT_EQ(spans[0].end, 3);
+  LifetimeOptions range;
+  range.first_step = 3;
+  spans = Lifetimes(ToySchedule(), {}, {}, range);
+  ASSERT_EQ(spans.size(), 2u);  // b and g reach step 3; a does not
+}
+
+TEST(GuiDocument, ModelReplayMatchesSimulatorEveryStep) {
+  Item item = LoadItem(testing::CorpusModel("resnet18"), {/*batch=*/4});
+  ASSERT_TRUE(item.analysis && item.timeline && item.schedule);
+  const MemoryTimeline& t = item.analysis->timeline;
+  ASSERT_EQ(item.timeline->size(), t.bytes_during.size());
+  for (size_t i = 0; i < t.bytes_during.size(); ++i) {
+    ASSERT_EQ(Sum(item.timeline->by_category[i]), t.bytes_during[i]) << "step " << i;
+  }
+  EXPECT_EQ(item.timeline->peak_bytes, t.peak_bytes);
+  EXPECT_EQ(item.baseline_peak_bytes, t.peak_bytes);
+  EXPECT_EQ(item.timeline->by_category[t.peak_step], t.breakdown_at_peak);
+  std::vector<AliveBuffer> alive = AliveAt(*item.schedule, t.peak_step);
+  int64_t sum = 0;
+  for (size_t i = 0; i < alive.size(); ++i) {
+    sum += alive[i].bytes;
+    if (i) EXPECT_GE(alive[i - 1].bytes, alive[i].bytes);
+  }
+  EXPECT_EQ(sum, t.peak_bytes);
+  EXPECT_EQ(alive.size(), t.alive_at_peak.size());
+}
+
+TEST(GuiDocument, AnalysisJsonRoundTrip) {
+  Item model = LoadItem(testing::CorpusModel("resnet18"), {/*batch=*/2});
+  std::string path = WriteFile("r18.json", AnalysisToJson(*model.analysis).dump());
+  Item json = LoadItem(path);
+  EXPECT_EQ(json.kind, SourceKind::kAnalysis);
+  EXPECT_EQ(json.baseline_peak_bytes, model.baseline_peak_bytes);
+  EXPECT_EQ(json.batch, 2);
+  EXPECT_EQ(json.param_bytes, model.param_bytes);
+  EXPECT_TRUE(json.has_breakdown);
+  EXPECT_EQ(json.breakdown, model.breakdown);
+  ASSERT_TRUE(json.timeline);
+  EXPECT_FALSE(json.timeline->has_categories());
+  EXPECT_EQ(json.timeline->bytes, model.timeline->bytes);
+  EXPECT_EQ(json.timeline->events, model.timeline->events);
+  EXPECT_EQ(json.timeline->peak_bytes, model.baseline_peak_bytes);
+  EXPECT_EQ(json.bottlenecks, model.bottlenecks);
+}
+
+TEST(GuiDocument, PlanAndRunJsonPerContract) {
+  nlohmann::json plan = {{"kind", "plan"}, {"memplan_version", "0.1.0"}, {"model", "m.onnx"}, {"batch", 8},
+                         {"strategy", "sqrt"}, {"budget_bytes", 1000}, {"predicted_peak_bytes", 900},
+                         {"baseline_peak_bytes", 1500}, {"recompute_flops", 50.0}, {"forward_flops", 200.0},
+                         {"checkpoints", {"t1", "t2"}}, {"sections", {{"n1", "n2"}, {"n3"}}}, {"feasible", true},
+                         {"solve_seconds", 0.01},
+                         {"timeline", {{{"event", "setup"}, {"phase", "setup"}, {"bytes", 100}},
+                                       {{"event", "forward n1"}, {"phase", "forward"}, {"bytes", 900}, {"node", "n1"}},
+                                       {{"event", "recompute n1"}, {"phase", "recompute"}, {"bytes", 500}}}}};
+  Item p = ItemFromJson(plan, "plan.json");
+  EXPECT_EQ(p.kind, SourceKind::kPlan);
+  EXPECT_EQ(p.strategy, "sqrt");
+  EXPECT_EQ(p.plan_peak_bytes, 900);
+  EXPECT_EQ(p.baseline_peak_bytes, 1500);
+  EXPECT_DOUBLE_EQ(p.overhead, 0.25);  // 50 / 200
+  EXPECT_EQ(p.feasible, 1);
+  EXPECT_EQ(p.checkpoints.size(), 2u);
+  EXPECT_EQ(p.num_sections, 2);
+  ASSERT_TRUE(p.timeline);
+  EXPECT_EQ(p.timeline->peak_bytes, 900);
+  EXPECT_EQ(p.timeline->peak_step, 1);
+  EXPECT_EQ(p.timeline->phases[2], Phase::kRecompute);
+
+  nlohmann::json run = {{"kind", "run"}, {"device", "cpu"}, {"steps", 3}, {"measured_peak_bytes", 950},
+                        {"predicted_peak_bytes", 900}, {"step_seconds", 1.5}, {"recompute_seconds", 0.2},
+                        {"loss", {2.3, 2.2, 2.1}}, {"plan", plan},
+                        {"trace", {{{"phase", "setup"}, {"bytes_after", 100}, {"peak_during", 120}},
+                                   {{"phase", "forward"}, {"bytes_after", 800}, {"peak_during", 950}}}}};
+  Item r = ItemFromJson(run, "run.json");
+  EXPECT_EQ(r.kind, SourceKind::kRun);
+  EXPECT_EQ(r.measured_peak_bytes, 950);
+  EXPECT_EQ(r.losses.size(), 3u);
+  EXPECT_EQ(r.strategy, "sqrt");
+  ASSERT_TRUE(r.measured);
+  EXPECT_EQ(r.measured->peak_bytes, 950);
+  ASSERT_TRUE(r.timeline);  // the plan's predicted timeline
+  EXPECT_EQ(r.timeline->peak_bytes, 900);
+}
+
+TEST(GuiDocument, BadFilesThrowNamingTheFile) {
+  struct Case {
+    std::string name, text, expect;
+  } cases[] = {
+      {"empty.onnx", "", "empty"},
+      {"garbage.onnx", "this is not a model", "garbage.onnx"},
+      {"bad.json", "{\"kind\": \"analysis\", ", "not valid JSON"},
+      {"nokind.json", "{\"peak_bytes\": 1}", "kind"},
+      {"otherkind.json", "{\"kind\": \"weather\"}", "unknown kind"},
+      {"array.json", "[1, 2]", "JSON object"},
+      {"badtimeline.json", "{\"kind\": \"analysis\", \"timeline\": [{\"bytes\": \"many\"}]}", "bytes"},
+      {"badpeak.json", "{\"kind\": \"analysis\", \"peak_bytes\": \"big\"}", "peak_bytes"},
+  };
+  for (const Case& c : cases) {
+    std::string path = WriteFile(c.name, c.text);
+    try {
+      LoadItem(path);
+      ADD_FAILURE() << c.name << " loaded";
+    } catch (const MemplanError& e) {
+      std::string what = e.what();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find(c.expect), std::string::npos) << c.name << ": " << what;
+    }
+  }
+  EXPECT_THROW(LoadItem(TempPath("does-not-exist.onnx")), MemplanError);
+}
+
+TEST(GuiDocument, DownsampleKeepsPeakAndOrder) {
+  std::vector<int64_t> v(60000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7919) % 10007);
+  v[31337] = 1'000'000;
+  std::vector<size_t> idx = DownsampleIndices(v, 3000);
+  EXPECT_LE(idx.size(), 3100u);
+  EXPECT_EQ(idx.front(), 0u);
+  EXPECT_EQ(idx.back(), v.size() - 1);
+  EXPECT_TRUE(std::is_sorted(idx.begin(), idx.end()));
+  EXPECT_NE(std::find(idx.begin(), idx.end(), 31337u), idx.end());
+  EXPECT_EQ(DownsampleIndices({5, 6, 7}, 3000).size(), 3u);
+}
+
+}  // namespace
+}  // namespace memplan::gui
