@@ -14,6 +14,24 @@
 //      the gradient of a checkpoint lives from the first segment that produces it to the
 //      backward of the segment that produced the checkpoint.
 // Recompute cost: the forward FLOPs of every node in segments 0..K-2.
+//
+// Details the memory model fixes where the text above leaves room (BuildSegmentedSchedule
+// implements exactly these; the executor's natural LibTorch implementation matches them):
+//   - Lifetimes are per storage: a view keeps its base tensor's storage alive.
+//   - Forward of segments 0..K-2 (no autograd): a tensor that no later segment reads is freed
+//     after its last reader; extras (dropout masks, batch-norm statistics, ...) live only
+//     during their op. A checkpoint stays alive from its producer's forward step.
+//   - Recompute of segment k follows the plain step's rules restricted to the segment (a
+//     tensor lives until its last reader, or until the backward of its first saver); the
+//     recomputed tensors that later segments read, and the gradients fed into them, stay
+//     alive until segment k's backward has finished (they are the roots of its backward
+//     call: torch::autograd::backward(outputs, grads, ...), accumulating parameter
+//     gradients into .grad as the plain step does).
+//   - Checkpoints and recomputed outputs that segment k frees at its end are freed after its
+//     last backward step (after its last recompute step if none of its nodes has one).
+//   - The gradient logic per node is the plain step's (GradientFlow), in the same reverse
+//     order; only the frees above are deferred.
+// The peak of a plan with one segment equals the plain training step's peak exactly.
 #pragma once
 
 #include <string>
@@ -42,17 +60,34 @@ struct Plan {
   bool feasible = false;                      // predicted_peak_bytes <= budget_bytes
   double solve_seconds = 0;
   std::vector<std::string> notes;
+
+  int num_sections() const { return segments.empty() ? 1 : static_cast<int>(segments.size()); }
+  double overhead() const { return forward_flops > 0 ? recompute_flops / forward_flops : 0; }
 };
 
 // The schedule of the execution semantics above for a given segmentation.
 Schedule BuildSegmentedSchedule(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
 
 // Tensors crossing segment borders (produced in one segment, read by a later one),
-// excluding persistent tensors (inputs, parameters, constants).
+// excluding persistent tensors (inputs, parameters, constants) and views of them.
 std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+
+// Segments <-> cut positions. A cut at position c (1 <= c <= the loss node's index) starts a
+// new segment at node c. Throws MemplanError when the segments are not a contiguous partition
+// of the node order in order, or the loss is not in the last segment.
+std::vector<std::vector<NodeId>> SegmentsFromCuts(const TrainingGraph& g, const std::vector<NodeId>& cuts);
+std::vector<NodeId> CutsFromSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+
+// Forward FLOPs recomputed by a segmentation: every node before the last cut.
+double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts);
 
 // A stable hash of the graph's structure and shapes (node ops, tensor shapes, batch).
 std::string ModelFingerprint(const TrainingGraph& g);
+
+// Replays a segmentation: schedule, timeline, checkpoints, FLOPs, feasibility. The one way
+// every strategy (and PlanFromJson) fills a Plan.
+Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy, const std::vector<NodeId>& cuts,
+                        int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g);
 // Validates that the plan was made for `g` (fingerprint, batch, node names); throws

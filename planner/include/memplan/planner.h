@@ -1,0 +1,125 @@
+// The planner: strategies that turn (TrainingGraph, budget) into a Plan (see plan.h for the
+// execution semantics every plan follows).
+//
+// Every strategy chooses a segmentation (cut positions in the node order); the plan's
+// predicted peak always comes from replaying BuildSegmentedSchedule through Simulate, never
+// from a strategy's own arithmetic. Strategies are pure functions: no I/O, no globals.
+//
+// What the strategies optimise, under plan.h's semantics:
+//   recompute FLOPs = forward FLOPs of every node before the last cut, so a plan's cost is
+//   decided by its last cut alone and the other cuts only shape memory. `optimal` therefore
+//   looks for the earliest last cut (in FLOPs) for which some placement of the earlier cuts
+//   keeps every phase of the step within the budget.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "memplan/analyzer.h"
+#include "memplan/plan.h"
+
+namespace memplan {
+
+// What the planner needs to know about a graph, injectable so that tests can use toy numbers.
+// An empty function means the graph's own value.
+struct CostModel {
+  // Bytes of a tensor (activations, parameters, inputs; gradients take their tensor's bytes).
+  std::function<int64_t(const Tensor&)> tensor_bytes;
+  // Forward FLOPs of a node: what recomputing it costs.
+  std::function<double(const Node&)> node_flops;
+};
+
+// A copy of `g` with the cost model's bytes and FLOPs written into it (tensor bytes, node
+// forward FLOPs). Plans made with a cost model describe this graph.
+TrainingGraph ApplyCostModel(const TrainingGraph& g, const CostModel& cost);
+
+struct PlanOptions {
+  // The memory budget for the whole training step (peak bytes alive). <= 0: no budget
+  // (every plan is feasible; `auto` then returns the baseline).
+  int64_t budget_bytes = 0;
+  // MakePlan's strategy: auto, none, manual, speed, bottleneck, sqrt, sections, optimal, milp.
+  std::string strategy = "auto";
+  // `manual`: the tensors to keep; each cuts the node order right after its producer.
+  std::vector<std::string> checkpoints;
+  // How allocations are accounted (the predicted peak of every plan uses it).
+  SimulatorOptions simulator;
+  // `optimal`: the cut positions the dynamic program considers. Graphs with at most this many
+  // nodes use every position; larger graphs use the bottleneck cuts, the positions where the
+  // bytes crossing the cut are a local minimum, and evenly spaced fill up to this many.
+  int max_cut_candidates = 1200;
+  // `optimal`: the most checkpoint states (which crossing tensors are already held) the DP
+  // keeps per position; beyond it the DP keeps the smallest and the plan notes that it may
+  // not be exact. 0: no limit.
+  int max_states_per_position = 64;
+  // `milp`: CBC's time limit, and the largest number of cut candidates it is given.
+  double milp_time_limit_seconds = 20;
+  int milp_max_candidates = 60;
+  // `auto`: also run milp on graphs with at most this many nodes (0: never).
+  int auto_milp_max_nodes = 0;
+};
+
+// One function per strategy family. Each returns a replayed plan; `feasible` says whether its
+// peak fits the budget. They throw MemplanError on bad user input (unknown checkpoint names).
+Plan PlanNone(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+Plan PlanManual(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// memory_saving_gradients 'speed': cut after the outputs of the expensive ops (contractions:
+// at least kExpensiveFlopsPerElement FLOPs per output element: conv, matmul, gemm, einsum).
+Plan PlanSpeed(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// memory_saving_gradients 'memory': about sqrt(#activations) evenly spaced bottlenecks.
+Plan PlanBottleneck(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// Chen et al.: sqrt(N) segments of the node order, each cut moved to the cheapest nearby
+// position (a bottleneck when one is near).
+Plan PlanSqrt(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// partialflow: the fewest contiguous sections (balanced by activation bytes) whose replayed
+// peak fits the budget.
+Plan PlanSections(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// Least recompute FLOPs subject to peak <= budget, exact over the candidate cut positions
+// (see optimal.cc for the precise claim). Without a feasible segmentation: the plan with the
+// smallest peak the DP finds, feasible = false.
+Plan PlanOptimal(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// The same problem as a mixed-integer program solved by COIN-OR CBC under a time limit
+// (a reference for `optimal`). Throws MemplanError when memplan was built without CBC.
+Plan PlanMilp(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+bool MilpAvailable();
+
+// Dispatches on options.strategy; `auto` runs every strategy that is cheap enough for the
+// graph and returns the feasible plan with the least recompute (ties: the smaller peak), or,
+// when none is feasible, the plan with the smallest peak.
+Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+const std::vector<std::string>& StrategyNames();  // including "auto"
+
+// FLOPs per output element from which an op counts as expensive for `speed`.
+constexpr double kExpensiveFlopsPerElement = 16;
+
+// The smallest peak any strategy reaches (optimal's minimum over its candidates, and the
+// heuristics'), as a replayed plan.
+Plan SmallestPeakPlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+
+// The Pareto curve of budget vs recompute vs peak, from the baseline peak down to the
+// smallest feasible budget.
+struct SweepPoint {
+  int64_t budget_bytes = 0;
+  std::string strategy;  // the strategy whose plan this is
+  int64_t peak_bytes = 0;
+  double recompute_flops = 0;
+  double overhead = 0;  // recompute FLOPs / forward FLOPs
+  int num_checkpoints = 0;
+  int num_sections = 0;
+  double solve_seconds = 0;
+};
+struct SweepResult {
+  int64_t baseline_peak_bytes = 0;
+  int64_t min_budget_bytes = 0;     // the smallest peak any strategy reaches
+  std::string min_budget_strategy;  // and which
+  std::vector<SweepPoint> points;   // budgets descending, Pareto-optimal points only
+};
+// `options.strategy` picks the strategy per budget (auto: the best of them).
+SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
+                         int num_budgets = 12);
+nlohmann::json SweepToJson(const SweepResult& s);
+
+}  // namespace memplan

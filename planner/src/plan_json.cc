@@ -1,0 +1,184 @@
+// Plan (de)serialisation and the model fingerprint.
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "memplan/plan.h"
+
+namespace memplan {
+namespace {
+
+class Fnv1a {
+ public:
+  void Add(const void* data, size_t n) {
+    const unsigned char* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) {
+      h_ ^= p[i];
+      h_ *= 1099511628211ull;
+    }
+  }
+  void Add(const std::string& s) {
+    Add(s.data(), s.size());
+    Add(int64_t{-7});  // separator, so that ("ab","c") != ("a","bc")
+  }
+  void Add(int64_t v) { Add(&v, sizeof v); }
+  uint64_t value() const { return h_; }
+
+ private:
+  uint64_t h_ = 1469598103934665603ull;
+};
+
+}  // namespace
+
+std::string ModelFingerprint(const TrainingGraph& g) {
+  Fnv1a h;
+  h.Add(g.batch);
+  h.Add(static_cast<int64_t>(g.nodes.size()));
+  h.Add(static_cast<int64_t>(g.tensors.size()));
+  for (const Node& n : g.nodes) {
+    h.Add(n.name);
+    h.Add(n.op_type);
+    for (TensorId i : n.inputs) h.Add(static_cast<int64_t>(i));
+    h.Add(int64_t{-1});
+    for (TensorId o : n.outputs) h.Add(static_cast<int64_t>(o));
+    h.Add(int64_t{-2});
+  }
+  for (const Tensor& t : g.tensors) {
+    h.Add(t.name);
+    h.Add(static_cast<int64_t>(t.dtype));
+    for (int64_t d : t.shape) h.Add(d);
+    h.Add(int64_t{-3});
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h.value()));
+  return buf;
+}
+
+nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
+  nlohmann::json checkpoints = nlohmann::json::array();
+  for (TensorId t : p.checkpoints) checkpoints.push_back(g.tensors[t].name);
+  nlohmann::json sections = nlohmann::json::array();
+  if (p.segments.empty()) {
+    nlohmann::json all = nlohmann::json::array();
+    for (const Node& n : g.nodes) all.push_back(n.name);
+    sections.push_back(std::move(all));
+  } else {
+    for (const std::vector<NodeId>& seg : p.segments) {
+      nlohmann::json names = nlohmann::json::array();
+      for (NodeId n : seg) names.push_back(g.nodes[n].name);
+      sections.push_back(std::move(names));
+    }
+  }
+  nlohmann::json breakdown = nlohmann::json::object();
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    breakdown[MemoryCategoryName(static_cast<MemoryCategory>(c))] = p.timeline.breakdown_at_peak[c];
+  }
+  nlohmann::json j = {
+      {"kind", "plan"},
+      {"memplan_version", MEMPLAN_VERSION},
+      {"model", p.model_path},
+      {"batch", p.batch},
+      {"fingerprint", p.model_fingerprint},
+      {"optimizer", OptimizerName(g.optimizer)},
+      {"loss", LossKindName(g.loss_kind)},
+      {"num_nodes", g.nodes.size()},
+      {"strategy", p.strategy},
+      {"budget_bytes", p.budget_bytes},
+      {"predicted_peak_bytes", p.predicted_peak_bytes},
+      {"baseline_peak_bytes", p.baseline_peak_bytes},
+      {"recompute_flops", p.recompute_flops},
+      {"forward_flops", p.forward_flops},
+      {"overhead", p.overhead()},
+      {"checkpoints", std::move(checkpoints)},
+      {"sections", std::move(sections)},
+      {"feasible", p.feasible},
+      {"solve_seconds", p.solve_seconds},
+      {"breakdown", std::move(breakdown)},
+      {"peak_event", p.schedule.steps.empty() ? "" : p.schedule.StepLabel(g, p.timeline.peak_step)},
+      {"notes", p.notes},
+      {"timeline", TimelineToJson(g, p.schedule, p.timeline)},
+  };
+  return j;
+}
+
+namespace {
+
+const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) throw MemplanError(std::string("the plan has no \"") + key + "\" field; is it a memplan plan file?");
+  return *it;
+}
+
+}  // namespace
+
+Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
+  if (!j.is_object() || j.value("kind", "") != "plan") {
+    throw MemplanError("not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
+  }
+  try {
+    const std::string model = j.value("model", std::string("?"));
+    const int64_t batch = Field(j, "batch").get<int64_t>();
+    if (batch != g.batch) {
+      throw MemplanError("the plan was made for batch " + std::to_string(batch) + " but the model is loaded with batch " +
+                         std::to_string(g.batch) + "; run with --batch " + std::to_string(batch) +
+                         " or re-plan with `memplan plan --batch " + std::to_string(g.batch) + "`");
+    }
+    const std::string fingerprint = Field(j, "fingerprint").get<std::string>();
+    const std::string mine = ModelFingerprint(g);
+    if (fingerprint != mine) {
+      throw MemplanError("the plan was made for another model ('" + model + "', fingerprint " + fingerprint + ") than '" +
+                         g.model_path + "' (fingerprint " + mine + "); re-plan with `memplan plan " + g.model_path + "`");
+    }
+    const nlohmann::json& sections = Field(j, "sections");
+    if (!sections.is_array() || sections.empty()) throw MemplanError("the plan's \"sections\" must be a non-empty array");
+    std::vector<std::vector<NodeId>> segments;
+    NodeId next = 0;
+    for (size_t k = 0; k < sections.size(); ++k) {
+      if (!sections[k].is_array() || sections[k].empty()) {
+        throw MemplanError("the plan's section " + std::to_string(k) + " must be a non-empty array of node names");
+      }
+      std::vector<NodeId> seg;
+      for (const nlohmann::json& name : sections[k]) {
+        const std::string s = name.get<std::string>();
+        if (next >= static_cast<NodeId>(g.nodes.size())) {
+          throw MemplanError("the plan names node '" + s + "' after the model's last node; re-plan for this model");
+        }
+        if (g.nodes[next].name != s) {
+          NodeId found = g.FindNode(s);
+          throw MemplanError(found == kNone
+                                 ? "the plan's section " + std::to_string(k) + " names node '" + s +
+                                       "', which the model does not have; re-plan for this model"
+                                 : "the plan's section " + std::to_string(k) + " has node '" + s + "' where the model's order has '" +
+                                       g.nodes[next].name + "'; sections must follow the node order");
+        }
+        seg.push_back(next++);
+      }
+      segments.push_back(std::move(seg));
+    }
+    if (next != static_cast<NodeId>(g.nodes.size())) {
+      throw MemplanError("the plan's sections cover " + std::to_string(next) + " of the model's " +
+                         std::to_string(g.nodes.size()) + " nodes; re-plan for this model");
+    }
+    if (segments.size() == 1) segments.clear();
+    std::vector<NodeId> cuts = CutsFromSegments(g, segments);
+    Plan p = ReplaySegmentation(g, Field(j, "strategy").get<std::string>(), cuts, j.value("budget_bytes", int64_t{0}),
+                                j.value("baseline_peak_bytes", int64_t{0}));
+    // The checkpoints are derived from the sections; a plan naming others was edited by hand.
+    if (j.contains("checkpoints")) {
+      for (const nlohmann::json& name : j.at("checkpoints")) {
+        const std::string s = name.get<std::string>();
+        TensorId t = g.FindTensor(s);
+        if (t == kNone) throw MemplanError("the plan's checkpoint '" + s + "' is not a tensor of the model; re-plan for this model");
+        if (std::find(p.checkpoints.begin(), p.checkpoints.end(), t) == p.checkpoints.end()) {
+          throw MemplanError("the plan's checkpoint '" + s + "' does not cross a section border of its sections; re-plan");
+        }
+      }
+    }
+    p.solve_seconds = j.value("solve_seconds", 0.0);
+    if (j.contains("notes")) p.notes = j.at("notes").get<std::vector<std::string>>();
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    throw MemplanError(std::string("malformed plan: ") + e.what());
+  }
+}
+
+}  // namespace memplan

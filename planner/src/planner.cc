@@ -1,0 +1,260 @@
+// The planner's entry points: cost model, the shared context, optimal, auto, the smallest
+// reachable peak and the budget sweep.
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "optimal.h"
+#include "planner_internal.h"
+
+namespace memplan {
+
+TrainingGraph ApplyCostModel(const TrainingGraph& g, const CostModel& cost) {
+  TrainingGraph out = g;
+  if (cost.tensor_bytes) {
+    for (Tensor& t : out.tensors) t.bytes = cost.tensor_bytes(g.tensors[t.id]);
+  }
+  if (cost.node_flops) {
+    for (Node& n : out.nodes) n.forward_flops = cost.node_flops(g.nodes[n.id]);
+  }
+  return out;
+}
+
+namespace planner {
+
+double SecondsSince(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+Context::Context(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options)
+    : graph_(&g), options_(options) {
+  if (cost.tensor_bytes || cost.node_flops) {
+    costed_ = ApplyCostModel(g, cost);
+    graph_ = &costed_;
+  }
+  facts_ = ComputeGraphFacts(*graph_);
+  if (facts_.loss_node == kNone) throw MemplanError(g.model_path + ": the graph has no loss to plan for");
+  baseline_ = Simulate(BuildTrainingSchedule(*graph_), options_.simulator).peak_bytes;
+}
+
+const SegmentCosts& Context::costs(int max_candidates, bool* all_positions) {
+  std::unique_ptr<Tables>& t = tables_[max_candidates];
+  if (!t) {
+    t = std::make_unique<Tables>();
+    std::vector<NodeId> candidates = SelectCutCandidates(*graph_, facts_, max_candidates, &t->all_positions);
+    t->costs = ComputeSegmentCosts(*graph_, facts_, candidates, options_.simulator.policy);
+  }
+  if (all_positions) *all_positions = t->all_positions;
+  return t->costs;
+}
+
+Plan Context::Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,
+                     Clock::time_point start) const {
+  Plan p = ReplaySegmentation(*graph_, strategy, cuts, budget, baseline_, options_.simulator);
+  p.solve_seconds = SecondsSince(start);
+  return p;
+}
+
+Plan RunOptimal(Context& ctx, const PlanOptions& o) {
+  auto start = Clock::now();
+  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("optimal", {}, o.budget_bytes, start);
+  bool all_positions = false;
+  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates, &all_positions);
+  DpOptions dp;
+  dp.budget_bytes = o.budget_bytes;
+  dp.max_states_per_position = o.max_states_per_position;
+  DpResult r = SolveSegmentation(costs, ctx.facts(), dp);
+  std::vector<std::string> notes;
+  if (r.feasible) {
+    // Among the segmentations with this (least) recompute, the one with the smallest peak.
+    auto last = std::lower_bound(costs.pos.begin(), costs.pos.end(), r.cuts.empty() ? 0 : r.cuts.back());
+    DpResult refined = SmallestPeak(costs, ctx.facts(), static_cast<int>(last - costs.pos.begin()),
+                                    o.max_states_per_position);
+    if (refined.feasible && refined.predicted_peak <= r.predicted_peak) {
+      refined.states_capped = refined.states_capped || r.states_capped;
+      r = std::move(refined);
+    }
+  } else {
+    r = SmallestPeak(costs, ctx.facts(), -1, o.max_states_per_position);
+    notes.push_back("no segmentation over the candidate cuts fits the budget; this is the smallest peak they reach");
+  }
+  Plan p = ctx.Finish("optimal", r.cuts, o.budget_bytes, start);
+  notes.push_back(all_positions ? "optimal over every segmentation of the node order (" +
+                                      std::to_string(costs.size() - 2) + " distinct cut positions)"
+                                : "optimal over segmentations whose cuts lie in " + std::to_string(costs.size() - 2) +
+                                      " candidate positions (bottlenecks, crossing-bytes minima, evenly spaced)");
+  if (r.states_capped) notes.push_back("the DP dropped states beyond max_states_per_position: the result may not be exact");
+  if (r.predicted_peak != p.predicted_peak_bytes) {
+    notes.push_back("internal: the DP predicted " + std::to_string(r.predicted_peak) + " B but the replay peaks at " +
+                    std::to_string(p.predicted_peak_bytes) + " B");
+  }
+  p.notes.insert(p.notes.end(), notes.begin(), notes.end());
+  return p;
+}
+
+Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o) {
+  auto start = Clock::now();
+  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates);
+  DpResult r = SmallestPeak(costs, ctx.facts(), -1, o.max_states_per_position);
+  return ctx.Finish("optimal", r.cuts, o.budget_bytes, start);
+}
+
+namespace {
+
+bool Better(const Plan& a, const Plan& b) {
+  if (a.feasible != b.feasible) return a.feasible;
+  if (!a.feasible) return a.predicted_peak_bytes < b.predicted_peak_bytes;
+  if (a.recompute_flops != b.recompute_flops) return a.recompute_flops < b.recompute_flops;
+  return a.predicted_peak_bytes < b.predicted_peak_bytes;
+}
+
+Plan RunAuto(Context& ctx, const PlanOptions& o) {
+  auto start = Clock::now();
+  Plan best = RunNone(ctx, o);
+  if (best.feasible) {
+    best.notes.push_back("auto: the plain step fits the budget");
+    return best;
+  }
+  std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt, RunBottleneck, RunSpeed};
+  if (MilpAvailable() && o.auto_milp_max_nodes > 0 && static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
+    runs.push_back(RunMilp);
+  }
+  std::string tried;
+  for (auto run : runs) {
+    Plan p = run(ctx, o);
+    tried += (tried.empty() ? "" : ", ") + p.strategy;
+    if (Better(p, best)) best = std::move(p);
+  }
+  best.notes.push_back("auto: chose " + best.strategy + " among " + tried);
+  best.solve_seconds = SecondsSince(start);
+  return best;
+}
+
+}  // namespace
+
+Plan RunStrategy(Context& ctx, const PlanOptions& o) {
+  const std::string& s = o.strategy;
+  if (s == "auto" || s.empty()) return RunAuto(ctx, o);
+  if (s == "none") return RunNone(ctx, o);
+  if (s == "manual") return RunManual(ctx, o);
+  if (s == "speed") return RunSpeed(ctx, o);
+  if (s == "bottleneck") return RunBottleneck(ctx, o);
+  if (s == "sqrt") return RunSqrt(ctx, o);
+  if (s == "sections") return RunSections(ctx, o);
+  if (s == "optimal") return RunOptimal(ctx, o);
+  if (s == "milp") return RunMilp(ctx, o);
+  std::string names;
+  for (const std::string& n : StrategyNames()) names += (names.empty() ? "" : ", ") + n;
+  throw MemplanError("unknown strategy '" + s + "' (one of " + names + ")");
+}
+
+}  // namespace planner
+
+using planner::Context;
+
+#define MEMPLAN_STRATEGY(Public, Run)                                                     \
+  Plan Public(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) { \
+    Context ctx(g, cost, options);                                                         \
+    return planner::Run(ctx, options);                                                     \
+  }
+MEMPLAN_STRATEGY(PlanNone, RunNone)
+MEMPLAN_STRATEGY(PlanManual, RunManual)
+MEMPLAN_STRATEGY(PlanSpeed, RunSpeed)
+MEMPLAN_STRATEGY(PlanBottleneck, RunBottleneck)
+MEMPLAN_STRATEGY(PlanSqrt, RunSqrt)
+MEMPLAN_STRATEGY(PlanSections, RunSections)
+MEMPLAN_STRATEGY(PlanOptimal, RunOptimal)
+MEMPLAN_STRATEGY(PlanMilp, RunMilp)
+MEMPLAN_STRATEGY(MakePlan, RunStrategy)
+#undef MEMPLAN_STRATEGY
+
+const std::vector<std::string>& StrategyNames() {
+  static const std::vector<std::string> names = {"auto", "none", "manual", "speed", "bottleneck",
+                                                 "sqrt", "sections", "optimal", "milp"};
+  return names;
+}
+
+namespace {
+
+Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
+  PlanOptions o = options;
+  o.budget_bytes = 1;  // nothing fits: every strategy reports its smallest peak
+  Plan best = planner::RunOptimalSmallestPeak(ctx, o);
+  for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
+    Plan p = run(ctx, o);
+    if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
+  }
+  best.budget_bytes = options.budget_bytes;
+  best.feasible = options.budget_bytes <= 0 || best.predicted_peak_bytes <= options.budget_bytes;
+  return best;
+}
+
+}  // namespace
+
+Plan SmallestPeakPlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) {
+  Context ctx(g, cost, options);
+  return SmallestPeakIn(ctx, options);
+}
+
+SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options, int num_budgets) {
+  Context ctx(g, cost, options);
+  SweepResult s;
+  s.baseline_peak_bytes = ctx.baseline_peak();
+  Plan smallest = SmallestPeakIn(ctx, options);
+  s.min_budget_bytes = smallest.predicted_peak_bytes;
+  s.min_budget_strategy = smallest.strategy;
+  num_budgets = std::max(2, num_budgets);
+  std::vector<SweepPoint> all;
+  for (int i = 0; i < num_budgets; ++i) {
+    double t = static_cast<double>(i) / (num_budgets - 1);
+    int64_t budget = static_cast<int64_t>(std::llround(static_cast<double>(s.baseline_peak_bytes) * (1 - t) +
+                                                       static_cast<double>(s.min_budget_bytes) * t));
+    PlanOptions o = options;
+    o.budget_bytes = budget;
+    Plan p = planner::RunStrategy(ctx, o);
+    if (!p.feasible) continue;
+    SweepPoint pt;
+    pt.budget_bytes = budget;
+    pt.strategy = p.strategy;
+    pt.peak_bytes = p.predicted_peak_bytes;
+    pt.recompute_flops = p.recompute_flops;
+    pt.overhead = p.overhead();
+    pt.num_checkpoints = static_cast<int>(p.checkpoints.size());
+    pt.num_sections = p.num_sections();
+    pt.solve_seconds = p.solve_seconds;
+    all.push_back(pt);
+  }
+  // Pareto: drop a point when another has no larger peak and no more recompute.
+  for (size_t i = 0; i < all.size(); ++i) {
+    bool dominated = false;
+    for (size_t j = 0; j < all.size() && !dominated; ++j) {
+      if (i == j) continue;
+      const SweepPoint &a = all[j], &b = all[i];
+      bool no_worse = a.peak_bytes <= b.peak_bytes && a.recompute_flops <= b.recompute_flops;
+      bool better = a.peak_bytes < b.peak_bytes || a.recompute_flops < b.recompute_flops;
+      dominated = no_worse && (better || j < i);  // identical points: keep the first
+    }
+    if (!dominated) s.points.push_back(all[i]);
+  }
+  return s;
+}
+
+nlohmann::json SweepToJson(const SweepResult& s) {
+  nlohmann::json points = nlohmann::json::array();
+  for (const SweepPoint& p : s.points) {
+    points.push_back({{"budget_bytes", p.budget_bytes},
+                      {"strategy", p.strategy},
+                      {"peak_bytes", p.peak_bytes},
+                      {"recompute_flops", p.recompute_flops},
+                      {"overhead", p.overhead},
+                      {"checkpoints", p.num_checkpoints},
+                      {"sections", p.num_sections},
+                      {"solve_seconds", p.solve_seconds}});
+  }
+  return {{"baseline_peak_bytes", s.baseline_peak_bytes},
+          {"min_budget_bytes", s.min_budget_bytes},
+          {"min_budget_strategy", s.min_budget_strategy},
+          {"points", std::move(points)}};
+}
+
+}  // namespace memplan

@@ -1,0 +1,64 @@
+// What the strategies share: the costed graph, its liveness facts, the baseline, and the
+// (expensive) segment cost tables, computed once per planning request.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph_facts.h"
+#include "memplan/planner.h"
+#include "segment_costs.h"
+
+namespace memplan::planner {
+
+Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& cuts);
+
+class Context {
+ public:
+  Context(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+
+  const TrainingGraph& graph() const { return *graph_; }
+  const GraphFacts& facts() const { return facts_; }
+  const PlanOptions& options() const { return options_; }
+  int64_t baseline_peak() const { return baseline_; }
+  // Tables over SelectCutCandidates(max_candidates); `all_positions` says whether that is
+  // every distinct position.
+  const SegmentCosts& costs(int max_candidates, bool* all_positions = nullptr);
+
+  // Replays `cuts` into a Plan for `budget` (solve_seconds from `start`).
+  Plan Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,
+              std::chrono::steady_clock::time_point start) const;
+
+ private:
+  TrainingGraph costed_;
+  const TrainingGraph* graph_;
+  GraphFacts facts_;
+  PlanOptions options_;
+  int64_t baseline_ = 0;
+  struct Tables {
+    SegmentCosts costs;
+    bool all_positions = false;
+  };
+  std::map<int, std::unique_ptr<Tables>> tables_;
+};
+
+using Clock = std::chrono::steady_clock;
+double SecondsSince(Clock::time_point start);
+
+// The strategies on a shared context (the public functions wrap these).
+Plan RunNone(Context& ctx, const PlanOptions& o);
+Plan RunManual(Context& ctx, const PlanOptions& o);
+Plan RunSpeed(Context& ctx, const PlanOptions& o);
+Plan RunBottleneck(Context& ctx, const PlanOptions& o);
+Plan RunSqrt(Context& ctx, const PlanOptions& o);
+Plan RunSections(Context& ctx, const PlanOptions& o);
+Plan RunOptimal(Context& ctx, const PlanOptions& o);
+Plan RunMilp(Context& ctx, const PlanOptions& o);
+Plan RunStrategy(Context& ctx, const PlanOptions& o);  // dispatch, including auto
+// The smallest peak `optimal` reaches over its candidates.
+Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o);
+
+}  // namespace memplan::planner

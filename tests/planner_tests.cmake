@@ -1,0 +1,13 @@
+# The planner's suites (included by tests/CMakeLists.txt when memplan_planner exists).
+add_executable(planner_tests
+  planner_schedule_test.cc     # segmented schedules: hand-computed peaks, one segment == plain step
+  planner_strategies_test.cc   # strategies on small graphs; brute force over all segmentations
+  planner_json_test.cc         # plan JSON round trip and rejection
+  planner_corpus_test.cc       # every strategy on every corpus model; DP tables == replay
+)
+target_link_libraries(planner_tests PRIVATE memplan_planner memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
+# White-box tests of the DP tables read the planner's private headers.
+target_include_directories(planner_tests PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
+gtest_discover_tests(planner_tests TEST_FILTER "-PlannerCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
+gtest_discover_tests(planner_tests TEST_FILTER "PlannerCorpus*" DISCOVERY_TIMEOUT 60
+                     PROPERTIES TIMEOUT 1800 FIXTURES_REQUIRED corpus)
