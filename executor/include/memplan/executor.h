@@ -1,0 +1,112 @@
+// The executor: trains a TrainingGraph with LibTorch, following a segmentation (a plan's
+// `segments`) with recompute, while a meter measures the memory really allocated.
+//
+// No LibTorch type appears here: users of this header (the command line, tests) compile
+// without LibTorch's headers.
+//
+// Execution semantics are those of planner/include/memplan/plan.h:
+//   - forward of segments 0..K-2 without autograd, keeping only tensors a later segment
+//     reads (checkpoints); the last segment (with the loss) runs with autograd;
+//   - backward of the last segment, then for k = K-2..0: recompute segment k with autograd
+//     from its checkpointed inputs, back-propagate the gradients its outputs received;
+//   - random ops (dropout, RandomUniformLike, ...) draw from a generator seeded per
+//     (seed, step, node), so that recompute reproduces the masks of the first forward and a
+//     plan reproduces the plain step exactly;
+//   - batch-norm running statistics are updated once per step (never during recompute).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "memplan/training_graph.h"
+
+namespace memplan {
+
+// What one training step measured.
+struct StepStats {
+  int64_t step = 0;                  // 0-based
+  double loss = 0;
+  double seconds = 0;                // wall time of the whole step
+  double recompute_seconds = 0;      // time spent re-running forward segments
+  int64_t peak_bytes = 0;            // allocator bytes alive at the step's peak
+  int64_t reserved_peak_bytes = 0;   // CUDA: caching-allocator reserved peak; CPU: = peak_bytes
+};
+
+// Bytes alive after one event of the step (for op-by-op comparison with the simulator).
+struct TraceEvent {
+  std::string phase;  // "setup", "forward", "loss", "backward", "recompute", "optimizer"
+  NodeId node = kNone;
+  int64_t bytes_after = 0;  // allocator bytes alive after the event
+  int64_t peak_during = 0;  // highest allocator bytes seen during the event
+};
+
+struct RunOptions {
+  std::string device = "cpu";  // "cpu", "cuda" or "cuda:K" (needs a CUDA LibTorch)
+  int64_t steps = 3;
+  uint64_t seed = 0;
+  // Initialise parameters deterministically from `seed` instead of reading the model's
+  // weights (a memory run needs no real weights). Non-trainable initializers present in the
+  // file (shape constants, running statistics) are still read.
+  bool random_weights = false;
+  double learning_rate = 1e-3;
+  // A contiguous partition of the node order (a plan's segments); empty: the plain step.
+  std::vector<std::vector<NodeId>> segments;
+  // Graph input name -> ONNX TensorProto file (.pb) to train on instead of synthetic data.
+  std::map<std::string, std::string> input_files;
+  // The serialized model, when the graph was loaded from bytes (tests); otherwise the file
+  // g.model_path is read for weights.
+  std::string model_bytes;
+  int threads = 0;  // intra-op threads; 0 leaves LibTorch's default
+  // A device capacity to enforce (0: none). An allocation beyond it fails the step with an
+  // out-of-memory MemplanError, as a real device would.
+  int64_t memory_limit_bytes = 0;
+  bool trace = false;           // record a TraceEvent per executed node (slower)
+  int64_t trace_step = -1;      // the step to trace (-1: the last)
+  bool keep_gradients = false;  // copy the parameter gradients of the last step into the result
+  // Called after every step (progress lines).
+  std::function<void(const StepStats&)> on_step;
+};
+
+struct RunResult {
+  std::string device;             // e.g. "cpu (LibTorch 1.13.0, 2 threads)"
+  std::vector<StepStats> steps;
+  int64_t measured_peak_bytes = 0;  // the steady-state step's peak (the last step)
+  int64_t max_peak_bytes = 0;       // the highest over all steps
+  int64_t persistent_bytes = 0;     // alive between steps (parameters, gradients, state, batch)
+  std::vector<TraceEvent> trace;
+  // Parameter name -> its gradient after the last step's backward (keep_gradients).
+  std::map<std::string, std::vector<float>> gradients;
+};
+
+// Runs `options.steps` training steps. Throws MemplanError on bad input (missing weights,
+// an op the executor lacks, a segmentation that does not partition the nodes, out of
+// memory) before or during the run; nothing is written anywhere.
+RunResult RunTraining(const TrainingGraph& g, const RunOptions& options);
+
+// ONNX op types the executor implements, sorted.
+std::vector<std::string> ExecutorOpTypes();
+// Throws MemplanError naming every op of `g` the executor lacks (and its first node).
+void CheckExecutorSupports(const TrainingGraph& g);
+// Throws MemplanError when `segments` is not a contiguous partition of g's nodes.
+void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+
+// A description of the LibTorch build: version, CUDA availability.
+std::string ExecutorBackendDescription();
+bool ExecutorHasCuda();
+
+// One ONNX backend test case (a directory with model.onnx and test_data_set_*/), forward only.
+struct ConformanceResult {
+  std::string name;
+  std::vector<std::string> op_types;  // distinct op types of the model
+  std::vector<std::string> missing_ops;  // op types the executor lacks
+  bool skipped = false;  // missing ops, or inputs/outputs that are not tensors (reason)
+  bool passed = false;
+  bool randomized = false;  // outputs depend on an RNG: checked by properties, not values
+  std::string message;      // why it failed or was skipped
+};
+ConformanceResult RunConformanceCase(const std::string& case_dir);
+
+}  // namespace memplan

@@ -1,0 +1,734 @@
+// The training step on LibTorch: setup (weights, optimizer state, batch), forward with the
+// IR's liveness, the loss, backward, the optimizer, and plan execution with recompute.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <ATen/SequenceNumber.h>
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/version.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+#include "kernels.h"
+#include "memplan/analyzer.h"
+#include "memplan/executor.h"
+#include "meter.h"
+#include "tensor_io.h"
+
+namespace memplan {
+
+using exec::FindKernel;
+using exec::Kernel;
+using exec::MemoryMeter;
+using exec::OpCall;
+
+std::vector<std::string> ExecutorOpTypes() {
+  std::vector<std::string> ops;
+  for (const auto& [op, k] : exec::Kernels()) ops.push_back(op);
+  return ops;
+}
+
+void CheckExecutorSupports(const TrainingGraph& g) {
+  std::map<std::string, std::vector<std::string>> missing;
+  for (const Node& n : g.nodes) {
+    if (!FindKernel(n.op_type)) missing[n.op_type].push_back(n.name);
+  }
+  if (missing.empty()) return;
+  std::string msg = g.model_path + ": the executor has no implementation of ";
+  bool first = true;
+  for (const auto& [op, nodes] : missing) {
+    msg += (first ? "" : "; ") + std::string("op ") + op + " (node '" + nodes[0] + "'" +
+           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
+    first = false;
+  }
+  msg += ". `memplan analyze` and `memplan plan` still work; to run it, re-export the model with other ops.";
+  throw MemplanError(msg);
+}
+
+void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
+  if (segments.empty()) return;
+  NodeId next = 0;
+  for (size_t s = 0; s < segments.size(); ++s) {
+    if (segments[s].empty()) throw MemplanError("the plan's segment " + std::to_string(s) + " is empty");
+    for (NodeId n : segments[s]) {
+      if (n != next) {
+        throw MemplanError("the plan's segments are not a contiguous partition of the model's " +
+                           std::to_string(g.nodes.size()) + " nodes (segment " + std::to_string(s) + " has node " +
+                           std::to_string(n) + " where node " + std::to_string(next) +
+                           " was expected); re-plan with `memplan plan` for this model");
+      }
+      ++next;
+    }
+  }
+  if (next != static_cast<NodeId>(g.nodes.size())) {
+    throw MemplanError("the plan's segments cover " + std::to_string(next) + " of the model's " + std::to_string(g.nodes.size()) +
+                       " nodes; re-plan with `memplan plan` for this model");
+  }
+}
+
+std::string ExecutorBackendDescription() {
+  std::string s = "LibTorch " TORCH_VERSION;
+  s += at::hasCUDA() ? ", CUDA" : ", CPU only";
+  s += ", " + std::to_string(at::get_num_threads()) + " threads";
+  return s;
+}
+
+bool ExecutorHasCuda() { return at::hasCUDA(); }
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+uint64_t Mix(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+uint64_t HashString(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
+  return h;
+}
+
+std::string ShapeString(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+bool IsPersistent(const Tensor& t) {
+  return t.category == TensorCategory::kInput || t.category == TensorCategory::kParameter ||
+         t.category == TensorCategory::kConstant;
+}
+
+c10::Device ParseDevice(const std::string& s) {
+  if (s == "cpu") return c10::Device(c10::kCPU);
+  if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
+    if (!at::hasCUDA()) {
+      throw MemplanError("--device " + s + ": this memplan was built against a LibTorch without CUDA (" +
+                         ExecutorBackendDescription() + "); build it against a CUDA PyTorch's LibTorch (scripts/gpu-build.sh)");
+    }
+    int index = 0;
+    if (s.size() > 5) {
+      char* end = nullptr;
+      long v = std::strtol(s.c_str() + 5, &end, 10);
+      if (*end != '\0' || v < 0) throw MemplanError("--device " + s + ": expected cuda:K with K a device index");
+      index = static_cast<int>(v);
+    }
+    int count = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+    if (index >= count) {
+      throw MemplanError("--device " + s + ": only " + std::to_string(count) + " CUDA device(s) are visible");
+    }
+    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  }
+  throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + s + "')");
+}
+
+at::Tensor FromConstValue(const ConstValue& v) {
+  at::ScalarType st = exec::ScalarTypeOf(v.dtype);
+  if (v.is_float()) {
+    return at::tensor(v.floats, at::TensorOptions().dtype(at::kDouble)).to(st).reshape(v.shape);
+  }
+  return at::tensor(v.ints, at::TensorOptions().dtype(at::kLong)).to(st).reshape(v.shape);
+}
+
+// Where the step is, for error messages.
+struct Location {
+  std::string phase = "setup";
+  NodeId node = kNone;
+};
+
+// The backward trace: maps autograd sequence numbers to IR nodes and records the allocator
+// after each backward function.
+struct BackwardTracer {
+  std::mutex mu;
+  bool active = false;
+  MemoryMeter* meter = nullptr;
+  std::map<uint64_t, NodeId> seq_to_node;  // first sequence number of each traced node
+  std::vector<TraceEvent>* events = nullptr;
+  int64_t* step_peak = nullptr;
+  NodeId last = kNone;
+  std::string phase = "backward";
+
+  NodeId NodeOf(int64_t seq) {
+    if (seq < 0) return last;  // AccumulateGrad: belongs to the op that produced the gradient
+    auto it = seq_to_node.upper_bound(static_cast<uint64_t>(seq));
+    if (it == seq_to_node.begin()) return kNone;
+    return std::prev(it)->second;
+  }
+};
+BackwardTracer& Tracer() {
+  static BackwardTracer t;
+  return t;
+}
+std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction&) {
+  BackwardTracer& t = Tracer();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!t.active) return nullptr;
+  *t.step_peak = std::max(*t.step_peak, t.meter->peak());
+  t.meter->ResetPeak();
+  return nullptr;
+}
+void TraceEnd(const at::RecordFunction& fn, at::ObserverContext*) {
+  BackwardTracer& t = Tracer();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (!t.active) return;
+  int64_t seq = fn.seqNr();
+  NodeId n = t.NodeOf(seq);
+  if (seq >= 0) t.last = n;
+  t.events->push_back({t.phase, n, t.meter->current(), t.meter->peak()});
+}
+
+class Trainer {
+ public:
+  Trainer(const TrainingGraph& g, const RunOptions& o)
+      : g_(g), opt_(o), device_(ParseDevice(o.device)), meter_(MemoryMeter::For(device_)) {}
+
+  RunResult Run();
+
+ private:
+  void Setup();
+  void LoadParameters(const exec::ModelData& model);
+  at::Tensor InitialValue(const Tensor& t, const exec::ModelData& model, bool* random);
+  void MakeBatch();
+  int64_t IndexBound(TensorId t) const;
+  void PlanLiveness();
+  void Step(int64_t step, StepStats* stats);
+  // Runs the forward of one segment. `grad` false: no autograd, checkpoints are stored.
+  void Forward(size_t segment, bool grad, bool recompute);
+  void RunNode(const Node& n, bool recompute);
+  at::Tensor Value(TensorId id) const;
+  void Backward(size_t segment);
+  void OptimizerStep(int64_t step);
+  void SeedFor(int64_t step, NodeId node);
+  void NoteTrace(const std::string& phase, NodeId node);
+
+  const TrainingGraph& g_;
+  RunOptions opt_;
+  c10::Device device_;
+  MemoryMeter& meter_;
+  Location where_;
+
+  std::vector<std::vector<NodeId>> segments_;
+  std::vector<int> segment_of_;                        // node -> segment
+  std::vector<std::map<std::string, at::Tensor>> tensor_attrs_;  // node -> TENSOR attributes
+  std::vector<const Kernel*> kernels_;
+  std::vector<bool> skip_node_;                         // every output folded to a constant
+  // Liveness: tensors to release after a node ran in a forward pass.
+  std::vector<std::vector<TensorId>> release_after_;
+  std::vector<bool> is_checkpoint_;                    // read by a later segment
+  std::vector<std::vector<TensorId>> checkpoints_out_;  // segment -> checkpoints it produces
+  std::vector<std::vector<TensorId>> checkpoints_free_;  // segment -> checkpoints freed after its backward
+
+  std::vector<at::Tensor> persistent_;  // by TensorId
+  std::vector<at::Tensor> values_;      // by TensorId, this step's activations
+  std::vector<at::Tensor> ckpt_;        // stored checkpoints (autograd leaves when they need a gradient)
+  std::vector<at::Tensor> ckpt_grad_;   // complete gradients of freed checkpoint leaves
+  std::vector<at::Tensor> state1_, state2_;  // optimizer state by TensorId
+  std::vector<TensorId> trained_;       // parameters with a gradient
+  at::Tensor loss_;
+  int64_t step_ = 0;
+  bool tracing_ = false;
+  int64_t trace_peak_ = 0;
+  std::vector<TraceEvent> trace_;
+  double recompute_seconds_ = 0;
+  std::map<std::string, std::vector<float>> last_gradients_;
+};
+
+at::Tensor Trainer::Value(TensorId id) const {
+  if (persistent_[id].defined()) return persistent_[id];
+  if (values_[id].defined()) return values_[id];
+  if (ckpt_[id].defined()) return ckpt_[id];
+  throw MemplanError("internal error: tensor '" + g_.tensors[id].name + "' is read after it was released");
+}
+
+int64_t Trainer::IndexBound(TensorId t) const {
+  // Follow the integer input through views and casts to a Gather that indexes with it.
+  std::vector<TensorId> frontier = {t};
+  std::set<TensorId> seen;
+  while (!frontier.empty()) {
+    TensorId cur = frontier.back();
+    frontier.pop_back();
+    if (!seen.insert(cur).second) continue;
+    for (NodeId c : g_.tensors[cur].consumers) {
+      const Node& n = g_.nodes[c];
+      if ((n.op_type == "Gather" || n.op_type == "GatherElements") && n.inputs.size() > 1 && n.inputs[1] == cur) {
+        const Tensor& data = g_.tensors[n.inputs[0]];
+        int64_t axis = n.attr_int("axis", 0);
+        if (axis < 0) axis += static_cast<int64_t>(data.shape.size());
+        if (axis >= 0 && axis < static_cast<int64_t>(data.shape.size())) return data.shape[axis];
+      }
+      static const std::set<std::string> passthrough = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
+                                                         "Identity", "Transpose", "Slice", "Expand"};
+      if (passthrough.count(n.op_type) && n.inputs[0] == cur) {
+        for (TensorId o : n.outputs) if (o != kNone) frontier.push_back(o);
+      }
+    }
+  }
+  return 2;
+}
+
+at::Tensor Trainer::InitialValue(const Tensor& t, const exec::ModelData& model, bool* random) {
+  *random = false;
+  auto it = model.initializers.find(t.name);
+  bool readable = it != model.initializers.end();
+  if (readable && exec::IsExternal(*it->second)) {
+    std::string loc;
+    for (const auto& kv : it->second->external_data()) if (kv.key() == "location") loc = kv.value();
+    readable = std::ifstream(model.dir + "/" + loc).good();
+  }
+  bool is_param = t.category == TensorCategory::kParameter;
+  if (readable && !(is_param && opt_.random_weights)) {
+    return exec::TensorFromProto(*it->second, model.dir, t.name);
+  }
+  if (!opt_.random_weights) {
+    throw MemplanError(g_.model_path + ": the weights of '" + t.name +
+                       "' are not available (external data file missing); run with --random-weights to train with "
+                       "deterministic random weights");
+  }
+  // Deterministic initialisation by name: fan-in uniform for weights; normalization scales
+  // one, shifts zero; running variances one, means zero.
+  *random = true;
+  at::ScalarType st = exec::ScalarTypeOf(t.dtype);
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(Mix(opt_.seed ^ HashString(t.name)));
+  for (NodeId c : t.consumers) {
+    const Node& n = g_.nodes[c];
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      if (n.inputs[s] != t.id) continue;
+      bool norm = n.op_type == "BatchNormalization" || n.op_type == "LayerNormalization" ||
+                  n.op_type == "InstanceNormalization";
+      if (norm && (s == 1 || s == 4)) return at::ones(t.shape, at::TensorOptions().dtype(st));
+      if (norm && (s == 2 || s == 3)) return at::zeros(t.shape, at::TensorOptions().dtype(st));
+    }
+  }
+  if (!IsFloating(t.dtype)) return at::zeros(t.shape, at::TensorOptions().dtype(st));
+  int64_t fan_in = t.shape.size() >= 2 && t.shape[0] > 0 ? t.numel() / t.shape[0] : std::max<int64_t>(t.numel(), 1);
+  double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)));
+  return at::empty(t.shape, at::TensorOptions().dtype(at::kFloat)).uniform_(-bound, bound, gen).to(st);
+}
+
+void Trainer::Setup() {
+  CheckExecutorSupports(g_);
+  CheckSegments(g_, opt_.segments);
+  if (g_.loss == kNone) throw MemplanError(g_.model_path + ": the graph has no loss");
+  segments_ = opt_.segments;
+  if (segments_.empty()) {
+    segments_.emplace_back();
+    for (const Node& n : g_.nodes) segments_[0].push_back(n.id);
+  }
+  if (g_.tensors[g_.loss].producer != kNone &&
+      std::find(segments_.back().begin(), segments_.back().end(), g_.tensors[g_.loss].producer) == segments_.back().end()) {
+    throw MemplanError("the plan's last segment does not hold the loss node; re-plan with `memplan plan`");
+  }
+  if (opt_.threads > 0) at::set_num_threads(opt_.threads);
+
+  exec::ModelData model;
+  exec::LoadModelData(g_.model_path, opt_.model_bytes, &model);
+
+  const size_t nt = g_.tensors.size(), nn = g_.nodes.size();
+  persistent_.assign(nt, at::Tensor());
+  values_.assign(nt, at::Tensor());
+  ckpt_.assign(nt, at::Tensor());
+  ckpt_grad_.assign(nt, at::Tensor());
+  state1_.assign(nt, at::Tensor());
+  state2_.assign(nt, at::Tensor());
+  kernels_.assign(nn, nullptr);
+  skip_node_.assign(nn, false);
+  tensor_attrs_.assign(nn, {});
+
+  for (const Node& n : g_.nodes) {
+    kernels_[n.id] = FindKernel(n.op_type);
+    bool all_const = !n.outputs.empty();
+    for (TensorId o : n.outputs) {
+      if (o != kNone && g_.tensors[o].category != TensorCategory::kConstant) all_const = false;
+    }
+    skip_node_[n.id] = all_const;
+    if (all_const) continue;
+    for (TensorId o : n.outputs) {
+      if (o == kNone) continue;
+      auto it = model.node_by_output.find(g_.tensors[o].name);
+      if (it != model.node_by_output.end()) {
+        tensor_attrs_[n.id] = exec::TensorAttributes(*it->second, model.dir);
+        for (auto& [k, v] : tensor_attrs_[n.id]) v = v.to(device_);
+      }
+      break;
+    }
+  }
+
+  // Persistent tensors: parameters (with zeroed gradients), constants, the batch.
+  for (const Tensor& t : g_.tensors) {
+    if (!IsPersistent(t) || t.category == TensorCategory::kInput) continue;
+    at::Tensor v;
+    if (t.category == TensorCategory::kConstant && t.producer != kNone) {
+      v = FromConstValue(*t.value);
+    } else if (t.category == TensorCategory::kConstant && t.value && !opt_.random_weights) {
+      v = FromConstValue(*t.value);
+    } else {
+      bool random = false;
+      v = InitialValue(t, model, &random);
+    }
+    if (v.sizes() != at::IntArrayRef(t.shape)) {
+      throw MemplanError(g_.model_path + ": initializer '" + t.name + "' has a shape that does not match the graph");
+    }
+    persistent_[t.id] = v.to(device_).contiguous();
+  }
+  int mult = OptimizerStateMultiplier(g_.optimizer);
+  for (TensorId p : g_.parameters) {
+    const Tensor& t = g_.tensors[p];
+    persistent_[p].requires_grad_(true);
+    if (!t.has_gradient) continue;
+    trained_.push_back(p);
+    persistent_[p].mutable_grad() = at::zeros_like(persistent_[p]);
+    if (mult >= 1) state1_[p] = at::zeros_like(persistent_[p]);
+    if (mult >= 2) state2_[p] = at::zeros_like(persistent_[p]);
+  }
+  MakeBatch();
+  PlanLiveness();
+}
+
+void Trainer::MakeBatch() {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(Mix(opt_.seed + 0x5eed));
+  std::vector<TensorId> ins = g_.inputs;
+  if (g_.loss_target != kNone) ins.push_back(g_.loss_target);
+  std::set<std::string> known;
+  for (TensorId i : ins) known.insert(g_.tensors[i].name);
+  for (const auto& [name, file] : opt_.input_files) {
+    if (!known.count(name)) {
+      throw MemplanError("--input " + name + "=" + file + ": the model has no input named '" + name + "'");
+    }
+  }
+  for (TensorId i : ins) {
+    const Tensor& t = g_.tensors[i];
+    at::ScalarType st = exec::ScalarTypeOf(t.dtype);
+    auto opts = at::TensorOptions().dtype(st);
+    at::Tensor v;
+    auto file = opt_.input_files.find(t.name);
+    if (file != opt_.input_files.end()) {
+      v = exec::ReadTensorFile(file->second);
+      if (v.sizes() != at::IntArrayRef(t.shape) || v.scalar_type() != st) {
+        std::ostringstream got;
+        got << v.sizes() << " " << v.scalar_type();
+        throw MemplanError("--input " + t.name + "=" + file->second + ": the file holds a " + got.str() + " tensor; the model wants " +
+                           DTypeName(t.dtype) + ShapeString(t.shape) + " at --batch " + std::to_string(g_.batch));
+      }
+    } else if (i == g_.loss_target && g_.loss_kind == LossKind::kCrossEntropy) {
+      const Tensor& logits = g_.tensors[g_.nodes[g_.tensors[g_.loss].producer].inputs[0]];
+      int64_t classes = logits.shape.empty() ? 1 : logits.shape.back();
+      v = at::randint(0, std::max<int64_t>(classes, 1), t.shape, gen, opts);
+    } else if (IsFloating(t.dtype)) {
+      v = at::randn(t.shape, gen, at::TensorOptions().dtype(at::kFloat)).to(st);
+    } else if (t.dtype == DType::kBool) {
+      v = at::randint(0, 2, t.shape, gen, at::TensorOptions().dtype(at::kLong)).to(at::kBool);
+    } else {
+      v = at::randint(0, IndexBound(i), t.shape, gen, opts);
+    }
+    persistent_[i] = v.to(device_).contiguous();
+  }
+}
+
+void Trainer::PlanLiveness() {
+  const size_t nt = g_.tensors.size(), ns = segments_.size();
+  segment_of_.assign(g_.nodes.size(), 0);
+  for (size_t s = 0; s < ns; ++s) for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
+  release_after_.assign(g_.nodes.size(), {});
+  is_checkpoint_.assign(nt, false);
+  checkpoints_out_.assign(ns, {});
+  checkpoints_free_.assign(ns, {});
+  for (const Tensor& t : g_.tensors) {
+    if (IsPersistent(t) || t.producer == kNone) continue;
+    int ps = segment_of_[t.producer];
+    NodeId last = t.producer;
+    int earliest_later = -1;
+    for (NodeId c : t.consumers) {
+      int cs = segment_of_[c];
+      if (cs == ps) last = std::max(last, c);
+      else if (cs > ps && (earliest_later < 0 || cs < earliest_later)) earliest_later = cs;
+    }
+    if (t.id == g_.loss) continue;  // the backward root
+    if (earliest_later >= 0) {
+      is_checkpoint_[t.id] = true;
+      checkpoints_out_[ps].push_back(t.id);
+      checkpoints_free_[earliest_later].push_back(t.id);
+    } else {
+      release_after_[last].push_back(t.id);
+    }
+  }
+}
+
+void Trainer::SeedFor(int64_t step, NodeId node) {
+  uint64_t seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step) * 0x10001ULL + static_cast<uint64_t>(node)));
+  auto gen = at::globalContext().defaultGenerator(device_);
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
+
+void Trainer::NoteTrace(const std::string& phase, NodeId node) {
+  if (!tracing_) return;
+  trace_.push_back({phase, node, meter_.current(), meter_.peak()});
+  trace_peak_ = std::max(trace_peak_, meter_.peak());
+  meter_.ResetPeak();
+}
+
+void Trainer::RunNode(const Node& n, bool recompute) {
+  where_.node = n.id;
+  if (skip_node_[n.id]) return;
+  OpCall call;
+  call.node = &n;
+  call.opset = g_.opset;
+  call.tensor_attrs = &tensor_attrs_[n.id];
+  call.update_running_stats = !recompute;
+  call.in.reserve(n.inputs.size());
+  for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
+  if (exec::IsRandomOp(n.op_type)) SeedFor(step_, n.id);
+  uint64_t seq0 = tracing_ ? at::sequence_number::peek() : 0;
+  std::vector<at::Tensor> outs = (*kernels_[n.id])(call);
+  call.in.clear();
+  if (tracing_ && at::sequence_number::peek() != seq0) {
+    std::lock_guard<std::mutex> lock(Tracer().mu);
+    Tracer().seq_to_node[seq0] = n.id;
+  }
+  for (size_t k = 0; k < n.outputs.size(); ++k) {
+    TensorId o = n.outputs[k];
+    if (o == kNone || g_.tensors[o].category == TensorCategory::kConstant) continue;
+    if (k >= outs.size() || !outs[k].defined()) {
+      throw MemplanError(n.op_type + " node '" + n.name + "': output " + std::to_string(k) + " ('" + g_.tensors[o].name +
+                         "') is not produced by the executor's implementation");
+    }
+    values_[o] = std::move(outs[k]);
+  }
+  outs.clear();
+  for (TensorId t : release_after_[n.id]) values_[t].reset();
+}
+
+void Trainer::Forward(size_t segment, bool grad, bool recompute) {
+  std::unique_ptr<at::AutoGradMode> mode = std::make_unique<at::AutoGradMode>(grad);
+  for (NodeId id : segments_[segment]) {
+    RunNode(g_.nodes[id], recompute);
+    NoteTrace(recompute ? "recompute" : (id == g_.tensors[g_.loss].producer ? "loss" : "forward"), id);
+  }
+  if (!grad) {
+    // Store the checkpoints this segment produced; those a gradient must reach are leaves.
+    for (TensorId c : checkpoints_out_[segment]) {
+      at::Tensor v = std::move(values_[c]);
+      if (g_.tensors[c].has_gradient && at::isFloatingType(v.scalar_type())) v = v.detach().requires_grad_(true);
+      ckpt_[c] = std::move(v);
+    }
+  }
+}
+
+void Trainer::Backward(size_t segment) {
+  std::vector<at::Tensor> roots, grads;
+  if (segment + 1 == segments_.size()) {
+    roots.push_back(loss_);
+  } else {
+    for (TensorId c : checkpoints_out_[segment]) {
+      if (values_[c].defined() && values_[c].requires_grad() && ckpt_grad_[c].defined()) {
+        roots.push_back(values_[c]);
+        grads.push_back(ckpt_grad_[c]);
+      }
+    }
+  }
+  where_.phase = "backward";
+  where_.node = kNone;
+  if (!roots.empty()) {
+    torch::autograd::backward(roots, grads, /*retain_graph=*/false, /*create_graph=*/false);
+  }
+  roots.clear();
+  grads.clear();
+  // This segment's recomputed outputs and their incoming gradients are done.
+  for (TensorId c : checkpoints_out_[segment]) {
+    values_[c].reset();
+    ckpt_grad_[c].reset();
+  }
+  if (segment + 1 == segments_.size()) loss_ = at::Tensor();
+  // Checkpoints whose earliest reader is this segment: keep only their gradient.
+  for (TensorId c : checkpoints_free_[segment]) {
+    if (ckpt_[c].defined() && ckpt_[c].requires_grad()) {
+      ckpt_grad_[c] = ckpt_[c].grad();
+      ckpt_[c].mutable_grad().reset();
+    }
+    ckpt_[c].reset();
+  }
+  NoteTrace("backward", kNone);
+}
+
+void Trainer::OptimizerStep(int64_t step) {
+  where_.phase = "optimizer";
+  where_.node = kNone;
+  at::NoGradGuard no_grad;
+  double lr = opt_.learning_rate;
+  for (TensorId p : trained_) {
+    at::Tensor& w = persistent_[p];
+    const at::Tensor& gr = w.grad();
+    switch (g_.optimizer) {
+      case Optimizer::kSgd: w.add_(gr, -lr); break;
+      case Optimizer::kMomentum:
+        state1_[p].mul_(0.9).add_(gr);
+        w.add_(state1_[p], -lr);
+        break;
+      case Optimizer::kAdam: {
+        const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+        double t = static_cast<double>(step + 1);
+        double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+        state1_[p].mul_(b1).add_(gr, 1 - b1);
+        state2_[p].mul_(b2).addcmul_(gr, gr, 1 - b2);
+        at::Tensor denom = state2_[p].sqrt();  // the one parameter-sized temporary
+        denom.div_(std::sqrt(bc2)).add_(eps);
+        w.addcdiv_(state1_[p], denom, -lr / bc1);
+        break;
+      }
+    }
+  }
+  NoteTrace("optimizer", kNone);
+}
+
+void Trainer::Step(int64_t step, StepStats* stats) {
+  step_ = step;
+  tracing_ = opt_.trace && step == (opt_.trace_step < 0 ? opt_.steps - 1 : opt_.trace_step);
+  recompute_seconds_ = 0;
+  meter_.ResetPeak();
+  trace_peak_ = 0;
+  at::globalContext();
+  at::Tensor sync;
+  auto t0 = Clock::now();
+  {
+    at::NoGradGuard no_grad;
+    for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
+  }
+  BackwardTracer& tracer = Tracer();
+  at::CallbackHandle handle = 0;
+  if (tracing_) {
+    trace_.clear();
+    tracer.seq_to_node.clear();
+    tracer.meter = &meter_;
+    tracer.events = &trace_;
+    tracer.step_peak = &trace_peak_;
+    trace_.push_back({"setup", kNone, meter_.current(), meter_.peak()});
+    meter_.ResetPeak();
+    handle = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
+                                       .scopes({at::RecordScope::BACKWARD_FUNCTION}));
+  }
+  const size_t K = segments_.size();
+  // 1. Forward: segments 0..K-2 without autograd, the last with.
+  where_.phase = "forward";
+  for (size_t s = 0; s + 1 < K; ++s) Forward(s, /*grad=*/false, /*recompute=*/false);
+  Forward(K - 1, /*grad=*/true, /*recompute=*/false);
+  loss_ = values_[g_.loss].defined() ? values_[g_.loss] : persistent_[g_.loss];
+  values_[g_.loss].reset();
+  double loss_value = loss_.item<double>();
+  // 2. Backward of the last segment, then recompute + backward of the others in reverse.
+  {
+    std::lock_guard<std::mutex> lock(tracer.mu);
+    tracer.active = tracing_;
+    tracer.phase = "backward";
+  }
+  Backward(K - 1);
+  for (size_t s = K - 1; s-- > 0;) {
+    where_.phase = "recompute";
+    {
+      std::lock_guard<std::mutex> lock(tracer.mu);
+      tracer.active = false;
+    }
+    auto r0 = Clock::now();
+    Forward(s, /*grad=*/true, /*recompute=*/true);
+    recompute_seconds_ += Seconds(r0, Clock::now());
+    {
+      std::lock_guard<std::mutex> lock(tracer.mu);
+      tracer.active = tracing_;
+    }
+    Backward(s);
+  }
+  {
+    std::lock_guard<std::mutex> lock(tracer.mu);
+    tracer.active = false;
+  }
+  if (tracing_) at::removeCallback(handle);
+  int64_t peak = std::max(meter_.peak(), trace_peak_);
+  int64_t reserved = meter_.reserved_peak();
+  if (opt_.keep_gradients && step + 1 == opt_.steps) {
+    // Copied outside the measured region.
+    meter_.ResetPeak();
+    for (TensorId p : trained_) {
+      at::Tensor gr = persistent_[p].grad().detach().to(at::kCPU).to(at::kFloat).contiguous();
+      const float* d = gr.data_ptr<float>();
+      last_gradients_[g_.tensors[p].name] = std::vector<float>(d, d + gr.numel());
+    }
+    meter_.ResetPeak();
+  }
+  OptimizerStep(step);
+  peak = std::max({peak, meter_.peak(), trace_peak_});
+  reserved = std::max(reserved, meter_.reserved_peak());
+  if (device_.is_cuda()) {
+    // Step time covers the device's work.
+    at::Tensor s = at::zeros({1}, at::TensorOptions().device(device_));
+    (void)s.item<float>();
+  }
+  auto t1 = Clock::now();
+  stats->step = step;
+  stats->loss = loss_value;
+  stats->seconds = Seconds(t0, t1);
+  stats->recompute_seconds = recompute_seconds_;
+  stats->peak_bytes = peak;
+  stats->reserved_peak_bytes = device_.is_cuda() ? reserved : peak;
+  where_.phase = "between steps";
+}
+
+RunResult Trainer::Run() {
+  RunResult result;
+  result.device = device_.str() + " (" + ExecutorBackendDescription() + ")";
+  if (opt_.steps < 1) throw MemplanError("--steps must be at least 1");
+  meter_.SetLimit(opt_.memory_limit_bytes);
+  try {
+    Setup();
+    result.persistent_bytes = meter_.current();
+    for (int64_t s = 0; s < opt_.steps; ++s) {
+      StepStats st;
+      Step(s, &st);
+      result.steps.push_back(st);
+      result.max_peak_bytes = std::max(result.max_peak_bytes, st.peak_bytes);
+      if (opt_.on_step) opt_.on_step(st);
+    }
+  } catch (const c10::Error& e) {
+    std::string what = e.what_without_backtrace();
+    std::string first = what.substr(0, what.find('\n'));
+    std::string at = where_.phase;
+    if (where_.node != kNone) at += " of " + g_.nodes[where_.node].op_type + " node '" + g_.nodes[where_.node].name + "'";
+    values_.clear();
+    ckpt_.clear();
+    ckpt_grad_.clear();
+    loss_ = at::Tensor();
+    int64_t peak = meter_.peak();
+    meter_.SetLimit(0);
+    if (exec::IsOutOfMemory(what)) {
+      throw MemplanError("out of memory in the " + at + " (step " + std::to_string(step_) + "): " + first +
+                         "; the step had reached " + FormatBytes(peak) +
+                         ". Plan with a smaller budget (memplan plan MODEL --budget SIZE) or use a smaller --batch.");
+    }
+    throw MemplanError("LibTorch failed in the " + at + ": " + first);
+  }
+  meter_.SetLimit(0);
+  result.measured_peak_bytes = result.steps.back().peak_bytes;
+  result.trace = std::move(trace_);
+  result.gradients = std::move(last_gradients_);
+  return result;
+}
+
+}  // namespace
+
+RunResult RunTraining(const TrainingGraph& g, const RunOptions& options) {
+  Trainer trainer(g, options);
+  return trainer.Run();
+}
+
+}  // namespace memplan

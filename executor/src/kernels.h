@@ -1,0 +1,59 @@
+// The op kernels: each ONNX op lowered to the ATen ops whose autograd the analyzer's
+// per-op rules describe (analyzer/src/op_rules.cc). Private to the executor.
+#pragma once
+
+#include <ATen/ATen.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "memplan/training_graph.h"
+
+namespace memplan::exec {
+
+// One call of an op: the node (attributes), its input values, and the run's mode.
+struct OpCall {
+  const Node* node = nullptr;
+  std::vector<at::Tensor> in;  // undefined where an optional input is omitted
+  int64_t opset = 17;
+  const std::map<std::string, at::Tensor>* tensor_attrs = nullptr;  // TENSOR attributes
+  // Batch norm updates its running statistics (false while recomputing a segment).
+  bool update_running_stats = true;
+
+  size_t num_outputs() const { return node->outputs.size(); }
+  bool want(size_t i) const { return i < node->outputs.size() && node->outputs[i] != kNone; }
+  bool has(size_t i) const { return i < in.size() && in[i].defined(); }
+  const at::Tensor& x(size_t i) const;  // throws when omitted
+  int64_t attr_int(const char* name, int64_t fallback) const { return node->attr_int(name, fallback); }
+  double attr_float(const char* name, double fallback) const { return node->attr_float(name, fallback); }
+  std::vector<int64_t> attr_ints(const char* name) const { return node->attr_ints(name); }
+  std::string attr_string(const char* name, const std::string& fb) const { return node->attr_string(name, fb); }
+  bool has_attr(const char* name) const { return node->attr(name) != nullptr; }
+  const at::Tensor* attr_tensor(const char* name) const;
+  [[noreturn]] void Fail(const std::string& why) const;
+};
+
+using Kernel = std::vector<at::Tensor> (*)(const OpCall&);
+using KernelTable = std::map<std::string, Kernel>;
+
+void RegisterNnKernels(KernelTable& table);
+void RegisterTensorKernels(KernelTable& table);
+const KernelTable& Kernels();
+const Kernel* FindKernel(const std::string& op_type);
+
+// Random ops draw from the default generator; the caller seeds it per node.
+bool IsRandomOp(const std::string& op_type);
+
+// ---- helpers shared by the kernel files ----
+std::vector<int64_t> ToInts(const at::Tensor& t);
+double ToDouble(const at::Tensor& t);
+int64_t NormAxis(int64_t axis, int64_t rank, const OpCall& c);
+// Axes from input `slot` (newer opsets) or attribute `name` (older ones).
+std::vector<int64_t> AxesArg(const OpCall& c, size_t slot, const char* name);
+at::ScalarType ScalarTypeOf(DType d);  // unsigned 16/32/64 are held in wider signed types
+at::ScalarType ScalarTypeOfOnnx(int onnx_elem_type);
+bool DropoutActive(const OpCall& c);
+bool BatchNormTraining(const Node& n);
+
+}  // namespace memplan::exec

@@ -1,0 +1,129 @@
+#include "meter.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+
+#ifdef MEMPLAN_TORCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+namespace memplan::exec {
+namespace {
+
+constexpr const char* kOomMarker = "memplan: out of memory";
+
+// Wraps the CPU allocator: every allocation's size is counted until its DataPtr dies.
+class CountingAllocator final : public c10::Allocator {
+ public:
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+
+  c10::DataPtr allocate(size_t n) const override {
+    int64_t bytes = static_cast<int64_t>(n);
+    int64_t now = current_.fetch_add(bytes) + bytes;
+    int64_t lim = limit_.load();
+    if (lim > 0 && now > lim) {
+      current_.fetch_sub(bytes);
+      TORCH_CHECK(false, kOomMarker, ": allocating ", bytes, " bytes with ", now - bytes,
+                  " bytes alive exceeds the memory limit of ", lim, " bytes");
+    }
+    int64_t p = peak_.load();
+    while (now > p && !peak_.compare_exchange_weak(p, now)) {
+    }
+    c10::DataPtr inner = base_->allocate(n);
+    c10::Device device = inner.device();
+    void* data = inner.get();
+    auto* ctx = new Context{std::move(inner), bytes, this};
+    return c10::DataPtr(data, ctx, &Delete, device);
+  }
+
+  int64_t current() const { return current_.load(); }
+  int64_t peak() const { return peak_.load(); }
+  void ResetPeak() { peak_.store(current_.load()); }
+  void SetLimit(int64_t l) { limit_.store(l); }
+  int64_t limit() const { return limit_.load(); }
+
+ private:
+  struct Context {
+    c10::DataPtr inner;
+    int64_t bytes;
+    const CountingAllocator* owner;
+  };
+  static void Delete(void* p) {
+    auto* ctx = static_cast<Context*>(p);
+    ctx->owner->current_.fetch_sub(ctx->bytes);
+    delete ctx;  // frees the wrapped allocation
+  }
+
+  c10::Allocator* base_;
+  mutable std::atomic<int64_t> current_{0};
+  mutable std::atomic<int64_t> peak_{0};
+  std::atomic<int64_t> limit_{0};
+};
+
+class CpuMeter final : public MemoryMeter {
+ public:
+  CpuMeter() : alloc_(c10::GetAllocator(c10::DeviceType::CPU)) {
+    c10::SetAllocator(c10::DeviceType::CPU, &alloc_, /*priority=*/200);
+  }
+  int64_t current() const override { return alloc_.current(); }
+  int64_t peak() const override { return alloc_.peak(); }
+  int64_t reserved_peak() const override { return alloc_.peak(); }
+  void ResetPeak() override { alloc_.ResetPeak(); }
+  void SetLimit(int64_t l) override { alloc_.SetLimit(l); }
+  int64_t limit() const override { return alloc_.limit(); }
+
+ private:
+  CountingAllocator alloc_;
+};
+
+#ifdef MEMPLAN_TORCH_CUDA
+class CudaMeter final : public MemoryMeter {
+ public:
+  explicit CudaMeter(int index) : index_(index) {}
+  int64_t current() const override { return Stat().allocated_bytes[kAll].current; }
+  int64_t peak() const override { return Stat().allocated_bytes[kAll].peak; }
+  int64_t reserved_peak() const override { return Stat().reserved_bytes[kAll].peak; }
+  void ResetPeak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(index_); }
+  void SetLimit(int64_t l) override { limit_ = l; }
+  int64_t limit() const override { return limit_; }
+
+ private:
+  static constexpr size_t kAll = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
+  c10::cuda::CUDACachingAllocator::DeviceStats Stat() const {
+    return c10::cuda::CUDACachingAllocator::getDeviceStats(index_);
+  }
+  int index_;
+  int64_t limit_ = 0;
+};
+#endif
+
+}  // namespace
+
+MemoryMeter& MemoryMeter::For(const c10::Device& device) {
+  if (device.is_cpu()) {
+    static CpuMeter* cpu = new CpuMeter();  // never destroyed: live tensors point into it
+    return *cpu;
+  }
+#ifdef MEMPLAN_TORCH_CUDA
+  static std::mutex mu;
+  static std::unique_ptr<CudaMeter> meters[64];
+  std::lock_guard<std::mutex> lock(mu);
+  int i = device.has_index() ? device.index() : 0;
+  if (!meters[i]) meters[i] = std::make_unique<CudaMeter>(i);
+  return *meters[i];
+#else
+  TORCH_CHECK(false, "this LibTorch has no CUDA support");
+#endif
+}
+
+bool IsOutOfMemory(const std::string& what) {
+  return what.find(kOomMarker) != std::string::npos || what.find("out of memory") != std::string::npos ||
+         what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos;
+}
+
+}  // namespace memplan::exec

@@ -1,0 +1,31 @@
+// Memory meters: a counting wrapper around LibTorch's CPU allocator (exact bytes alive and
+// the peak), and the CUDA caching allocator's statistics.
+#pragma once
+
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <string>
+
+namespace memplan::exec {
+
+class MemoryMeter {
+ public:
+  // The meter of a device; the CPU one installs the counting allocator on first use (it is
+  // never uninstalled: tensors it allocated hold it).
+  static MemoryMeter& For(const c10::Device& device);
+
+  virtual ~MemoryMeter() = default;
+  virtual int64_t current() const = 0;         // bytes allocated and alive
+  virtual int64_t peak() const = 0;            // highest `current` since the last ResetPeak
+  virtual int64_t reserved_peak() const = 0;   // CUDA: reserved by the caching allocator
+  virtual void ResetPeak() = 0;
+  // An allocation that would take `current` above `limit` (> 0) throws out of memory.
+  virtual void SetLimit(int64_t limit) = 0;
+  virtual int64_t limit() const = 0;
+};
+
+// The message of an out-of-memory failure, or "" when `what` is not one.
+bool IsOutOfMemory(const std::string& what);
+
+}  // namespace memplan::exec

@@ -1,0 +1,4 @@
+# Executor tests (included by tests/CMakeLists.txt when memplan_executor exists).
+add_executable(executor_conformance_tests executor_conformance_test.cc)
+target_link_libraries(executor_conformance_tests PRIVATE memplan_executor GTest::gtest_main)
+gtest_discover_tests(executor_conformance_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
