@@ -200,6 +200,34 @@ TEST_F(GuiWindow, ExportsPngAndSvg) {
   EXPECT_FALSE(window_->exportPage("nonsense", png, &error));
 }
 
+TEST_F(GuiWindow, PlanExplorerReplansInAWorker) {
+  if (!PlannerAvailable()) GTEST_SKIP() << "built without the planner library";
+  window_->openFiles({model_});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  const int64_t baseline = window_->items().at(0)->baseline_peak_bytes;
+  const int64_t budget = baseline / 4 * 3;
+  window_->requestPlan(budget, "optimal");
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  ASSERT_EQ(window_->items().size(), 2u);
+  ItemPtr plan = window_->items().back();
+  EXPECT_EQ(plan->kind, SourceKind::kPlan);
+  EXPECT_EQ(plan->budget_bytes, budget);
+  ASSERT_EQ(plan->feasible, 1);  // 75% of the baseline fits resnet18
+  EXPECT_LE(plan->plan_peak_bytes, budget);
+  EXPECT_EQ(window_->planChart()->plottedPeakBytes(), static_cast<double>(plan->plan_peak_bytes));
+  EXPECT_FALSE(plan->sweep.empty());
+  EXPECT_GE(window_->itemModels().at(5)->rowCount(), 4);  // strategies at this budget
+  ASSERT_TRUE(window_->setPage("plan"));
+  ExpectNotBlank(window_->grab().toImage(), "plan explorer");
+  // "Save plan" writes the planner's JSON, which opens again as the same plan.
+  std::string path = TempPath("saved_plan.json").toStdString();
+  SavePlanJson(*plan, path);
+  Item reloaded = LoadItem(path);
+  EXPECT_EQ(reloaded.kind, SourceKind::kPlan);
+  EXPECT_EQ(reloaded.plan_peak_bytes, plan->plan_peak_bytes);
+  EXPECT_EQ(reloaded.checkpoints, plan->checkpoints);
+}
+
 TEST(GuiTimeline, LargeTimelineStaysCheap) {
   auto t = std::make_shared<TimelineData>();
   const size_t n = 60000;

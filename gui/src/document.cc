@@ -97,6 +97,18 @@ std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::strin
   return t;
 }
 
+void ReadBreakdown(const json& j, Item& item) {
+  if (!j.contains("breakdown") || !j["breakdown"].is_object()) return;
+  item.breakdown = {};
+  item.has_breakdown = false;
+  for (const auto& [k, v] : j["breakdown"].items()) {
+    int c = CategoryFromName(k);
+    if (c < 0 || !v.is_number()) continue;
+    item.breakdown[c] = v.get<int64_t>();
+    item.has_breakdown = true;
+  }
+}
+
 void ReadPlanFields(const json& j, Item& item) {
   item.strategy = GetString(j, "strategy");
   item.budget_bytes = GetInt(j, "budget_bytes");
@@ -118,10 +130,18 @@ void ReadPlanFields(const json& j, Item& item) {
   }
   if (item.model.empty()) item.model = GetString(j, "model");
   if (item.batch < 0) item.batch = GetInt(j, "batch");
+  if (item.optimizer.empty()) item.optimizer = GetString(j, "optimizer");
+  if (item.num_nodes < 0) item.num_nodes = GetInt(j, "num_nodes");
+  if (item.param_bytes < 0) item.param_bytes = GetInt(j, "param_bytes");
+  if (item.peak_event.empty()) item.peak_event = GetString(j, "peak_event");
+  ReadBreakdown(j, item);
   // The sweep (Pareto curve) and the per-strategy comparison, when the plan carries them.
   for (const char* key : {"sweep", "pareto"}) {
-    if (!j.contains(key) || !j[key].is_array()) continue;
-    for (const json& p : j[key]) {
+    if (!j.contains(key)) continue;
+    // The planner writes {"points": [...], ...}; a bare array is accepted too.
+    const json& sweep = j[key].is_object() && j[key].contains("points") ? j[key]["points"] : j[key];
+    if (!sweep.is_array()) continue;
+    for (const json& p : sweep) {
       if (!p.is_object()) continue;
       ParetoPoint pt;
       pt.strategy = GetString(p, "strategy");
@@ -170,14 +190,7 @@ void ReadAnalysisFields(const json& j, Item& item) {
   item.forward_flops = GetDouble(j, "forward_flops");
   item.baseline_peak_bytes = GetInt(j, "peak_bytes");
   item.peak_event = GetString(j, "peak_event");
-  if (j.contains("breakdown") && j["breakdown"].is_object()) {
-    for (const auto& [k, v] : j["breakdown"].items()) {
-      int c = CategoryFromName(k);
-      if (c < 0 || !v.is_number()) continue;
-      item.breakdown[c] = v.get<int64_t>();
-      item.has_breakdown = true;
-    }
-  }
+  ReadBreakdown(j, item);
   item.bottlenecks = GetStrings(j, "bottlenecks");
   item.notes = GetStrings(j, "notes");
   if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "analysis", "bytes");

@@ -5,6 +5,7 @@
 #include <QDir>
 #include <QFileInfo>
 #include <QStringList>
+#include <QTimer>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +22,10 @@ namespace {
 const char* kGuiUsage =
     "usage: memplan gui [--batch N] [--optimizer sgd|momentum|adam]\n"
     "                   [--screenshot OUT.png|OUT.svg [--page summary|timeline|lifetimes|plan|compare]\n"
-    "                    [--size WxH]] [MODEL.onnx|analysis.json|plan.json|run.json]...\n"
+    "                    [--size WxH]] [--budget SIZE [--strategy S]]\n"
+    "                   [MODEL.onnx|analysis.json|plan.json|run.json]...\n"
     "\n"
+    "--budget plans the first model for SIZE in the plan explorer (needs the planner).\n"
     "--screenshot renders the dashboard without a display (Qt's offscreen platform), writes\n"
     "the picture and exits: 0 when it was written and every file opened, 1 otherwise.\n";
 
@@ -30,6 +33,8 @@ struct GuiArgs {
   gui::ModelOptions model;
   std::string screenshot;
   std::string page = "summary";
+  int64_t budget = -1;
+  std::string strategy = "auto";
   int width = 1400, height = 900;
   std::vector<std::string> files;
 };
@@ -53,6 +58,8 @@ GuiArgs ParseArgs(int argc, char** argv) {
     else if (arg == "--optimizer") a.model.optimizer = ParseOptimizer(value());
     else if (arg == "--screenshot") a.screenshot = value();
     else if (arg == "--page") a.page = value();
+    else if (arg == "--budget") a.budget = ParseBytes(value());
+    else if (arg == "--strategy") a.strategy = value();
     else if (arg == "--size") {
       std::string v = value();
       size_t x = v.find('x');
@@ -102,6 +109,12 @@ int RunGui(int argc, char** argv) {
 
   if (!headless) {
     window.show();
+    if (args.budget > 0) {
+      QTimer::singleShot(0, &window, [&window, &args] {
+        window.waitForIdle(10 * 60 * 1000);
+        window.requestPlan(args.budget, QString::fromStdString(args.strategy));
+      });
+    }
     return app.exec();
   }
   window.resize(args.width, args.height);
@@ -110,6 +123,10 @@ int RunGui(int argc, char** argv) {
   if (!window.waitForIdle(10 * 60 * 1000)) {
     std::fprintf(stderr, "memplan gui: loading did not finish in 10 minutes\n");
     return 1;
+  }
+  if (args.budget > 0) {
+    window.requestPlan(args.budget, QString::fromStdString(args.strategy));
+    window.waitForIdle(10 * 60 * 1000);
   }
   // Let layouts settle at the final size before grabbing.
   for (int i = 0; i < 5; ++i) QApplication::processEvents();

@@ -20,6 +20,7 @@
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QScrollArea>
+#include <QSignalBlocker>
 #include <QSlider>
 #include <QSortFilterProxyModel>
 #include <QSpinBox>
@@ -33,6 +34,7 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #ifdef MEMPLAN_GUI_HAVE_SVG
@@ -373,6 +375,7 @@ void MainWindow::buildPlanPage() {
   debounce->setInterval(150);
   connect(debounce, &QTimer::timeout, this, &MainWindow::scheduleReplan);
   connect(budget_slider_, &QSlider::valueChanged, this, [this, debounce] {
+    requested_budget_ = -1;
     refreshPlan();
     if (PlannerAvailable()) debounce->start();
   });
@@ -802,7 +805,7 @@ void MainWindow::refreshPlan() {
   save_plan_->setEnabled(PlannerAvailable() && explorer_plan_ != nullptr);
   int64_t baseline = base ? base->baseline_peak_bytes : plan ? plan->baseline_peak_bytes : -1;
   if (can_plan) {
-    int64_t budget = baseline / 100 * budget_slider_->value();
+    int64_t budget = requested_budget_ > 0 ? requested_budget_ : baseline / 100 * budget_slider_->value();
     budget_label_->setText(QStringLiteral("%1 (%2% of baseline)").arg(BytesQ(budget)).arg(budget_slider_->value()));
   } else {
     budget_label_->setText(plan ? QStringLiteral("%1").arg(BytesQ(plan->budget_bytes)) : QString());
@@ -882,7 +885,9 @@ void MainWindow::refreshPlan() {
     }
     ax->setRange(0, xmax * 1.1);
     ay->setRange(0, ymax * 1.15);
-    ax->setLabelFormat(QStringLiteral("%.2f"));
+    ax->applyNiceNumbers();
+    ay->applyNiceNumbers();
+    ax->setLabelFormat(ax->max() < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
     ay->setLabelFormat(QStringLiteral("%.0f"));
   }
 
@@ -981,6 +986,16 @@ void MainWindow::requestPlan(int64_t budget_bytes, const QString& strategy) {
     plan_status_->setText(QStringLiteral("<i>Open a model (.onnx) to re-plan.</i>"));
     return;
   }
+  {
+    // Show the request in the controls without re-triggering them.
+    QSignalBlocker b1(budget_slider_), b2(strategy_combo_);
+    int i = strategy_combo_->findText(strategy);
+    if (i >= 0) strategy_combo_->setCurrentIndex(i);
+    if (base->baseline_peak_bytes > 0) {
+      budget_slider_->setValue(static_cast<int>(std::llround(100.0 * budget_bytes / base->baseline_peak_bytes)));
+    }
+  }
+  requested_budget_ = budget_bytes;
   PlanRequest r;
   r.analysis = base->analysis;
   r.model_path = base->path;

@@ -151,6 +151,7 @@ class MainWindow : public QMainWindow {
 
   bool refreshing_ = false;
   int64_t selected_step_ = -1;
+  int64_t requested_budget_ = -1;  // the budget asked for, until the slider moves
 };
 
 }  // namespace memplan::gui

@@ -188,6 +188,10 @@ void TimelineChart::rebuild() {
       area->setBrush(PhaseColor(p));
       area->setPen(Qt::NoPen);
       attach(area);
+      // The one-step phases need no legend entry.
+      if (p == Phase::kSetup || p == Phase::kLoss || p == Phase::kOptimizer) {
+        for (QLegendMarker* m : c->legend()->markers(area)) m->setVisible(false);
+      }
     }
   }
 
@@ -277,7 +281,7 @@ void TimelineChart::rebuild() {
     line->replace(pts);
     plotted_points_ += pts.size();
     QString label = o.label;
-    if (primary_ && static_cast<int64_t>(m) != n) label += QStringLiteral(" (%1 events stretched)").arg(m);
+    if (primary_ && static_cast<int64_t>(m) != n) label += QStringLiteral(" (stretched)");
     line->setName(QStringLiteral("%1 · peak %2").arg(label, BytesQ(o.data->peak_bytes)));
     line->setPen(QPen(o.color, 2));
     attach(line);
