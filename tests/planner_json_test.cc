@@ -1,1 +1,134 @@
+// Plans as JSON: what DESIGN.md promises, a lossless round trip, and clear rejections of
+// plans made for another model or batch (the executor calls PlanFromJson).
 #include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "memplan/planner.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+
+GraphBuilder ChainBuilder(int k, int width = 25) {
+  GraphBuilder b;
+  b.Input("x", {-1, width}).Param("w", {width}).Node("Mul", {"x", "w"}, {"h0"});
+  for (int i = 1; i <= k; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+  b.Output("h" + std::to_string(k));
+  return b;
+}
+
+TrainingGraph Load(const GraphBuilder& b, int64_t batch = 1) {
+  LoadOptions o;
+  o.batch = batch;
+  o.loss = LossKind::kSum;
+  return b.Load(o);
+}
+
+std::string ErrorOf(const nlohmann::json& j, const TrainingGraph& g) {
+  try {
+    PlanFromJson(j, g);
+  } catch (const MemplanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Plan MakeOptimal(const TrainingGraph& g) {
+  PlanOptions o;
+  o.strategy = "optimal";
+  o.budget_bytes = PlanNone(g, {}, o).predicted_peak_bytes * 9 / 10;
+  return MakePlan(g, {}, o);
+}
+
+TEST(PlannerJson, CarriesTheDesignFields) {
+  TrainingGraph g = Load(ChainBuilder(8));
+  Plan p = MakeOptimal(g);
+  ASSERT_TRUE(p.feasible);
+  nlohmann::json j = PlanToJson(p, g);
+  EXPECT_EQ(j["kind"], "plan");
+  for (const char* key : {"memplan_version", "model", "batch", "fingerprint", "strategy", "budget_bytes",
+                          "predicted_peak_bytes", "baseline_peak_bytes", "recompute_flops", "forward_flops",
+                          "checkpoints", "sections", "feasible", "solve_seconds", "timeline"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["strategy"], "optimal");
+  EXPECT_EQ(j["sections"].size(), p.segments.size());
+  size_t nodes = 0;
+  for (const auto& s : j["sections"]) nodes += s.size();
+  EXPECT_EQ(nodes, g.nodes.size());
+  EXPECT_EQ(j["timeline"].size(), p.schedule.steps.size());
+}
+
+TEST(PlannerJson, RoundTripReproducesThePlan) {
+  TrainingGraph g = Load(ChainBuilder(8));
+  Plan p = MakeOptimal(g);
+  nlohmann::json j = nlohmann::json::parse(PlanToJson(p, g).dump());
+  Plan q = PlanFromJson(j, g);
+  EXPECT_EQ(q.strategy, p.strategy);
+  EXPECT_EQ(q.segments, p.segments);
+  EXPECT_EQ(q.checkpoints, p.checkpoints);
+  EXPECT_EQ(q.predicted_peak_bytes, p.predicted_peak_bytes);
+  EXPECT_EQ(q.budget_bytes, p.budget_bytes);
+  EXPECT_EQ(q.baseline_peak_bytes, p.baseline_peak_bytes);
+  EXPECT_DOUBLE_EQ(q.recompute_flops, p.recompute_flops);
+  EXPECT_EQ(q.feasible, p.feasible);
+  EXPECT_EQ(q.model_fingerprint, ModelFingerprint(g));
+  EXPECT_EQ(PlanToJson(q, g)["sections"], j["sections"]);
+}
+
+TEST(PlannerJson, TheBaselinePlanHasOneSection) {
+  TrainingGraph g = Load(ChainBuilder(3));
+  Plan p = PlanNone(g, {}, PlanOptions{});
+  nlohmann::json j = PlanToJson(p, g);
+  ASSERT_EQ(j["sections"].size(), 1u);
+  EXPECT_TRUE(j["checkpoints"].empty());
+  EXPECT_TRUE(PlanFromJson(j, g).segments.empty());
+}
+
+TEST(PlannerJson, RejectsAPlanForAnotherBatch) {
+  GraphBuilder b = ChainBuilder(6);
+  TrainingGraph g1 = Load(b, 1), g4 = Load(b, 4);
+  nlohmann::json j = PlanToJson(MakeOptimal(g1), g1);
+  std::string e = ErrorOf(j, g4);
+  EXPECT_NE(e.find("batch 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("batch 4"), std::string::npos) << e;
+}
+
+TEST(PlannerJson, RejectsAPlanForAnotherModel) {
+  TrainingGraph a = Load(ChainBuilder(6));
+  TrainingGraph wider = Load(ChainBuilder(6, 30));  // same names and ops, other shapes
+  TrainingGraph longer = Load(ChainBuilder(7));
+  nlohmann::json j = PlanToJson(MakeOptimal(a), a);
+  EXPECT_NE(ErrorOf(j, wider).find("another model"), std::string::npos) << ErrorOf(j, wider);
+  EXPECT_NE(ErrorOf(j, longer).find("another model"), std::string::npos) << ErrorOf(j, longer);
+}
+
+TEST(PlannerJson, NamesTheNodeThatDoesNotMatch) {
+  TrainingGraph g = Load(ChainBuilder(6));
+  nlohmann::json j = PlanToJson(MakeOptimal(g), g);
+  j["sections"][0][0] = "no_such_node";
+  std::string e = ErrorOf(j, g);
+  EXPECT_NE(e.find("no_such_node"), std::string::npos) << e;
+  j = PlanToJson(MakeOptimal(g), g);
+  j["checkpoints"].push_back("h9");
+  e = ErrorOf(j, g);
+  EXPECT_NE(e.find("h9"), std::string::npos) << e;
+}
+
+TEST(PlannerJson, RejectsWhatIsNotAPlan) {
+  TrainingGraph g = Load(ChainBuilder(3));
+  EXPECT_NE(ErrorOf(nlohmann::json::object(), g), "");
+  EXPECT_NE(ErrorOf({{"kind", "analysis"}}, g), "");
+  nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
+  j.erase("fingerprint");
+  EXPECT_NE(ErrorOf(j, g).find("fingerprint"), std::string::npos);
+  j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
+  j["batch"] = "one";
+  EXPECT_NE(ErrorOf(j, g).find("malformed"), std::string::npos) << ErrorOf(j, g);
+}
+
+}  // namespace
+}  // namespace memplan

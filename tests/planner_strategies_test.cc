@@ -1,1 +1,310 @@
+// Strategies on small graphs. The true optimum comes from brute force: every segmentation
+// (all 2^P subsets of the P cut positions) is replayed; `optimal` (and `milp`) must reach
+// its least recompute for every budget, and the smallest peak when nothing fits.
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <random>
+#include <set>
+
+#include "memplan/planner.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+
+TrainingGraph LoadSum(const GraphBuilder& b) {
+  LoadOptions o;
+  o.batch = 1;
+  o.loss = LossKind::kSum;
+  return b.Load(o);
+}
+
+TrainingGraph Chain(int k) {
+  GraphBuilder b;
+  b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
+  for (int i = 1; i <= k; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+  b.Output("h" + std::to_string(k));
+  return LoadSum(b);
+}
+
+// Two residual blocks (y = x + Relu(Relu(x) * w)) and a U-Net-like long skip around them.
+TrainingGraph Residual() {
+  GraphBuilder b;
+  b.Input("x", {-1, 25}).Param("w0", {25}).Param("w1", {25}).Param("w2", {25});
+  b.Node("Mul", {"x", "w0"}, {"s"}).Node("Relu", {"s"}, {"a0"});
+  b.Node("Relu", {"a0"}, {"b1"}).Node("Mul", {"b1", "w1"}, {"c1"}).Node("Relu", {"c1"}, {"d1"});
+  b.Node("Add", {"a0", "d1"}, {"a1"});
+  b.Node("Relu", {"a1"}, {"b2"}).Node("Mul", {"b2", "w2"}, {"c2"}).Node("Relu", {"c2"}, {"d2"});
+  b.Node("Add", {"a1", "d2"}, {"a2"});
+  b.Node("Add", {"a2", "s"}, {"u"}).Node("Sigmoid", {"u"}, {"y"});
+  b.Output("y");
+  return LoadSum(b);
+}
+
+// A random DAG: unary and binary ops over earlier tensors (mostly recent ones, sometimes a
+// long skip), parameters here and there; every dangling tensor is summed into the output.
+TrainingGraph RandomDag(uint32_t seed, int num_ops) {
+  std::mt19937 rng(seed);
+  GraphBuilder b;
+  b.Input("x", {-1, 25}).Param("w0", {25}).Node("Mul", {"x", "w0"}, {"t0"});
+  std::vector<std::string> tensors = {"t0"};
+  std::set<std::string> dangling = {"t0"};
+  const char* unary[] = {"Relu", "Sigmoid", "Tanh", "Exp"};
+  const char* binary[] = {"Add", "Mul", "Sub"};
+  auto pick = [&]() {
+    size_t n = tensors.size();
+    std::uniform_int_distribution<size_t> recent(n > 3 ? n - 3 : 0, n - 1), any(0, n - 1);
+    return tensors[std::bernoulli_distribution(0.25)(rng) ? any(rng) : recent(rng)];
+  };
+  for (int i = 1; i < num_ops; ++i) {
+    std::string out = "t" + std::to_string(i);
+    int kind = std::uniform_int_distribution<int>(0, 9)(rng);
+    if (kind < 5) {
+      std::string in = pick();
+      b.Node(unary[kind % 4], {in}, {out});
+      dangling.erase(in);
+    } else if (kind < 8) {
+      std::string p = pick(), q = pick();
+      b.Node(binary[kind % 3], {p, q}, {out});
+      dangling.erase(p);
+      dangling.erase(q);
+    } else {
+      std::string w = "w" + std::to_string(i), in = pick();
+      b.Param(w, {25}).Node("Mul", {in, w}, {out});
+      dangling.erase(in);
+    }
+    tensors.push_back(out);
+    dangling.insert(out);
+  }
+  std::string acc;
+  for (const std::string& t : dangling) {
+    if (acc.empty()) { acc = t; continue; }
+    std::string out = "sum_" + t;
+    b.Node("Add", {acc, t}, {out});
+    acc = out;
+  }
+  b.Output(acc);
+  return LoadSum(b);
+}
+
+// Heterogeneous toy costs: activations of 100..700 B, ops of 10..90 FLOPs.
+CostModel ToyCosts() {
+  CostModel c;
+  c.tensor_bytes = [](const Tensor& t) {
+    if (t.category != TensorCategory::kActivation && t.category != TensorCategory::kOutput) return t.bytes;
+    return int64_t{100} * static_cast<int64_t>(1 + std::hash<std::string>{}(t.name) % 7);
+  };
+  c.node_flops = [](const Node& n) { return 10.0 * static_cast<double>(1 + std::hash<std::string>{}(n.name) % 9); };
+  return c;
+}
+
+struct Segmentation {
+  std::vector<NodeId> cuts;
+  int64_t peak;
+  double flops;
+};
+
+// Every segmentation of the graph, replayed.
+std::vector<Segmentation> BruteForce(const TrainingGraph& g) {
+  NodeId loss = g.tensors[g.loss].producer;
+  std::vector<Segmentation> all;
+  const uint32_t positions = static_cast<uint32_t>(loss);  // cut positions 1..loss
+  for (uint32_t mask = 0; mask < (1u << positions); ++mask) {
+    std::vector<NodeId> cuts;
+    for (uint32_t p = 0; p < positions; ++p) if (mask & (1u << p)) cuts.push_back(static_cast<NodeId>(p + 1));
+    Schedule s = BuildSegmentedSchedule(g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
+    all.push_back({cuts, Simulate(s).peak_bytes, RecomputeFlops(g, cuts)});
+  }
+  return all;
+}
+
+// For budgets across the whole range, optimal's recompute equals brute force's least, and its
+// peak is the least among the segmentations with that last cut; below every segmentation's
+// peak it reports the smallest peak.
+void ExpectOptimalMatchesBruteForce(const TrainingGraph& raw, const CostModel& cost, const std::string& strategy) {
+  TrainingGraph g = ApplyCostModel(raw, cost);
+  ASSERT_LE(g.tensors[g.loss].producer, 16) << "too many cut positions for brute force";
+  std::vector<Segmentation> all = BruteForce(g);
+  std::set<int64_t> peaks;
+  int64_t smallest = INT64_MAX;
+  for (const Segmentation& s : all) {
+    peaks.insert(s.peak);
+    smallest = std::min(smallest, s.peak);
+  }
+  std::vector<int64_t> budgets(peaks.begin(), peaks.end());
+  budgets.push_back(smallest - 1);
+  for (int64_t budget : budgets) {
+    double best = -1;
+    for (const Segmentation& s : all) {
+      if (s.peak <= budget && (best < 0 || s.flops < best)) best = s.flops;
+    }
+    PlanOptions o;
+    o.budget_bytes = budget;
+    o.strategy = strategy;
+    Plan p = MakePlan(g, CostModel{}, o);
+    if (best < 0) {
+      EXPECT_FALSE(p.feasible) << "budget " << budget;
+      EXPECT_EQ(p.predicted_peak_bytes, smallest) << "budget " << budget;
+      continue;
+    }
+    ASSERT_TRUE(p.feasible) << strategy << " budget " << budget;
+    EXPECT_DOUBLE_EQ(p.recompute_flops, best) << strategy << " budget " << budget;
+    EXPECT_LE(p.predicted_peak_bytes, budget);
+    if (strategy == "optimal") {
+      std::vector<NodeId> cuts = CutsFromSegments(g, p.segments);
+      NodeId last = cuts.empty() ? 0 : cuts.back();
+      int64_t least = INT64_MAX;
+      for (const Segmentation& s : all) {
+        if ((s.cuts.empty() ? 0 : s.cuts.back()) == last) least = std::min(least, s.peak);
+      }
+      EXPECT_EQ(p.predicted_peak_bytes, least) << "budget " << budget;
+    }
+  }
+}
+
+TEST(PlannerBruteForce, ChainOptimal) { ExpectOptimalMatchesBruteForce(Chain(14), CostModel{}, "optimal"); }
+TEST(PlannerBruteForce, ChainToyCostsOptimal) { ExpectOptimalMatchesBruteForce(Chain(12), ToyCosts(), "optimal"); }
+TEST(PlannerBruteForce, ResidualOptimal) { ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "optimal"); }
+
+TEST(PlannerBruteForce, RandomDagsOptimal) {
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = RandomDag(seed, 10);
+    if (g.tensors[g.loss].producer > 14) continue;
+    ExpectOptimalMatchesBruteForce(g, ToyCosts(), "optimal");
+  }
+}
+
+TEST(PlannerBruteForce, MilpMatchesOnSmallGraphs) {
+  if (!MilpAvailable()) GTEST_SKIP() << "built without COIN-OR CBC";
+  ExpectOptimalMatchesBruteForce(Chain(10), ToyCosts(), "milp");
+  ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "milp");
+  for (uint32_t seed = 1; seed <= 3; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = RandomDag(seed, 9);
+    if (g.tensors[g.loss].producer > 12) continue;
+    ExpectOptimalMatchesBruteForce(g, ToyCosts(), "milp");
+  }
+}
+
+TEST(PlannerStrategies, ManualCutsAfterEachNamedTensor) {
+  TrainingGraph g = Chain(6);
+  PlanOptions o;
+  o.budget_bytes = 950;
+  o.checkpoints = {"h3"};
+  Plan p = PlanManual(g, {}, o);
+  ASSERT_EQ(p.segments.size(), 2u);
+  EXPECT_EQ(p.segments[1].front(), 4);  // right after Relu_3
+  EXPECT_EQ(p.predicted_peak_bytes, 900);  // planner_schedule_test's ChainOneCut
+  EXPECT_TRUE(p.feasible);
+  ASSERT_EQ(p.checkpoints.size(), 1u);
+  EXPECT_EQ(g.tensors[p.checkpoints[0]].name, "h3");
+  // Mul and R1..R3 are recomputed: 4 x 25 FLOPs.
+  EXPECT_DOUBLE_EQ(p.recompute_flops, 100);
+}
+
+TEST(PlannerStrategies, ManualRejectsUnknownAndPersistentNames) {
+  TrainingGraph g = Chain(3);
+  PlanOptions o;
+  o.checkpoints = {"h1", "no_such_tensor"};
+  try {
+    PlanManual(g, {}, o);
+    FAIL() << "expected an error";
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("no_such_tensor"), std::string::npos) << e.what();
+  }
+  o.checkpoints = {"w"};
+  EXPECT_THROW(PlanManual(g, {}, o), MemplanError);
+  o.checkpoints = {};
+  EXPECT_THROW(PlanManual(g, {}, o), MemplanError);
+}
+
+TEST(PlannerStrategies, SpeedKeepsTheOutputsOfContractions) {
+  // x -> MatMul(W 25x25) -> m1 -> Relu -> r1 -> MatMul -> m2 -> Relu -> r2 -> sum.
+  GraphBuilder b;
+  b.Input("x", {-1, 25}).Param("w1", {25, 25}).Param("w2", {25, 25});
+  b.Node("MatMul", {"x", "w1"}, {"m1"}).Node("Relu", {"m1"}, {"r1"});
+  b.Node("MatMul", {"r1", "w2"}, {"m2"}).Node("Relu", {"m2"}, {"r2"}).Output("r2");
+  TrainingGraph g = LoadSum(b);
+  Plan p = PlanSpeed(g, {}, PlanOptions{});
+  std::set<std::string> kept;
+  for (TensorId t : p.checkpoints) kept.insert(g.tensors[t].name);
+  // MatMul: 2 x 25 FLOPs per output element (>= 16); Relu: 1.
+  EXPECT_EQ(kept, (std::set<std::string>{"m1", "m2"}));
+}
+
+TEST(PlannerStrategies, BottleneckCutsAtTensorsThatSeparateTheGraph) {
+  TrainingGraph g = Residual();
+  Plan p = PlanBottleneck(g, {}, PlanOptions{});
+  // Every path from x to the loss passes s, u and y; the residual blocks' tensors are all
+  // bypassed (by a skip, or by the long skip from s to u). About sqrt(13 activations) = 4
+  // checkpoints are wanted, so all three bottlenecks are kept, each cut right after its
+  // producer, and nothing else crosses those cuts.
+  std::set<std::string> kept;
+  for (TensorId t : p.checkpoints) kept.insert(g.tensors[t].name);
+  EXPECT_EQ(kept, (std::set<std::string>{"s", "u", "y"}));
+  EXPECT_EQ(p.num_sections(), 4);
+}
+
+TEST(PlannerStrategies, SectionsAreTheFewestThatFit) {
+  TrainingGraph g = Chain(12);
+  PlanOptions o;
+  o.budget_bytes = PlanNone(g, {}, o).predicted_peak_bytes - 1;
+  Plan p = PlanSections(g, {}, o);
+  ASSERT_TRUE(p.feasible);
+  EXPECT_EQ(p.num_sections(), 2);
+  // Nothing fits below the smallest peak: sections reports its best attempt.
+  o.budget_bytes = 1;
+  EXPECT_FALSE(PlanSections(g, {}, o).feasible);
+}
+
+TEST(PlannerStrategies, AutoPicksTheCheapestFeasiblePlan) {
+  TrainingGraph g = Chain(12);
+  PlanOptions o;
+  o.budget_bytes = 1000000;
+  Plan none = MakePlan(g, {}, o);
+  EXPECT_EQ(none.strategy, "none");
+  EXPECT_TRUE(none.feasible);
+  o.budget_bytes = PlanNone(g, {}, o).predicted_peak_bytes * 3 / 4;
+  Plan a = MakePlan(g, {}, o);
+  ASSERT_TRUE(a.feasible);
+  o.strategy = "optimal";
+  Plan opt = MakePlan(g, {}, o);
+  EXPECT_LE(a.recompute_flops, opt.recompute_flops);
+  for (const std::string& s : {"speed", "bottleneck", "sqrt", "sections"}) {
+    o.strategy = s;
+    Plan p = MakePlan(g, {}, o);
+    if (p.feasible) EXPECT_LE(a.recompute_flops, p.recompute_flops) << s;
+  }
+}
+
+TEST(PlannerStrategies, UnknownStrategyIsAUserError) {
+  PlanOptions o;
+  o.strategy = "fastest";
+  EXPECT_THROW(MakePlan(Chain(3), {}, o), MemplanError);
+}
+
+TEST(PlannerStrategies, SweepGoesFromTheBaselineToTheSmallestBudget) {
+  TrainingGraph g = Chain(12);
+  PlanOptions o;
+  SweepResult s = SweepBudgets(g, {}, o, 8);
+  EXPECT_EQ(s.baseline_peak_bytes, PlanNone(g, {}, o).predicted_peak_bytes);
+  ASSERT_FALSE(s.points.empty());
+  EXPECT_EQ(s.points.front().budget_bytes, s.baseline_peak_bytes);
+  EXPECT_EQ(s.points.front().recompute_flops, 0);
+  EXPECT_EQ(s.points.back().peak_bytes, s.min_budget_bytes);
+  for (size_t i = 1; i < s.points.size(); ++i) {
+    // Pareto: a smaller peak costs more recompute.
+    EXPECT_LT(s.points[i].peak_bytes, s.points[i - 1].peak_bytes);
+    EXPECT_GT(s.points[i].recompute_flops, s.points[i - 1].recompute_flops);
+  }
+  EXPECT_LT(s.min_budget_bytes, s.baseline_peak_bytes);
+}
+
+}  // namespace
+}  // namespace memplan
