@@ -271,8 +271,10 @@ void MainWindow::buildTimelinePage() {
   alive_proxy_->setSourceModel(alive_model_);
   alive_proxy_->setSortRole(Qt::UserRole);
   QTableView* at = MakeTable(alive_proxy_, side, true);
-  at->setColumnWidth(0, 230);
-  at->setColumnWidth(1, 125);
+  at->horizontalHeader()->setStretchLastSection(false);
+  at->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  at->horizontalHeader()->setSectionResizeMode(1, QHeaderView::ResizeToContents);
+  at->horizontalHeader()->setSectionResizeMode(2, QHeaderView::ResizeToContents);
   at->sortByColumn(2, Qt::DescendingOrder);
   sv->addWidget(at, 1);
   split->addWidget(side);
@@ -560,6 +562,9 @@ void MainWindow::refreshAll() {
   fill(timeline_combo_, base_index);
   fill(compare_a_, 0);
   fill(compare_b_, 1);
+  if (compare_b_->count() > 1 && compare_b_->currentIndex() == compare_a_->currentIndex()) {
+    compare_b_->setCurrentIndex(compare_a_->currentIndex() == 0 ? 1 : 0);  // two different things by default
+  }
   refreshing_ = false;
   refreshFiles();
   refreshSummary();
@@ -700,10 +705,6 @@ void MainWindow::refreshSummary() {
     set->setColor(QColor(0xf2, 0x8e, 0x2b));
     auto* series = new QHorizontalBarSeries;
     series->append(set);
-    series->setLabelsVisible(true);
-    series->setLabelsPosition(QAbstractBarSeries::LabelsOutsideEnd);
-    series->setLabelsFormat(QStringLiteral("@value ") + unit.name);
-    series->setLabelsPrecision(4);
     chart->addSeries(series);
     auto* ay = new QBarCategoryAxis;
     ay->append(cats);
@@ -1013,6 +1014,9 @@ void MainWindow::onPlanned(ItemPtr item) {
                                  explorer_plan_->feasible == 1 ? QStringLiteral("fits") : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
                                  Q(PercentText(explorer_plan_->overhead))));
   refreshAll();
+  // The timeline and lifetimes follow the explorer's plan.
+  int i = timeline_combo_->findText(ItemLabel(*explorer_plan_));
+  if (i >= 0) timeline_combo_->setCurrentIndex(i);
 }
 
 void MainWindow::savePlan() {

@@ -281,7 +281,7 @@ void TimelineChart::rebuild() {
     line->replace(pts);
     plotted_points_ += pts.size();
     QString label = o.label;
-    if (primary_ && static_cast<int64_t>(m) != n) label += QStringLiteral(" (stretched)");
+    if (static_cast<int64_t>(m) != n) label += QStringLiteral(" (stretched)");
     line->setName(QStringLiteral("%1 · peak %2").arg(label, BytesQ(o.data->peak_bytes)));
     line->setPen(QPen(o.color, 2));
     attach(line);
