@@ -228,6 +228,30 @@ TEST_F(GuiWindow, PlanExplorerReplansInAWorker) {
   EXPECT_EQ(reloaded.checkpoints, plan->checkpoints);
 }
 
+TEST(GuiScale, DeepTransformerTimelineIsDownsampledExactly) {
+  // gpt_deep: thousands of nodes, over ten thousand schedule steps.
+  MainWindow window;
+  window.setModelOptions({/*batch=*/2});
+  window.resize(1400, 900);
+  window.show();
+  window.openFiles({QString::fromStdString(testing::CorpusModel("gpt_deep"))});
+  ASSERT_TRUE(window.waitForIdle(300000));
+  ASSERT_EQ(window.items().size(), 1u);
+  ItemPtr item = window.items().at(0);
+  ASSERT_GT(item->timeline->size(), 5000u);
+  TimelineChart* chart = window.timelineChart();
+  EXPECT_LE(chart->plottedPointCount(), 3100u);
+  EXPECT_EQ(chart->plottedPeakBytes(), static_cast<double>(item->analysis->timeline.peak_bytes));
+  QElapsedTimer timer;
+  timer.start();
+  chart->setRange(100, 4000);  // a drag: redraws the chart and the lifetimes
+  chart->resetRange();
+  window.selectStep(item->analysis->timeline.peak_step);
+  window.setPage("lifetimes");
+  window.grab();
+  EXPECT_LT(timer.elapsed(), 3000);
+}
+
 TEST(GuiTimeline, LargeTimelineStaysCheap) {
   auto t = std::make_shared<TimelineData>();
   const size_t n = 60000;

@@ -25,7 +25,7 @@ const char* kGuiUsage =
     "                    [--size WxH]] [--budget SIZE [--strategy S]]\n"
     "                   [MODEL.onnx|analysis.json|plan.json|run.json]...\n"
     "\n"
-    "--budget plans the first model for SIZE in the plan explorer (needs the planner).\n"
+    "--budget plans the first model for SIZE (or N% of its baseline peak) in the plan explorer.\n"
     "--screenshot renders the dashboard without a display (Qt's offscreen platform), writes\n"
     "the picture and exits: 0 when it was written and every file opened, 1 otherwise.\n";
 
@@ -34,6 +34,7 @@ struct GuiArgs {
   std::string screenshot;
   std::string page = "summary";
   int64_t budget = -1;
+  double budget_percent = -1;  // --budget 50%: of the first model's baseline peak
   std::string strategy = "auto";
   int width = 1400, height = 900;
   std::vector<std::string> files;
@@ -58,7 +59,16 @@ GuiArgs ParseArgs(int argc, char** argv) {
     else if (arg == "--optimizer") a.model.optimizer = ParseOptimizer(value());
     else if (arg == "--screenshot") a.screenshot = value();
     else if (arg == "--page") a.page = value();
-    else if (arg == "--budget") a.budget = ParseBytes(value());
+    else if (arg == "--budget") {
+      std::string v = value();
+      if (!v.empty() && v.back() == '%') {
+        char* end = nullptr;
+        a.budget_percent = std::strtod(v.c_str(), &end);
+        if (end != v.c_str() + v.size() - 1 || a.budget_percent <= 0) throw MemplanError("--budget: bad percentage '" + v + "'");
+      } else {
+        a.budget = ParseBytes(v);
+      }
+    }
     else if (arg == "--strategy") a.strategy = value();
     else if (arg == "--size") {
       std::string v = value();
@@ -107,12 +117,24 @@ int RunGui(int argc, char** argv) {
   for (const std::string& f : args.files) files << QString::fromStdString(f);
   window.openFiles(files);
 
+  auto plan_if_asked = [&window, &args] {
+    int64_t budget = args.budget;
+    if (args.budget_percent > 0) {
+      for (const auto& item : window.items()) {
+        if (item->analysis) {
+          budget = static_cast<int64_t>(static_cast<double>(item->baseline_peak_bytes) * args.budget_percent / 100);
+          break;
+        }
+      }
+    }
+    if (budget > 0) window.requestPlan(budget, QString::fromStdString(args.strategy));
+  };
   if (!headless) {
     window.show();
-    if (args.budget > 0) {
-      QTimer::singleShot(0, &window, [&window, &args] {
+    if (args.budget > 0 || args.budget_percent > 0) {
+      QTimer::singleShot(0, &window, [&window, plan_if_asked] {
         window.waitForIdle(10 * 60 * 1000);
-        window.requestPlan(args.budget, QString::fromStdString(args.strategy));
+        plan_if_asked();
       });
     }
     return app.exec();
@@ -124,10 +146,8 @@ int RunGui(int argc, char** argv) {
     std::fprintf(stderr, "memplan gui: loading did not finish in 10 minutes\n");
     return 1;
   }
-  if (args.budget > 0) {
-    window.requestPlan(args.budget, QString::fromStdString(args.strategy));
-    window.waitForIdle(10 * 60 * 1000);
-  }
+  plan_if_asked();
+  window.waitForIdle(10 * 60 * 1000);
   // Let layouts settle at the final size before grabbing.
   for (int i = 0; i < 5; ++i) QApplication::processEvents();
   QString out = QString::fromStdString(args.screenshot);
