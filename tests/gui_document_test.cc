@@ -159,6 +159,21 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   EXPECT_EQ(r.measured->peak_bytes, 950);
   ASSERT_TRUE(r.timeline);  // the plan's predicted timeline
   EXPECT_EQ(r.timeline->peak_bytes, 900);
+
+  // Per-step arrays (the last step is the steady state) and the executor's key names.
+  run["step_seconds"] = {3.0, 1.5};
+  run["recompute_seconds"] = {0.5, 0.25};
+  run["predicted_timeline"] = plan["timeline"];
+  run["measured_trace"] = run["trace"];
+  run.erase("trace");
+  run["plan"] = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
+  r = ItemFromJson(run, "run.json");
+  EXPECT_DOUBLE_EQ(r.step_seconds, 1.5);
+  EXPECT_DOUBLE_EQ(r.recompute_seconds, 0.25);
+  ASSERT_TRUE(r.timeline && r.measured);
+  EXPECT_EQ(r.timeline->peak_bytes, 900);
+  EXPECT_EQ(r.measured->peak_bytes, 950);
+  EXPECT_EQ(r.plan_peak_bytes, 900);  // from predicted_peak_bytes
 }
 
 TEST(GuiDocument, BadFilesThrowNamingTheFile) {

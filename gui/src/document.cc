@@ -50,6 +50,17 @@ double GetDouble(const json& j, const char* key, double fallback = -1) {
   if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
   return it->get<double>();
 }
+// A number, or the last element of a per-step array (the steady-state step).
+double GetLastDouble(const json& j, const char* key) {
+  auto it = j.find(key);
+  if (it != j.end() && it->is_array()) {
+    if (it->empty()) return -1;
+    if (!it->back().is_number()) throw MemplanError(std::string("field '") + key + "' is not an array of numbers");
+    return it->back().get<double>();
+  }
+  return GetDouble(j, key);
+}
+
 std::string GetString(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
@@ -384,16 +395,22 @@ Item ItemFromJson(const json& j, const std::string& path) {
       else item.steps = GetInt(j, "steps");
       item.measured_peak_bytes = GetInt(j, "measured_peak_bytes");
       item.run_predicted_peak_bytes = GetInt(j, "predicted_peak_bytes");
-      item.step_seconds = GetDouble(j, "step_seconds");
-      item.recompute_seconds = GetDouble(j, "recompute_seconds");
+      item.step_seconds = GetLastDouble(j, "step_seconds");
+      item.recompute_seconds = GetLastDouble(j, "recompute_seconds");
+      if (item.optimizer.empty()) item.optimizer = GetString(j, "optimizer");
       if (j.contains("loss") && j["loss"].is_array()) {
         for (const json& l : j["loss"]) if (l.is_number()) item.losses.push_back(l.get<double>());
       }
       if (j.contains("plan") && j["plan"].is_object()) ReadPlanFields(j["plan"], item);
       if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
-      if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "predicted", "bytes");
+      for (const char* key : {"predicted_timeline", "timeline"}) {
+        if (j.contains(key)) {
+          item.timeline = TimelineFromJson(j[key], "predicted", "bytes");
+          break;
+        }
+      }
       // The measured trace: per event, the highest bytes seen during it (or after it).
-      for (const char* key : {"trace", "measured_timeline"}) {
+      for (const char* key : {"measured_trace", "trace", "measured_timeline"}) {
         if (j.contains(key) && j[key].is_array() && !j[key].empty()) {
           item.measured = TimelineFromJson(j[key], "measured", "peak_during");
           break;
