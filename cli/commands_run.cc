@@ -1,5 +1,203 @@
+// memplan run: train the model for a few steps with LibTorch (optionally following a plan)
+// and compare the measured peak with the predicted one.
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "cli_util.h"
 #include "commands.h"
-#include "memplan/training_graph.h"
+#include "memplan/analyzer.h"
+#include "memplan/executor.h"
+#ifdef MEMPLAN_HAVE_PLANNER
+#include "memplan/plan.h"
+#endif
+
 namespace memplan::cli {
-int RunRun(int, char**) { throw MemplanError("memplan run: not implemented yet"); }
+namespace {
+
+const char* kRunUsage =
+    "usage: memplan run MODEL.onnx [--batch N] [--plan PLAN.json] [--device cpu|cuda[:K]] [--steps N] [--seed S]\n"
+    "                   [--random-weights] [--optimizer sgd|momentum|adam] [--loss L] [--dim NAME=VALUE]...\n"
+    "                   [--input NAME=FILE.pb]... [--lr X] [--threads N] [--memory-limit SIZE] [--trace]\n"
+    "                   [--json OUT]";
+
+nlohmann::json ReadJsonFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw MemplanError("cannot open plan '" + path + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw MemplanError("plan '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+double ParseDouble(const std::string& flag, const std::string& v) {
+  char* end = nullptr;
+  double x = std::strtod(v.c_str(), &end);
+  if (v.empty() || *end != '\0' || !std::isfinite(x)) throw MemplanError("--" + flag + " expects a number, got '" + v + "'");
+  return x;
+}
+
+std::string Pct(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%+.2f%%", v);
+  return buf;
+}
+
+}  // namespace
+
+int RunRun(int argc, char** argv) {
+  Args a = ParseArgs(argc, argv, 2,
+                     {"batch", "dim", "loss", "optimizer", "plan", "device", "steps", "seed", "json", "input", "lr",
+                      "threads", "memory-limit"},
+                     {"random-weights", "trace"});
+  if (a.positional.size() != 1) throw MemplanError(kRunUsage);
+  const std::string model = a.positional[0];
+
+  // The plan decides batch, loss and optimizer unless the user names them.
+  nlohmann::json plan_json;
+  LoadOptions lo = LoadOptionsFromArgs(a);
+  if (a.has("plan")) {
+#ifndef MEMPLAN_HAVE_PLANNER
+    throw MemplanError("--plan needs the planner, which this build lacks");
+#else
+    plan_json = ReadJsonFile(a.get("plan"));
+    if (!plan_json.is_object() || plan_json.value("kind", "") != "plan") {
+      throw MemplanError("'" + a.get("plan") + "' is not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
+    }
+    if (!a.has("batch") && plan_json.contains("batch") && plan_json["batch"].is_number_integer()) {
+      lo.batch = plan_json["batch"].get<int64_t>();
+    }
+    if (!a.has("optimizer") && plan_json.contains("optimizer") && plan_json["optimizer"].is_string()) {
+      lo.optimizer = ParseOptimizer(plan_json["optimizer"].get<std::string>());
+    }
+    if (!a.has("loss") && plan_json.contains("loss") && plan_json["loss"].is_string()) {
+      std::string l = plan_json["loss"].get<std::string>();
+      if (l != "model_output") lo.loss = ParseLossKind(l);
+    }
+#endif
+  }
+  TrainingGraph g = LoadTrainingGraph(model, lo);
+  // Every op must be runnable before any work starts.
+  CheckExecutorSupports(g);
+
+  RunOptions opt;
+  opt.steps = a.get_int("steps", 3);
+  if (opt.steps < 1) throw MemplanError("--steps must be at least 1");
+  opt.seed = static_cast<uint64_t>(a.get_int("seed", 0));
+  opt.random_weights = a.has("random-weights");
+  opt.device = a.get("device", "cpu");
+  opt.threads = static_cast<int>(a.get_int("threads", 0));
+  if (a.has("lr")) opt.learning_rate = ParseDouble("lr", a.get("lr"));
+  if (a.has("memory-limit")) opt.memory_limit_bytes = ParseBytes(a.get("memory-limit"));
+  opt.trace = a.has("trace");
+  if (a.has("input")) {
+    for (const std::string& kv : a.flags.at("input")) {
+      size_t eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+        throw MemplanError("--input expects NAME=FILE.pb, got '" + kv + "'");
+      }
+      opt.input_files[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+  }
+  if (!g.weights_present && !opt.random_weights) {
+    throw MemplanError(model + ": the model's weights are absent (external data file not found); run with --random-weights "
+                       "to measure memory with deterministic random weights");
+  }
+
+  // The schedule actually run, and its prediction.
+  Schedule schedule;
+  nlohmann::json plan_out = {{"strategy", "none"}, {"sections", nlohmann::json::array()},
+                             {"checkpoints", nlohmann::json::array()}};
+  std::string strategy = "none";
+#ifdef MEMPLAN_HAVE_PLANNER
+  if (a.has("plan")) {
+    Plan p = PlanFromJson(plan_json, g);
+    opt.segments = p.segments;
+    schedule = p.schedule;
+    strategy = p.strategy;
+    plan_out = PlanToJson(p, g);
+    plan_out.erase("timeline");
+  }
+#endif
+  CheckSegments(g, opt.segments);
+  if (opt.segments.size() <= 1) schedule = BuildTrainingSchedule(g);
+  MemoryTimeline predicted = Simulate(schedule);
+
+  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
+              static_cast<long long>(g.batch), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
+  std::printf("plan         %s (%zu segment%s)\n", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
+              opt.segments.size() > 1 ? "s" : "");
+  std::printf("predicted    %s peak at %s\n", FormatBytes(predicted.peak_bytes).c_str(),
+              schedule.StepLabel(g, predicted.peak_step).c_str());
+  std::fflush(stdout);
+  opt.on_step = [&](const StepStats& s) {
+    std::printf("step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
+                static_cast<long long>(s.step + 1), static_cast<long long>(opt.steps), s.loss, s.seconds,
+                s.recompute_seconds, FormatBytes(s.peak_bytes).c_str());
+    std::fflush(stdout);
+  };
+  RunResult r = RunTraining(g, opt);
+
+  double err = predicted.peak_bytes > 0 && r.measured_peak_bytes > 0
+                   ? 100.0 * static_cast<double>(predicted.peak_bytes - r.measured_peak_bytes) / static_cast<double>(r.measured_peak_bytes)
+                   : 0.0;
+  std::printf("device       %s\n", r.device.c_str());
+  std::printf("measured     %s peak (last step)\n", FormatBytes(r.measured_peak_bytes).c_str());
+  std::printf("prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
+
+  if (a.has("json")) {
+    nlohmann::json j;
+    j["kind"] = "run";
+    j["memplan_version"] = MEMPLAN_VERSION;
+    j["model"] = g.model_path;
+    j["batch"] = g.batch;
+    j["optimizer"] = OptimizerName(g.optimizer);
+    j["loss_kind"] = LossKindName(g.loss_kind);
+    j["device"] = r.device;
+    j["steps"] = opt.steps;
+    j["seed"] = opt.seed;
+    j["random_weights"] = opt.random_weights;
+    j["measured_peak_bytes"] = r.measured_peak_bytes;
+    j["max_measured_peak_bytes"] = r.max_peak_bytes;
+    j["predicted_peak_bytes"] = predicted.peak_bytes;
+    j["prediction_error"] = err / 100.0;
+    j["persistent_bytes"] = r.persistent_bytes;
+    nlohmann::json secs = nlohmann::json::array(), rec = nlohmann::json::array(), loss = nlohmann::json::array(),
+                   peaks = nlohmann::json::array(), reserved = nlohmann::json::array();
+    for (const StepStats& s : r.steps) {
+      secs.push_back(s.seconds);
+      rec.push_back(s.recompute_seconds);
+      loss.push_back(s.loss);
+      peaks.push_back(s.peak_bytes);
+      reserved.push_back(s.reserved_peak_bytes);
+    }
+    j["step_seconds"] = secs;
+    j["recompute_seconds"] = rec;
+    j["loss"] = loss;
+    j["peak_bytes"] = peaks;
+    j["reserved_peak_bytes"] = reserved;
+    j["plan"] = plan_out;
+    j["predicted_timeline"] = TimelineToJson(g, schedule, predicted);
+    if (opt.trace) {
+      nlohmann::json t = nlohmann::json::array();
+      for (const TraceEvent& e : r.trace) {
+        t.push_back({{"phase", e.phase},
+                     {"node", e.node == kNone ? "" : g.nodes[e.node].name},
+                     {"op", e.op},
+                     {"bytes_after", e.bytes_after},
+                     {"peak_during", e.peak_during}});
+      }
+      j["measured_trace"] = t;
+    }
+    WriteJsonAtomically(j, a.get("json"));
+    std::printf("wrote        %s\n", a.get("json").c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace memplan::cli

@@ -187,7 +187,7 @@ void TraceEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   int64_t seq = fn.seqNr();
   NodeId n = t.NodeOf(seq);
   if (seq >= 0) t.last = n;
-  t.events->push_back({t.phase, n, t.meter->current(), t.meter->peak()});
+  t.events->push_back({t.phase, n, fn.name(), t.meter->current(), t.meter->peak()});
 }
 
 class Trainer {
@@ -475,7 +475,7 @@ void Trainer::SeedFor(int64_t step, NodeId node) {
 
 void Trainer::NoteTrace(const std::string& phase, NodeId node) {
   if (!tracing_) return;
-  trace_.push_back({phase, node, meter_.current(), meter_.peak()});
+  trace_.push_back({phase, node, "", meter_.current(), meter_.peak()});
   trace_peak_ = std::max(trace_peak_, meter_.peak());
   meter_.ResetPeak();
 }
@@ -614,7 +614,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     tracer.meter = &meter_;
     tracer.events = &trace_;
     tracer.step_peak = &trace_peak_;
-    trace_.push_back({"setup", kNone, meter_.current(), meter_.peak()});
+    trace_.push_back({"setup", kNone, "", meter_.current(), meter_.peak()});
     meter_.ResetPeak();
     handle = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
                                        .scopes({at::RecordScope::BACKWARD_FUNCTION}));

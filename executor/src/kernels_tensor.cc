@@ -84,6 +84,15 @@ at::ScalarType ScalarTypeOfOnnx(int onnx_elem_type) {
   return ScalarTypeOf(d);
 }
 
+at::Tensor MeanSavingNothing(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
+  // LibTorch 1.13's mean.dim saves its whole input for backward (MeanBackward1 keeps `self`);
+  // sum then an in-place scale by 1/n saves only sizes, as the analyzer's rule assumes.
+  int64_t n = 1;
+  for (int64_t d : dims) n *= x.size(d);
+  at::Tensor s = at::sum(x, dims, keepdim);
+  return n == 1 ? s : s.mul_(1.0 / static_cast<double>(n));
+}
+
 namespace {
 
 using Outs = std::vector<at::Tensor>;
@@ -239,7 +248,7 @@ Outs ReduceMean(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   if (r.noop) return {x};
   if (!IsFloat(x)) return {KeepType(at::mean(x.to(at::kDouble), r.axes, r.keep), x)};
-  return {at::mean(x, r.axes, r.keep)};
+  return {MeanSavingNothing(x, r.axes, r.keep)};
 }
 Outs ReduceSum(const OpCall& c) {
   ReduceArgs r = GetReduceArgs(c);

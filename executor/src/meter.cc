@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #ifdef MEMPLAN_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -17,10 +18,12 @@ namespace {
 
 constexpr const char* kOomMarker = "memplan: out of memory";
 
-// Wraps the CPU allocator: every allocation's size is counted until its DataPtr dies.
+// Wraps the CPU allocator: every allocation's size is counted until it is freed. The
+// DataPtr's context is its data pointer, as LibTorch's raw_allocate (used by oneDNN) needs;
+// a side table remembers each allocation's size and the wrapped deleter.
 class CountingAllocator final : public c10::Allocator {
  public:
-  explicit CountingAllocator(c10::Allocator* base) : base_(base) {}
+  explicit CountingAllocator(c10::Allocator* base) : base_(base) { instance_ = this; }
 
   c10::DataPtr allocate(size_t n) const override {
     int64_t bytes = static_cast<int64_t>(n);
@@ -37,9 +40,20 @@ class CountingAllocator final : public c10::Allocator {
     c10::DataPtr inner = base_->allocate(n);
     c10::Device device = inner.device();
     void* data = inner.get();
-    auto* ctx = new Context{std::move(inner), bytes, this};
-    return c10::DataPtr(data, ctx, &Delete, device);
+    Entry e{bytes, inner.get_deleter(), nullptr};
+    e.context = inner.release_context();
+    if (!data) {  // zero-byte allocations
+      if (e.deleter && e.context) e.deleter(e.context);
+      current_.fetch_sub(bytes);
+      return c10::DataPtr(nullptr, nullptr, nullptr, device);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      live_[data] = e;
+    }
+    return c10::DataPtr(data, data, &Delete, device);
   }
+  c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
 
   int64_t current() const { return current_.load(); }
   int64_t peak() const { return peak_.load(); }
@@ -48,18 +62,29 @@ class CountingAllocator final : public c10::Allocator {
   int64_t limit() const { return limit_.load(); }
 
  private:
-  struct Context {
-    c10::DataPtr inner;
+  struct Entry {
     int64_t bytes;
-    const CountingAllocator* owner;
+    c10::DeleterFnPtr deleter;
+    void* context;
   };
-  static void Delete(void* p) {
-    auto* ctx = static_cast<Context*>(p);
-    ctx->owner->current_.fetch_sub(ctx->bytes);
-    delete ctx;  // frees the wrapped allocation
+  static void Delete(void* data) {
+    CountingAllocator* self = instance_;
+    Entry e;
+    {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      auto it = self->live_.find(data);
+      if (it == self->live_.end()) return;
+      e = it->second;
+      self->live_.erase(it);
+    }
+    self->current_.fetch_sub(e.bytes);
+    if (e.deleter) e.deleter(e.context);
   }
 
+  static inline CountingAllocator* instance_ = nullptr;
   c10::Allocator* base_;
+  mutable std::mutex mu_;
+  mutable std::unordered_map<void*, Entry> live_;
   mutable std::atomic<int64_t> current_{0};
   mutable std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> limit_{0};

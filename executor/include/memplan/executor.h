@@ -39,6 +39,7 @@ struct StepStats {
 struct TraceEvent {
   std::string phase;  // "setup", "forward", "loss", "backward", "recompute", "optimizer"
   NodeId node = kNone;
+  std::string op;           // the autograd function, for backward events
   int64_t bytes_after = 0;  // allocator bytes alive after the event
   int64_t peak_during = 0;  // highest allocator bytes seen during the event
 };
