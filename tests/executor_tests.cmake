@@ -2,3 +2,7 @@
 add_executable(executor_conformance_tests executor_conformance_test.cc)
 target_link_libraries(executor_conformance_tests PRIVATE memplan_executor GTest::gtest_main)
 gtest_discover_tests(executor_conformance_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+
+add_executable(executor_tests executor_training_test.cc)
+target_link_libraries(executor_tests PRIVATE memplan_executor memplan_testing GTest::gtest_main)
+gtest_discover_tests(executor_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)

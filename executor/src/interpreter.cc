@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -159,6 +160,7 @@ struct BackwardTracer {
   std::vector<TraceEvent>* events = nullptr;
   int64_t* step_peak = nullptr;
   NodeId last = kNone;
+  int64_t last_end_bytes = 0;
   std::string phase = "backward";
 
   NodeId NodeOf(int64_t seq) {
@@ -176,7 +178,13 @@ std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction&) {
   BackwardTracer& t = Tracer();
   std::lock_guard<std::mutex> lock(t.mu);
   if (!t.active) return nullptr;
-  *t.step_peak = std::max(*t.step_peak, t.meter->peak());
+  int64_t between = t.meter->peak();
+  if (between > t.last_end_bytes) {
+    // Something was allocated and freed between two backward functions (the engine
+    // summing gradients that meet at a tensor).
+    t.events->push_back({"between", t.last, "engine", t.meter->current(), between});
+  }
+  *t.step_peak = std::max(*t.step_peak, between);
   t.meter->ResetPeak();
   return nullptr;
 }
@@ -188,6 +196,9 @@ void TraceEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   NodeId n = t.NodeOf(seq);
   if (seq >= 0) t.last = n;
   t.events->push_back({t.phase, n, fn.name(), t.meter->current(), t.meter->peak()});
+  *t.step_peak = std::max(*t.step_peak, t.meter->peak());
+  t.meter->ResetPeak();
+  t.last_end_bytes = t.meter->current();
 }
 
 class Trainer {
@@ -614,6 +625,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     tracer.meter = &meter_;
     tracer.events = &trace_;
     tracer.step_peak = &trace_peak_;
+    tracer.last_end_bytes = INT64_MAX;
     trace_.push_back({"setup", kNone, "", meter_.current(), meter_.peak()});
     meter_.ResetPeak();
     handle = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
@@ -632,6 +644,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     std::lock_guard<std::mutex> lock(tracer.mu);
     tracer.active = tracing_;
     tracer.phase = "backward";
+    tracer.last_end_bytes = meter_.current();
   }
   Backward(K - 1);
   for (size_t s = K - 1; s-- > 0;) {
@@ -721,6 +734,14 @@ RunResult Trainer::Run() {
   result.measured_peak_bytes = result.steps.back().peak_bytes;
   result.trace = std::move(trace_);
   result.gradients = std::move(last_gradients_);
+  if (opt_.keep_gradients) {
+    for (const Tensor& t : g_.tensors) {
+      if (t.category != TensorCategory::kConstant || t.producer != kNone || !IsFloating(t.dtype)) continue;
+      at::Tensor v = persistent_[t.id].detach().to(at::kCPU).to(at::kFloat).contiguous();
+      const float* d = v.data_ptr<float>();
+      result.buffers[t.name] = std::vector<float>(d, d + v.numel());
+    }
+  }
   return result;
 }
 

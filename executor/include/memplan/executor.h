@@ -80,6 +80,9 @@ struct RunResult {
   std::vector<TraceEvent> trace;
   // Parameter name -> its gradient after the last step's backward (keep_gradients).
   std::map<std::string, std::vector<float>> gradients;
+  // Non-trainable float initializers (batch-norm running statistics) after the run
+  // (keep_gradients).
+  std::map<std::string, std::vector<float>> buffers;
 };
 
 // Runs `options.steps` training steps. Throws MemplanError on bad input (missing weights,

@@ -1,0 +1,251 @@
+// The training step and plan execution on small hand-built graphs and on the gpt model:
+// determinism, optimizer state, measured vs predicted memory, gradient exactness of plans,
+// batch-norm statistics updated once per step, and clear errors on bad input.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "memplan/analyzer.h"
+#include "memplan/executor.h"
+#include "testing/corpus.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+
+// x[N,3,16,16] -> Conv -> BN -> Relu -> Dropout(0.25) -> Conv(stride 2) -> BN -> Relu ->
+// GlobalAveragePool -> Flatten -> Gemm -> [N,10]
+GraphBuilder SmallCnn() {
+  GraphBuilder b;
+  b.Input("x", {-1, 3, 16, 16});
+  b.Param("w1", {8, 3, 3, 3}).Param("s1", {8}).Param("b1", {8}).Param("m1", {8}).Param("v1", {8});
+  b.Param("w2", {16, 8, 3, 3}).Param("s2", {16}).Param("b2", {16}).Param("m2", {16}).Param("v2", {16});
+  b.Param("w3", {10, 16}).Param("b3", {10});
+  b.Node("Conv", {"x", "w1"}, {"c1"}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1}).Attr("kernel_shape", std::vector<int64_t>{3, 3});
+  b.Node("BatchNormalization", {"c1", "s1", "b1", "m1", "v1"}, {"n1", "rm1", "rv1"}).Attr("training_mode", int64_t{1});
+  b.Node("Relu", {"n1"}, {"r1"});
+  b.Node("Constant", {}, {"ratio"}).Attr("value_float", 0.25);
+  b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{1});
+  b.Node("Dropout", {"r1", "ratio", "train"}, {"d1", "mask1"});
+  b.Node("Conv", {"d1", "w2"}, {"c2"})
+      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("kernel_shape", std::vector<int64_t>{3, 3});
+  b.Node("BatchNormalization", {"c2", "s2", "b2", "m2", "v2"}, {"n2", "rm2", "rv2"}).Attr("training_mode", int64_t{1});
+  b.Node("Relu", {"n2"}, {"r2"});
+  b.Node("GlobalAveragePool", {"r2"}, {"p"});
+  b.Node("Flatten", {"p"}, {"f"});
+  b.Node("Gemm", {"f", "w3", "b3"}, {"y"}).Attr("transB", int64_t{1});
+  b.Output("y");
+  return b;
+}
+
+RunOptions Options(const GraphBuilder& b, int64_t steps) {
+  RunOptions o;
+  o.model_bytes = b.Bytes();
+  o.random_weights = true;
+  o.steps = steps;
+  o.seed = 3;
+  o.learning_rate = 0.05;
+  return o;
+}
+
+double MaxRelErr(const std::vector<float>& a, const std::vector<float>& b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
+    den = std::max(den, std::fabs(static_cast<double>(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
+// Every contiguous partition of the nodes into two segments, and one into three.
+std::vector<std::vector<std::vector<NodeId>>> Segmentations(const TrainingGraph& g) {
+  std::vector<std::vector<std::vector<NodeId>>> out;
+  NodeId n = static_cast<NodeId>(g.nodes.size());
+  auto range = [](NodeId a, NodeId b) {
+    std::vector<NodeId> r;
+    for (NodeId i = a; i < b; ++i) r.push_back(i);
+    return r;
+  };
+  for (NodeId cut = 1; cut < n; ++cut) out.push_back({range(0, cut), range(cut, n)});
+  out.push_back({range(0, n / 3), range(n / 3, 2 * n / 3), range(2 * n / 3, n)});
+  return out;
+}
+
+void ExpectSameStep(const RunResult& plain, const RunResult& planned, const std::string& what) {
+  ASSERT_EQ(plain.steps.size(), planned.steps.size());
+  for (size_t s = 0; s < plain.steps.size(); ++s) {
+    EXPECT_NEAR(plain.steps[s].loss, planned.steps[s].loss, 1e-5 * std::max(1.0, std::fabs(plain.steps[s].loss))) << what;
+  }
+  ASSERT_EQ(plain.gradients.size(), planned.gradients.size()) << what;
+  for (const auto& [name, grad] : plain.gradients) {
+    ASSERT_TRUE(planned.gradients.count(name)) << what << ": " << name;
+    EXPECT_LE(MaxRelErr(planned.gradients.at(name), grad), 1e-5) << what << ": gradient of " << name;
+  }
+  // Running statistics advance once per step whatever the plan recomputes.
+  for (const auto& [name, value] : plain.buffers) {
+    EXPECT_LE(MaxRelErr(planned.buffers.at(name), value), 1e-5) << what << ": buffer " << name;
+  }
+}
+
+TEST(ExecutorTraining, LossDecreasesAndRunIsDeterministic) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/8});
+  RunOptions o = Options(b, 6);
+  RunResult r1 = RunTraining(g, o);
+  RunResult r2 = RunTraining(g, o);
+  ASSERT_EQ(r1.steps.size(), 6u);
+  for (size_t s = 0; s < r1.steps.size(); ++s) {
+    EXPECT_TRUE(std::isfinite(r1.steps[s].loss));
+    EXPECT_EQ(r1.steps[s].loss, r2.steps[s].loss) << "same seed, same losses";
+  }
+  EXPECT_LT(r1.steps.back().loss, r1.steps.front().loss) << "training on one batch lowers its loss";
+  o.seed = 4;
+  RunResult r3 = RunTraining(g, o);
+  EXPECT_NE(r3.steps[0].loss, r1.steps[0].loss) << "another seed, other weights";
+}
+
+TEST(ExecutorTraining, PersistentMemoryIsExactlyWhatTheAnalyzerCounts) {
+  for (const char* opt : {"sgd", "momentum", "adam"}) {
+    GraphBuilder b = SmallCnn();
+    LoadOptions lo{/*batch=*/4};
+    lo.optimizer = ParseOptimizer(opt);
+    TrainingGraph g = b.Load(lo);
+    Schedule s = BuildTrainingSchedule(g);
+    MemoryTimeline t = Simulate(s);
+    RunResult r = RunTraining(g, Options(b, 2));
+    // Step 0 of the schedule is the setup: parameters, gradients, optimizer state, batch,
+    // constants.
+    EXPECT_EQ(r.persistent_bytes, t.bytes_after[0]) << opt;
+    EXPECT_TRUE(std::isfinite(r.steps.back().loss)) << opt;
+  }
+}
+
+TEST(ExecutorTraining, MeasuredPeakIsNearThePrediction) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/16});
+  MemoryTimeline t = Simulate(BuildTrainingSchedule(g));
+  RunResult r = RunTraining(g, Options(b, 2));
+  double err = static_cast<double>(t.peak_bytes - r.measured_peak_bytes) / static_cast<double>(r.measured_peak_bytes);
+  std::printf("small cnn batch 16: predicted %lld, measured %lld (%+.2f%%)\n", static_cast<long long>(t.peak_bytes),
+              static_cast<long long>(r.measured_peak_bytes), 100 * err);
+  // oneDNN's convolution reorders are not in the analyzer's rules yet; on a model this small
+  // they are a large share of the peak.
+  EXPECT_LE(std::fabs(err), 0.25);
+  EXPECT_EQ(r.steps[0].peak_bytes, r.steps[1].peak_bytes) << "steady state from the first step";
+}
+
+TEST(ExecutorPlans, EverySegmentationGivesThePlainStepsGradients) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/4});
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult plain = RunTraining(g, o);
+  ASSERT_FALSE(plain.gradients.empty());
+  ASSERT_FALSE(plain.buffers.empty());
+  for (const auto& segments : Segmentations(g)) {
+    o.segments = segments;
+    RunResult planned = RunTraining(g, o);
+    std::string what = std::to_string(segments.size()) + " segments, first of " + std::to_string(segments[0].size()) + " nodes";
+    ExpectSameStep(plain, planned, what);
+    if (segments.size() > 1) EXPECT_GE(planned.steps[0].recompute_seconds, 0.0);
+  }
+}
+
+TEST(ExecutorPlans, GptPlanGivesThePlainStepsGradients) {
+  std::string path = testing::CorpusModel("gpt");
+  TrainingGraph g = LoadTrainingGraph(path, {/*batch=*/1});
+  RunOptions o;
+  o.random_weights = true;
+  o.steps = 1;
+  o.keep_gradients = true;
+  o.seed = 11;
+  RunResult plain = RunTraining(g, o);
+  NodeId n = static_cast<NodeId>(g.nodes.size());
+  for (int k : {2, 4}) {
+    o.segments.clear();
+    for (int s = 0; s < k; ++s) {
+      std::vector<NodeId> seg;
+      for (NodeId i = n * s / k; i < n * (s + 1) / k; ++i) seg.push_back(i);
+      o.segments.push_back(seg);
+    }
+    RunResult planned = RunTraining(g, o);
+    ExpectSameStep(plain, planned, "gpt, " + std::to_string(k) + " segments");
+    EXPECT_GT(planned.steps[0].recompute_seconds, 0.0);
+  }
+}
+
+TEST(ExecutorErrors, OpTheExecutorLacksIsNamedBeforeWork) {
+  TrainingGraph g = SmallCnn().Load({/*batch=*/2});
+  g.nodes[2].op_type = "FancyRelu";
+  try {
+    CheckExecutorSupports(g);
+    FAIL() << "expected an error";
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("FancyRelu"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(g.nodes[2].name), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(RunTraining(g, Options(SmallCnn(), 1)), MemplanError);
+}
+
+TEST(ExecutorErrors, SegmentsMustPartitionTheNodes) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/2});
+  RunOptions o = Options(b, 1);
+  o.segments = {{0, 1, 2}, {4, 5}};
+  EXPECT_THROW(RunTraining(g, o), MemplanError);
+  o.segments = {{0, 1, 2}};
+  EXPECT_THROW(RunTraining(g, o), MemplanError);
+}
+
+TEST(ExecutorErrors, OutOfMemoryIsAClearError) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/16});
+  RunOptions o = Options(b, 1);
+  RunResult ok = RunTraining(g, o);
+  o.memory_limit_bytes = ok.persistent_bytes + (ok.measured_peak_bytes - ok.persistent_bytes) / 2;
+  try {
+    RunTraining(g, o);
+    FAIL() << "expected out of memory";
+  } catch (const MemplanError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("out of memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("--budget"), std::string::npos) << m;
+  }
+  // The meter's limit is lifted afterwards: the next run works.
+  o.memory_limit_bytes = 0;
+  EXPECT_NO_THROW(RunTraining(g, o));
+}
+
+TEST(ExecutorErrors, MissingWeightsAskForRandomWeights) {
+  std::string dir = ::testing::TempDir() + "/memplan_noweights";
+  ::mkdir(dir.c_str(), 0755);
+  std::string src = testing::CorpusModel("resnet18");
+  std::string dst = dir + "/resnet18.onnx";
+  {
+    std::ifstream in(src, std::ios::binary);
+    std::ofstream out(dst, std::ios::binary);
+    out << in.rdbuf();
+  }
+  TrainingGraph g = LoadTrainingGraph(dst, {/*batch=*/1});
+  EXPECT_FALSE(g.weights_present);
+  RunOptions o;
+  o.steps = 1;
+  try {
+    RunTraining(g, o);
+    FAIL() << "expected an error";
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("--random-weights"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace memplan
