@@ -1,4 +1,5 @@
 // memplan plan: choose checkpoints / sections so that a training step fits a memory budget.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <nlohmann/json.hpp>
@@ -11,7 +12,7 @@ namespace memplan::cli {
 namespace {
 
 const char* kPlanUsage =
-    "usage: memplan plan MODEL.onnx --budget SIZE [--strategy auto|none|manual|speed|bottleneck|sqrt|sections|"
+    "usage: memplan plan MODEL.onnx --budget SIZE|PERCENT% [--strategy auto|none|manual|speed|bottleneck|sqrt|sections|"
     "optimal|milp] [--checkpoints NAME,...] [--sweep] [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] "
     "[--time-limit SECONDS] [--json OUT]";
 
@@ -78,9 +79,20 @@ int RunPlan(int argc, char** argv) {
   if (!a.has("budget") && !sweep) throw MemplanError(std::string("--budget SIZE is required\n") + kPlanUsage);
 
   PlanOptions options;
+  // --budget SIZE, or PERCENT% of the plain step's peak (resolved once the model is loaded).
+  double budget_percent = 0;
   if (a.has("budget")) {
-    options.budget_bytes = ParseBytes(a.get("budget"));
-    if (options.budget_bytes <= 0) throw MemplanError("--budget must be a positive size (got '" + a.get("budget") + "')");
+    const std::string b = a.get("budget");
+    if (!b.empty() && b.back() == '%') {
+      char* end = nullptr;
+      budget_percent = std::strtod(b.c_str(), &end);
+      if (end != b.c_str() + b.size() - 1 || !(budget_percent > 0)) {
+        throw MemplanError("--budget expects a size or a percentage of the baseline peak like 50%, got '" + b + "'");
+      }
+    } else {
+      options.budget_bytes = ParseBytes(b);
+      if (options.budget_bytes <= 0) throw MemplanError("--budget must be a positive size (got '" + b + "')");
+    }
   }
   options.checkpoints = SplitNames(a);
   options.strategy = a.get("strategy", options.checkpoints.empty() ? "auto" : "manual");
@@ -102,6 +114,10 @@ int RunPlan(int argc, char** argv) {
 
   TrainingGraph g = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
   const CostModel cost;
+  if (budget_percent > 0) {
+    int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
+    options.budget_bytes = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(baseline) * budget_percent / 100));
+  }
   SweepResult sweep_result;
   if (sweep) {
     sweep_result = SweepBudgets(g, cost, options);
@@ -125,9 +141,9 @@ int RunPlan(int argc, char** argv) {
   if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
   if (!plan.feasible) {
     std::fprintf(stderr,
-                 "memplan plan: no %s plan fits the budget of %s; the smallest peak any strategy reaches is %s "
+                 "memplan plan: no %splan fits the budget of %s; the smallest peak any strategy reaches is %s "
                  "(strategy %s): use --budget %s or more, a smaller --batch, or more devices\n",
-                 options.strategy == "auto" ? "" : options.strategy.c_str(), FormatBytes(options.budget_bytes).c_str(),
+                 options.strategy == "auto" ? "" : (options.strategy + " ").c_str(), FormatBytes(options.budget_bytes).c_str(),
                  FormatBytes(smallest.predicted_peak_bytes).c_str(), smallest.strategy.c_str(),
                  FormatBytes(smallest.predicted_peak_bytes).c_str());
     return kExitInfeasible;
