@@ -105,7 +105,7 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
   TrainingGraph g = Load(RealisticBatch(GetParam()));
   const CostModel cost;
   PlanOptions o;
-  o.milp_time_limit_seconds = 5;
+  o.milp_time_limit_seconds = 2;
   const int64_t baseline = PlanNone(g, cost, o).predicted_peak_bytes;
   for (double fraction : {0.75, 0.5}) {
     o.budget_bytes = static_cast<int64_t>(fraction * static_cast<double>(baseline));
