@@ -167,6 +167,41 @@ void ExpectOptimalMatchesBruteForce(const TrainingGraph& raw, const CostModel& c
   }
 }
 
+// sections: the fewest sections of any segmentation that fits, and the least recompute among them.
+void ExpectSectionsMatchBruteForce(const TrainingGraph& raw, const CostModel& cost) {
+  TrainingGraph g = ApplyCostModel(raw, cost);
+  std::vector<Segmentation> all = BruteForce(g);
+  std::set<int64_t> peaks;
+  for (const Segmentation& s : all) peaks.insert(s.peak);
+  for (int64_t budget : peaks) {
+    size_t fewest = SIZE_MAX;
+    double flops = 0;
+    for (const Segmentation& s : all) {
+      if (s.peak > budget) continue;
+      if (s.cuts.size() < fewest || (s.cuts.size() == fewest && s.flops < flops)) {
+        fewest = s.cuts.size();
+        flops = s.flops;
+      }
+    }
+    PlanOptions o;
+    o.budget_bytes = budget;
+    Plan p = PlanSections(g, CostModel{}, o);
+    ASSERT_TRUE(p.feasible) << "budget " << budget;
+    EXPECT_EQ(static_cast<size_t>(p.num_sections()), fewest + 1) << "budget " << budget;
+    EXPECT_DOUBLE_EQ(p.recompute_flops, flops) << "budget " << budget;
+  }
+}
+
+TEST(PlannerBruteForce, SectionsAreTheFewest) {
+  ExpectSectionsMatchBruteForce(Chain(12), ToyCosts());
+  ExpectSectionsMatchBruteForce(Residual(), ToyCosts());
+  for (uint32_t seed = 1; seed <= 4; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = RandomDag(seed, 10);
+    if (g.tensors[g.loss].producer <= 14) ExpectSectionsMatchBruteForce(g, ToyCosts());
+  }
+}
+
 TEST(PlannerBruteForce, ChainOptimal) { ExpectOptimalMatchesBruteForce(Chain(14), CostModel{}, "optimal"); }
 TEST(PlannerBruteForce, ChainToyCostsOptimal) { ExpectOptimalMatchesBruteForce(Chain(12), ToyCosts(), "optimal"); }
 TEST(PlannerBruteForce, ResidualOptimal) { ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "optimal"); }

@@ -129,49 +129,26 @@ Plan RunSqrt(Context& ctx, const PlanOptions& o) {
   return ctx.Finish("sqrt", SortedUnique(cuts), o.budget_bytes, start);
 }
 
+// partialflow: the fewest sections whose replayed peak fits, found exactly over the same
+// candidate cuts as `optimal` by a breadth-first DP over the number of sections; among the
+// fewest, the least recompute.
 Plan RunSections(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
-  const TrainingGraph& g = ctx.graph();
-  const GraphFacts& f = ctx.facts();
   if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("sections", {}, o.budget_bytes, start);
-  std::vector<NodeId> positions = DistinctCutPositions(g, f);
-  std::vector<int64_t> crossing = CrossingBytes(g, f);
-  // Cumulative activation bytes by producer: sections get equal shares of them.
-  std::vector<double> cumulative(g.nodes.size() + 1, 0);
-  for (const Node& n : g.nodes) {
-    double bytes = 0;
-    for (int32_t r : f.produced[n.id]) bytes += static_cast<double>(g.tensors[f.roots[r]].bytes);
-    cumulative[n.id + 1] = cumulative[n.id] + bytes;
+  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates);
+  DpOptions dp;
+  dp.budget_bytes = o.budget_bytes;
+  dp.max_states_per_position = o.max_states_per_position;
+  dp.fewest_segments = true;
+  DpResult r = SolveSegmentation(costs, ctx.facts(), dp);
+  std::string note = "the fewest sections that fit, over " + std::to_string(costs.size() - 2) + " candidate cut positions";
+  if (!r.feasible) {
+    r = SmallestPeak(costs, ctx.facts(), -1, o.max_states_per_position);
+    note = "no split into sections fits the budget; this is the smallest peak sections reach";
   }
-  const double total = cumulative[f.loss_node + 1];
-  const int max_sections = std::min<int>(64, static_cast<int>(positions.size()) + 1);
-  Plan best;
-  bool have_best = false;
-  for (int k = 2; k <= max_sections; ++k) {
-    std::vector<NodeId> cuts;
-    for (int i = 1; i < k; ++i) {
-      double share = total * i / k;
-      NodeId target = static_cast<NodeId>(std::lower_bound(cumulative.begin(), cumulative.begin() + f.loss_node + 1, share) -
-                                          cumulative.begin());
-      // Snap to the cheapest crossing among the positions near the target.
-      NodeId window = std::max<NodeId>(1, (f.loss_node + 1) / (4 * k));
-      NodeId pick = kNone;
-      auto lo = std::lower_bound(positions.begin(), positions.end(), target - window);
-      for (auto it = lo; it != positions.end() && *it <= target + window; ++it) {
-        if (pick == kNone || crossing[*it] < crossing[pick]) pick = *it;
-      }
-      if (pick != kNone) cuts.push_back(pick);
-    }
-    Plan p = ctx.Finish("sections", SortedUnique(cuts), o.budget_bytes, start);
-    if (p.feasible) return p;
-    if (!have_best || p.predicted_peak_bytes < best.predicted_peak_bytes) {
-      best = std::move(p);
-      have_best = true;
-    }
-  }
-  if (!have_best) return ctx.Finish("sections", {}, o.budget_bytes, start);
-  best.solve_seconds = SecondsSince(start);
-  return best;
+  Plan p = ctx.Finish("sections", r.cuts, o.budget_bytes, start);
+  p.notes.push_back(note);
+  return p;
 }
 
 }  // namespace memplan::planner

@@ -70,6 +70,7 @@ class Solver {
   Solver(const SegmentCosts& c, const GraphFacts& f, const DpOptions& o) : c_(c), f_(f), o_(o), nb_(c.size()) {}
 
   DpResult Run() {
+    if (o_.fewest_segments) return RunLayered();
     DpResult result;
     const int64_t budget = o_.budget_bytes;
     if (c_.floor > budget) return result;
@@ -100,7 +101,7 @@ class Solver {
         }
         if (o_.fixed_last >= 0) break;
       }
-      for (int32_t s : live_[i]) Expand(i, s, x, budget, last_start);
+      for (int32_t s : live_[i]) Expand(i, s, x, budget, last_start, live_);
       // Free the memory of states no later transition reads (their paths stay in the arena).
     }
     result.states_capped = capped_;
@@ -108,6 +109,55 @@ class Solver {
   }
 
  private:
+  // Breadth-first over the number of segments: layer t holds the states reached with t
+  // non-last segments; the first layer from which a last segment fits wins (its earliest
+  // feasible last cut, for the least recompute among the fewest segments).
+  DpResult RunLayered() {
+    DpResult result;
+    const int64_t budget = o_.budget_bytes;
+    if (c_.floor > budget) return result;
+    const size_t N = nb_ - 1, last_start = nb_ - 2;
+    arena_.assign(1, State{});
+    live_.assign(nb_, {});
+    live_[0].push_back(0);
+    std::vector<std::vector<int32_t>> layer(nb_);
+    layer[0].push_back(0);
+    for (size_t t = 0; t < nb_; ++t) {
+      for (size_t i = 0; i <= last_start; ++i) {
+        int32_t best = -1;
+        for (int32_t s : layer[i]) {
+          if (c_.persistent + arena_[s].dead + c_.crossing_bytes[i] + c_.Phase(i, N) <= budget &&
+              (best < 0 || arena_[s].dead < arena_[best].dead)) {
+            best = s;
+          }
+        }
+        if (best >= 0) {
+          result.feasible = true;
+          result.cuts = Cuts(i, best);
+          result.predicted_peak = PredictPeak(c_, f_, result.cuts);
+          result.recompute_flops = c_.prefix_flops[i];
+          result.states_capped = capped_;
+          return result;
+        }
+      }
+      std::vector<std::vector<int32_t>> next(nb_);
+      bool any = false;
+      for (size_t i = 0; i <= last_start; ++i) {
+        if (layer[i].empty()) continue;
+        Crossing x = MakeCrossing(c_, f_, i);
+        for (int32_t s : layer[i]) Expand(i, s, x, budget, last_start, next, &live_);
+      }
+      for (size_t j = 0; j < nb_; ++j) {
+        any = any || !next[j].empty();
+        live_[j].insert(live_[j].end(), next[j].begin(), next[j].end());
+      }
+      if (!any) break;
+      layer = std::move(next);
+    }
+    result.states_capped = capped_;
+    return result;
+  }
+
   std::vector<NodeId> Cuts(size_t i, int32_t s) const {
     std::vector<NodeId> cuts;
     size_t pos = i;
@@ -121,7 +171,8 @@ class Solver {
     return cuts;
   }
 
-  void Expand(size_t i, int32_t sid, const Crossing& x, int64_t budget, size_t last_start) {
+  void Expand(size_t i, int32_t sid, const Crossing& x, int64_t budget, size_t last_start,
+              std::vector<std::vector<int32_t>>& target, const std::vector<std::vector<int32_t>>* prior = nullptr) {
     const State st = arena_[sid];  // copy: the arena grows below
     const int64_t fixed = c_.persistent + st.dead;
     const int64_t ck = c_.crossing_bytes[i];
@@ -156,12 +207,20 @@ class Solver {
           next.held_bytes += bytes;
         }
       }
-      Insert(j, std::move(next));
+      Insert(j, std::move(next), target, prior);
     }
   }
 
-  void Insert(size_t j, State&& cand) {
-    std::vector<int32_t>& live = live_[j];
+  // Keeps `cand` at boundary j unless a state there (or, with `prior`, one reached with fewer
+  // segments) dominates it; drops the states it dominates.
+  void Insert(size_t j, State&& cand, std::vector<std::vector<int32_t>>& target,
+              const std::vector<std::vector<int32_t>>* prior) {
+    if (prior) {
+      for (int32_t id : (*prior)[j]) {
+        if (Dominates(arena_[id], cand)) return;
+      }
+    }
+    std::vector<int32_t>& live = target[j];
     for (int32_t id : live) {
       if (Dominates(arena_[id], cand)) return;
     }

@@ -14,6 +14,8 @@ struct DpOptions {
   // the last segment must start at.
   int fixed_last = -1;
   int max_states_per_position = 64;  // 0: unlimited
+  // Fewest segments first (partialflow's sections), then the least recompute among them.
+  bool fewest_segments = false;
 };
 
 struct DpResult {
