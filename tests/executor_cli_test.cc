@@ -1,0 +1,134 @@
+// `memplan run` end to end: the run JSON contract, plans from `memplan plan`, and bad input
+// (a plan for another model or batch, unknown checkpoints, out of memory, missing weights):
+// exit 1, a message naming what is wrong, and no JSON file.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "testing/corpus.h"
+
+namespace memplan {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr
+};
+
+Result Cli(const std::string& args) {
+  std::string cmd = std::string(MEMPLAN_CLI) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) r.out.append(buf, n);
+  int status = ::pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+bool Exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+nlohmann::json ReadJson(const std::string& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return nlohmann::json::parse(ss.str());
+}
+
+std::string Tmp(const std::string& name) {
+  std::string p = ::testing::TempDir() + "/memplan_run_" + name;
+  std::remove(p.c_str());
+  return p;
+}
+
+TEST(RunCli, WritesTheRunJson) {
+  std::string model = testing::CorpusModel("gpt");
+  std::string out = Tmp("gpt.json");
+  Result r = Cli("run " + model + " --batch 1 --steps 2 --seed 5 --random-weights --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("step 2/2"), std::string::npos) << r.out;
+  nlohmann::json j = ReadJson(out);
+  EXPECT_EQ(j["kind"], "run");
+  for (const char* k : {"memplan_version", "device", "steps", "measured_peak_bytes", "predicted_peak_bytes",
+                        "step_seconds", "recompute_seconds", "loss", "plan"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["steps"], 2);
+  EXPECT_EQ(j["loss"].size(), 2u);
+  EXPECT_EQ(j["step_seconds"].size(), 2u);
+  EXPECT_GT(j["measured_peak_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(j["plan"]["strategy"], "none");
+}
+
+TEST(RunCli, RunsAPlanFromMemplanPlan) {
+  std::string model = testing::CorpusModel("gpt");
+  std::string plan = Tmp("gpt_plan.json"), out = Tmp("gpt_planned.json");
+  Result p = Cli("plan " + model + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan);
+  ASSERT_EQ(p.code, 0) << p.out;
+  Result r = Cli("run " + model + " --plan " + plan + " --steps 1 --random-weights --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = ReadJson(out);
+  EXPECT_EQ(j["batch"], 2) << "the plan's batch is used";
+  EXPECT_EQ(j["plan"]["strategy"], "sqrt");
+  EXPECT_GT(j["plan"]["sections"].size(), 1u);
+  EXPECT_GT(j["recompute_seconds"][0].get<double>(), 0.0);
+}
+
+TEST(RunCli, RejectsAPlanForAnotherModelOrBatch) {
+  std::string gpt = testing::CorpusModel("gpt"), resnet = testing::CorpusModel("resnet18");
+  std::string plan = Tmp("other_plan.json"), out = Tmp("other.json");
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code, 0);
+  Result r = Cli("run " + resnet + " --plan " + plan + " --steps 1 --random-weights --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("another model"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+  r = Cli("run " + gpt + " --plan " + plan + " --batch 4 --steps 1 --random-weights --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("batch"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+}
+
+TEST(RunCli, RejectsUnknownCheckpoints) {
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string plan = Tmp("ckpt_plan.json"), bad = Tmp("ckpt_bad.json"), out = Tmp("ckpt.json");
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code, 0);
+  nlohmann::json j = ReadJson(plan);
+  j["checkpoints"].push_back("no_such_tensor");
+  std::ofstream(bad) << j.dump();
+  Result r = Cli("run " + gpt + " --plan " + bad + " --steps 1 --random-weights --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("no_such_tensor"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+}
+
+TEST(RunCli, OutOfMemoryIsAClearErrorWithoutJson) {
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string out = Tmp("oom.json");
+  // More than the weights, less than one step needs.
+  Result r = Cli("run " + gpt + " --batch 2 --steps 1 --random-weights --memory-limit 80MiB --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("out of memory"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--budget"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+}
+
+TEST(RunCli, BadArgumentsAreUserErrors) {
+  std::string gpt = testing::CorpusModel("gpt");
+  EXPECT_EQ(Cli("run " + gpt + " --steps 0 --random-weights").code, 1);
+  EXPECT_EQ(Cli("run " + gpt + " --device tpu --random-weights").code, 1);
+  EXPECT_EQ(Cli("run " + gpt + " --plan /nonexistent/plan.json --random-weights").code, 1);
+  EXPECT_EQ(Cli("run " + gpt + " --input nosuch=/tmp/x.pb --random-weights --steps 1").code, 1);
+  EXPECT_EQ(Cli("run /nonexistent/model.onnx").code, 1);
+}
+
+}  // namespace
+}  // namespace memplan
