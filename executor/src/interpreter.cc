@@ -127,7 +127,7 @@ c10::Device ParseDevice(const std::string& s) {
       if (*end != '\0' || v < 0) throw MemplanError("--device " + s + ": expected cuda:K with K a device index");
       index = static_cast<int>(v);
     }
-    int count = static_cast<int>(at::detail::getCUDAHooks().getNumGPUs());
+    int count = exec::CudaDeviceCount();
     if (index >= count) {
       throw MemplanError("--device " + s + ": only " + std::to_string(count) + " CUDA device(s) are visible");
     }
@@ -516,6 +516,8 @@ void Trainer::RunNode(const Node& n, bool recompute) {
       throw MemplanError(n.op_type + " node '" + n.name + "': output " + std::to_string(k) + " ('" + g_.tensors[o].name +
                          "') is not produced by the executor's implementation");
     }
+    // Kernels build small helper tensors on the CPU; keep every value on the run's device.
+    if (outs[k].device() != device_) outs[k] = outs[k].to(device_);
     values_[o] = std::move(outs[k]);
   }
   outs.clear();
@@ -682,11 +684,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   OptimizerStep(step);
   peak = std::max({peak, meter_.peak(), trace_peak_});
   reserved = std::max(reserved, meter_.reserved_peak());
-  if (device_.is_cuda()) {
-    // Step time covers the device's work.
-    at::Tensor s = at::zeros({1}, at::TensorOptions().device(device_));
-    (void)s.item<float>();
-  }
+  exec::Synchronize(device_);  // the step time covers the device's work
   auto t1 = Clock::now();
   stats->step = step;
   stats->loss = loss_value;

@@ -3,6 +3,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 
 #include <atomic>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #ifdef MEMPLAN_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
 #endif
 
 namespace memplan::exec {
@@ -25,7 +27,15 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) { instance_ = this; }
 
-  c10::DataPtr allocate(size_t n) const override {
+#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
+  // LibTorch >= 2.3: allocate is non-const and allocators copy data themselves.
+  c10::DataPtr allocate(size_t n) override { return Allocate(n); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+#else
+  c10::DataPtr allocate(size_t n) const override { return Allocate(n); }
+#endif
+
+  c10::DataPtr Allocate(size_t n) const {
     int64_t bytes = static_cast<int64_t>(n);
     int64_t now = current_.fetch_add(bytes) + bytes;
     int64_t lim = limit_.load();
@@ -108,20 +118,21 @@ class CpuMeter final : public MemoryMeter {
 
 #ifdef MEMPLAN_TORCH_CUDA
 class CudaMeter final : public MemoryMeter {
+  // The stats type moved between LibTorch versions; deduce it.
+  using Stats = decltype(c10::cuda::CUDACachingAllocator::getDeviceStats(0));
+  Stats Stat() const { return c10::cuda::CUDACachingAllocator::getDeviceStats(index_); }
+
  public:
   explicit CudaMeter(int index) : index_(index) {}
-  int64_t current() const override { return Stat().allocated_bytes[kAll].current; }
-  int64_t peak() const override { return Stat().allocated_bytes[kAll].peak; }
-  int64_t reserved_peak() const override { return Stat().reserved_bytes[kAll].peak; }
+  // Index 0 is the aggregate over pool types (StatType::AGGREGATE in every LibTorch version).
+  int64_t current() const override { return Stat().allocated_bytes[0].current; }
+  int64_t peak() const override { return Stat().allocated_bytes[0].peak; }
+  int64_t reserved_peak() const override { return Stat().reserved_bytes[0].peak; }
   void ResetPeak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(index_); }
   void SetLimit(int64_t l) override { limit_ = l; }
   int64_t limit() const override { return limit_; }
 
  private:
-  static constexpr size_t kAll = static_cast<size_t>(c10::cuda::CUDACachingAllocator::StatType::AGGREGATE);
-  c10::cuda::CUDACachingAllocator::DeviceStats Stat() const {
-    return c10::cuda::CUDACachingAllocator::getDeviceStats(index_);
-  }
   int index_;
   int64_t limit_ = 0;
 };
@@ -143,6 +154,20 @@ MemoryMeter& MemoryMeter::For(const c10::Device& device) {
   return *meters[i];
 #else
   TORCH_CHECK(false, "this LibTorch has no CUDA support");
+#endif
+}
+
+int CudaDeviceCount() {
+#ifdef MEMPLAN_TORCH_CUDA
+  return static_cast<int>(c10::cuda::device_count());
+#else
+  return 0;
+#endif
+}
+
+void Synchronize(const c10::Device& device) {
+#ifdef MEMPLAN_TORCH_CUDA
+  if (device.is_cuda()) c10::cuda::device_synchronize();
 #endif
 }
 

@@ -25,7 +25,9 @@ class MemoryMeter {
   virtual int64_t limit() const = 0;
 };
 
-// The message of an out-of-memory failure, or "" when `what` is not one.
+// Whether a LibTorch error message is an out-of-memory failure.
 bool IsOutOfMemory(const std::string& what);
+int CudaDeviceCount();  // 0 without CUDA
+void Synchronize(const c10::Device& device);  // waits for the device's queued work
 
 }  // namespace memplan::exec
