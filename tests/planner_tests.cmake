@@ -10,6 +10,6 @@ target_link_libraries(planner_tests PRIVATE memplan_planner memplan_testing GTes
 # White-box tests of the DP tables read the planner's private headers.
 target_include_directories(planner_tests PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
 add_dependencies(planner_tests memplan)
-gtest_discover_tests(planner_tests TEST_FILTER "-PlannerCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
-gtest_discover_tests(planner_tests TEST_FILTER "PlannerCorpus*" DISCOVERY_TIMEOUT 60
+gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
+gtest_discover_tests(planner_tests TEST_FILTER "*PlannerCorpus*" DISCOVERY_TIMEOUT 60
                      PROPERTIES TIMEOUT 1800 FIXTURES_REQUIRED corpus)

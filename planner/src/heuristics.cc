@@ -135,15 +135,16 @@ Plan RunSqrt(Context& ctx, const PlanOptions& o) {
 Plan RunSections(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
   if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("sections", {}, o.budget_bytes, start);
-  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates);
+  const SegmentCosts* costs = &ctx.costs(o.max_cut_candidates, o.budget_bytes);
   DpOptions dp;
   dp.budget_bytes = o.budget_bytes;
   dp.max_states_per_position = o.max_states_per_position;
   dp.fewest_segments = true;
-  DpResult r = SolveSegmentation(costs, ctx.facts(), dp);
-  std::string note = "the fewest sections that fit, over " + std::to_string(costs.size() - 2) + " candidate cut positions";
+  DpResult r = SolveSegmentation(*costs, ctx.facts(), dp);
+  std::string note = "the fewest sections that fit, over " + std::to_string(costs->size() - 2) + " candidate cut positions";
   if (!r.feasible) {
-    r = SmallestPeak(costs, ctx.facts(), -1, o.max_states_per_position);
+    costs = &ctx.costs(o.max_cut_candidates, ctx.baseline_peak());
+    r = SmallestPeak(*costs, ctx.facts(), -1, o.max_states_per_position);
     note = "no split into sections fits the budget; this is the smallest peak sections reach";
   }
   Plan p = ctx.Finish("sections", r.cuts, o.budget_bytes, start);

@@ -107,7 +107,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
   const bool min_peak = budget < 0;
   // Bytes in units that keep the coefficients near 1e6 at most (CBC's tolerances are absolute).
   int64_t top = 1;
-  for (size_t i = 0; i < nb; ++i) top = std::max(top, c.persistent + c.crossing_bytes[i] + c.Phase(i, N));
+  for (size_t i = 0; i < N; ++i) top = std::max(top, c.persistent + c.crossing_bytes[i] + std::min(c.Phase(i, N), c.limit));
   const double unit = top > 1000000 ? static_cast<double>(top) / 1e6 : 1.0;
   auto u = [unit](int64_t bytes) { return static_cast<double>(bytes) / unit; };
   const double total_flops = std::max(1.0, c.prefix_flops.back());
@@ -124,7 +124,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
   for (size_t i = 0; i + 1 < nb; ++i) {
     for (size_t j = i + 1; j < nb; ++j) {
       int64_t need = c.persistent + (j < N ? std::max(c.Fwd(i, j), c.Phase(i, j)) : c.Phase(i, j));
-      if (!min_peak && need > budget) continue;
+      if (need >= kInfinite / 2 || (!min_peak && need > budget)) continue;
       double cost = !min_peak && j == N ? c.prefix_flops[i] / total_flops : 0;
       x[{i, j}] = m.AddColumn(0, 1, cost, true);
     }
@@ -239,19 +239,20 @@ Plan RunMilp(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
   if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("milp", {}, o.budget_bytes, start);
   bool all_positions = false;
-  const SegmentCosts& costs = ctx.costs(o.milp_max_candidates, &all_positions);
+  const SegmentCosts* costs = &ctx.costs(o.milp_max_candidates, o.budget_bytes, &all_positions);
   std::vector<std::string> notes;
-  MilpResult r = SolveMilp(costs, ctx.facts(), o.budget_bytes, o.milp_time_limit_seconds);
+  MilpResult r = SolveMilp(*costs, ctx.facts(), o.budget_bytes, o.milp_time_limit_seconds);
   if (!r.found) {
     double left = std::max(1.0, o.milp_time_limit_seconds - SecondsSince(start));
-    r = SolveMilp(costs, ctx.facts(), -1, left);
+    costs = &ctx.costs(o.milp_max_candidates, ctx.baseline_peak(), &all_positions);
+    r = SolveMilp(*costs, ctx.facts(), -1, left);
     notes.push_back(r.found ? "no segmentation over the candidate cuts fits the budget; this is the smallest peak CBC found"
                             : "CBC found no solution within the time limit; the plan is the plain step");
   }
   Plan p = ctx.Finish("milp", r.cuts, o.budget_bytes, start);
   notes.push_back(std::string(r.proven_optimal ? "CBC proved optimality" : "CBC stopped at the time limit (not proven optimal)") +
                   " over " + (all_positions ? "every distinct cut position (" : "candidate cut positions (") +
-                  std::to_string(costs.size() - 2) + ")");
+                  std::to_string(costs->size() - 2) + ")");
   p.notes.insert(p.notes.end(), notes.begin(), notes.end());
   return p;
 }

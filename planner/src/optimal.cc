@@ -299,17 +299,20 @@ int64_t PredictPeak(const SegmentCosts& c, const GraphFacts& f, const std::vecto
   return std::max(c.floor, *std::max_element(phases.begin(), phases.end()));
 }
 
-DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last, int max_states) {
+DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last, int max_states,
+                      int64_t upper) {
   DpOptions o;
   o.fixed_last = fixed_last;
   o.max_states_per_position = max_states;
   // An upper bound that is feasible: one segment, or the fixed last cut alone.
   std::vector<NodeId> single;
   if (fixed_last > 0) single.push_back(costs.pos[fixed_last]);
-  int64_t hi = PredictPeak(costs, facts, single), lo = costs.floor;
+  int64_t hi = upper > 0 ? upper : PredictPeak(costs, facts, single), lo = costs.floor;
   o.budget_bytes = hi;
   DpResult best = SolveSegmentation(costs, facts, o);
-  while (lo < hi) {
+  // To the byte on small graphs; to 1e-5 of the peak on large ones (a few KiB of a GiB).
+  const int64_t tolerance = std::max<int64_t>(0, hi / 100000);
+  while (lo + tolerance < hi) {
     int64_t mid = lo + (hi - lo) / 2;
     o.budget_bytes = mid;
     DpResult r = SolveSegmentation(costs, facts, o);

@@ -38,8 +38,11 @@ int64_t PredictPeak(const SegmentCosts& costs, const GraphFacts& facts, const st
 // compare each with the replayed timeline.)
 std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& costs, const GraphFacts& facts, const std::vector<NodeId>& cuts);
 
-// The smallest budget for which SolveSegmentation is feasible (binary search over bytes),
-// optionally with the last cut fixed.
-DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last, int max_states);
+// The smallest budget for which SolveSegmentation is feasible (binary search over bytes: to
+// the byte below 100 KB, to 1e-5 of the peak above), optionally with the last cut fixed.
+// `upper`: a budget known to be feasible (0: the peak of the fixed last cut alone, or the
+// plain step's).
+DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last, int max_states,
+                      int64_t upper = 0);
 
 }  // namespace memplan::planner

@@ -37,12 +37,12 @@ Context::Context(const TrainingGraph& g, const CostModel& cost, const PlanOption
   baseline_ = Simulate(BuildTrainingSchedule(*graph_), options_.simulator).peak_bytes;
 }
 
-const SegmentCosts& Context::costs(int max_candidates, bool* all_positions) {
+const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_positions) {
   std::unique_ptr<Tables>& t = tables_[max_candidates];
-  if (!t) {
+  if (!t || t->costs.limit < limit) {
     t = std::make_unique<Tables>();
     std::vector<NodeId> candidates = SelectCutCandidates(*graph_, facts_, max_candidates, &t->all_positions);
-    t->costs = ComputeSegmentCosts(*graph_, facts_, candidates, options_.simulator.policy);
+    t->costs = ComputeSegmentCosts(*graph_, facts_, candidates, options_.simulator.policy, limit);
   }
   if (all_positions) *all_positions = t->all_positions;
   return t->costs;
@@ -59,29 +59,30 @@ Plan RunOptimal(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
   if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("optimal", {}, o.budget_bytes, start);
   bool all_positions = false;
-  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates, &all_positions);
+  const SegmentCosts* costs = &ctx.costs(o.max_cut_candidates, o.budget_bytes, &all_positions);
   DpOptions dp;
   dp.budget_bytes = o.budget_bytes;
   dp.max_states_per_position = o.max_states_per_position;
-  DpResult r = SolveSegmentation(costs, ctx.facts(), dp);
+  DpResult r = SolveSegmentation(*costs, ctx.facts(), dp);
   std::vector<std::string> notes;
   if (r.feasible) {
     // Among the segmentations with this (least) recompute, the one with the smallest peak.
-    auto last = std::lower_bound(costs.pos.begin(), costs.pos.end(), r.cuts.empty() ? 0 : r.cuts.back());
-    DpResult refined = SmallestPeak(costs, ctx.facts(), static_cast<int>(last - costs.pos.begin()),
-                                    o.max_states_per_position);
+    auto last = std::lower_bound(costs->pos.begin(), costs->pos.end(), r.cuts.empty() ? 0 : r.cuts.back());
+    DpResult refined = SmallestPeak(*costs, ctx.facts(), static_cast<int>(last - costs->pos.begin()),
+                                    o.max_states_per_position, o.budget_bytes);
     if (refined.feasible && refined.predicted_peak <= r.predicted_peak) {
       refined.states_capped = refined.states_capped || r.states_capped;
       r = std::move(refined);
     }
   } else {
-    r = SmallestPeak(costs, ctx.facts(), -1, o.max_states_per_position);
+    costs = &ctx.costs(o.max_cut_candidates, ctx.baseline_peak(), &all_positions);
+    r = SmallestPeak(*costs, ctx.facts(), -1, o.max_states_per_position);
     notes.push_back("no segmentation over the candidate cuts fits the budget; this is the smallest peak they reach");
   }
   Plan p = ctx.Finish("optimal", r.cuts, o.budget_bytes, start);
   notes.push_back(all_positions ? "optimal over every segmentation of the node order (" +
-                                      std::to_string(costs.size() - 2) + " distinct cut positions)"
-                                : "optimal over segmentations whose cuts lie in " + std::to_string(costs.size() - 2) +
+                                      std::to_string(costs->size() - 2) + " distinct cut positions)"
+                                : "optimal over segmentations whose cuts lie in " + std::to_string(costs->size() - 2) +
                                       " candidate positions (bottlenecks, crossing-bytes minima, evenly spaced)");
   if (r.states_capped) notes.push_back("the DP dropped states beyond max_states_per_position: the result may not be exact");
   if (r.predicted_peak != p.predicted_peak_bytes) {
@@ -94,7 +95,7 @@ Plan RunOptimal(Context& ctx, const PlanOptions& o) {
 
 Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
-  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates);
+  const SegmentCosts& costs = ctx.costs(o.max_cut_candidates, ctx.baseline_peak());
   DpResult r = SmallestPeak(costs, ctx.facts(), -1, o.max_states_per_position);
   return ctx.Finish("optimal", r.cuts, o.budget_bytes, start);
 }

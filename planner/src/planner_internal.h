@@ -24,9 +24,10 @@ class Context {
   const GraphFacts& facts() const { return facts_; }
   const PlanOptions& options() const { return options_; }
   int64_t baseline_peak() const { return baseline_; }
-  // Tables over SelectCutCandidates(max_candidates); `all_positions` says whether that is
-  // every distinct position.
-  const SegmentCosts& costs(int max_candidates, bool* all_positions = nullptr);
+  // Tables over SelectCutCandidates(max_candidates), exact for budgets up to `limit`;
+  // `all_positions` says whether the candidates are every distinct position. Cached: a
+  // table computed for a larger limit serves a smaller one.
+  const SegmentCosts& costs(int max_candidates, int64_t limit, bool* all_positions = nullptr);
 
   // Replays `cuts` into a Plan for `budget` (solve_seconds from `start`).
   Plan Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,

@@ -156,8 +156,25 @@ std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts
   return chosen;
 }
 
+// What a row's sweep reads, computed once per table.
+struct SegmentSweep {
+  const GraphFacts* facts = nullptr;
+  int num_nodes = 0;
+  std::vector<int64_t> grad_in;          // gradient bytes alive when the backward reaches boundary b
+  std::vector<int64_t> static_backward;  // per backward node: plain gradient bytes + extras of nodes <= n
+  std::vector<int64_t> extra, extra_prefix;
+  std::vector<std::vector<int32_t>> ending;  // per node: storages whose last reader it is
+  struct Pin { BufferId buffer; NodeId producer; NodeId freed; int64_t bytes; };
+  std::vector<Pin> pins;                     // held gradients: tensors read after their segment
+  std::vector<std::vector<int32_t>> pin_start, pin_end;
+  // Scratch.
+  MaxTree tree;
+  std::vector<int> pin_count;
+  std::vector<BufferId> touched;
+};
+
 SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& candidates,
-                                 AllocatorPolicy policy) {
+                                 AllocatorPolicy policy, int64_t limit) {
   const int num_nodes = f.num_nodes;
   auto acc = [policy](int64_t bytes) { return AccountedBytes(bytes, policy); };
   SegmentCosts c;
@@ -165,6 +182,11 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, co
   c.pos.insert(c.pos.end(), candidates.begin(), candidates.end());
   c.pos.push_back(num_nodes);
   const size_t nb = c.pos.size();
+  c.limit = limit;
+  c.sweep_ = std::make_shared<SegmentSweep>();
+  SegmentSweep& w = *c.sweep_;
+  w.facts = &f;
+  w.num_nodes = num_nodes;
 
   // 1. Persistent bytes, and the plain step's gradient side per backward node.
   Schedule scratch;
@@ -193,99 +215,42 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, co
   int64_t optimizer_bytes = c.persistent + running;
   for (BufferId b : optimizer.allocs) optimizer_bytes += acc(scratch.buffers[b].bytes);
   c.floor = std::max(c.persistent, optimizer_bytes);
-  // Gradient bytes alive when the backward reaches boundary b (all nodes >= b done).
-  std::vector<int64_t> grad_in(num_nodes + 1, 0);
-  for (NodeId n = num_nodes - 1; n >= 0; --n) grad_in[n] = g.nodes[n].has_backward ? grad_after[n] : grad_in[n + 1];
+  w.grad_in.assign(num_nodes + 1, 0);
+  for (NodeId n = num_nodes - 1; n >= 0; --n) w.grad_in[n] = g.nodes[n].has_backward ? grad_after[n] : w.grad_in[n + 1];
 
   // 2. Per-node and per-storage inputs of the sweep.
   const size_t num_roots = f.roots.size();
   c.root_bytes.resize(num_roots);
   for (size_t r = 0; r < num_roots; ++r) c.root_bytes[r] = acc(g.tensors[f.roots[r]].bytes);
-  std::vector<int64_t> extra(num_nodes, 0), extra_prefix(num_nodes + 1, 0);
+  w.extra.assign(num_nodes, 0);
+  w.extra_prefix.assign(num_nodes + 1, 0);
   for (const Node& n : g.nodes) {
-    for (const SavedExtra& e : n.saved_extras) extra[n.id] += acc(e.bytes);
-    extra_prefix[n.id + 1] = extra_prefix[n.id] + extra[n.id];
+    for (const SavedExtra& e : n.saved_extras) w.extra[n.id] += acc(e.bytes);
+    w.extra_prefix[n.id + 1] = w.extra_prefix[n.id] + w.extra[n.id];
   }
-  std::vector<std::vector<int32_t>> ending(num_nodes);
-  for (size_t r = 0; r < num_roots; ++r) ending[f.root[r].last_reader].push_back(static_cast<int32_t>(r));
-  // Held gradients: tensors with a gradient buffer, by producer and by last consumer.
-  struct Pin { TensorId tensor; BufferId buffer; NodeId producer; NodeId freed; int64_t bytes; };
-  std::vector<Pin> pins;
-  std::vector<std::vector<int32_t>> pin_start(num_nodes), pin_end(num_nodes);
+  w.ending.resize(num_nodes);
+  for (size_t r = 0; r < num_roots; ++r) w.ending[f.root[r].last_reader].push_back(static_cast<int32_t>(r));
+  w.pin_start.resize(num_nodes);
+  w.pin_end.resize(num_nodes);
   for (const Tensor& t : g.tensors) {
     if (!t.has_gradient || t.producer == kNone || t.consumers.empty()) continue;
     BufferId b = flow.gradient(t.id);
     if (b == kNone) continue;
     NodeId last = *std::max_element(t.consumers.begin(), t.consumers.end());
     if (last <= t.producer) continue;
-    int32_t id = static_cast<int32_t>(pins.size());
-    pins.push_back({t.id, b, t.producer, freed_at[b], acc(scratch.buffers[b].bytes)});
-    pin_start[t.producer].push_back(id);
-    pin_end[last].push_back(id);
+    int32_t id = static_cast<int32_t>(w.pins.size());
+    w.pins.push_back({b, t.producer, freed_at[b], acc(scratch.buffers[b].bytes)});
+    w.pin_start[t.producer].push_back(id);
+    w.pin_end[last].push_back(id);
   }
-  std::vector<int> pin_count(scratch.buffers.size(), 0);
-
-  // 3. One sweep per segment start.
-  c.fwd.assign(nb * nb, kNoValue);
-  c.phase.assign(nb * nb, kNoValue);
-  std::vector<int64_t> static_backward(num_nodes);
+  w.pin_count.assign(scratch.buffers.size(), 0);
+  w.static_backward.resize(num_nodes);
   for (NodeId n = 0; n < num_nodes; ++n) {
-    static_backward[n] = g.nodes[n].has_backward ? grad_during[n] + extra_prefix[n + 1] : kNoValue;
+    w.static_backward[n] = g.nodes[n].has_backward ? grad_during[n] + w.extra_prefix[n + 1] : kNoValue;
   }
-  MaxTree tree;
-  std::vector<BufferId> touched;
-  for (size_t i = 0; i + 1 < nb; ++i) {
-    const NodeId a = c.pos[i];
-    tree.Build(static_backward.data() + a, num_nodes - a);
-    const int64_t extra_offset = extra_prefix[a];
-    int64_t fwd_cur = 0, fwd_max = kNoValue, rec_cur = 0, rec_max = kNoValue, border = 0;
-    size_t j = i + 1;
-    for (NodeId n = a; n < num_nodes && j < nb; ++n) {
-      for (int32_t r : f.produced[n]) {
-        fwd_cur += c.root_bytes[r];
-        rec_cur += c.root_bytes[r];
-        if (f.root[r].last_reader > n) border += c.root_bytes[r];
-      }
-      fwd_max = std::max(fwd_max, fwd_cur + extra[n]);
-      rec_max = std::max(rec_max, rec_cur + extra_prefix[n + 1] - extra_offset);
-      for (int32_t r : ending[n]) {
-        const GraphFacts::Root& root = f.root[r];
-        if (root.producer < a) continue;
-        fwd_cur -= c.root_bytes[r];
-        if (root.last_reader > root.producer) border -= c.root_bytes[r];
-        if (root.first_saver == kNone) {
-          rec_cur -= c.root_bytes[r];
-        } else {
-          tree.Add(root.first_saver - a, num_nodes - a, c.root_bytes[r]);
-        }
-      }
-      for (int32_t p : pin_start[n]) {
-        const Pin& pin = pins[p];
-        if (pin_count[pin.buffer]++ == 0) {
-          touched.push_back(pin.buffer);
-          if (pin.freed != kNone && pin.freed > a) tree.Add(0, pin.freed - a, pin.bytes);
-        }
-      }
-      for (int32_t p : pin_end[n]) {
-        const Pin& pin = pins[p];
-        if (pin.producer < a) continue;
-        if (--pin_count[pin.buffer] == 0 && pin.freed != kNone && pin.freed > a) tree.Add(0, pin.freed - a, -pin.bytes);
-      }
-      if (n + 1 == c.pos[j]) {
-        const NodeId b = n + 1;
-        if (j + 1 < nb) c.fwd[i * nb + j] = fwd_max;
-        int64_t rec = grad_in[b] + rec_max;
-        int64_t bwd = tree.Max(0, b - a);
-        if (bwd > kNoValue / 2) bwd += border - extra_offset;
-        c.phase[i * nb + j] = std::max(rec, bwd);
-        ++j;
-      }
-    }
-    for (BufferId b : touched) pin_count[b] = 0;
-    touched.clear();
-  }
+  c.rows_.resize(nb);
 
-  // 4. Crossing storages per boundary, and prefix FLOPs.
+  // 3. Crossing storages per boundary, and prefix FLOPs.
   c.crossing.resize(nb);
   c.crossing_bytes.assign(nb, 0);
   for (size_t r = 0; r < num_roots; ++r) {
@@ -305,6 +270,69 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, co
     c.prefix_flops[k] = flops;
   }
   return c;
+}
+
+// One sweep from start a = pos[i] over the following nodes: every segment [a, b) at once.
+void SegmentCosts::ComputeRow(size_t i) const {
+  SegmentSweep& w = *sweep_;
+  const GraphFacts& f = *w.facts;
+  const int num_nodes = w.num_nodes;
+  const size_t nb = pos.size();
+  RowData& row = rows_[i];
+  row.done = true;
+  row.fwd.assign(nb - i - 1, kInfinite);
+  row.phase.assign(nb - i - 1, kInfinite);
+  if (i + 1 >= nb) return;
+  const NodeId a = pos[i];
+  w.tree.Build(w.static_backward.data() + a, num_nodes - a);
+  const int64_t extra_offset = w.extra_prefix[a];
+  int64_t fwd_cur = 0, fwd_max = kNoValue, rec_cur = 0, rec_max = kNoValue, border = 0;
+  size_t j = i + 1;
+  for (NodeId n = a; n < num_nodes && j < nb; ++n) {
+    for (int32_t r : f.produced[n]) {
+      fwd_cur += root_bytes[r];
+      rec_cur += root_bytes[r];
+      if (f.root[r].last_reader > n) border += root_bytes[r];
+    }
+    fwd_max = std::max(fwd_max, fwd_cur + w.extra[n]);
+    rec_max = std::max(rec_max, rec_cur + w.extra_prefix[n + 1] - extra_offset);
+    // Every segment from a that holds node n recomputes at least this much: beyond the limit.
+    if (persistent + rec_max > limit) break;
+    for (int32_t r : w.ending[n]) {
+      const GraphFacts::Root& root = f.root[r];
+      if (root.producer < a) continue;
+      fwd_cur -= root_bytes[r];
+      if (root.last_reader > root.producer) border -= root_bytes[r];
+      if (root.first_saver == kNone) {
+        rec_cur -= root_bytes[r];
+      } else {
+        w.tree.Add(root.first_saver - a, num_nodes - a, root_bytes[r]);
+      }
+    }
+    for (int32_t p : w.pin_start[n]) {
+      const SegmentSweep::Pin& pin = w.pins[p];
+      if (w.pin_count[pin.buffer]++ == 0) {
+        w.touched.push_back(pin.buffer);
+        if (pin.freed != kNone && pin.freed > a) w.tree.Add(0, pin.freed - a, pin.bytes);
+      }
+    }
+    for (int32_t p : w.pin_end[n]) {
+      const SegmentSweep::Pin& pin = w.pins[p];
+      if (pin.producer < a) continue;
+      if (--w.pin_count[pin.buffer] == 0 && pin.freed != kNone && pin.freed > a) w.tree.Add(0, pin.freed - a, -pin.bytes);
+    }
+    if (n + 1 == pos[j]) {
+      const NodeId b = n + 1;
+      if (j + 1 < nb) row.fwd[j - i - 1] = fwd_max;
+      int64_t rec = w.grad_in[b] + rec_max;
+      int64_t bwd = w.tree.Max(0, b - a);
+      if (bwd > kNoValue / 2) bwd += border - extra_offset;
+      row.phase[j - i - 1] = std::max(rec, bwd);
+      ++j;
+    }
+  }
+  for (BufferId b : w.touched) w.pin_count[b] = 0;
+  w.touched.clear();
 }
 
 }  // namespace memplan::planner

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "graph_facts.h"
@@ -23,30 +24,53 @@
 
 namespace memplan::planner {
 
-struct SegmentCosts {
+struct SegmentSweep;  // the per-node inputs of a row's sweep (segment_costs.cc)
+
+// Rows (all segments from one start) are computed on first use: a DP that never reaches a
+// start never pays for it. Not thread-safe; `facts` must outlive it.
+class SegmentCosts {
+ public:
   // Boundaries: pos[0] = 0, pos[1..M] the candidate cut positions (ascending), pos[M+1] = N.
   std::vector<NodeId> pos;
   int64_t persistent = 0;  // P: the setup step's bytes
   int64_t floor = 0;       // the setup and optimizer steps' peak (the same for every plan)
-  // Indexed [i * pos.size() + j] for boundaries i < j; kNoValue where undefined.
-  std::vector<int64_t> fwd;    // Fwd(pos[i], pos[j]) (j <= M: non-last segments)
-  std::vector<int64_t> phase;  // Phase(pos[i], pos[j])
+  int64_t limit = 0;       // entries are exact wherever P + entry <= limit, else kInfinite
   // Per boundary: the activation storages crossing it (produced before, read at or after).
   std::vector<std::vector<int32_t>> crossing;
   std::vector<int64_t> crossing_bytes;
-  std::vector<int64_t> root_bytes;  // accounted bytes per storage (GraphFacts::roots order)
+  std::vector<int64_t> root_bytes;   // accounted bytes per storage (GraphFacts::roots order)
   std::vector<double> prefix_flops;  // per boundary: forward FLOPs of the nodes before it
 
   size_t size() const { return pos.size(); }
-  int64_t Fwd(size_t i, size_t j) const { return fwd[i * pos.size() + j]; }
-  int64_t Phase(size_t i, size_t j) const { return phase[i * pos.size() + j]; }
+  // Fwd(pos[i], pos[j]) for j <= M (non-last segments), Phase(pos[i], pos[j]) for j <= M + 1.
+  int64_t Fwd(size_t i, size_t j) const { return Row(i).fwd[j - i - 1]; }
+  int64_t Phase(size_t i, size_t j) const { return Row(i).phase[j - i - 1]; }
+
+ private:
+  friend SegmentCosts ComputeSegmentCosts(const TrainingGraph&, const GraphFacts&, const std::vector<NodeId>&,
+                                          AllocatorPolicy, int64_t);
+  struct RowData {
+    bool done = false;
+    std::vector<int64_t> fwd, phase;  // indexed j - i - 1
+  };
+  const RowData& Row(size_t i) const {
+    if (!rows_[i].done) ComputeRow(i);
+    return rows_[i];
+  }
+  void ComputeRow(size_t i) const;
+  std::shared_ptr<SegmentSweep> sweep_;
+  mutable std::vector<RowData> rows_;
 };
 
 constexpr int64_t kNoValue = INT64_MIN / 4;
+constexpr int64_t kInfinite = INT64_MAX / 4;
 
-// `candidates`: ascending cut positions within [1, facts.loss_node].
+// `candidates`: ascending cut positions within [1, facts.loss_node]. Segments whose peak
+// provably exceeds `limit` (their recompute alone, which only grows with the segment) are not
+// evaluated: the sweep from a start stops there and leaves kInfinite. Budgets up to `limit`
+// get exact answers from these tables.
 SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& facts, const std::vector<NodeId>& candidates,
-                                 AllocatorPolicy policy);
+                                 AllocatorPolicy policy, int64_t limit = kInfinite);
 
 // Cut positions that are interchangeable with their neighbour are dropped: a node that
 // allocates nothing, reads no activation, has no backward and no FLOPs can sit on either

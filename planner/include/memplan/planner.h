@@ -50,7 +50,7 @@ struct PlanOptions {
   // `optimal`: the cut positions the dynamic program considers. Graphs with at most this many
   // nodes use every position; larger graphs use the bottleneck cuts, the positions where the
   // bytes crossing the cut are a local minimum, and evenly spaced fill up to this many.
-  int max_cut_candidates = 1200;
+  int max_cut_candidates = 4000;
   // `optimal`: the most checkpoint states (which crossing tensors are already held) the DP
   // keeps per position; beyond it the DP keeps the smallest and the plan notes that it may
   // not be exact. 0: no limit.
