@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <onnx/onnx_pb.h>
+
 #include "testing/corpus.h"
 
 namespace memplan {
@@ -119,6 +121,28 @@ TEST(RunCli, OutOfMemoryIsAClearErrorWithoutJson) {
   EXPECT_NE(r.out.find("out of memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--budget"), std::string::npos) << r.out;
   EXPECT_FALSE(Exists(out));
+}
+
+// A TensorProto file of int64 token ids.
+void WriteIds(const std::string& path, std::vector<int64_t> dims, int64_t value) {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::INT64);
+  int64_t n = 1;
+  for (int64_t d : dims) { t.add_dims(d); n *= d; }
+  for (int64_t i = 0; i < n; ++i) t.add_int64_data((value + i) % 100);
+  std::ofstream(path, std::ios::binary) << t.SerializeAsString();
+}
+
+TEST(RunCli, TrainsOnTheUsersTensors) {
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string ids = Tmp("ids.pb"), bad = Tmp("bad_ids.pb"), out = Tmp("ids.json");
+  WriteIds(ids, {1, 128}, 7);
+  WriteIds(bad, {1, 64}, 7);
+  Result r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + ids + " --json " + out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + bad);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("input_ids"), std::string::npos) << r.out;
 }
 
 TEST(RunCli, BadArgumentsAreUserErrors) {

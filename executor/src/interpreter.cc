@@ -525,7 +525,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
 }
 
 void Trainer::Forward(size_t segment, bool grad, bool recompute) {
-  std::unique_ptr<at::AutoGradMode> mode = std::make_unique<at::AutoGradMode>(grad);
+  at::AutoGradMode mode(grad);
   for (NodeId id : segments_[segment]) {
     RunNode(g_.nodes[id], recompute);
     NoteTrace(recompute ? "recompute" : (id == g_.tensors[g_.loss].producer ? "loss" : "forward"), id);
@@ -612,8 +612,6 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   recompute_seconds_ = 0;
   meter_.ResetPeak();
   trace_peak_ = 0;
-  at::globalContext();
-  at::Tensor sync;
   auto t0 = Clock::now();
   {
     at::NoGradGuard no_grad;
