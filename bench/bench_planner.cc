@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
       o.strategy = "optimal";
       Plan opt = MakePlan(g, cost, o);
       std::printf(" | %-10s %8.1f |", Cell(opt).c_str(), 1000 * opt.solve_seconds);
-      if (MilpAvailable() && g.nodes.size() <= milp_max_nodes) {
+      // milp where optimal fits (the gap needs both; an infeasible budget makes CBC minimise
+      // the peak instead, which can take many times its time limit).
+      if (MilpAvailable() && g.nodes.size() <= milp_max_nodes && opt.feasible) {
         o.strategy = "milp";
         o.milp_time_limit_seconds = milp_seconds;
         o.milp_max_candidates = milp_candidates;

@@ -47,15 +47,18 @@ struct PlanOptions {
   std::vector<std::string> checkpoints;
   // How allocations are accounted (the predicted peak of every plan uses it).
   SimulatorOptions simulator;
-  // `optimal`: the cut positions the dynamic program considers. Graphs with at most this many
-  // nodes use every position; larger graphs use the bottleneck cuts, the positions where the
-  // bytes crossing the cut are a local minimum, and evenly spaced fill up to this many.
+  // `optimal` and `sections`: the cut positions the dynamic program considers. Graphs with at
+  // most this many distinct positions (neighbours that are interchangeable count once) use
+  // every one, and the result is optimal over all segmentations; larger graphs use the
+  // bottleneck cuts, the positions where the bytes crossing the cut are a local minimum, and
+  // evenly spaced fill up to this many.
   int max_cut_candidates = 4000;
   // `optimal`: the most checkpoint states (which crossing tensors are already held) the DP
   // keeps per position; beyond it the DP keeps the smallest and the plan notes that it may
   // not be exact. 0: no limit.
   int max_states_per_position = 64;
-  // `milp`: CBC's time limit, and the largest number of cut candidates it is given.
+  // `milp`: CBC's time limit (per solve; an infeasible budget adds a second solve that
+  // minimises the peak), and the largest number of cut candidates it is given.
   double milp_time_limit_seconds = 20;
   int milp_max_candidates = 60;
   // `auto`: also run milp on graphs with at most this many nodes (0: never).
@@ -74,8 +77,8 @@ Plan PlanBottleneck(const TrainingGraph& g, const CostModel& cost, const PlanOpt
 // Chen et al.: sqrt(N) segments of the node order, each cut moved to the cheapest nearby
 // position (a bottleneck when one is near).
 Plan PlanSqrt(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
-// partialflow: the fewest contiguous sections (balanced by activation bytes) whose replayed
-// peak fits the budget.
+// partialflow: the fewest contiguous sections whose replayed peak fits the budget (exact over
+// the same candidate cuts as `optimal`; among the fewest, the least recompute).
 Plan PlanSections(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 // Least recompute FLOPs subject to peak <= budget, exact over the candidate cut positions
 // (see optimal.cc for the precise claim). Without a feasible segmentation: the plan with the
