@@ -44,8 +44,7 @@ std::vector<int64_t> PhasePeaks(const TrainingGraph& g, const Schedule& s, const
 
 // A realistic batch: activations dominate the step, as when people need a plan.
 int64_t RealisticBatch(const std::string& model) {
-  if (model == "vit_b_16" || model == "swin_t") return 16;
-  if (model == "gpt" || model == "gpt_deep") return 16;
+  if (model == "vit_b_16" || model == "swin_t" || model == "gpt_deep") return 16;
   return 32;
 }
 
@@ -120,7 +119,10 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
       EXPECT_EQ(p.predicted_peak_bytes, t.peak_bytes) << s;
       EXPECT_EQ(p.feasible, p.predicted_peak_bytes <= o.budget_bytes) << s;
       EXPECT_LE(p.predicted_peak_bytes, baseline) << s;
-      for (const std::string& note : p.notes) EXPECT_EQ(note.find("internal"), std::string::npos) << s << ": " << note;
+      for (const std::string& note : p.notes) {
+        EXPECT_EQ(note.find("internal"), std::string::npos) << s << ": " << note;
+        EXPECT_EQ(note.find("may not be exact"), std::string::npos) << s << ": " << note;
+      }
       if (s == "optimal") best_optimal = p;
     }
     // optimal reaches the least recompute among all strategies that fit (it covers them
