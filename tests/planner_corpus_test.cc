@@ -125,6 +125,12 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
       }
       if (s == "optimal") best_optimal = p;
     }
+    // Half the baseline fits everywhere except where one op's backward alone needs more: the
+    // stems of VGG-16 (77% at batch 32) and ResNet-18 (66%), whose full-resolution
+    // activations dominate; no segmentation, however fine, goes below that.
+    if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18") {
+      EXPECT_TRUE(best_optimal.feasible) << best_optimal.predicted_peak_bytes << " > " << o.budget_bytes;
+    }
     // optimal reaches the least recompute among all strategies that fit (it covers them
     // when the candidate set holds every position).
     for (const std::string& s : {"speed", "bottleneck", "sqrt", "sections"}) {
