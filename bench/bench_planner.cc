@@ -2,7 +2,8 @@
 // budgets of 75/50/35% of the plain step's peak: every strategy's recompute overhead
 // (recompute FLOPs / forward FLOPs) and replayed peak, optimal's and milp's solve times, and
 // optimal's gap to milp where CBC proves its optimum.
-//   bench_planner [MODEL_DIR] [--models a,b,...] [--milp-seconds S] [--milp-max-nodes N] [--milp-candidates N]
+//   bench_planner [MODEL_DIR] [--models a,b,...] [--milp-seconds S] [--milp-max-nodes N]
+//   [--milp-candidates N]
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -23,7 +24,8 @@ std::vector<std::string> Split(const std::string& s) {
   size_t start = 0;
   while (start <= s.size()) {
     size_t comma = s.find(',', start);
-    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -49,14 +51,18 @@ std::string Candidates(const Plan& p) {
 
 std::string Cell(const Plan& p) {
   char buf[32];
-  double peak = 100.0 * static_cast<double>(p.predicted_peak_bytes) / static_cast<double>(p.baseline_peak_bytes);
-  if (p.feasible) std::snprintf(buf, sizeof buf, "%5.1f/%3.0f", 100 * p.overhead(), peak);
-  else std::snprintf(buf, sizeof buf, "   x /%3.0f", peak);
+  double peak = 100.0 * static_cast<double>(p.predicted_peak_bytes) /
+                static_cast<double>(p.baseline_peak_bytes);
+  if (p.feasible)
+    std::snprintf(buf, sizeof buf, "%5.1f/%3.0f", 100 * p.overhead(), peak);
+  else
+    std::snprintf(buf, sizeof buf, "   x /%3.0f", peak);
   return buf;
 }
 
 bool Proven(const Plan& p) {
-  for (const std::string& n : p.notes) if (n.find("proved optimality") != std::string::npos) return true;
+  for (const std::string& n : p.notes)
+    if (n.find("proved optimality") != std::string::npos) return true;
   return false;
 }
 
@@ -66,28 +72,38 @@ int main(int argc, char** argv) {
   std::string dir;
   const char* env = std::getenv("MEMPLAN_MODEL_CACHE");
   dir = env && *env ? env : MEMPLAN_MODEL_CACHE;
-  std::vector<std::string> models = {"resnet18", "resnet50", "vgg16", "mobilenet_v2", "vit_b_16", "gpt",
-                                     "densenet121", "efficientnet_b0", "googlenet", "swin_t", "gpt_deep"};
+  std::vector<std::string> models = {"resnet18",  "resnet50", "vgg16",       "mobilenet_v2",
+                                     "vit_b_16",  "gpt",      "densenet121", "efficientnet_b0",
+                                     "googlenet", "swin_t",   "gpt_deep"};
   double milp_seconds = 60;
   size_t milp_max_nodes = 300;
   int milp_candidates = 100;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--models" && i + 1 < argc) models = Split(argv[++i]);
-    else if (a == "--milp-seconds" && i + 1 < argc) milp_seconds = std::atof(argv[++i]);
-    else if (a == "--milp-max-nodes" && i + 1 < argc) milp_max_nodes = static_cast<size_t>(std::atol(argv[++i]));
-    else if (a == "--milp-candidates" && i + 1 < argc) milp_candidates = std::atoi(argv[++i]);
-    else if (a.rfind("--", 0) != 0) dir = a;
+    if (a == "--models" && i + 1 < argc)
+      models = Split(argv[++i]);
+    else if (a == "--milp-seconds" && i + 1 < argc)
+      milp_seconds = std::atof(argv[++i]);
+    else if (a == "--milp-max-nodes" && i + 1 < argc)
+      milp_max_nodes = static_cast<size_t>(std::atol(argv[++i]));
+    else if (a == "--milp-candidates" && i + 1 < argc)
+      milp_candidates = std::atoi(argv[++i]);
+    else if (a.rfind("--", 0) != 0)
+      dir = a;
     else {
-      std::fprintf(stderr, "usage: bench_planner [MODEL_DIR] [--models a,b] [--milp-seconds S] [--milp-max-nodes N] [--milp-candidates N]\n");
+      std::fprintf(stderr,
+                   "usage: bench_planner [MODEL_DIR] [--models a,b] [--milp-seconds S] "
+                   "[--milp-max-nodes N] [--milp-candidates N]\n");
       return 1;
     }
   }
 
-  std::printf("cells: recompute overhead %% / replayed peak %% of baseline (x: over budget); times in ms\n");
-  std::printf("%-15s %5s %5s %6s | %-10s %-10s %-10s %-10s | %-10s %8s | %-11s %8s %5s | %7s %8s\n", "model", "nodes",
-              "batch", "budget", "speed", "bottleneck", "sqrt", "sections", "optimal", "opt ms", "milp", "milp ms",
-              "cands", "gap pp", "speedup");
+  std::printf(
+      "cells: recompute overhead %% / replayed peak %% of baseline (x: over budget); times in "
+      "ms\n");
+  std::printf("%-15s %5s %5s %6s | %-10s %-10s %-10s %-10s | %-10s %8s | %-11s %8s %5s | %7s %8s\n",
+              "model", "nodes", "batch", "budget", "speed", "bottleneck", "sqrt", "sections",
+              "optimal", "opt ms", "milp", "milp ms", "cands", "gap pp", "speedup");
   for (const std::string& name : models) {
     std::string path = dir + "/" + name + ".onnx";
     struct stat st;
@@ -103,7 +119,8 @@ int main(int argc, char** argv) {
     const int64_t baseline = PlanNone(g, cost, o).predicted_peak_bytes;
     for (int percent : {75, 50, 35}) {
       o.budget_bytes = baseline * percent / 100;
-      std::printf("%-15s %5zu %5lld %5d%% |", name.c_str(), g.nodes.size(), static_cast<long long>(g.batch), percent);
+      std::printf("%-15s %5zu %5lld %5d%% |", name.c_str(), g.nodes.size(),
+                  static_cast<long long>(g.batch), percent);
       for (const char* s : {"speed", "bottleneck", "sqrt", "sections"}) {
         o.strategy = s;
         std::printf(" %-10s", Cell(MakePlan(g, cost, o)).c_str());
@@ -128,11 +145,13 @@ int main(int argc, char** argv) {
           char buf[16];
           std::snprintf(buf, sizeof buf, "%+.2f", 100 * (same.overhead() - milp.overhead()));
           gap = buf;
-          std::snprintf(buf, sizeof buf, "%.0fx", milp.solve_seconds / std::max(1e-6, same.solve_seconds));
+          std::snprintf(buf, sizeof buf, "%.0fx",
+                        milp.solve_seconds / std::max(1e-6, same.solve_seconds));
           speedup = buf;
         }
         std::printf(" %-11s %8.0f %5s | %7s %8s", (Cell(milp) + (Proven(milp) ? "" : "*")).c_str(),
-                    1000 * milp.solve_seconds, Candidates(milp).c_str(), gap.c_str(), speedup.c_str());
+                    1000 * milp.solve_seconds, Candidates(milp).c_str(), gap.c_str(),
+                    speedup.c_str());
       } else {
         std::printf(" %-11s %8s %5s | %7s %8s", "-", "-", "-", "-", "-");
       }
@@ -140,8 +159,11 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  std::printf("milp: the same segment model as a MILP for CBC over at most `cands` candidate cuts (* = stopped at the "
-              "time limit, not proven); gap pp = overhead of optimal restricted to the same candidates minus milp's, in "
-              "percentage points; speedup = milp's solve time / that optimal's\n");
+  std::printf(
+      "milp: the same segment model as a MILP for CBC over at most `cands` candidate cuts (* = "
+      "stopped at the "
+      "time limit, not proven); gap pp = overhead of optimal restricted to the same candidates "
+      "minus milp's, in "
+      "percentage points; speedup = milp's solve time / that optimal's\n");
   return 0;
 }

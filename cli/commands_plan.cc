@@ -12,8 +12,10 @@ namespace memplan::cli {
 namespace {
 
 const char* kPlanUsage =
-    "usage: memplan plan MODEL.onnx --budget SIZE|PERCENT% [--strategy auto|none|manual|speed|bottleneck|sqrt|sections|"
-    "optimal|milp] [--checkpoints NAME,...] [--sweep] [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] "
+    "usage: memplan plan MODEL.onnx --budget SIZE|PERCENT% [--strategy "
+    "auto|none|manual|speed|bottleneck|sqrt|sections|"
+    "optimal|milp] [--checkpoints NAME,...] [--sweep] [--batch N] [--dim NAME=VALUE]... [--loss L] "
+    "[--optimizer O] "
     "[--time-limit SECONDS] [--json OUT]";
 
 std::vector<std::string> SplitNames(const Args& a) {
@@ -24,7 +26,8 @@ std::vector<std::string> SplitNames(const Args& a) {
     size_t start = 0;
     while (start <= list.size()) {
       size_t comma = list.find(',', start);
-      std::string name = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      std::string name =
+          list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
       if (!name.empty()) out.push_back(name);
       if (comma == std::string::npos) break;
       start = comma + 1;
@@ -40,29 +43,35 @@ std::string Percent(double ratio) {
 }
 
 void PrintPlan(const Plan& p, const TrainingGraph& g) {
-  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(), g.nodes.size(),
-              static_cast<long long>(g.batch), OptimizerName(g.optimizer));
+  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
+              g.nodes.size(), static_cast<long long>(g.batch), OptimizerName(g.optimizer));
   std::printf("strategy     %s\n", p.strategy.c_str());
   std::printf("baseline     %s (no plan)\n", FormatBytes(p.baseline_peak_bytes).c_str());
   if (p.budget_bytes > 0) std::printf("budget       %s\n", FormatBytes(p.budget_bytes).c_str());
-  std::printf("plan peak    %s (%s of the baseline), %s, at %s\n", FormatBytes(p.predicted_peak_bytes).c_str(),
-              Percent(p.baseline_peak_bytes ? static_cast<double>(p.predicted_peak_bytes) / p.baseline_peak_bytes : 0).c_str(),
-              p.feasible ? "fits" : "DOES NOT FIT", p.schedule.StepLabel(g, p.timeline.peak_step).c_str());
-  std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n", Percent(p.overhead()).c_str(), p.recompute_flops,
-              p.forward_flops);
+  std::printf("plan peak    %s (%s of the baseline), %s, at %s\n",
+              FormatBytes(p.predicted_peak_bytes).c_str(),
+              Percent(p.baseline_peak_bytes
+                          ? static_cast<double>(p.predicted_peak_bytes) / p.baseline_peak_bytes
+                          : 0)
+                  .c_str(),
+              p.feasible ? "fits" : "DOES NOT FIT",
+              p.schedule.StepLabel(g, p.timeline.peak_step).c_str());
+  std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n",
+              Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
   std::printf("solve time   %.3f s\n", p.solve_seconds);
   for (const std::string& n : p.notes) std::printf("note         %s\n", n.c_str());
 }
 
 void PrintSweep(const SweepResult& s) {
-  std::printf("\nbudget sweep (Pareto points, baseline %s):\n", FormatBytes(s.baseline_peak_bytes).c_str());
-  std::printf("  %-12s %-11s %-12s %9s %6s %8s %9s\n", "budget", "strategy", "peak", "overhead", "ckpts", "sections",
-              "solve s");
+  std::printf("\nbudget sweep (Pareto points, baseline %s):\n",
+              FormatBytes(s.baseline_peak_bytes).c_str());
+  std::printf("  %-12s %-11s %-12s %9s %6s %8s %9s\n", "budget", "strategy", "peak", "overhead",
+              "ckpts", "sections", "solve s");
   for (const SweepPoint& p : s.points) {
-    std::printf("  %-12s %-11s %-12s %9s %6d %8d %9.3f\n", FormatBytes(p.budget_bytes).c_str(), p.strategy.c_str(),
-                FormatBytes(p.peak_bytes).c_str(), Percent(p.overhead).c_str(), p.num_checkpoints, p.num_sections,
-                p.solve_seconds);
+    std::printf("  %-12s %-11s %-12s %9s %6d %8d %9.3f\n", FormatBytes(p.budget_bytes).c_str(),
+                p.strategy.c_str(), FormatBytes(p.peak_bytes).c_str(), Percent(p.overhead).c_str(),
+                p.num_checkpoints, p.num_sections, p.solve_seconds);
   }
   std::printf("smallest feasible budget: %s (%s)\n", FormatBytes(s.min_budget_bytes).c_str(),
               s.min_budget_strategy.c_str());
@@ -72,11 +81,13 @@ void PrintSweep(const SweepResult& s) {
 
 int RunPlan(int argc, char** argv) {
   Args a = ParseArgs(argc, argv, 2,
-                     {"batch", "dim", "loss", "optimizer", "json", "budget", "strategy", "checkpoints", "time-limit"},
+                     {"batch", "dim", "loss", "optimizer", "json", "budget", "strategy",
+                      "checkpoints", "time-limit"},
                      {"sweep"});
   if (a.positional.size() != 1) throw MemplanError(kPlanUsage);
   const bool sweep = a.has("sweep");
-  if (!a.has("budget") && !sweep) throw MemplanError(std::string("--budget SIZE is required\n") + kPlanUsage);
+  if (!a.has("budget") && !sweep)
+    throw MemplanError(std::string("--budget SIZE is required\n") + kPlanUsage);
 
   PlanOptions options;
   // --budget SIZE, or PERCENT% of the plain step's peak (resolved once the model is loaded).
@@ -87,20 +98,26 @@ int RunPlan(int argc, char** argv) {
       char* end = nullptr;
       budget_percent = std::strtod(b.c_str(), &end);
       if (end != b.c_str() + b.size() - 1 || !(budget_percent > 0)) {
-        throw MemplanError("--budget expects a size or a percentage of the baseline peak like 50%, got '" + b + "'");
+        throw MemplanError(
+            "--budget expects a size or a percentage of the baseline peak like 50%, got '" + b +
+            "'");
       }
     } else {
       options.budget_bytes = ParseBytes(b);
-      if (options.budget_bytes <= 0) throw MemplanError("--budget must be a positive size (got '" + b + "')");
+      if (options.budget_bytes <= 0)
+        throw MemplanError("--budget must be a positive size (got '" + b + "')");
     }
   }
   options.checkpoints = SplitNames(a);
   options.strategy = a.get("strategy", options.checkpoints.empty() ? "auto" : "manual");
   bool known = false;
   for (const std::string& s : StrategyNames()) known = known || s == options.strategy;
-  if (!known) throw MemplanError("--strategy: unknown strategy '" + options.strategy + "' (see memplan --help)");
+  if (!known)
+    throw MemplanError("--strategy: unknown strategy '" + options.strategy +
+                       "' (see memplan --help)");
   if (!options.checkpoints.empty() && options.strategy != "manual") {
-    throw MemplanError("--checkpoints goes with --strategy manual (got --strategy " + options.strategy + ")");
+    throw MemplanError("--checkpoints goes with --strategy manual (got --strategy " +
+                       options.strategy + ")");
   }
   if (options.strategy == "milp" && !MilpAvailable()) {
     throw MemplanError("--strategy milp is not available: memplan was built without COIN-OR CBC");
@@ -108,7 +125,8 @@ int RunPlan(int argc, char** argv) {
   if (a.has("time-limit")) {
     char* end = nullptr;
     double t = std::strtod(a.get("time-limit").c_str(), &end);
-    if (*end != '\0' || !(t > 0)) throw MemplanError("--time-limit expects seconds > 0, got '" + a.get("time-limit") + "'");
+    if (*end != '\0' || !(t > 0))
+      throw MemplanError("--time-limit expects seconds > 0, got '" + a.get("time-limit") + "'");
     options.milp_time_limit_seconds = t;
   }
 
@@ -116,7 +134,8 @@ int RunPlan(int argc, char** argv) {
   const CostModel cost;
   if (budget_percent > 0) {
     int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
-    options.budget_bytes = std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(baseline) * budget_percent / 100));
+    options.budget_bytes = std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(baseline) * budget_percent / 100));
   }
   SweepResult sweep_result;
   if (sweep) {
@@ -141,9 +160,11 @@ int RunPlan(int argc, char** argv) {
   if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
   if (!plan.feasible) {
     std::fprintf(stderr,
-                 "memplan plan: no %splan fits the budget of %s; the smallest peak any strategy reaches is %s "
+                 "memplan plan: no %splan fits the budget of %s; the smallest peak any strategy "
+                 "reaches is %s "
                  "(strategy %s): use --budget %s or more, a smaller --batch, or more devices\n",
-                 options.strategy == "auto" ? "" : (options.strategy + " ").c_str(), FormatBytes(options.budget_bytes).c_str(),
+                 options.strategy == "auto" ? "" : (options.strategy + " ").c_str(),
+                 FormatBytes(options.budget_bytes).c_str(),
                  FormatBytes(smallest.predicted_peak_bytes).c_str(), smallest.strategy.c_str(),
                  FormatBytes(smallest.predicted_peak_bytes).c_str());
     return kExitInfeasible;

@@ -42,7 +42,8 @@ class PlannerCli : public ::testing::Test {
     // [N, 256] output as 256 class logits.
     testing::GraphBuilder b;
     b.Input("x", {-1, 256}).Param("w", {256}).Node("Mul", {"x", "w"}, {"h0"});
-    for (int i = 1; i <= 12; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+    for (int i = 1; i <= 12; ++i)
+      b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
     b.Output("h12");
     b.Save(model_);
   }
@@ -50,7 +51,8 @@ class PlannerCli : public ::testing::Test {
 
   Result Run(const std::string& args) {
     std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-    int status = std::system((std::string(MEMPLAN_CLI) + " plan " + args + " > " + out + " 2> " + err).c_str());
+    int status = std::system(
+        (std::string(MEMPLAN_CLI) + " plan " + args + " > " + out + " 2> " + err).c_str());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
   }
 
@@ -61,7 +63,8 @@ TEST_F(PlannerCli, PlanFitsWritesJsonAndPrintsTheSummary) {
   std::string json = dir_ + "/plan.json";
   Result r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"baseline", "plan peak", "budget", "overhead", "checkpoints", "sections", "solve time"}) {
+  for (const char* s :
+       {"baseline", "plan peak", "budget", "overhead", "checkpoints", "sections", "solve time"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));

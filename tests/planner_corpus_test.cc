@@ -15,14 +15,17 @@ namespace memplan {
 namespace {
 
 Schedule BuildFromCuts(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
-  return BuildSegmentedSchedule(g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
+  return BuildSegmentedSchedule(
+      g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
 }
 
 // The replayed timeline's maximum per phase, in PredictPhasePeaks' order.
 std::vector<int64_t> PhasePeaks(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t,
                                 const std::vector<NodeId>& cuts) {
   const size_t K = cuts.size() + 1;
-  auto segment = [&](NodeId n) { return static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), n) - cuts.begin()); };
+  auto segment = [&](NodeId n) {
+    return static_cast<size_t>(std::upper_bound(cuts.begin(), cuts.end(), n) - cuts.begin());
+  };
   std::vector<int64_t> forward(K - 1, 0), backward(K - 1, 0);
   int64_t last = 0;
   size_t current = K - 1;  // the segment of the previous step (for a trailing step without a node)
@@ -32,9 +35,12 @@ std::vector<int64_t> PhasePeaks(const TrainingGraph& g, const Schedule& s, const
     size_t k = step.node == kNone ? current : segment(step.node);
     current = k;
     int64_t b = t.bytes_during[i];
-    if (k == K - 1) last = std::max(last, b);
-    else if (step.phase == Phase::kForward || step.phase == Phase::kLoss) forward[k] = std::max(forward[k], b);
-    else backward[k] = std::max(backward[k], b);
+    if (k == K - 1)
+      last = std::max(last, b);
+    else if (step.phase == Phase::kForward || step.phase == Phase::kLoss)
+      forward[k] = std::max(forward[k], b);
+    else
+      backward[k] = std::max(backward[k], b);
   }
   std::vector<int64_t> out = forward;
   out.push_back(last);
@@ -74,7 +80,9 @@ TEST_P(PlannerCorpus, OneSegmentIsThePlainTrainingStep) {
 TEST_P(PlannerCorpus, SegmentTablesGiveTheReplayedPeak) {
   // Parameters cost nothing here so that activations and gradients decide every phase.
   CostModel no_params;
-  no_params.tensor_bytes = [](const Tensor& t) { return t.category == TensorCategory::kParameter ? 0 : t.bytes; };
+  no_params.tensor_bytes = [](const Tensor& t) {
+    return t.category == TensorCategory::kParameter ? 0 : t.bytes;
+  };
   TrainingGraph g = ApplyCostModel(Load(2), no_params);
   planner::GraphFacts f = planner::ComputeGraphFacts(g);
   std::vector<NodeId> candidates = planner::SelectCutCandidates(g, f, 300);
@@ -82,12 +90,14 @@ TEST_P(PlannerCorpus, SegmentTablesGiveTheReplayedPeak) {
   for (AllocatorPolicy policy : {AllocatorPolicy::kExact, AllocatorPolicy::kCudaCaching}) {
     planner::SegmentCosts costs = planner::ComputeSegmentCosts(g, f, candidates, policy);
     std::mt19937 rng(42);
-    std::vector<std::vector<NodeId>> samples = {{}, candidates, {candidates.back()}, {candidates.front()}};
+    std::vector<std::vector<NodeId>> samples = {
+        {}, candidates, {candidates.back()}, {candidates.front()}};
     for (double density : {0.02, 0.1, 0.3, 0.7}) {
       for (int rep = 0; rep < 4; ++rep) {
         std::vector<NodeId> cuts;
         std::bernoulli_distribution keep(density);
-        for (NodeId c : candidates) if (keep(rng)) cuts.push_back(c);
+        for (NodeId c : candidates)
+          if (keep(rng)) cuts.push_back(c);
         samples.push_back(cuts);
       }
     }
@@ -95,7 +105,8 @@ TEST_P(PlannerCorpus, SegmentTablesGiveTheReplayedPeak) {
       Schedule s = BuildFromCuts(g, cuts);
       MemoryTimeline t = Simulate(s, {policy});
       ASSERT_EQ(planner::PredictPeak(costs, f, cuts), t.peak_bytes) << cuts.size() << " cuts";
-      ASSERT_EQ(planner::PredictPhasePeaks(costs, f, cuts), PhasePeaks(g, s, t, cuts)) << cuts.size() << " cuts";
+      ASSERT_EQ(planner::PredictPhasePeaks(costs, f, cuts), PhasePeaks(g, s, t, cuts))
+          << cuts.size() << " cuts";
     }
   }
 }
@@ -108,7 +119,8 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
   const int64_t baseline = PlanNone(g, cost, o).predicted_peak_bytes;
   for (double fraction : {0.75, 0.5}) {
     o.budget_bytes = static_cast<int64_t>(fraction * static_cast<double>(baseline));
-    std::vector<std::string> strategies = {"none", "speed", "bottleneck", "sqrt", "sections", "optimal", "auto"};
+    std::vector<std::string> strategies = {"none",     "speed",   "bottleneck", "sqrt",
+                                           "sections", "optimal", "auto"};
     if (MilpAvailable() && g.nodes.size() <= 300) strategies.push_back("milp");
     Plan best_optimal;
     for (const std::string& s : strategies) {
@@ -129,16 +141,17 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
     // stems of VGG-16 (77% at batch 32) and ResNet-18 (66%), whose full-resolution
     // activations dominate; no segmentation, however fine, goes below that.
     if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18") {
-      EXPECT_TRUE(best_optimal.feasible) << best_optimal.predicted_peak_bytes << " > " << o.budget_bytes;
+      EXPECT_TRUE(best_optimal.feasible)
+          << best_optimal.predicted_peak_bytes << " > " << o.budget_bytes;
     }
     // optimal reaches the least recompute among all strategies that fit (it covers them
     // when the candidate set holds every position).
     for (const std::string& s : {"speed", "bottleneck", "sqrt", "sections"}) {
       o.strategy = s;
       Plan p = MakePlan(g, cost, o);
-      bool exhaustive = std::any_of(best_optimal.notes.begin(), best_optimal.notes.end(), [](const std::string& n) {
-        return n.find("every segmentation") != std::string::npos;
-      });
+      bool exhaustive = std::any_of(
+          best_optimal.notes.begin(), best_optimal.notes.end(),
+          [](const std::string& n) { return n.find("every segmentation") != std::string::npos; });
       if (p.feasible && exhaustive) {
         EXPECT_TRUE(best_optimal.feasible) << s;
         EXPECT_LE(best_optimal.recompute_flops, p.recompute_flops) << s;

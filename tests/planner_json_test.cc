@@ -15,7 +15,8 @@ using testing::GraphBuilder;
 GraphBuilder ChainBuilder(int k, int width = 25) {
   GraphBuilder b;
   b.Input("x", {-1, width}).Param("w", {width}).Node("Mul", {"x", "w"}, {"h0"});
-  for (int i = 1; i <= k; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+  for (int i = 1; i <= k; ++i)
+    b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
   b.Output("h" + std::to_string(k));
   return b;
 }
@@ -49,9 +50,10 @@ TEST(PlannerJson, CarriesTheDesignFields) {
   ASSERT_TRUE(p.feasible);
   nlohmann::json j = PlanToJson(p, g);
   EXPECT_EQ(j["kind"], "plan");
-  for (const char* key : {"memplan_version", "model", "batch", "fingerprint", "strategy", "budget_bytes",
-                          "predicted_peak_bytes", "baseline_peak_bytes", "recompute_flops", "forward_flops",
-                          "checkpoints", "sections", "feasible", "solve_seconds", "timeline"}) {
+  for (const char* key :
+       {"memplan_version", "model", "batch", "fingerprint", "strategy", "budget_bytes",
+        "predicted_peak_bytes", "baseline_peak_bytes", "recompute_flops", "forward_flops",
+        "checkpoints", "sections", "feasible", "solve_seconds", "timeline"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["strategy"], "optimal");

@@ -26,7 +26,8 @@ TrainingGraph LoadSum(const GraphBuilder& b) {
 TrainingGraph Chain(int k) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
-  for (int i = 1; i <= k; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+  for (int i = 1; i <= k; ++i)
+    b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
   b.Output("h" + std::to_string(k));
   return LoadSum(b);
 }
@@ -44,7 +45,8 @@ TrainingGraph Skip() {
 }
 
 int64_t SegmentedPeak(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
-  Schedule s = BuildSegmentedSchedule(g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
+  Schedule s = BuildSegmentedSchedule(
+      g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
   return Simulate(s).peak_bytes;
 }
 
@@ -116,10 +118,10 @@ TEST(PlannerSchedule, SkipTensorReadInBetweenStaysAlive) {
 
 TEST(PlannerSchedule, SegmentsMustPartitionTheNodeOrder) {
   TrainingGraph g = Chain(3);
-  EXPECT_THROW(BuildSegmentedSchedule(g, {{0, 1}, {3, 4}}), MemplanError);   // node 2 missing
-  EXPECT_NO_THROW(BuildSegmentedSchedule(g, {{0, 1, 2, 3}, {4}}));           // the loss alone is fine
-  EXPECT_THROW(SegmentsFromCuts(g, {5}), MemplanError);                        // the loss in a non-last segment
-  EXPECT_THROW(SegmentsFromCuts(g, {3, 2}), MemplanError);                     // out of order
+  EXPECT_THROW(BuildSegmentedSchedule(g, {{0, 1}, {3, 4}}), MemplanError);  // node 2 missing
+  EXPECT_NO_THROW(BuildSegmentedSchedule(g, {{0, 1, 2, 3}, {4}}));  // the loss alone is fine
+  EXPECT_THROW(SegmentsFromCuts(g, {5}), MemplanError);     // the loss in a non-last segment
+  EXPECT_THROW(SegmentsFromCuts(g, {3, 2}), MemplanError);  // out of order
 }
 
 TEST(PlannerSchedule, RecomputeFlopsAreThePrefixBeforeTheLastCut) {

@@ -27,7 +27,8 @@ TrainingGraph LoadSum(const GraphBuilder& b) {
 TrainingGraph Chain(int k) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
-  for (int i = 1; i <= k; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+  for (int i = 1; i <= k; ++i)
+    b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
   b.Output("h" + std::to_string(k));
   return LoadSum(b);
 }
@@ -83,7 +84,10 @@ TrainingGraph RandomDag(uint32_t seed, int num_ops) {
   }
   std::string acc;
   for (const std::string& t : dangling) {
-    if (acc.empty()) { acc = t; continue; }
+    if (acc.empty()) {
+      acc = t;
+      continue;
+    }
     std::string out = "sum_" + t;
     b.Node("Add", {acc, t}, {out});
     acc = out;
@@ -96,10 +100,13 @@ TrainingGraph RandomDag(uint32_t seed, int num_ops) {
 CostModel ToyCosts() {
   CostModel c;
   c.tensor_bytes = [](const Tensor& t) {
-    if (t.category != TensorCategory::kActivation && t.category != TensorCategory::kOutput) return t.bytes;
+    if (t.category != TensorCategory::kActivation && t.category != TensorCategory::kOutput)
+      return t.bytes;
     return int64_t{100} * static_cast<int64_t>(1 + std::hash<std::string>{}(t.name) % 7);
   };
-  c.node_flops = [](const Node& n) { return 10.0 * static_cast<double>(1 + std::hash<std::string>{}(n.name) % 9); };
+  c.node_flops = [](const Node& n) {
+    return 10.0 * static_cast<double>(1 + std::hash<std::string>{}(n.name) % 9);
+  };
   return c;
 }
 
@@ -116,8 +123,10 @@ std::vector<Segmentation> BruteForce(const TrainingGraph& g) {
   const uint32_t positions = static_cast<uint32_t>(loss);  // cut positions 1..loss
   for (uint32_t mask = 0; mask < (1u << positions); ++mask) {
     std::vector<NodeId> cuts;
-    for (uint32_t p = 0; p < positions; ++p) if (mask & (1u << p)) cuts.push_back(static_cast<NodeId>(p + 1));
-    Schedule s = BuildSegmentedSchedule(g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
+    for (uint32_t p = 0; p < positions; ++p)
+      if (mask & (1u << p)) cuts.push_back(static_cast<NodeId>(p + 1));
+    Schedule s = BuildSegmentedSchedule(
+        g, cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts));
     all.push_back({cuts, Simulate(s).peak_bytes, RecomputeFlops(g, cuts)});
   }
   return all;
@@ -126,7 +135,8 @@ std::vector<Segmentation> BruteForce(const TrainingGraph& g) {
 // For budgets across the whole range, optimal's recompute equals brute force's least, and its
 // peak is the least among the segmentations with that last cut; below every segmentation's
 // peak it reports the smallest peak.
-void ExpectOptimalMatchesBruteForce(const TrainingGraph& raw, const CostModel& cost, const std::string& strategy) {
+void ExpectOptimalMatchesBruteForce(const TrainingGraph& raw, const CostModel& cost,
+                                    const std::string& strategy) {
   TrainingGraph g = ApplyCostModel(raw, cost);
   ASSERT_LE(g.tensors[g.loss].producer, 16) << "too many cut positions for brute force";
   std::vector<Segmentation> all = BruteForce(g);
@@ -202,9 +212,15 @@ TEST(PlannerBruteForce, SectionsAreTheFewest) {
   }
 }
 
-TEST(PlannerBruteForce, ChainOptimal) { ExpectOptimalMatchesBruteForce(Chain(14), CostModel{}, "optimal"); }
-TEST(PlannerBruteForce, ChainToyCostsOptimal) { ExpectOptimalMatchesBruteForce(Chain(12), ToyCosts(), "optimal"); }
-TEST(PlannerBruteForce, ResidualOptimal) { ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "optimal"); }
+TEST(PlannerBruteForce, ChainOptimal) {
+  ExpectOptimalMatchesBruteForce(Chain(14), CostModel{}, "optimal");
+}
+TEST(PlannerBruteForce, ChainToyCostsOptimal) {
+  ExpectOptimalMatchesBruteForce(Chain(12), ToyCosts(), "optimal");
+}
+TEST(PlannerBruteForce, ResidualOptimal) {
+  ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "optimal");
+}
 
 TEST(PlannerBruteForce, RandomDagsOptimal) {
   for (uint32_t seed = 1; seed <= 8; ++seed) {
@@ -234,7 +250,7 @@ TEST(PlannerStrategies, ManualCutsAfterEachNamedTensor) {
   o.checkpoints = {"h3"};
   Plan p = PlanManual(g, {}, o);
   ASSERT_EQ(p.segments.size(), 2u);
-  EXPECT_EQ(p.segments[1].front(), 4);  // right after Relu_3
+  EXPECT_EQ(p.segments[1].front(), 4);     // right after Relu_3
   EXPECT_EQ(p.predicted_peak_bytes, 900);  // planner_schedule_test's ChainOneCut
   EXPECT_TRUE(p.feasible);
   ASSERT_EQ(p.checkpoints.size(), 1u);

@@ -22,8 +22,8 @@ struct GraphFacts {
   struct Root {
     TensorId tensor = kNone;
     NodeId producer = kNone;
-    NodeId last_reader = kNone;  // max of the producer and every reader of any view
-    NodeId first_saver = kNone;  // the earliest node whose backward reads it; kNone if none
+    NodeId last_reader = kNone;   // max of the producer and every reader of any view
+    NodeId first_saver = kNone;   // the earliest node whose backward reads it; kNone if none
     std::vector<NodeId> readers;  // sorted, unique; readers of the storage through any view
   };
   std::vector<Root> root;  // parallel to `roots`

@@ -27,10 +27,14 @@ bool CutAfterProducer(const TrainingGraph& g, const GraphFacts& f, TensorId t, N
 
 const char* PersistentKind(const Tensor& t) {
   switch (t.category) {
-    case TensorCategory::kInput: return "a data input";
-    case TensorCategory::kParameter: return "a parameter";
-    case TensorCategory::kConstant: return "a constant";
-    default: return "an activation";
+    case TensorCategory::kInput:
+      return "a data input";
+    case TensorCategory::kParameter:
+      return "a parameter";
+    case TensorCategory::kConstant:
+      return "a constant";
+    default:
+      return "an activation";
   }
 }
 
@@ -44,7 +48,8 @@ Plan RunManual(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
   const TrainingGraph& g = ctx.graph();
   if (o.checkpoints.empty()) {
-    throw MemplanError("the manual strategy needs the tensors to keep: --checkpoints NAME,NAME,...");
+    throw MemplanError(
+        "the manual strategy needs the tensors to keep: --checkpoints NAME,NAME,...");
   }
   std::unordered_map<std::string, TensorId> by_name;
   for (const Tensor& t : g.tensors) by_name.emplace(t.name, t.id);
@@ -62,8 +67,8 @@ Plan RunManual(Context& ctx, const PlanOptions& o) {
     }
     NodeId cut;
     if (!CutAfterProducer(g, ctx.facts(), t.id, &cut)) {
-      throw MemplanError("checkpoint '" + name + "' is produced by the loss or after it ('" + g.nodes[t.producer].name +
-                         "'); nothing after it is recomputed");
+      throw MemplanError("checkpoint '" + name + "' is produced by the loss or after it ('" +
+                         g.nodes[t.producer].name + "'); nothing after it is recomputed");
     }
     cuts.push_back(cut);
   }
@@ -79,7 +84,8 @@ Plan RunSpeed(Context& ctx, const PlanOptions& o) {
     const Tensor& out = g.tensors[n.outputs[0]];
     double per_element = out.numel() > 0 ? n.forward_flops / static_cast<double>(out.numel()) : 0;
     NodeId cut;
-    if (per_element >= kExpensiveFlopsPerElement && CutAfterProducer(g, ctx.facts(), out.id, &cut)) cuts.push_back(cut);
+    if (per_element >= kExpensiveFlopsPerElement && CutAfterProducer(g, ctx.facts(), out.id, &cut))
+      cuts.push_back(cut);
   }
   return ctx.Finish("speed", SortedUnique(cuts), o.budget_bytes, start);
 }
@@ -89,12 +95,14 @@ Plan RunBottleneck(Context& ctx, const PlanOptions& o) {
   const TrainingGraph& g = ctx.graph();
   std::vector<NodeId> bottlenecks = BottleneckCuts(g, ctx.facts());
   // memory_saving_gradients: about sqrt(#tensors) checkpoints, evenly spaced bottlenecks.
-  size_t k = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(ctx.facts().roots.size()))));
+  size_t k =
+      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(ctx.facts().roots.size()))));
   std::vector<NodeId> cuts;
   if (bottlenecks.size() <= k) {
     cuts = bottlenecks;
   } else {
-    for (size_t i = 0; i < k; ++i) cuts.push_back(bottlenecks[((2 * i + 1) * bottlenecks.size()) / (2 * k)]);
+    for (size_t i = 0; i < k; ++i)
+      cuts.push_back(bottlenecks[((2 * i + 1) * bottlenecks.size()) / (2 * k)]);
   }
   return ctx.Finish("bottleneck", SortedUnique(cuts), o.budget_bytes, start);
 }
@@ -116,7 +124,9 @@ Plan RunSqrt(Context& ctx, const PlanOptions& o) {
     // The nearest bottleneck within the window, else the cheapest crossing in it.
     NodeId best = kNone;
     for (NodeId b : bottlenecks) {
-      if (std::abs(b - target) <= window && (best == kNone || std::abs(b - target) < std::abs(best - target))) best = b;
+      if (std::abs(b - target) <= window &&
+          (best == kNone || std::abs(b - target) < std::abs(best - target)))
+        best = b;
     }
     if (best == kNone) {
       auto lo = std::lower_bound(positions.begin(), positions.end(), target - window);
@@ -134,14 +144,16 @@ Plan RunSqrt(Context& ctx, const PlanOptions& o) {
 // fewest, the least recompute.
 Plan RunSections(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
-  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("sections", {}, o.budget_bytes, start);
+  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes)
+    return ctx.Finish("sections", {}, o.budget_bytes, start);
   const SegmentCosts* costs = &ctx.costs(o.max_cut_candidates, o.budget_bytes);
   DpOptions dp;
   dp.budget_bytes = o.budget_bytes;
   dp.max_states_per_position = o.max_states_per_position;
   dp.fewest_segments = true;
   DpResult r = SolveSegmentation(*costs, ctx.facts(), dp);
-  std::string note = "the fewest sections that fit, over " + std::to_string(costs->size() - 2) + " candidate cut positions";
+  std::string note = "the fewest sections that fit, over " + std::to_string(costs->size() - 2) +
+                     " candidate cut positions";
   if (!r.feasible) {
     costs = &ctx.costs(o.max_cut_candidates, ctx.baseline_peak());
     r = SmallestPeak(*costs, ctx.facts(), -1, o.max_states_per_position);

@@ -35,7 +35,9 @@ namespace memplan {
 bool MilpAvailable() { return false; }
 namespace planner {
 Plan RunMilp(Context&, const PlanOptions&) {
-  throw MemplanError("the milp strategy is not available: memplan was built without COIN-OR CBC (coinor-libcbc-dev)");
+  throw MemplanError(
+      "the milp strategy is not available: memplan was built without COIN-OR CBC "
+      "(coinor-libcbc-dev)");
 }
 }  // namespace planner
 #else
@@ -60,7 +62,7 @@ class MilpBuilder {
     integer_.push_back(integer);
     return static_cast<int>(col_lo_.size() - 1);
   }
-  void AddRow(const std::vector<std::pair<int, double>>& terms, double lo, double hi) {
+  void AddRow(const std::vector<std::pair<int, double> >& terms, double lo, double hi) {
     CoinPackedVector v;
     for (const auto& [col, coef] : terms) {
       if (coef != 0) v.insert(col, coef);
@@ -75,7 +77,8 @@ class MilpBuilder {
     CoinPackedMatrix matrix(false, 0, 0);
     matrix.setDimensions(0, static_cast<int>(col_lo_.size()));
     for (const CoinPackedVector& r : rows_) matrix.appendRow(r);
-    solver.loadProblem(matrix, col_lo_.data(), col_hi_.data(), cost_.data(), row_lo_.data(), row_hi_.data());
+    solver.loadProblem(matrix, col_lo_.data(), col_hi_.data(), cost_.data(), row_lo_.data(),
+                       row_hi_.data());
     for (size_t c = 0; c < integer_.size(); ++c) {
       if (integer_[c]) solver.setInteger(static_cast<int>(c));
     }
@@ -111,7 +114,8 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
   // Bytes in units that put the largest left side near 1e4: with big-M rows of 1e6 and more,
   // CBC declared suboptimal solutions optimal on resnet50 (node LPs wrongly infeasible).
   int64_t top = 1;
-  for (size_t i = 0; i < N; ++i) top = std::max(top, c.persistent + c.crossing_bytes[i] + std::min(c.Phase(i, N), c.limit));
+  for (size_t i = 0; i < N; ++i)
+    top = std::max(top, c.persistent + c.crossing_bytes[i] + std::min(c.Phase(i, N), c.limit));
   const double unit = std::max(1.0, static_cast<double>(top) / 1e4);
   auto u = [unit](int64_t bytes) { return static_cast<double>(bytes) / unit; };
   const double total_flops = std::max(1.0, c.prefix_flops.back());
@@ -136,7 +140,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
   // Flow conservation; z_k as a column.
   std::vector<int> z(nb, -1);
   for (size_t k = 0; k < nb; ++k) {
-    std::vector<std::pair<int, double>> in, out;
+    std::vector<std::pair<int, double> > in, out;
     for (const auto& [ij, col] : x) {
       if (ij.second == k) in.push_back({col, 1});
       if (ij.first == k) out.push_back({col, 1});
@@ -150,7 +154,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
       continue;
     }
     z[k] = m.AddColumn(0, 1, 0, false);
-    std::vector<std::pair<int, double>> terms = in;
+    std::vector<std::pair<int, double> > terms = in;
     terms.push_back({z[k], -1});
     m.AddRow(terms, 0, 0);
     terms = in;
@@ -159,14 +163,15 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
   }
   // Checkpoint indicators: c_r = h_r,lastreader; h_r,R >= z_k for cuts k in (producer, R].
   const size_t num_roots = f.roots.size();
-  std::vector<std::map<NodeId, int>> h(num_roots);
+  std::vector<std::map<NodeId, int> > h(num_roots);
   auto h_col = [&](size_t r, NodeId reader) {
     auto it = h[r].find(reader);
     if (it != h[r].end()) return it->second;
     int col = m.AddColumn(0, 1, 0, false);
     h[r][reader] = col;
     for (size_t k = 1; k < N; ++k) {
-      if (c.pos[k] > f.root[r].producer && c.pos[k] <= reader) m.AddRow({{col, 1}, {z[k], -1}}, 0, 1e30);
+      if (c.pos[k] > f.root[r].producer && c.pos[k] <= reader)
+        m.AddRow({{col, 1}, {z[k], -1}}, 0, 1e30);
     }
     return col;
   };
@@ -182,7 +187,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
     NodeId v = *(it - 1);
     return v > f.root[r].producer ? v : static_cast<NodeId>(kNone);
   };
-  auto add_budget_row = [&](std::vector<std::pair<int, double>> terms, double fixed_u, int xcol) {
+  auto add_budget_row = [&](std::vector<std::pair<int, double> > terms, double fixed_u, int xcol) {
     double max_lhs = fixed_u;
     for (const auto& t : terms) max_lhs += t.second;
     double rhs = min_peak ? 0 : budget_u;
@@ -195,7 +200,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
   for (const auto& [ij, col] : x) {
     const auto [i, j] = ij;
     const NodeId a = c.pos[i], b = c.pos[j];
-    std::vector<std::pair<int, double>> produced_before, held;
+    std::vector<std::pair<int, double> > produced_before, held;
     for (size_t r = 0; r < num_roots; ++r) {
       if (!crossable[r] || f.root[r].producer >= a) continue;
       double bytes = u(c.root_bytes[r]);
@@ -209,7 +214,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
       add_budget_row(produced_before, u(c.persistent + c.Fwd(i, j)), col);
       add_budget_row(held, u(c.persistent + c.Phase(i, j)), col);
     } else {
-      std::vector<std::pair<int, double>> all;
+      std::vector<std::pair<int, double> > all;
       for (size_t r = 0; r < num_roots; ++r) {
         if (crossable[r]) all.push_back({h_col(r, f.root[r].last_reader), u(c.root_bytes[r])});
       }
@@ -241,7 +246,8 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
 
 Plan RunMilp(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
-  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("milp", {}, o.budget_bytes, start);
+  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes)
+    return ctx.Finish("milp", {}, o.budget_bytes, start);
   bool all_positions = false;
   const SegmentCosts* costs = &ctx.costs(o.milp_max_candidates, o.budget_bytes, &all_positions);
   std::vector<std::string> notes;
@@ -250,13 +256,17 @@ Plan RunMilp(Context& ctx, const PlanOptions& o) {
     double left = std::max(1.0, o.milp_time_limit_seconds - SecondsSince(start));
     costs = &ctx.costs(o.milp_max_candidates, ctx.baseline_peak(), &all_positions);
     r = SolveMilp(*costs, ctx.facts(), -1, left);
-    notes.push_back(r.found ? "no segmentation over the candidate cuts fits the budget; this is the smallest peak CBC found"
-                            : "CBC found no solution within the time limit; the plan is the plain step");
+    notes.push_back(
+        r.found ? "no segmentation over the candidate cuts fits the budget; this is the smallest "
+                  "peak CBC found"
+                : "CBC found no solution within the time limit; the plan is the plain step");
   }
   Plan p = ctx.Finish("milp", r.cuts, o.budget_bytes, start);
-  notes.push_back(std::string(r.proven_optimal ? "CBC proved optimality" : "CBC stopped at the time limit (not proven optimal)") +
-                  " over " + (all_positions ? "every distinct cut position (" : "candidate cut positions (") +
-                  std::to_string(costs->size() - 2) + ")");
+  notes.push_back(
+      std::string(r.proven_optimal ? "CBC proved optimality"
+                                   : "CBC stopped at the time limit (not proven optimal)") +
+      " over " + (all_positions ? "every distinct cut position (" : "candidate cut positions (") +
+      std::to_string(costs->size() - 2) + ")");
   p.notes.insert(p.notes.end(), notes.begin(), notes.end());
   return p;
 }

@@ -45,10 +45,10 @@ bool Dominates(const State& x, const State& y) {
 // The per-boundary view the transitions need: crossing storages with their first reader at
 // or after the boundary.
 struct Crossing {
-  std::vector<int32_t> roots;         // sorted by root index
-  std::vector<NodeId> first_reader;   // parallel
-  std::vector<NodeId> last_reader;    // parallel
-  std::vector<int32_t> by_first;      // indices into roots, sorted by first_reader
+  std::vector<int32_t> roots;        // sorted by root index
+  std::vector<NodeId> first_reader;  // parallel
+  std::vector<NodeId> last_reader;   // parallel
+  std::vector<int32_t> by_first;     // indices into roots, sorted by first_reader
 };
 
 Crossing MakeCrossing(const SegmentCosts& c, const GraphFacts& f, size_t i) {
@@ -67,7 +67,8 @@ Crossing MakeCrossing(const SegmentCosts& c, const GraphFacts& f, size_t i) {
 
 class Solver {
  public:
-  Solver(const SegmentCosts& c, const GraphFacts& f, const DpOptions& o) : c_(c), f_(f), o_(o), nb_(c.size()) {}
+  Solver(const SegmentCosts& c, const GraphFacts& f, const DpOptions& o)
+      : c_(c), f_(f), o_(o), nb_(c.size()) {}
 
   DpResult Run() {
     if (o_.fewest_segments) return RunLayered();
@@ -172,7 +173,8 @@ class Solver {
   }
 
   void Expand(size_t i, int32_t sid, const Crossing& x, int64_t budget, size_t last_start,
-              std::vector<std::vector<int32_t>>& target, const std::vector<std::vector<int32_t>>* prior = nullptr) {
+              std::vector<std::vector<int32_t>>& target,
+              const std::vector<std::vector<int32_t>>* prior = nullptr) {
     const State st = arena_[sid];  // copy: the arena grows below
     const int64_t fixed = c_.persistent + st.dead;
     const int64_t ck = c_.crossing_bytes[i];
@@ -224,11 +226,13 @@ class Solver {
     for (int32_t id : live) {
       if (Dominates(arena_[id], cand)) return;
     }
-    live.erase(std::remove_if(live.begin(), live.end(), [&](int32_t id) { return Dominates(cand, arena_[id]); }),
+    live.erase(std::remove_if(live.begin(), live.end(),
+                              [&](int32_t id) { return Dominates(cand, arena_[id]); }),
                live.end());
     arena_.push_back(std::move(cand));
     live.push_back(static_cast<int32_t>(arena_.size() - 1));
-    if (o_.max_states_per_position > 0 && live.size() > static_cast<size_t>(o_.max_states_per_position)) {
+    if (o_.max_states_per_position > 0 &&
+        live.size() > static_cast<size_t>(o_.max_states_per_position)) {
       capped_ = true;
       auto worst = std::max_element(live.begin(), live.end(), [&](int32_t p, int32_t q) {
         return arena_[p].dead + arena_[p].held_bytes < arena_[q].dead + arena_[q].held_bytes;
@@ -248,11 +252,13 @@ class Solver {
 
 }  // namespace
 
-DpResult SolveSegmentation(const SegmentCosts& costs, const GraphFacts& facts, const DpOptions& options) {
+DpResult SolveSegmentation(const SegmentCosts& costs, const GraphFacts& facts,
+                           const DpOptions& options) {
   return Solver(costs, facts, options).Run();
 }
 
-std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& c, const GraphFacts& f, const std::vector<NodeId>& cuts) {
+std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& c, const GraphFacts& f,
+                                       const std::vector<NodeId>& cuts) {
   std::vector<size_t> idx{0};
   for (NodeId cut : cuts) {
     auto it = std::lower_bound(c.pos.begin(), c.pos.end(), cut);
@@ -280,8 +286,10 @@ std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& c, const GraphFacts& 
       bool was_held = std::binary_search(held.begin(), held.end(), r);
       bool read = f.FirstReaderFrom(r, a) < b;
       if (was_held || read) alive += c.root_bytes[r];
-      if (f.root[r].last_reader < b) next_dead += c.root_bytes[r];
-      else if (was_held || read) next_held.push_back(r);
+      if (f.root[r].last_reader < b)
+        next_dead += c.root_bytes[r];
+      else if (was_held || read)
+        next_held.push_back(r);
     }
     backward.push_back(c.persistent + alive + c.Phase(i, j));
     held = std::move(next_held);
@@ -299,8 +307,8 @@ int64_t PredictPeak(const SegmentCosts& c, const GraphFacts& f, const std::vecto
   return std::max(c.floor, *std::max_element(phases.begin(), phases.end()));
 }
 
-DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last, int max_states,
-                      int64_t upper) {
+DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last,
+                      int max_states, int64_t upper) {
   DpOptions o;
   o.fixed_last = fixed_last;
   o.max_states_per_position = max_states;

@@ -20,29 +20,32 @@ struct DpOptions {
 
 struct DpResult {
   bool feasible = false;
-  std::vector<NodeId> cuts;      // the chosen cut positions (empty: one segment)
-  int64_t predicted_peak = 0;    // the decomposition's peak for `cuts`
+  std::vector<NodeId> cuts;    // the chosen cut positions (empty: one segment)
+  int64_t predicted_peak = 0;  // the decomposition's peak for `cuts`
   double recompute_flops = 0;
-  bool states_capped = false;    // some position had more states than allowed
+  bool states_capped = false;  // some position had more states than allowed
 };
 
 // Least recompute (the earliest feasible last cut) such that every phase fits the budget.
-DpResult SolveSegmentation(const SegmentCosts& costs, const GraphFacts& facts, const DpOptions& options);
+DpResult SolveSegmentation(const SegmentCosts& costs, const GraphFacts& facts,
+                           const DpOptions& options);
 
 // The decomposition's peak for a segmentation whose cuts are boundaries of `costs` (-1 when a
 // cut is not a boundary).
-int64_t PredictPeak(const SegmentCosts& costs, const GraphFacts& facts, const std::vector<NodeId>& cuts);
+int64_t PredictPeak(const SegmentCosts& costs, const GraphFacts& facts,
+                    const std::vector<NodeId>& cuts);
 
 // The same per phase, in schedule order: the forward of segments 0..K-2, the last segment
 // (its forward and backward), then the recompute + backward of segments K-2..0. (Tests
 // compare each with the replayed timeline.)
-std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& costs, const GraphFacts& facts, const std::vector<NodeId>& cuts);
+std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& costs, const GraphFacts& facts,
+                                       const std::vector<NodeId>& cuts);
 
 // The smallest budget for which SolveSegmentation is feasible (binary search over bytes: to
 // the byte below 100 KB, to 1e-5 of the peak above), optionally with the last cut fixed.
 // `upper`: a budget known to be feasible (0: the peak of the fixed last cut alone, or the
 // plain step's).
-DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last, int max_states,
-                      int64_t upper = 0);
+DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last,
+                      int max_states, int64_t upper = 0);
 
 }  // namespace memplan::planner

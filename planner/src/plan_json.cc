@@ -104,7 +104,9 @@ namespace {
 
 const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
   auto it = j.find(key);
-  if (it == j.end()) throw MemplanError(std::string("the plan has no \"") + key + "\" field; is it a memplan plan file?");
+  if (it == j.end())
+    throw MemplanError(std::string("the plan has no \"") + key +
+                       "\" field; is it a memplan plan file?");
   return *it;
 }
 
@@ -112,43 +114,50 @@ const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
 
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
   if (!j.is_object() || j.value("kind", "") != "plan") {
-    throw MemplanError("not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
+    throw MemplanError(
+        "not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
   }
   try {
     const std::string model = j.value("model", std::string("?"));
     const int64_t batch = Field(j, "batch").get<int64_t>();
     if (batch != g.batch) {
-      throw MemplanError("the plan was made for batch " + std::to_string(batch) + " but the model is loaded with batch " +
-                         std::to_string(g.batch) + "; run with --batch " + std::to_string(batch) +
+      throw MemplanError("the plan was made for batch " + std::to_string(batch) +
+                         " but the model is loaded with batch " + std::to_string(g.batch) +
+                         "; run with --batch " + std::to_string(batch) +
                          " or re-plan with `memplan plan --batch " + std::to_string(g.batch) + "`");
     }
     const std::string fingerprint = Field(j, "fingerprint").get<std::string>();
     const std::string mine = ModelFingerprint(g);
     if (fingerprint != mine) {
-      throw MemplanError("the plan was made for another model ('" + model + "', fingerprint " + fingerprint + ") than '" +
-                         g.model_path + "' (fingerprint " + mine + "); re-plan with `memplan plan " + g.model_path + "`");
+      throw MemplanError("the plan was made for another model ('" + model + "', fingerprint " +
+                         fingerprint + ") than '" + g.model_path + "' (fingerprint " + mine +
+                         "); re-plan with `memplan plan " + g.model_path + "`");
     }
     const nlohmann::json& sections = Field(j, "sections");
-    if (!sections.is_array() || sections.empty()) throw MemplanError("the plan's \"sections\" must be a non-empty array");
+    if (!sections.is_array() || sections.empty())
+      throw MemplanError("the plan's \"sections\" must be a non-empty array");
     std::vector<std::vector<NodeId>> segments;
     NodeId next = 0;
     for (size_t k = 0; k < sections.size(); ++k) {
       if (!sections[k].is_array() || sections[k].empty()) {
-        throw MemplanError("the plan's section " + std::to_string(k) + " must be a non-empty array of node names");
+        throw MemplanError("the plan's section " + std::to_string(k) +
+                           " must be a non-empty array of node names");
       }
       std::vector<NodeId> seg;
       for (const nlohmann::json& name : sections[k]) {
         const std::string s = name.get<std::string>();
         if (next >= static_cast<NodeId>(g.nodes.size())) {
-          throw MemplanError("the plan names node '" + s + "' after the model's last node; re-plan for this model");
+          throw MemplanError("the plan names node '" + s +
+                             "' after the model's last node; re-plan for this model");
         }
         if (g.nodes[next].name != s) {
           NodeId found = g.FindNode(s);
           throw MemplanError(found == kNone
                                  ? "the plan's section " + std::to_string(k) + " names node '" + s +
                                        "', which the model does not have; re-plan for this model"
-                                 : "the plan's section " + std::to_string(k) + " has node '" + s + "' where the model's order has '" +
-                                       g.nodes[next].name + "'; sections must follow the node order");
+                                 : "the plan's section " + std::to_string(k) + " has node '" + s +
+                                       "' where the model's order has '" + g.nodes[next].name +
+                                       "'; sections must follow the node order");
         }
         seg.push_back(next++);
       }
@@ -160,16 +169,20 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
     }
     if (segments.size() == 1) segments.clear();
     std::vector<NodeId> cuts = CutsFromSegments(g, segments);
-    Plan p = ReplaySegmentation(g, Field(j, "strategy").get<std::string>(), cuts, j.value("budget_bytes", int64_t{0}),
+    Plan p = ReplaySegmentation(g, Field(j, "strategy").get<std::string>(), cuts,
+                                j.value("budget_bytes", int64_t{0}),
                                 j.value("baseline_peak_bytes", int64_t{0}));
     // The checkpoints are derived from the sections; a plan naming others was edited by hand.
     if (j.contains("checkpoints")) {
       for (const nlohmann::json& name : j.at("checkpoints")) {
         const std::string s = name.get<std::string>();
         TensorId t = g.FindTensor(s);
-        if (t == kNone) throw MemplanError("the plan's checkpoint '" + s + "' is not a tensor of the model; re-plan for this model");
+        if (t == kNone)
+          throw MemplanError("the plan's checkpoint '" + s +
+                             "' is not a tensor of the model; re-plan for this model");
         if (std::find(p.checkpoints.begin(), p.checkpoints.end(), t) == p.checkpoints.end()) {
-          throw MemplanError("the plan's checkpoint '" + s + "' does not cross a section border of its sections; re-plan");
+          throw MemplanError("the plan's checkpoint '" + s +
+                             "' does not cross a section border of its sections; re-plan");
         }
       }
     }

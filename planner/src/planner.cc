@@ -33,7 +33,8 @@ Context::Context(const TrainingGraph& g, const CostModel& cost, const PlanOption
     graph_ = &costed_;
   }
   facts_ = ComputeGraphFacts(*graph_);
-  if (facts_.loss_node == kNone) throw MemplanError(g.model_path + ": the graph has no loss to plan for");
+  if (facts_.loss_node == kNone)
+    throw MemplanError(g.model_path + ": the graph has no loss to plan for");
   baseline_ = Simulate(BuildTrainingSchedule(*graph_), options_.simulator).peak_bytes;
 }
 
@@ -41,7 +42,8 @@ const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_
   std::unique_ptr<Tables>& t = tables_[max_candidates];
   if (!t || t->costs.limit < limit) {
     t = std::make_unique<Tables>();
-    std::vector<NodeId> candidates = SelectCutCandidates(*graph_, facts_, max_candidates, &t->all_positions);
+    std::vector<NodeId> candidates =
+        SelectCutCandidates(*graph_, facts_, max_candidates, &t->all_positions);
     t->costs = ComputeSegmentCosts(*graph_, facts_, candidates, options_.simulator.policy, limit);
   }
   if (all_positions) *all_positions = t->all_positions;
@@ -57,7 +59,8 @@ Plan Context::Finish(const std::string& strategy, const std::vector<NodeId>& cut
 
 Plan RunOptimal(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
-  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes) return ctx.Finish("optimal", {}, o.budget_bytes, start);
+  if (o.budget_bytes <= 0 || ctx.baseline_peak() <= o.budget_bytes)
+    return ctx.Finish("optimal", {}, o.budget_bytes, start);
   bool all_positions = false;
   const SegmentCosts* costs = &ctx.costs(o.max_cut_candidates, o.budget_bytes, &all_positions);
   DpOptions dp;
@@ -67,9 +70,11 @@ Plan RunOptimal(Context& ctx, const PlanOptions& o) {
   std::vector<std::string> notes;
   if (r.feasible) {
     // Among the segmentations with this (least) recompute, the one with the smallest peak.
-    auto last = std::lower_bound(costs->pos.begin(), costs->pos.end(), r.cuts.empty() ? 0 : r.cuts.back());
-    DpResult refined = SmallestPeak(*costs, ctx.facts(), static_cast<int>(last - costs->pos.begin()),
-                                    o.max_states_per_position, o.budget_bytes);
+    auto last =
+        std::lower_bound(costs->pos.begin(), costs->pos.end(), r.cuts.empty() ? 0 : r.cuts.back());
+    DpResult refined =
+        SmallestPeak(*costs, ctx.facts(), static_cast<int>(last - costs->pos.begin()),
+                     o.max_states_per_position, o.budget_bytes);
     if (refined.feasible && refined.predicted_peak <= r.predicted_peak) {
       refined.states_capped = refined.states_capped || r.states_capped;
       r = std::move(refined);
@@ -77,17 +82,23 @@ Plan RunOptimal(Context& ctx, const PlanOptions& o) {
   } else {
     costs = &ctx.costs(o.max_cut_candidates, ctx.baseline_peak(), &all_positions);
     r = SmallestPeak(*costs, ctx.facts(), -1, o.max_states_per_position);
-    notes.push_back("no segmentation over the candidate cuts fits the budget; this is the smallest peak they reach");
+    notes.push_back(
+        "no segmentation over the candidate cuts fits the budget; this is the smallest peak they "
+        "reach");
   }
   Plan p = ctx.Finish("optimal", r.cuts, o.budget_bytes, start);
-  notes.push_back(all_positions ? "optimal over every segmentation of the node order (" +
-                                      std::to_string(costs->size() - 2) + " distinct cut positions)"
-                                : "optimal over segmentations whose cuts lie in " + std::to_string(costs->size() - 2) +
-                                      " candidate positions (bottlenecks, crossing-bytes minima, evenly spaced)");
-  if (r.states_capped) notes.push_back("the DP dropped states beyond max_states_per_position: the result may not be exact");
+  notes.push_back(
+      all_positions
+          ? "optimal over every segmentation of the node order (" +
+                std::to_string(costs->size() - 2) + " distinct cut positions)"
+          : "optimal over segmentations whose cuts lie in " + std::to_string(costs->size() - 2) +
+                " candidate positions (bottlenecks, crossing-bytes minima, evenly spaced)");
+  if (r.states_capped)
+    notes.push_back(
+        "the DP dropped states beyond max_states_per_position: the result may not be exact");
   if (r.predicted_peak != p.predicted_peak_bytes) {
-    notes.push_back("internal: the DP predicted " + std::to_string(r.predicted_peak) + " B but the replay peaks at " +
-                    std::to_string(p.predicted_peak_bytes) + " B");
+    notes.push_back("internal: the DP predicted " + std::to_string(r.predicted_peak) +
+                    " B but the replay peaks at " + std::to_string(p.predicted_peak_bytes) + " B");
   }
   p.notes.insert(p.notes.end(), notes.begin(), notes.end());
   return p;
@@ -116,8 +127,10 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
     best.notes.push_back("auto: the plain step fits the budget");
     return best;
   }
-  std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt, RunBottleneck, RunSpeed};
-  if (MilpAvailable() && o.auto_milp_max_nodes > 0 && static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
+  std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt,
+                                                              RunBottleneck, RunSpeed};
+  if (MilpAvailable() && o.auto_milp_max_nodes > 0 &&
+      static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
     runs.push_back(RunMilp);
   }
   std::string tried;
@@ -153,7 +166,7 @@ Plan RunStrategy(Context& ctx, const PlanOptions& o) {
 
 using planner::Context;
 
-#define MEMPLAN_STRATEGY(Public, Run)                                                     \
+#define MEMPLAN_STRATEGY(Public, Run)                                                      \
   Plan Public(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) { \
     Context ctx(g, cost, options);                                                         \
     return planner::Run(ctx, options);                                                     \
@@ -170,8 +183,8 @@ MEMPLAN_STRATEGY(MakePlan, RunStrategy)
 #undef MEMPLAN_STRATEGY
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> names = {"auto", "none", "manual", "speed", "bottleneck",
-                                                 "sqrt", "sections", "optimal", "milp"};
+  static const std::vector<std::string> names = {
+      "auto", "none", "manual", "speed", "bottleneck", "sqrt", "sections", "optimal", "milp"};
   return names;
 }
 
@@ -181,7 +194,8 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
   PlanOptions o = options;
   o.budget_bytes = 1;  // nothing fits: every strategy reports its smallest peak
   Plan best = planner::RunOptimalSmallestPeak(ctx, o);
-  for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
+  for (auto run :
+       {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
     Plan p = run(ctx, o);
     if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
   }
@@ -197,7 +211,8 @@ Plan SmallestPeakPlan(const TrainingGraph& g, const CostModel& cost, const PlanO
   return SmallestPeakIn(ctx, options);
 }
 
-SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options, int num_budgets) {
+SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
+                         int num_budgets) {
   Context ctx(g, cost, options);
   SweepResult s;
   s.baseline_peak_bytes = ctx.baseline_peak();
@@ -208,8 +223,9 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
   std::vector<SweepPoint> all;
   for (int i = 0; i < num_budgets; ++i) {
     double t = static_cast<double>(i) / (num_budgets - 1);
-    int64_t budget = static_cast<int64_t>(std::llround(static_cast<double>(s.baseline_peak_bytes) * (1 - t) +
-                                                       static_cast<double>(s.min_budget_bytes) * t));
+    int64_t budget =
+        static_cast<int64_t>(std::llround(static_cast<double>(s.baseline_peak_bytes) * (1 - t) +
+                                          static_cast<double>(s.min_budget_bytes) * t));
     PlanOptions o = options;
     o.budget_bytes = budget;
     Plan p = planner::RunStrategy(ctx, o);

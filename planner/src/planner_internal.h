@@ -14,7 +14,8 @@
 
 namespace memplan::planner {
 
-Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& cuts);
+Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
+                               const std::vector<NodeId>& cuts);
 
 class Context {
  public:

@@ -77,8 +77,8 @@ std::vector<NodeId> DistinctCutPositions(const TrainingGraph& g, const GraphFact
   std::vector<NodeId> out;
   for (NodeId c = 1; c <= f.loss_node; ++c) {
     const Node& prev = g.nodes[c - 1];
-    bool inert = c > 1 && f.produced[prev.id].empty() && f.extra_bytes[prev.id] == 0 && !prev.has_backward &&
-                 prev.forward_flops == 0 && !ReadsActivation(prev, f);
+    bool inert = c > 1 && f.produced[prev.id].empty() && f.extra_bytes[prev.id] == 0 &&
+                 !prev.has_backward && prev.forward_flops == 0 && !ReadsActivation(prev, f);
     if (!inert) out.push_back(c);
   }
   return out;
@@ -112,9 +112,11 @@ std::vector<int64_t> CrossingBytes(const TrainingGraph& g, const GraphFacts& f) 
   return out;
 }
 
-std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts& f, int max_count, bool* all_positions) {
+std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts& f, int max_count,
+                                        bool* all_positions) {
   std::vector<NodeId> distinct = DistinctCutPositions(g, f);
-  if (all_positions) *all_positions = max_count <= 0 || static_cast<int>(distinct.size()) <= max_count;
+  if (all_positions)
+    *all_positions = max_count <= 0 || static_cast<int>(distinct.size()) <= max_count;
   if (max_count <= 0 || static_cast<int>(distinct.size()) <= max_count) return distinct;
   // Maps a position to the distinct one it is equivalent to (the start of its inert run).
   auto canonical = [&](NodeId c) {
@@ -125,8 +127,9 @@ std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts
   std::vector<NodeId> bottlenecks = BottleneckCuts(g, f);
   const size_t bottleneck_cap = static_cast<size_t>(max_count) / 2;
   for (size_t i = 0; i < bottlenecks.size(); ++i) {
-    if (bottlenecks.size() > bottleneck_cap && (i * bottleneck_cap) / bottlenecks.size() ==
-                                                   ((i + 1) * bottleneck_cap) / bottlenecks.size()) {
+    if (bottlenecks.size() > bottleneck_cap &&
+        (i * bottleneck_cap) / bottlenecks.size() ==
+            ((i + 1) * bottleneck_cap) / bottlenecks.size()) {
       continue;  // thin evenly
     }
     chosen.push_back(canonical(bottlenecks[i]));
@@ -160,12 +163,18 @@ std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts
 struct SegmentSweep {
   const GraphFacts* facts = nullptr;
   int num_nodes = 0;
-  std::vector<int64_t> grad_in;          // gradient bytes alive when the backward reaches boundary b
-  std::vector<int64_t> static_backward;  // per backward node: plain gradient bytes + extras of nodes <= n
+  std::vector<int64_t> grad_in;  // gradient bytes alive when the backward reaches boundary b
+  std::vector<int64_t>
+      static_backward;  // per backward node: plain gradient bytes + extras of nodes <= n
   std::vector<int64_t> extra, extra_prefix;
   std::vector<std::vector<int32_t>> ending;  // per node: storages whose last reader it is
-  struct Pin { BufferId buffer; NodeId producer; NodeId freed; int64_t bytes; };
-  std::vector<Pin> pins;                     // held gradients: tensors read after their segment
+  struct Pin {
+    BufferId buffer;
+    NodeId producer;
+    NodeId freed;
+    int64_t bytes;
+  };
+  std::vector<Pin> pins;  // held gradients: tensors read after their segment
   std::vector<std::vector<int32_t>> pin_start, pin_end;
   // Scratch.
   MaxTree tree;
@@ -173,8 +182,9 @@ struct SegmentSweep {
   std::vector<BufferId> touched;
 };
 
-SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& candidates,
-                                 AllocatorPolicy policy, int64_t limit) {
+SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f,
+                                 const std::vector<NodeId>& candidates, AllocatorPolicy policy,
+                                 int64_t limit) {
   const int num_nodes = f.num_nodes;
   auto acc = [policy](int64_t bytes) { return AccountedBytes(bytes, policy); };
   SegmentCosts c;
@@ -216,7 +226,8 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, co
   for (BufferId b : optimizer.allocs) optimizer_bytes += acc(scratch.buffers[b].bytes);
   c.floor = std::max(c.persistent, optimizer_bytes);
   w.grad_in.assign(num_nodes + 1, 0);
-  for (NodeId n = num_nodes - 1; n >= 0; --n) w.grad_in[n] = g.nodes[n].has_backward ? grad_after[n] : w.grad_in[n + 1];
+  for (NodeId n = num_nodes - 1; n >= 0; --n)
+    w.grad_in[n] = g.nodes[n].has_backward ? grad_after[n] : w.grad_in[n + 1];
 
   // 2. Per-node and per-storage inputs of the sweep.
   const size_t num_roots = f.roots.size();
@@ -229,7 +240,8 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, co
     w.extra_prefix[n.id + 1] = w.extra_prefix[n.id] + w.extra[n.id];
   }
   w.ending.resize(num_nodes);
-  for (size_t r = 0; r < num_roots; ++r) w.ending[f.root[r].last_reader].push_back(static_cast<int32_t>(r));
+  for (size_t r = 0; r < num_roots; ++r)
+    w.ending[f.root[r].last_reader].push_back(static_cast<int32_t>(r));
   w.pin_start.resize(num_nodes);
   w.pin_end.resize(num_nodes);
   for (const Tensor& t : g.tensors) {
@@ -246,7 +258,8 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f, co
   w.pin_count.assign(scratch.buffers.size(), 0);
   w.static_backward.resize(num_nodes);
   for (NodeId n = 0; n < num_nodes; ++n) {
-    w.static_backward[n] = g.nodes[n].has_backward ? grad_during[n] + w.extra_prefix[n + 1] : kNoValue;
+    w.static_backward[n] =
+        g.nodes[n].has_backward ? grad_during[n] + w.extra_prefix[n + 1] : kNoValue;
   }
   c.rows_.resize(nb);
 
@@ -319,7 +332,8 @@ void SegmentCosts::ComputeRow(size_t i) const {
     for (int32_t p : w.pin_end[n]) {
       const SegmentSweep::Pin& pin = w.pins[p];
       if (pin.producer < a) continue;
-      if (--w.pin_count[pin.buffer] == 0 && pin.freed != kNone && pin.freed > a) w.tree.Add(0, pin.freed - a, -pin.bytes);
+      if (--w.pin_count[pin.buffer] == 0 && pin.freed != kNone && pin.freed > a)
+        w.tree.Add(0, pin.freed - a, -pin.bytes);
     }
     if (n + 1 == pos[j]) {
       const NodeId b = n + 1;

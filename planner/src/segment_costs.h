@@ -47,8 +47,8 @@ class SegmentCosts {
   int64_t Phase(size_t i, size_t j) const { return Row(i).phase[j - i - 1]; }
 
  private:
-  friend SegmentCosts ComputeSegmentCosts(const TrainingGraph&, const GraphFacts&, const std::vector<NodeId>&,
-                                          AllocatorPolicy, int64_t);
+  friend SegmentCosts ComputeSegmentCosts(const TrainingGraph&, const GraphFacts&,
+                                          const std::vector<NodeId>&, AllocatorPolicy, int64_t);
   struct RowData {
     bool done = false;
     std::vector<int64_t> fwd, phase;  // indexed j - i - 1
@@ -69,8 +69,9 @@ constexpr int64_t kInfinite = INT64_MAX / 4;
 // provably exceeds `limit` (their recompute alone, which only grows with the segment) are not
 // evaluated: the sweep from a start stops there and leaves kInfinite. Budgets up to `limit`
 // get exact answers from these tables.
-SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& facts, const std::vector<NodeId>& candidates,
-                                 AllocatorPolicy policy, int64_t limit = kInfinite);
+SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& facts,
+                                 const std::vector<NodeId>& candidates, AllocatorPolicy policy,
+                                 int64_t limit = kInfinite);
 
 // Cut positions that are interchangeable with their neighbour are dropped: a node that
 // allocates nothing, reads no activation, has no backward and no FLOPs can sit on either
@@ -80,8 +81,8 @@ std::vector<NodeId> DistinctCutPositions(const TrainingGraph& g, const GraphFact
 // At most `max_count` positions out of DistinctCutPositions: all of them when they fit,
 // otherwise the bottleneck cuts, then the positions where the bytes crossing the cut are a
 // local minimum (smallest first), then evenly spaced positions.
-std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts& facts, int max_count,
-                                        bool* all_positions = nullptr);
+std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts& facts,
+                                        int max_count, bool* all_positions = nullptr);
 
 // Positions right after the producer of each bottleneck tensor (FindBottlenecks), valid cuts only.
 std::vector<NodeId> BottleneckCuts(const TrainingGraph& g, const GraphFacts& facts);

@@ -76,7 +76,8 @@ NodeId GraphFacts::FirstReaderFrom(int32_t r, NodeId from) const {
 }
 
 // The schedule for cut positions `cuts` (validated by the caller).
-Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& cuts) {
+Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
+                               const std::vector<NodeId>& cuts) {
   const int num_nodes = f.num_nodes;
   const int num_segments = static_cast<int>(cuts.size()) + 1;
   const int last = num_segments - 1;
@@ -96,7 +97,8 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, cons
   PersistentBuffers persistent = AddPersistentBuffers(g, s);
   s.steps.push_back(persistent.setup);
 
-  std::vector<std::vector<BufferId>> free_forward(num_nodes), free_recompute(num_nodes), free_backward(num_nodes);
+  std::vector<std::vector<BufferId>> free_forward(num_nodes), free_recompute(num_nodes),
+      free_backward(num_nodes);
   std::vector<std::vector<BufferId>> free_at_segment_end(num_segments);
   std::vector<std::vector<BufferId>> extras(num_nodes);
 
@@ -112,8 +114,10 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, cons
       BufferId b = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
       step.allocs.push_back(b);
       if (k == last) {
-        if (root.first_saver != kNone) free_backward[root.first_saver].push_back(b);
-        else free_forward[root.last_reader].push_back(b);
+        if (root.first_saver != kNone)
+          free_backward[root.first_saver].push_back(b);
+        else
+          free_forward[root.last_reader].push_back(b);
       } else if (border(r)) {
         // A checkpoint: freed after the backward of the earliest later segment reading it.
         free_at_segment_end[seg_of[f.FirstReaderFrom(r, end[k])]].push_back(b);
@@ -123,11 +127,13 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, cons
     }
     for (const SavedExtra& e : n.saved_extras) {
       if (k == last) {
-        BufferId b = s.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone});
+        BufferId b =
+            s.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone});
         extras[n.id].push_back(b);
         step.allocs.push_back(b);
       } else {
-        BufferId b = s.AddBuffer({n.name + ":" + e.name + " (no grad)", e.bytes, MemoryCategory::kTemporary, kNone});
+        BufferId b = s.AddBuffer(
+            {n.name + ":" + e.name + " (no grad)", e.bytes, MemoryCategory::kTemporary, kNone});
         step.allocs.push_back(b);
         step.frees.push_back(b);
       }
@@ -150,14 +156,19 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, cons
         for (int32_t r : f.produced[id]) {
           const GraphFacts::Root& root = f.root[r];
           const Tensor& t = g.tensors[root.tensor];
-          BufferId b = s.AddBuffer({t.name + " (recomputed)", t.bytes, MemoryCategory::kActivation, t.id});
+          BufferId b =
+              s.AddBuffer({t.name + " (recomputed)", t.bytes, MemoryCategory::kActivation, t.id});
           step.allocs.push_back(b);
-          if (border(r)) deferred.push_back(b);
-          else if (root.first_saver != kNone) free_backward[root.first_saver].push_back(b);
-          else free_recompute[root.last_reader].push_back(b);
+          if (border(r))
+            deferred.push_back(b);
+          else if (root.first_saver != kNone)
+            free_backward[root.first_saver].push_back(b);
+          else
+            free_recompute[root.last_reader].push_back(b);
         }
         for (const SavedExtra& e : n.saved_extras) {
-          BufferId b = s.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone});
+          BufferId b =
+              s.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone});
           extras[id].push_back(b);
           step.allocs.push_back(b);
         }
@@ -172,7 +183,8 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, cons
         for (TensorId o : g.nodes[id].outputs) {
           if (o == kNone || !g.tensors[o].has_gradient) continue;
           const std::vector<NodeId>& c = g.tensors[o].consumers;
-          if (!c.empty() && *std::max_element(c.begin(), c.end()) >= end[k]) outputs_read_later.push_back(o);
+          if (!c.empty() && *std::max_element(c.begin(), c.end()) >= end[k])
+            outputs_read_later.push_back(o);
         }
       }
     }
@@ -233,7 +245,8 @@ void CheckCuts(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
   for (NodeId c : cuts) {
     if (c <= prev || c > loss) {
       throw MemplanError("invalid segmentation: a segment border before node " + std::to_string(c) +
-                         " is out of order or puts the loss ('" + g.nodes[loss].name + "') before the last segment");
+                         " is out of order or puts the loss ('" + g.nodes[loss].name +
+                         "') before the last segment");
     }
     prev = c;
   }
@@ -241,7 +254,8 @@ void CheckCuts(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
 
 }  // namespace
 
-std::vector<std::vector<NodeId>> SegmentsFromCuts(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
+std::vector<std::vector<NodeId>> SegmentsFromCuts(const TrainingGraph& g,
+                                                  const std::vector<NodeId>& cuts) {
   CheckCuts(g, cuts);
   std::vector<std::vector<NodeId>> segments(cuts.size() + 1);
   size_t k = 0;
@@ -252,34 +266,39 @@ std::vector<std::vector<NodeId>> SegmentsFromCuts(const TrainingGraph& g, const 
   return segments;
 }
 
-std::vector<NodeId> CutsFromSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
+std::vector<NodeId> CutsFromSegments(const TrainingGraph& g,
+                                     const std::vector<std::vector<NodeId>>& segments) {
   std::vector<NodeId> cuts;
   NodeId next = 0;
   for (size_t k = 0; k < segments.size(); ++k) {
-    if (segments[k].empty()) throw MemplanError("invalid segmentation: section " + std::to_string(k) + " is empty");
+    if (segments[k].empty())
+      throw MemplanError("invalid segmentation: section " + std::to_string(k) + " is empty");
     if (k > 0) cuts.push_back(next);
     for (NodeId n : segments[k]) {
       if (n != next) {
-        throw MemplanError("invalid segmentation: section " + std::to_string(k) + " is not contiguous in the node order " +
-                           "(expected node " + std::to_string(next) + ", got " + std::to_string(n) + ")");
+        throw MemplanError("invalid segmentation: section " + std::to_string(k) +
+                           " is not contiguous in the node order " + "(expected node " +
+                           std::to_string(next) + ", got " + std::to_string(n) + ")");
       }
       ++next;
     }
   }
   if (!segments.empty() && next != static_cast<NodeId>(g.nodes.size())) {
-    throw MemplanError("invalid segmentation: the sections cover " + std::to_string(next) + " of the model's " +
-                       std::to_string(g.nodes.size()) + " nodes");
+    throw MemplanError("invalid segmentation: the sections cover " + std::to_string(next) +
+                       " of the model's " + std::to_string(g.nodes.size()) + " nodes");
   }
   CheckCuts(g, cuts);
   return cuts;
 }
 
-Schedule BuildSegmentedSchedule(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
+Schedule BuildSegmentedSchedule(const TrainingGraph& g,
+                                const std::vector<std::vector<NodeId>>& segments) {
   std::vector<NodeId> cuts = CutsFromSegments(g, segments);
   return planner::BuildScheduleFromCuts(g, planner::ComputeGraphFacts(g), cuts);
 }
 
-std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
+std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g,
+                                         const std::vector<std::vector<NodeId>>& segments) {
   std::vector<NodeId> cuts = CutsFromSegments(g, segments);
   std::vector<int> seg_of(g.nodes.size());
   for (size_t k = 0, n = 0; n < g.nodes.size(); ++n) {
@@ -307,8 +326,9 @@ double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
   return flops;
 }
 
-Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy, const std::vector<NodeId>& cuts,
-                        int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
+                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
+                        int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
   Plan p;
   p.strategy = strategy;
   p.model_path = g.model_path;

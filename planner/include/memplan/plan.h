@@ -34,20 +34,19 @@
 // The peak of a plan with one segment equals the plain training step's peak exactly.
 #pragma once
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "memplan/analyzer.h"
 
 namespace memplan {
 
 struct Plan {
-  std::string strategy;                      // none, manual, speed, bottleneck, sqrt, sections, optimal, milp
+  std::string strategy;  // none, manual, speed, bottleneck, sqrt, sections, optimal, milp
   std::string model_path;
   int64_t batch = 1;
-  std::string model_fingerprint;             // identifies the graph the plan was made for
+  std::string model_fingerprint;  // identifies the graph the plan was made for
   int64_t budget_bytes = 0;
   std::vector<std::vector<NodeId>> segments;  // contiguous partition of the node order
   std::vector<TensorId> checkpoints;          // tensors crossing segment borders (derived)
@@ -57,7 +56,7 @@ struct Plan {
   int64_t baseline_peak_bytes = 0;            // peak of the plain training step
   double recompute_flops = 0;
   double forward_flops = 0;
-  bool feasible = false;                      // predicted_peak_bytes <= budget_bytes
+  bool feasible = false;  // predicted_peak_bytes <= budget_bytes
   double solve_seconds = 0;
   std::vector<std::string> notes;
 
@@ -66,17 +65,21 @@ struct Plan {
 };
 
 // The schedule of the execution semantics above for a given segmentation.
-Schedule BuildSegmentedSchedule(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+Schedule BuildSegmentedSchedule(const TrainingGraph& g,
+                                const std::vector<std::vector<NodeId>>& segments);
 
 // Tensors crossing segment borders (produced in one segment, read by a later one),
 // excluding persistent tensors (inputs, parameters, constants) and views of them.
-std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g,
+                                         const std::vector<std::vector<NodeId>>& segments);
 
 // Segments <-> cut positions. A cut at position c (1 <= c <= the loss node's index) starts a
 // new segment at node c. Throws MemplanError when the segments are not a contiguous partition
 // of the node order in order, or the loss is not in the last segment.
-std::vector<std::vector<NodeId>> SegmentsFromCuts(const TrainingGraph& g, const std::vector<NodeId>& cuts);
-std::vector<NodeId> CutsFromSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments);
+std::vector<std::vector<NodeId>> SegmentsFromCuts(const TrainingGraph& g,
+                                                  const std::vector<NodeId>& cuts);
+std::vector<NodeId> CutsFromSegments(const TrainingGraph& g,
+                                     const std::vector<std::vector<NodeId>>& segments);
 
 // Forward FLOPs recomputed by a segmentation: every node before the last cut.
 double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts);
@@ -86,8 +89,9 @@ std::string ModelFingerprint(const TrainingGraph& g);
 
 // Replays a segmentation: schedule, timeline, checkpoints, FLOPs, feasibility. The one way
 // every strategy (and PlanFromJson) fills a Plan.
-Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy, const std::vector<NodeId>& cuts,
-                        int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
+Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
+                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
+                        int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g);
 // Validates that the plan was made for `g` (fingerprint, batch, node names); throws

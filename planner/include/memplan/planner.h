@@ -14,10 +14,9 @@
 
 #include <cstdint>
 #include <functional>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "memplan/analyzer.h"
 #include "memplan/plan.h"
