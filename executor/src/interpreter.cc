@@ -720,7 +720,12 @@ RunResult Trainer::Run() {
     int64_t peak = meter_.peak();
     meter_.SetLimit(0);
     if (exec::IsOutOfMemory(what)) {
-      throw MemplanError("out of memory in the " + at + " (step " + std::to_string(step_) + "): " + first +
+      if (where_.phase == "setup") {
+        throw MemplanError("out of memory in the setup: the parameters, gradients, optimizer state and batch alone need more "
+                           "than the device holds (" + first + "); no plan can help: use a smaller --batch, another "
+                           "--optimizer or more devices");
+      }
+      throw MemplanError("out of memory in the " + at + " (step " + std::to_string(step_ + 1) + "): " + first +
                          "; the step had reached " + FormatBytes(peak) +
                          ". Plan with a smaller budget (memplan plan MODEL --budget SIZE) or use a smaller --batch.");
     }
