@@ -16,7 +16,7 @@ const char* kPlanUsage =
     "auto|none|manual|speed|bottleneck|sqrt|sections|"
     "optimal|milp] [--checkpoints NAME,...] [--sweep] [--batch N] [--dim NAME=VALUE]... [--loss L] "
     "[--optimizer O] "
-    "[--time-limit SECONDS] [--json OUT]";
+    "[--micro-batches K|auto] [--time-limit SECONDS] [--json OUT]";
 
 std::vector<std::string> SplitNames(const Args& a) {
   std::vector<std::string> out;
@@ -44,8 +44,13 @@ std::string Percent(double ratio) {
 
 void PrintPlan(const Plan& p, const TrainingGraph& g) {
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
-              g.nodes.size(), static_cast<long long>(g.batch), OptimizerName(g.optimizer));
+              g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches), OptimizerName(g.optimizer));
   std::printf("strategy     %s\n", p.strategy.c_str());
+  if (p.micro_batches > 1) {
+    std::printf("micro-batch  %lld x %lld (gradient accumulation over the batch of %lld)\n",
+                static_cast<long long>(p.micro_batches), static_cast<long long>(p.batch),
+                static_cast<long long>(p.batch * p.micro_batches));
+  }
   std::printf("baseline     %s (no plan)\n", FormatBytes(p.baseline_peak_bytes).c_str());
   if (p.budget_bytes > 0) std::printf("budget       %s\n", FormatBytes(p.budget_bytes).c_str());
   std::printf("plan peak    %s (%s of the baseline), %s, at %s\n",
@@ -82,7 +87,7 @@ void PrintSweep(const SweepResult& s) {
 int RunPlan(int argc, char** argv) {
   Args a = ParseArgs(argc, argv, 2,
                      {"batch", "dim", "loss", "optimizer", "json", "budget", "strategy",
-                      "checkpoints", "time-limit"},
+                      "checkpoints", "time-limit", "micro-batches"},
                      {"sweep"});
   if (a.positional.size() != 1) throw MemplanError(kPlanUsage);
   const bool sweep = a.has("sweep");
@@ -130,7 +135,19 @@ int RunPlan(int argc, char** argv) {
     options.milp_time_limit_seconds = t;
   }
 
-  TrainingGraph g = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
+  const LoadOptions load_options = LoadOptionsFromArgs(a);
+  int64_t micro_batches = 0;  // 0: split the batch only when no plan fits without
+  if (a.has("micro-batches") && a.get("micro-batches") != "auto") {
+    micro_batches = a.get_int("micro-batches", 1);
+    if (micro_batches < 1) throw MemplanError("--micro-batches expects a positive integer or auto");
+  }
+  TrainingGraph g = LoadTrainingGraph(a.positional[0], load_options);
+  const GraphAtBatch graph_at_batch = [&](int64_t batch) {
+    if (batch == g.batch) return g;
+    LoadOptions o = load_options;
+    o.batch = batch;
+    return LoadTrainingGraph(a.positional[0], o);
+  };
   const CostModel cost;
   if (budget_percent > 0) {
     int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
@@ -142,12 +159,20 @@ int RunPlan(int argc, char** argv) {
     sweep_result = SweepBudgets(g, cost, options);
     if (!a.has("budget")) options.budget_bytes = sweep_result.min_budget_bytes;
   }
-  Plan plan = MakePlan(g, cost, options);
+  Plan plan = micro_batches > 1 ? PlanMicroBatched(graph_at_batch, g.batch, cost, options, micro_batches)
+                                : MakePlan(g, cost, options);
   Plan smallest;
-  if (!plan.feasible) smallest = SmallestPeakPlan(g, cost, options);
+  if (!plan.feasible && micro_batches == 0 && g.batch > 1) {
+    // Checkpointing alone does not fit: split the batch (gradient accumulation).
+    Plan split = PlanMicroBatched(graph_at_batch, g.batch, cost, options, 0);
+    if (split.feasible) plan = std::move(split);
+    else smallest = std::move(split);
+  }
+  if (!plan.feasible && smallest.schedule.steps.empty()) smallest = SmallestPeakPlan(g, cost, options);
 
+  const TrainingGraph plan_graph = graph_at_batch(plan.batch);
   if (a.has("json")) {
-    nlohmann::json j = PlanToJson(plan, g);
+    nlohmann::json j = PlanToJson(plan, plan_graph);
     if (sweep) j["sweep"] = SweepToJson(sweep_result);
     if (!plan.feasible) {
       j["smallest_budget_bytes"] = smallest.predicted_peak_bytes;
@@ -155,17 +180,18 @@ int RunPlan(int argc, char** argv) {
     }
     WriteJsonAtomically(j, a.get("json"));
   }
-  PrintPlan(plan, g);
+  PrintPlan(plan, plan_graph);
   if (sweep) PrintSweep(sweep_result);
   if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
   if (!plan.feasible) {
     std::fprintf(stderr,
                  "memplan plan: no %splan fits the budget of %s; the smallest peak any strategy "
                  "reaches is %s "
-                 "(strategy %s): use --budget %s or more, a smaller --batch, or more devices\n",
+                 "(strategy %s%s): use --budget %s or more, a smaller --batch, or more devices\n",
                  options.strategy == "auto" ? "" : (options.strategy + " ").c_str(),
                  FormatBytes(options.budget_bytes).c_str(),
                  FormatBytes(smallest.predicted_peak_bytes).c_str(), smallest.strategy.c_str(),
+                 smallest.micro_batches > 1 ? (", " + std::to_string(smallest.micro_batches) + " micro-batches").c_str() : "",
                  FormatBytes(smallest.predicted_peak_bytes).c_str());
     return kExitInfeasible;
   }

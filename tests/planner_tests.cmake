@@ -5,11 +5,12 @@ add_executable(planner_tests
   planner_json_test.cc         # plan JSON round trip and rejection
   planner_corpus_test.cc       # every strategy on every corpus model; DP tables == replay
   planner_cli_test.cc          # memplan plan: exit codes, summary, JSON
+  planner_microbatch_test.cc   # micro-batching: hand-computed peaks, search, corpus at 50%
 )
 target_link_libraries(planner_tests PRIVATE memplan_planner memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
 # White-box tests of the DP tables read the planner's private headers.
 target_include_directories(planner_tests PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
 add_dependencies(planner_tests memplan)
-gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
-gtest_discover_tests(planner_tests TEST_FILTER "*PlannerCorpus*" DISCOVERY_TIMEOUT 60
+gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*:*MicroBatchCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
+gtest_discover_tests(planner_tests TEST_FILTER "*PlannerCorpus*:*MicroBatchCorpus*" DISCOVERY_TIMEOUT 60
                      PROPERTIES TIMEOUT 1800 FIXTURES_REQUIRED corpus)

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memplan/plan.h"
+#include "memplan/planner.h"
 
 namespace memplan {
 namespace {
@@ -76,7 +77,9 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"kind", "plan"},
       {"memplan_version", MEMPLAN_VERSION},
       {"model", p.model_path},
-      {"batch", p.batch},
+      {"batch", p.batch * p.micro_batches},
+      {"micro_batches", p.micro_batches},
+      {"micro_batch", p.batch},
       {"fingerprint", p.model_fingerprint},
       {"optimizer", OptimizerName(g.optimizer)},
       {"loss", LossKindName(g.loss_kind)},
@@ -112,6 +115,18 @@ const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
 
 }  // namespace
 
+int64_t PlanMicroBatches(const nlohmann::json& j) {
+  int64_t k = j.is_object() ? j.value("micro_batches", int64_t{1}) : 1;
+  if (k < 1) throw MemplanError("the plan's \"micro_batches\" must be at least 1");
+  return k;
+}
+
+int64_t PlanGraphBatch(const nlohmann::json& j) {
+  if (!j.is_object() || !j.contains("batch")) throw MemplanError("the plan has no \"batch\" field; is it a memplan plan file?");
+  if (j.contains("micro_batch")) return j.at("micro_batch").get<int64_t>();
+  return j.at("batch").get<int64_t>() / PlanMicroBatches(j);
+}
+
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
   if (!j.is_object() || j.value("kind", "") != "plan") {
     throw MemplanError(
@@ -119,12 +134,17 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
   }
   try {
     const std::string model = j.value("model", std::string("?"));
-    const int64_t batch = Field(j, "batch").get<int64_t>();
+    Field(j, "batch");
+    const int64_t micro_batches = PlanMicroBatches(j);
+    const int64_t batch = PlanGraphBatch(j);
     if (batch != g.batch) {
-      throw MemplanError("the plan was made for batch " + std::to_string(batch) +
-                         " but the model is loaded with batch " + std::to_string(g.batch) +
-                         "; run with --batch " + std::to_string(batch) +
-                         " or re-plan with `memplan plan --batch " + std::to_string(g.batch) + "`");
+      const std::string made_for = micro_batches > 1 ? std::to_string(micro_batches) + " micro-batches of " +
+                                                           std::to_string(batch) + " (batch " +
+                                                           std::to_string(batch * micro_batches) + ")"
+                                                     : "batch " + std::to_string(batch);
+      throw MemplanError("the plan was made for " + made_for + " but the model is loaded with batch " +
+                         std::to_string(g.batch) + "; run with --batch " + std::to_string(batch * micro_batches) +
+                         " or re-plan with `memplan plan --batch " + std::to_string(g.batch * micro_batches) + "`");
     }
     const std::string fingerprint = Field(j, "fingerprint").get<std::string>();
     const std::string mine = ModelFingerprint(g);
@@ -186,6 +206,7 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
         }
       }
     }
+    ApplyMicroBatches(p, g, micro_batches, {});
     p.solve_seconds = j.value("solve_seconds", 0.0);
     if (j.contains("notes")) p.notes = j.at("notes").get<std::vector<std::string>>();
     return p;

@@ -42,10 +42,17 @@
 
 namespace memplan {
 
+// Micro-batching (gradient accumulation): with micro_batches = k > 1 the batch is split into
+// k equal micro-batches that run one after the other, each with the segmentation above on the
+// graph loaded at batch / k; parameter gradients accumulate across them (each micro-batch's
+// loss is scaled by 1/k, so the gradients are the full batch's mean) and the optimizer steps
+// once. The whole batch stays resident (micro-batches are views of it). Batch-norm statistics
+// are per micro-batch, as with any gradient accumulation.
 struct Plan {
   std::string strategy;  // none, manual, speed, bottleneck, sqrt, sections, optimal, milp
   std::string model_path;
-  int64_t batch = 1;
+  int64_t batch = 1;              // the batch of the graph the plan runs (the micro-batch size)
+  int64_t micro_batches = 1;      // how many micro-batches make one step (batch x micro_batches)
   std::string model_fingerprint;  // identifies the graph the plan was made for
   int64_t budget_bytes = 0;
   std::vector<std::vector<NodeId>> segments;  // contiguous partition of the node order
@@ -94,6 +101,11 @@ Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g);
+// The batch a plan's graph must be loaded with (its micro-batch size) and its micro-batch
+// count, read from plan JSON before loading the model.
+int64_t PlanGraphBatch(const nlohmann::json& j);
+int64_t PlanMicroBatches(const nlohmann::json& j);
+
 // Validates that the plan was made for `g` (fingerprint, batch, node names); throws
 // MemplanError naming what does not match and what to do.
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g);

@@ -97,6 +97,21 @@ const std::vector<std::string>& StrategyNames();  // including "auto"
 // FLOPs per output element from which an op counts as expensive for `speed`.
 constexpr double kExpensiveFlopsPerElement = 16;
 
+// Micro-batching (plan.h): `graph_at_batch(b)` loads the model at batch b (injected, so the
+// planner does no I/O). With micro_batches = k > 0 the batch is split into k micro-batches
+// (k must divide the batch). With k = 0 the planner searches the divisors of the batch in
+// increasing order and returns the plan with the fewest micro-batches that fits the budget
+// (the strategy's plan at k = 1 when it fits), or, when none fits, the smallest-peak plan at
+// the largest k. The plan's peak is replayed on the micro-batch graph with the rest of the
+// batch resident; its FLOPs are per step (k micro-batches).
+using GraphAtBatch = std::function<TrainingGraph(int64_t batch)>;
+Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
+                      const PlanOptions& options, int64_t micro_batches = 0);
+// Turns a plan made on the micro-batch graph `micro` into a k-micro-batch plan: the rest of the
+// batch's inputs are resident from the setup step; FLOPs are scaled to the whole step.
+void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batches,
+                       const SimulatorOptions& simulator);
+
 // The smallest peak any strategy reaches (optimal's minimum over its candidates, and the
 // heuristics'), as a replayed plan.
 Plan SmallestPeakPlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);

@@ -1,0 +1,118 @@
+// Micro-batching: the batch split into micro-batches with gradient accumulation.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "memplan/planner.h"
+#include "testing/corpus.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+
+// x[N,100] -> MatMul w1[100,100] -> y1 -> Relu -> y2 -> MatMul w2[100,10] -> logits -> CE
+GraphAtBatch Chain() {
+  return [](int64_t batch) {
+    GraphBuilder b;
+    b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
+    b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
+    LoadOptions o;
+    o.batch = batch;
+    return b.Output("logits").Load(o);
+  };
+}
+
+TEST(MicroBatching, TwoMicroBatchesHalveTheActivationGradient) {
+  PlanOptions o;
+  o.strategy = "none";
+  Plan p = PlanMicroBatched(Chain(), /*batch=*/4, {}, o, /*micro_batches=*/2);
+  // Micro-batch of 2: x 800 + params 44000 + target 16 + grads 44000 = 88816 persistent.
+  // Peak at MatMul1's backward: grad y1 800 + the new grad of w1 40000 = 129616.
+  // The other micro-batch's x 800 and target 16 stay resident: 129616 + 816 = 130432.
+  EXPECT_EQ(p.micro_batches, 2);
+  EXPECT_EQ(p.batch, 2);
+  EXPECT_EQ(p.predicted_peak_bytes, 130432);
+  // The plain step at batch 4 (88408 + 1224 persistent, + grad y1 1600 + 40000).
+  EXPECT_EQ(p.baseline_peak_bytes, 131232);
+}
+
+TEST(MicroBatching, SearchSplitsOnlyWhenCheckpointingCannotFit) {
+  PlanOptions o;
+  o.strategy = "optimal";
+  // At batch 4 no segmentation goes below 131232 B (persistent + grad y1 + new grad w1 are
+  // alive whatever is recomputed); two micro-batches reach 130432 B.
+  o.budget_bytes = 131000;
+  Plan p = PlanMicroBatched(Chain(), 4, {}, o);
+  EXPECT_TRUE(p.feasible);
+  EXPECT_EQ(p.micro_batches, 2);
+  EXPECT_EQ(p.predicted_peak_bytes, 130432);
+  // A budget the plain step meets needs no split.
+  o.budget_bytes = 131232;
+  EXPECT_EQ(PlanMicroBatched(Chain(), 4, {}, o).micro_batches, 1);
+}
+
+TEST(MicroBatching, ImpossibleBudgetReturnsTheSmallestPeak) {
+  PlanOptions o;
+  o.budget_bytes = 1000;  // below the parameters alone
+  Plan p = PlanMicroBatched(Chain(), 4, {}, o);
+  EXPECT_FALSE(p.feasible);
+  EXPECT_EQ(p.micro_batches, 4);  // the smallest peak splits the batch the most
+}
+
+TEST(MicroBatching, CountMustDivideTheBatch) {
+  EXPECT_THROW(PlanMicroBatched(Chain(), 4, {}, {}, 3), MemplanError);
+}
+
+TEST(MicroBatching, JsonRoundTripKeepsTheSplit) {
+  PlanOptions o;
+  o.strategy = "none";
+  Plan p = PlanMicroBatched(Chain(), 4, {}, o, 2);
+  TrainingGraph micro = Chain()(2);
+  nlohmann::json j = PlanToJson(p, micro);
+  EXPECT_EQ(j["batch"], 4);
+  EXPECT_EQ(PlanGraphBatch(j), 2);
+  EXPECT_EQ(PlanMicroBatches(j), 2);
+  Plan back = PlanFromJson(j, micro);
+  EXPECT_EQ(back.micro_batches, 2);
+  EXPECT_EQ(back.predicted_peak_bytes, p.predicted_peak_bytes);
+  // Loaded at the whole batch, the plan is refused with what to do.
+  EXPECT_THROW(PlanFromJson(j, Chain()(4)), MemplanError);
+}
+
+// Every corpus model fits half its baseline at batch 32: by checkpointing where it can, by
+// splitting the batch where one op's backward alone needs more.
+class MicroBatchCorpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(MicroBatchCorpus, HalfTheBaselineFits) {
+  std::string path = testing::CorpusModel(GetParam());
+  GraphAtBatch at = [&](int64_t batch) {
+    LoadOptions o;
+    o.batch = batch;
+    return LoadTrainingGraph(path, o);
+  };
+  int64_t batch = GetParam() == "gpt_deep" || GetParam() == "swin_t" || GetParam() == "vit_b_16" ? 16 : 32;
+  PlanOptions o;
+  o.strategy = "optimal";
+  int64_t baseline = Simulate(BuildTrainingSchedule(at(batch))).peak_bytes;
+  o.budget_bytes = baseline / 2;
+  Plan p = PlanMicroBatched(at, batch, {}, o);
+  EXPECT_TRUE(p.feasible) << p.predicted_peak_bytes << " > " << o.budget_bytes;
+  EXPECT_EQ(p.baseline_peak_bytes, baseline);
+  // Replay never trust: the micro-batch graph's schedule from the sections alone, plus the
+  // rest of the batch's inputs.
+  TrainingGraph micro = at(p.batch);
+  int64_t rest = (p.micro_batches - 1) * micro.input_bytes();
+  EXPECT_EQ(p.predicted_peak_bytes, Simulate(BuildSegmentedSchedule(micro, p.segments)).peak_bytes + rest);
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, MicroBatchCorpus, ::testing::ValuesIn(testing::TestCorpus()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name;
+                           for (char c : info.param) if (c != '_') name += c;
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace memplan
