@@ -60,6 +60,7 @@ int RunRun(int argc, char** argv) {
 
   // The plan decides batch, loss and optimizer unless the user names them.
   nlohmann::json plan_json;
+  int64_t micro_batches = 1;
   LoadOptions lo = LoadOptionsFromArgs(a);
   if (a.has("plan")) {
 #ifndef MEMPLAN_HAVE_PLANNER
@@ -69,8 +70,16 @@ int RunRun(int argc, char** argv) {
     if (!plan_json.is_object() || plan_json.value("kind", "") != "plan") {
       throw MemplanError("'" + a.get("plan") + "' is not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
     }
-    if (!a.has("batch") && plan_json.contains("batch") && plan_json["batch"].is_number_integer()) {
-      lo.batch = plan_json["batch"].get<int64_t>();
+    // The graph runs at the plan's micro-batch size; --batch names the whole batch.
+    micro_batches = PlanMicroBatches(plan_json);
+    if (a.has("batch")) {
+      if (lo.batch % micro_batches != 0) {
+        throw MemplanError("the plan runs " + std::to_string(micro_batches) + " micro-batches, which do not divide --batch " +
+                           std::to_string(lo.batch) + "; re-plan with `memplan plan --batch " + std::to_string(lo.batch) + "`");
+      }
+      lo.batch /= micro_batches;
+    } else {
+      lo.batch = PlanGraphBatch(plan_json);
     }
     if (!a.has("optimizer") && plan_json.contains("optimizer") && plan_json["optimizer"].is_string()) {
       lo.optimizer = ParseOptimizer(plan_json["optimizer"].get<std::string>());
@@ -118,6 +127,7 @@ int RunRun(int argc, char** argv) {
   if (a.has("plan")) {
     Plan p = PlanFromJson(plan_json, g);
     opt.segments = p.segments;
+    opt.micro_batches = p.micro_batches;
     schedule = p.schedule;
     strategy = p.strategy;
     plan_out = PlanToJson(p, g);
@@ -125,13 +135,17 @@ int RunRun(int argc, char** argv) {
   }
 #endif
   CheckSegments(g, opt.segments);
-  if (opt.segments.size() <= 1) schedule = BuildTrainingSchedule(g);
+  if (opt.segments.size() <= 1 && opt.micro_batches <= 1) schedule = BuildTrainingSchedule(g);
   MemoryTimeline predicted = Simulate(schedule);
 
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
-              static_cast<long long>(g.batch), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
-  std::printf("plan         %s (%zu segment%s)\n", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
+              static_cast<long long>(g.batch * opt.micro_batches), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
+  std::printf("plan         %s (%zu segment%s", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
               opt.segments.size() > 1 ? "s" : "");
+  if (opt.micro_batches > 1) {
+    std::printf(", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches), static_cast<long long>(g.batch));
+  }
+  std::printf(")\n");
   std::printf("predicted    %s peak at %s\n", FormatBytes(predicted.peak_bytes).c_str(),
               schedule.StepLabel(g, predicted.peak_step).c_str());
   std::fflush(stdout);
@@ -155,7 +169,8 @@ int RunRun(int argc, char** argv) {
     j["kind"] = "run";
     j["memplan_version"] = MEMPLAN_VERSION;
     j["model"] = g.model_path;
-    j["batch"] = g.batch;
+    j["batch"] = g.batch * opt.micro_batches;
+    j["micro_batches"] = opt.micro_batches;
     j["optimizer"] = OptimizerName(g.optimizer);
     j["loss_kind"] = LossKindName(g.loss_kind);
     j["device"] = r.device;

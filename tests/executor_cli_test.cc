@@ -85,6 +85,22 @@ TEST(RunCli, RunsAPlanFromMemplanPlan) {
   EXPECT_GT(j["recompute_seconds"][0].get<double>(), 0.0);
 }
 
+TEST(RunCli, RunsAMicroBatchedPlan) {
+  std::string model = testing::CorpusModel("gpt");
+  std::string plan = Tmp("gpt_micro_plan.json"), out = Tmp("gpt_micro.json");
+  Result p = Cli("plan " + model + " --batch 4 --micro-batches 2 --budget 10GiB --json " + plan);
+  ASSERT_EQ(p.code, 0) << p.out;
+  Result r = Cli("run " + model + " --plan " + plan + " --steps 1 --random-weights --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = ReadJson(out);
+  EXPECT_EQ(j["batch"], 4);
+  EXPECT_EQ(j["micro_batches"], 2);
+  // gpt's peak is exact on the CPU up to nll_loss's 4-byte total weight.
+  EXPECT_NEAR(j["measured_peak_bytes"].get<double>(), j["predicted_peak_bytes"].get<double>(), 64);
+  r = Cli("run " + model + " --plan " + plan + " --batch 3 --steps 1 --random-weights");
+  EXPECT_EQ(r.code, 1) << r.out;
+}
+
 TEST(RunCli, RejectsAPlanForAnotherModelOrBatch) {
   std::string gpt = testing::CorpusModel("gpt"), resnet = testing::CorpusModel("resnet18");
   std::string plan = Tmp("other_plan.json"), out = Tmp("other.json");

@@ -213,6 +213,7 @@ class Trainer {
   void LoadParameters(const exec::ModelData& model);
   at::Tensor InitialValue(const Tensor& t, const exec::ModelData& model, bool* random);
   void MakeBatch();
+  void SelectMicroBatch(int64_t m);
   int64_t IndexBound(TensorId t) const;
   void PlanLiveness();
   void Step(int64_t step, StepStats* stats);
@@ -243,6 +244,7 @@ class Trainer {
   std::vector<std::vector<TensorId>> checkpoints_free_;  // segment -> checkpoints freed after its backward
 
   std::vector<at::Tensor> persistent_;  // by TensorId
+  std::vector<at::Tensor> full_batch_;  // by TensorId: inputs of all micro-batches (micro_batches > 1)
   std::vector<at::Tensor> values_;      // by TensorId, this step's activations
   std::vector<at::Tensor> ckpt_;        // stored checkpoints (autograd leaves when they need a gradient)
   std::vector<at::Tensor> ckpt_grad_;   // complete gradients of freed checkpoint leaves
@@ -250,6 +252,7 @@ class Trainer {
   std::vector<TensorId> trained_;       // parameters with a gradient
   at::Tensor loss_;
   int64_t step_ = 0;
+  int64_t micro_ = 0;  // the micro-batch being run
   bool tracing_ = false;
   int64_t trace_peak_ = 0;
   std::vector<TraceEvent> trace_;
@@ -343,6 +346,7 @@ void Trainer::Setup() {
     throw MemplanError("the plan's last segment does not hold the loss node; re-plan with `memplan plan`");
   }
   if (opt_.threads > 0) at::set_num_threads(opt_.threads);
+  if (opt_.micro_batches < 1) throw MemplanError("micro_batches must be at least 1");
 
   exec::ModelData model;
   exec::LoadModelData(g_.model_path, opt_.model_bytes, &model);
@@ -419,8 +423,17 @@ void Trainer::MakeBatch() {
       throw MemplanError("--input " + name + "=" + file + ": the model has no input named '" + name + "'");
     }
   }
+  const int64_t k = opt_.micro_batches;
+  full_batch_.assign(g_.tensors.size(), at::Tensor());
   for (TensorId i : ins) {
-    const Tensor& t = g_.tensors[i];
+    Tensor t = g_.tensors[i];  // with micro-batches: the whole batch along dim 0
+    if (k > 1) {
+      if (t.shape.empty() || t.shape[0] != g_.batch) {
+        throw MemplanError("micro-batching splits every input along its first dimension, but input '" + t.name +
+                           "' has shape " + ShapeString(t.shape) + " at batch " + std::to_string(g_.batch));
+      }
+      t.shape[0] *= k;
+    }
     at::ScalarType st = exec::ScalarTypeOf(t.dtype);
     auto opts = at::TensorOptions().dtype(st);
     at::Tensor v;
@@ -431,7 +444,7 @@ void Trainer::MakeBatch() {
         std::ostringstream got;
         got << v.sizes() << " " << v.scalar_type();
         throw MemplanError("--input " + t.name + "=" + file->second + ": the file holds a " + got.str() + " tensor; the model wants " +
-                           DTypeName(t.dtype) + ShapeString(t.shape) + " at --batch " + std::to_string(g_.batch));
+                           DTypeName(t.dtype) + ShapeString(t.shape) + " at --batch " + std::to_string(g_.batch * k));
       }
     } else if (i == g_.loss_target && g_.loss_kind == LossKind::kCrossEntropy) {
       const Tensor& logits = g_.tensors[g_.nodes[g_.tensors[g_.loss].producer].inputs[0]];
@@ -444,7 +457,16 @@ void Trainer::MakeBatch() {
     } else {
       v = at::randint(0, IndexBound(i), t.shape, gen, opts);
     }
-    persistent_[i] = v.to(device_).contiguous();
+    if (k > 1) full_batch_[i] = v.to(device_).contiguous();
+    else persistent_[i] = v.to(device_).contiguous();
+  }
+}
+
+void Trainer::SelectMicroBatch(int64_t m) {
+  micro_ = m;
+  if (opt_.micro_batches <= 1) return;
+  for (size_t i = 0; i < full_batch_.size(); ++i) {
+    if (full_batch_[i].defined()) persistent_[i] = full_batch_[i].narrow(0, m * g_.batch, g_.batch);  // a view
   }
 }
 
@@ -501,7 +523,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   call.update_running_stats = !recompute;
   call.in.reserve(n.inputs.size());
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
-  if (exec::IsRandomOp(n.op_type)) SeedFor(step_, n.id);
+  if (exec::IsRandomOp(n.op_type)) SeedFor(step_ * opt_.micro_batches + micro_, n.id);
   uint64_t seq0 = tracing_ ? at::sequence_number::peek() : 0;
   std::vector<at::Tensor> outs = (*kernels_[n.id])(call);
   call.in.clear();
@@ -632,36 +654,45 @@ void Trainer::Step(int64_t step, StepStats* stats) {
                                        .scopes({at::RecordScope::BACKWARD_FUNCTION}));
   }
   const size_t K = segments_.size();
-  // 1. Forward: segments 0..K-2 without autograd, the last with.
-  where_.phase = "forward";
-  for (size_t s = 0; s + 1 < K; ++s) Forward(s, /*grad=*/false, /*recompute=*/false);
-  Forward(K - 1, /*grad=*/true, /*recompute=*/false);
-  loss_ = values_[g_.loss].defined() ? values_[g_.loss] : persistent_[g_.loss];
-  values_[g_.loss].reset();
-  double loss_value = loss_.item<double>();
-  // 2. Backward of the last segment, then recompute + backward of the others in reverse.
-  {
-    std::lock_guard<std::mutex> lock(tracer.mu);
-    tracer.active = tracing_;
-    tracer.phase = "backward";
-    tracer.last_end_bytes = meter_.current();
-  }
-  Backward(K - 1);
-  for (size_t s = K - 1; s-- > 0;) {
-    where_.phase = "recompute";
+  const int64_t micro_batches = opt_.micro_batches;
+  double loss_value = 0;
+  for (int64_t m = 0; m < micro_batches; ++m) {
+    SelectMicroBatch(m);
+    // 1. Forward: segments 0..K-2 without autograd, the last with.
+    where_.phase = "forward";
+    for (size_t s = 0; s + 1 < K; ++s) Forward(s, /*grad=*/false, /*recompute=*/false);
+    Forward(K - 1, /*grad=*/true, /*recompute=*/false);
+    loss_ = values_[g_.loss].defined() ? values_[g_.loss] : persistent_[g_.loss];
+    values_[g_.loss].reset();
+    double micro_loss = loss_.item<double>();
+    loss_value += micro_loss / static_cast<double>(micro_batches);
+    // Gradient accumulation: each micro-batch contributes its share of the batch's mean.
+    if (micro_batches > 1) loss_ = at::mul(loss_, 1.0 / static_cast<double>(micro_batches));
+    // 2. Backward of the last segment, then recompute + backward of the others in reverse.
     {
       std::lock_guard<std::mutex> lock(tracer.mu);
-      tracer.active = false;
+      tracer.active = tracing_ && m + 1 == micro_batches;
+      tracer.phase = "backward";
+      tracer.last_end_bytes = meter_.current();
     }
-    auto r0 = Clock::now();
-    Forward(s, /*grad=*/true, /*recompute=*/true);
-    recompute_seconds_ += Seconds(r0, Clock::now());
-    {
-      std::lock_guard<std::mutex> lock(tracer.mu);
-      tracer.active = tracing_;
+    Backward(K - 1);
+    for (size_t s = K - 1; s-- > 0;) {
+      where_.phase = "recompute";
+      {
+        std::lock_guard<std::mutex> lock(tracer.mu);
+        tracer.active = false;
+      }
+      auto r0 = Clock::now();
+      Forward(s, /*grad=*/true, /*recompute=*/true);
+      recompute_seconds_ += Seconds(r0, Clock::now());
+      {
+        std::lock_guard<std::mutex> lock(tracer.mu);
+        tracer.active = tracing_ && m + 1 == micro_batches;
+      }
+      Backward(s);
     }
-    Backward(s);
   }
+  SelectMicroBatch(0);
   {
     std::lock_guard<std::mutex> lock(tracer.mu);
     tracer.active = false;

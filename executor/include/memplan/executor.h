@@ -12,7 +12,8 @@
 //   - random ops (dropout, RandomUniformLike, ...) draw from a generator seeded per
 //     (seed, step, node), so that recompute reproduces the masks of the first forward and a
 //     plan reproduces the plain step exactly;
-//   - batch-norm running statistics are updated once per step (never during recompute).
+//   - batch-norm running statistics are updated once per step (never during recompute);
+//   - with micro-batches, each micro-batch runs the above and gradients accumulate.
 #pragma once
 
 #include <cstdint>
@@ -55,6 +56,11 @@ struct RunOptions {
   double learning_rate = 1e-3;
   // A contiguous partition of the node order (a plan's segments); empty: the plain step.
   std::vector<std::vector<NodeId>> segments;
+  // Micro-batching (plan.h): the graph is loaded at the micro-batch size; the step runs
+  // `micro_batches` of them over one resident batch (slices along the first dimension of
+  // every input), accumulating gradients (each loss scaled by 1/micro_batches), then steps
+  // the optimizer once.
+  int64_t micro_batches = 1;
   // Graph input name -> ONNX TensorProto file (.pb) to train on instead of synthetic data.
   std::map<std::string, std::string> input_files;
   // The serialized model, when the graph was loaded from bytes (tests); otherwise the file
