@@ -1,14 +1,9 @@
 // End-to-end: the memplan program as a user runs it, on good and bad input.
 #include <gtest/gtest.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "testing/cli_runner.h"
 #include "testing/corpus.h"
 #include "testing/graph_builder.h"
 
@@ -17,48 +12,8 @@ namespace {
 
 using testing::GraphBuilder;
 
-struct Result {
-  int code;
-  std::string out, err;
-};
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/memplan-cli-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
-
-  Result Run(const std::string& args) {
-    std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-    int status = std::system((std::string(MEMPLAN_CLI) + " " + args + " > " + out + " 2> " + err).c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
-  }
-
-  // A bad input: exit 1, one message naming `expect`, and no JSON file.
-  void ExpectUserError(const std::string& args, const std::string& expect) {
-    std::string json = dir_ + "/out.json";
-    Result r = Run(args + " --json " + json);
-    EXPECT_EQ(r.code, 1) << r.err;
-    EXPECT_NE(r.err.find(expect), std::string::npos) << "stderr: " << r.err;
-    EXPECT_FALSE(Exists(json));
-  }
-
-  std::string dir_;
-};
+using Cli = testing::CliTest;
+using testing::ReadFile;
 
 GraphBuilder Tiny() {
   GraphBuilder b;
@@ -133,7 +88,7 @@ TEST_F(Cli, UnknownOption) { ExpectUserError("analyze x.onnx --frobnicate 3", "-
 
 TEST_F(Cli, AnalyzeWritesTheJsonContract) {
   std::string json = dir_ + "/a.json";
-  Result r = Run("analyze " + testing::CorpusModel("resnet18") + " --batch 4 --json " + json);
+  testing::CliResult r = Run("analyze " + testing::CorpusModel("resnet18") + " --batch 4 --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("peak"), std::string::npos);
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
@@ -158,7 +113,7 @@ TEST_F(Cli, AbsentWeightsStillAnalyze) {
   // Only the graph is copied: the external-data file is missing.
   std::string src = testing::CorpusModel("resnet18");
   std::ofstream(dir_ + "/r.onnx", std::ios::binary) << ReadFile(src);
-  Result r = Run("analyze " + dir_ + "/r.onnx --batch 2");
+  testing::CliResult r = Run("analyze " + dir_ + "/r.onnx --batch 2");
   EXPECT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("weights are absent"), std::string::npos) << r.out;
 }

@@ -10,33 +10,20 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "testing/cli_runner.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
 namespace {
 
-struct Result {
-  int code;
-  std::string out, err;
-};
+using testing::CliResult;
+using testing::FileExists;
+using testing::ReadFile;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool Exists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-class PlannerCli : public ::testing::Test {
+class PlannerCli : public testing::CliTest {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/memplan-plan-cli-XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
+    CliTest::SetUp();
     model_ = dir_ + "/chain.onnx";
     // x [N, 256] -> Mul(w) -> 12 Relus; the default cross-entropy loss reads the last Relu's
     // [N, 256] output as 256 class logits.
@@ -47,21 +34,14 @@ class PlannerCli : public ::testing::Test {
     b.Output("h12");
     b.Save(model_);
   }
-  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+  CliResult Run(const std::string& args) { return CliTest::Run("plan " + args); }
 
-  Result Run(const std::string& args) {
-    std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-    int status = std::system(
-        (std::string(MEMPLAN_CLI) + " plan " + args + " > " + out + " 2> " + err).c_str());
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
-  }
-
-  std::string dir_, model_;
+  std::string model_;
 };
 
 TEST_F(PlannerCli, PlanFitsWritesJsonAndPrintsTheSummary) {
   std::string json = dir_ + "/plan.json";
-  Result r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --json " + json);
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   for (const char* s :
        {"baseline", "plan peak", "budget", "overhead", "checkpoints", "sections", "solve time"}) {
@@ -78,7 +58,7 @@ TEST_F(PlannerCli, PlanFitsWritesJsonAndPrintsTheSummary) {
 
 TEST_F(PlannerCli, NothingFitsExitsTwoAndNamesTheSmallestBudget) {
   std::string json = dir_ + "/plan.json";
-  Result r = Run(model_ + " --batch 8 --budget 1KiB --json " + json);
+  CliResult r = Run(model_ + " --batch 8 --budget 1KiB --json " + json);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.err.find("smallest peak any strategy reaches"), std::string::npos) << r.err;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));  // complete, and says so
@@ -87,7 +67,7 @@ TEST_F(PlannerCli, NothingFitsExitsTwoAndNamesTheSmallestBudget) {
 }
 
 TEST_F(PlannerCli, ManualCheckpoints) {
-  Result r = Run(model_ + " --budget 1GiB --checkpoints h4,h8");
+  CliResult r = Run(model_ + " --budget 1GiB --checkpoints h4,h8");
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("manual"), std::string::npos);
   EXPECT_NE(r.out.find("checkpoints  2   sections 3"), std::string::npos) << r.out;
@@ -106,16 +86,16 @@ TEST_F(PlannerCli, BadInputIsExitOneWithoutAFile) {
            {dir_ + "/missing.onnx --budget 1GiB", "missing.onnx"},
            {model_ + " --budget 1GiB --strategy speed --checkpoints h4", "--checkpoints"},
        }) {
-    Result r = Run(c.args + " --json " + json);
+    CliResult r = Run(c.args + " --json " + json);
     EXPECT_EQ(r.code, 1) << c.args << "\n" << r.err;
     EXPECT_NE(r.err.find(c.expect), std::string::npos) << c.args << "\n" << r.err;
-    EXPECT_FALSE(Exists(json)) << c.args;
+    EXPECT_FALSE(FileExists(json)) << c.args;
   }
 }
 
 TEST_F(PlannerCli, SweepPrintsAParetoTableAndPutsItInTheJson) {
   std::string json = dir_ + "/plan.json";
-  Result r = Run(model_ + " --batch 8 --sweep --json " + json);
+  CliResult r = Run(model_ + " --batch 8 --sweep --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("budget sweep"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("smallest feasible budget"), std::string::npos) << r.out;
@@ -126,6 +106,23 @@ TEST_F(PlannerCli, SweepPrintsAParetoTableAndPutsItInTheJson) {
   EXPECT_EQ(points.front()["budget_bytes"], j["sweep"]["baseline_peak_bytes"]);
   EXPECT_EQ(points.back()["peak_bytes"], j["sweep"]["min_budget_bytes"]);
   EXPECT_TRUE(j["feasible"].get<bool>());  // without --budget: the plan at the smallest budget
+}
+
+TEST_F(PlannerCli, MicroBatchesSplitTheBatch) {
+  std::string json = dir_ + "/micro.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 1GiB --micro-batches 4 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("micro-batch  4 x 2"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_EQ(j["micro_batches"], 4);
+  EXPECT_EQ(j["micro_batch"], 2);
+  // A count that does not divide the batch is a user error, with no file.
+  std::string bad = dir_ + "/bad.json";
+  r = Run(model_ + " --batch 8 --budget 1GiB --micro-batches 3 --json " + bad);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("does not divide"), std::string::npos) << r.err;
+  EXPECT_FALSE(FileExists(bad));
 }
 
 }  // namespace
