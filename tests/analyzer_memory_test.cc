@@ -86,23 +86,22 @@ TEST(TrainingMemory, SkipConnectionAccumulatesGradient) {
   Analysis a = Analyze(Residual().Load());
   // Persistent: x 400 + params 84000 + target 8 + grads 84000 = 168408.
   // Backward order: loss, MatMul w3, Add, MatMul w2, Relu, MatMul w1.
-  // Add's backward creates grad c and grad b (400 each) while grad d (400) is alive;
-  // MatMul w2's backward then adds a second gradient into grad b through a 400 B temporary.
-  // The peak is MatMul w2's backward (below): 168408 + 41600. MatMul w1's backward holds
-  // less: grad a 400 + the new grad of w1 40000.
-  EXPECT_EQ(a.timeline.peak_bytes, 168408 + 41600);
+  // Add's backward hands grad d itself to both c and b (no copy, as ATen's add does);
+  // MatMul w2's backward then adds a second gradient into b's through a 400 B temporary.
+  // The peak is MatMul w2's backward: b 400 + grad d (= grad c = grad b) 400 + that
+  // temporary 400 + the new grad of w2 40000 = 41200. MatMul w1's backward holds less:
+  // grad a 400 + the new grad of w1 40000.
+  EXPECT_EQ(a.timeline.peak_bytes, 168408 + 41200);
   size_t add_backward = 0;
   for (size_t i = 0; i < a.schedule.steps.size(); ++i) {
     const Step& s = a.schedule.steps[i];
     if (s.phase == Phase::kBackward && a.graph.nodes[s.node].op_type == "Add") add_backward = i;
   }
   ASSERT_GT(add_backward, 0u);
-  // During Add's backward: b (saved by Relu and MatMul w2) 400 + grad d 400 + grad c 400 +
-  // grad b 400.
-  EXPECT_EQ(a.timeline.bytes_during[add_backward], 168408 + 4 * 400);
-  // During MatMul w2's backward: b, grad c, grad b, new grad w2 40000 and the second
-  // contribution to grad b (a 400 B temporary).
-  EXPECT_EQ(a.timeline.bytes_during[add_backward + 1], 168408 + 400 + 400 + 400 + 40000 + 400);
+  // During Add's backward: b (saved by Relu and MatMul w2) 400 + grad d 400; nothing new.
+  EXPECT_EQ(a.timeline.bytes_during[add_backward], 168408 + 2 * 400);
+  // During MatMul w2's backward: b, the shared gradient, the temporary, the new grad of w2.
+  EXPECT_EQ(a.timeline.bytes_during[add_backward + 1], 168408 + 400 + 400 + 400 + 40000);
 }
 
 TEST(TrainingMemory, SharedWeightHasOneGradient) {

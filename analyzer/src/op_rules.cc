@@ -936,6 +936,39 @@ void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::v
 // nll_loss backward materializes the gradient of the log-probabilities before
 // log_softmax backward turns it into the logits' gradient.
 int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t) { return t[n.inputs[0]].bytes; }
+// Measured by the executor on LibTorch 1.13 CPU (oneDNN): convolution backward computes the
+// weight gradient in oneDNN's blocked layout and reorders it (a weight-sized buffer), and
+// passes grad_output and the input gradient through blocked copies (output + input sized);
+// the transient is the larger of the two.
+// LibTorch 1.13 takes oneDNN's path unless (ConvParams::use_mkldnn, one intra-op thread)
+// the kernel is 1x1 with stride 1 and no dilation and the batch is under 16, or the conv is
+// tiny (batch 1, kernel <= 3x3, no groups, input <= 20480 elements); slow_conv2d's 1x1 path
+// then needs no workspace.
+int64_t ConvWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  const Tensor& x = t[n.inputs[0]];
+  const std::vector<int64_t>& ws = t[n.inputs[1]].shape;
+  bool one_by_one = true;
+  for (size_t d = 2; d < ws.size(); ++d) one_by_one = one_by_one && ws[d] == 1;
+  for (int64_t s : n.attr_ints("strides")) one_by_one = one_by_one && s == 1;
+  for (int64_t s : n.attr_ints("dilations")) one_by_one = one_by_one && s == 1;
+  int64_t batch = x.shape.empty() ? 1 : x.shape[0];
+  bool big_kernel = ws.size() == 4 && ws[2] > 3 && ws[3] > 3;
+  bool mkldnn = (!one_by_one || batch >= 16) &&
+                (n.attr_int("group", 1) > 1 || big_kernel || batch > 1 || x.numel() > 20480);
+  if (!mkldnn) return 0;
+  int64_t w = t[n.inputs[1]].bytes, out = t[n.outputs[0]].bytes;
+  int64_t in = t[n.inputs[0]].has_gradient ? t[n.inputs[0]].bytes : 0;
+  return std::max(w, out + in);
+}
+// erf backward computes 2/sqrt(pi) * exp(-x^2) * grad out of place: four input-sized
+// temporaries are alive at its peak besides the input gradient.
+int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) { return 4 * t[n.inputs[0]].bytes; }
+// clamp_backward builds two bool masks (x >= min, x <= max).
+int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t) { return 2 * t[n.inputs[0]].numel(); }
+// native_batch_norm_backward (CPU) allocates an input-sized temporary besides grad_input.
+int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  return BatchNormTraining(n) ? t[n.inputs[0]].bytes : 0;
+}
 
 constexpr uint32_t kNoDiff = 0xffffffffu;
 constexpr uint32_t Bits(std::initializer_list<int> slots) {
@@ -957,13 +990,14 @@ std::vector<OpRule> MakeRules() {
   };
   return {
       // Compute-heavy ops.
-      {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true},
+      {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, ConvWorkspace},
       {"ConvTranspose", InferConvTranspose, ConvTransposeFlops, 2.0, SavesInputs01, 0, V::kNone, false, true},
       {"MatMul", InferMatMul, MatMulFlops, 2.0, SavesOtherOperand, 0, V::kNone, false, true},
       {"Gemm", InferGemm, GemmFlops, 2.0, SavesGemm, 0, V::kNone, false, true},
       {"Einsum", InferEinsum, EinsumFlops, 2.0, SavesBothInputs, 0, V::kNone, false, true},
       // Normalization.
-      {"BatchNormalization", InferBatchNorm, NormFlops, 1.5, SavesBatchNorm, Bits({3, 4}), V::kNone, false, true},
+      {"BatchNormalization", InferBatchNorm, NormFlops, 1.5, SavesBatchNorm, Bits({3, 4}), V::kNone, false, true,
+       BatchNormWorkspace},
       {"LayerNormalization", InferLayerNorm, NormFlops, 1.5, SavesLayerNorm, 0, V::kNone, false, true},
       {"InstanceNormalization", InferSameAsInput, NormFlops, 1.5, SavesInstanceNorm, 0, V::kNone, false, true},
       // Activations.
@@ -980,7 +1014,7 @@ std::vector<OpRule> MakeRules() {
       unary("Softsign", InferSameAsInput, ElementwiseFlops, SavesInput0),
       unary("Mish", InferSameAsInput, TranscendentalFlops, SavesInput0),
       unary("Gelu", InferSameAsInput, TranscendentalFlops, SavesInput0),
-      unary("Erf", InferSameAsInput, TranscendentalFlops, SavesInput0),
+      {"Erf", InferSameAsInput, TranscendentalFlops, 1.0, SavesInput0, 0, V::kNone, false, true, ErfWorkspace},
       unary("Exp", InferSameAsInput, TranscendentalFlops, SavesOutput0),
       unary("Log", InferSameAsInput, TranscendentalFlops, SavesInput0),
       unary("Sqrt", InferUnaryEval<FSqrt>, TranscendentalFlops, SavesOutput0),
@@ -990,13 +1024,15 @@ std::vector<OpRule> MakeRules() {
       unary("Abs", InferUnaryEval<FAbs>, ElementwiseFlops, SavesInput0),
       unary("Neg", InferUnaryEval<FNeg>, ElementwiseFlops, nullptr),
       // Clip lowers to clamp with scalar bounds: saves self; min/max get no gradient.
-      {"Clip", InferSameAsInput, ElementwiseFlops, 1.0, SavesInput0, Bits({1, 2}), V::kNone, false, true},
+      {"Clip", InferSameAsInput, ElementwiseFlops, 1.0, SavesInput0, Bits({1, 2}), V::kNone, false, true, ClipWorkspace},
       {"PRelu", InferBinary<FMul>, ElementwiseFlops, 1.0, SavesBothInputs, 0, V::kNone, false, true},
       {"Softmax", InferSameAsInput, SoftmaxFlops, 1.0, SavesOutput0, 0, V::kNone, false, true},
       {"LogSoftmax", InferSameAsInput, SoftmaxFlops, 1.0, SavesOutput0, 0, V::kNone, false, true},
       {"Dropout", InferDropout, ElementwiseFlops, 1.0, SavesDropout, Bits({1, 2}), V::kNone, false, true},
       // Elementwise arithmetic.
-      binary("Add", InferBinary<FAdd>, nullptr),
+      // add's backward hands the incoming gradient to both inputs (no copy; a broadcast
+      // input gets a reduced one, parameter-sized at most).
+      {"Add", InferBinary<FAdd>, ElementwiseFlops, 1.0, nullptr, 0, V::kNone, true, true},
       binary("Sub", InferBinary<FSub>, nullptr),
       binary("Mul", InferBinary<FMul>, SavesOtherOperand),
       binary("Div", InferDiv, SavesDiv),
@@ -1024,7 +1060,8 @@ std::vector<OpRule> MakeRules() {
       {"ScatterND", InferSameAsInput, ElementwiseFlops, 1.0, SavesScatter, Bits({1}), V::kNone, false, true},
       {"ScatterElements", InferSameAsInput, ElementwiseFlops, 1.0, SavesScatter, Bits({1}), V::kNone, false, true},
       {"GatherElements", InferGatherElements, ElementwiseFlops, 1.0, SavesGather, Bits({1}), V::kNone, false, true},
-      {"Concat", InferConcat, ElementwiseFlops, 1.0, nullptr, 0, V::kNone, false, true},
+      // cat's backward returns narrow() views of the incoming gradient.
+      {"Concat", InferConcat, ElementwiseFlops, 1.0, nullptr, 0, V::kNone, true, true},
       {"Gather", InferGather, ElementwiseFlops, 1.0, SavesGather, Bits({1}), V::kNone, false, true},
       {"Tile", InferTile, ElementwiseFlops, 1.0, nullptr, Bits({1}), V::kNone, false, true},
       {"Pad", InferPad, ElementwiseFlops, 1.0, nullptr, Bits({1, 2, 3}), V::kNone, false, true},
@@ -1127,6 +1164,8 @@ const std::vector<OpRule>& AllOpRules() {
   static const std::vector<OpRule> rules = MakeRules();
   return rules;
 }
+
+bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) { return DropoutActive(n, t); }
 
 const OpRule* FindOpRule(const std::string& op_type) {
   static const std::unordered_map<std::string, const OpRule*> index = [] {

@@ -72,6 +72,9 @@ struct OpRule {
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
 };
 
+// Whether a Dropout node drops anything (training mode and a ratio that is not 0).
+bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
+
 // nullptr when the op has no rule.
 const OpRule* FindOpRule(const std::string& op_type);
 const std::vector<OpRule>& AllOpRules();

@@ -99,9 +99,8 @@ bool StridedViewContiguous(const Node& n, const Tensor& in, const Tensor& out) {
 }
 
 ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>& t) {
-  if (n.op_type == "Dropout" && n.saved_extras.empty() &&
-      (n.outputs.size() < 2 || n.outputs[1] == kNone) && n.saved_for_backward.empty()) {
-    return ViewKind::kView;  // inference-mode dropout is the identity
+  if (n.op_type == "Dropout" && !DropoutIsActive(n, t)) {
+    return ViewKind::kView;  // inference-mode (or ratio 0) dropout is the identity, mask or not
   }
   if (n.op_type == "Cast" && t[n.inputs[0]].dtype == t[n.outputs[0]].dtype) return ViewKind::kView;
   return r.view;

@@ -116,15 +116,30 @@ const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
 }  // namespace
 
 int64_t PlanMicroBatches(const nlohmann::json& j) {
-  int64_t k = j.is_object() ? j.value("micro_batches", int64_t{1}) : 1;
+  int64_t k = 1;
+  try {
+    k = j.is_object() ? j.value("micro_batches", int64_t{1}) : 1;
+  } catch (const nlohmann::json::exception& e) {
+    throw MemplanError(std::string("malformed plan: ") + e.what());
+  }
   if (k < 1) throw MemplanError("the plan's \"micro_batches\" must be at least 1");
   return k;
 }
 
 int64_t PlanGraphBatch(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("batch")) throw MemplanError("the plan has no \"batch\" field; is it a memplan plan file?");
-  if (j.contains("micro_batch")) return j.at("micro_batch").get<int64_t>();
-  return j.at("batch").get<int64_t>() / PlanMicroBatches(j);
+  try {
+    const int64_t batch = j.at("batch").get<int64_t>();
+    const int64_t k = PlanMicroBatches(j);
+    const int64_t micro = j.value("micro_batch", batch / k);
+    if (micro < 1 || micro * k != batch) {
+      throw MemplanError("the plan's batch " + std::to_string(batch) + " is not " + std::to_string(k) +
+                         " micro-batches of " + std::to_string(micro) + "; re-plan with `memplan plan`");
+    }
+    return micro;
+  } catch (const nlohmann::json::exception& e) {
+    throw MemplanError(std::string("malformed plan: ") + e.what());
+  }
 }
 
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
