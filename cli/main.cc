@@ -19,12 +19,16 @@ const char* kUsage =
     "usage:\n"
     "  memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss cross_entropy|mse|sum]\n"
     "                  [--optimizer sgd|momentum|adam] [--json OUT]\n"
-    "  memplan plan    MODEL.onnx --budget SIZE [--batch N] [--strategy S] [--checkpoints NAME,...]\n"
-    "                  [--sweep] [--json OUT]\n"
+    "  memplan plan    MODEL.onnx --budget SIZE|PERCENT% [--batch N] [--strategy auto|none|manual|speed|\n"
+    "                  bottleneck|sqrt|sections|optimal|milp] [--checkpoints NAME,...] [--sweep]\n"
+    "                  [--micro-batches K|auto] [--time-limit SECONDS] [--json OUT]\n"
     "  memplan run     MODEL.onnx [--batch N] [--plan PLAN.json] [--device cpu|cuda[:K]] [--steps N]\n"
-    "                  [--seed S] [--random-weights] [--json OUT]\n"
+    "                  [--seed S] [--random-weights] [--input NAME=FILE.pb]... [--lr LR] [--threads N]\n"
+    "                  [--memory-limit SIZE] [--trace] [--json OUT]\n"
     "  memplan gui     [MODEL.onnx|analysis.json|plan.json|run.json]... [--screenshot OUT.png [--page P]]\n"
     "  memplan ops     list the ONNX ops memplan has rules for\n"
+    "\n"
+    "analyze, plan and run also take --dim NAME=VALUE, --loss and --optimizer.\n"
     "\n"
     "Sizes accept B, KiB, MiB, GiB, KB, MB, GB. Exit status: 0 ok, 1 bad input, 2 no plan fits.\n";
 
@@ -41,6 +45,12 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   std::string cmd = argv[1];
+  for (int i = 2; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      std::fputs(kUsage, stdout);
+      return kExitOk;
+    }
+  }
   try {
     if (cmd == "analyze") return RunAnalyze(argc, argv);
     if (cmd == "ops") return RunOps(argc, argv);
