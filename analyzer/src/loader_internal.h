@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 
+#include "memplan/onnx_convert.h"
 #include "memplan/training_graph.h"
 
 namespace onnx {
@@ -26,6 +27,5 @@ void ResolveShapes(TrainingGraph& g);
 void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt);
 
 bool ShapeKnown(const Tensor& t);
-std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t);
 
 }  // namespace memplan

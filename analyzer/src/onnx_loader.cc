@@ -15,6 +15,7 @@
 #include <unordered_map>
 
 #include "loader_internal.h"
+#include "memplan/onnx_convert.h"
 #include "op_rules.h"
 
 namespace memplan {
@@ -112,9 +113,7 @@ std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t) 
   return v;
 }
 
-namespace {
-
-Attribute ConvertAttribute(const onnx::AttributeProto& a) {
+Attribute AttributeFromOnnx(const onnx::AttributeProto& a) {
   Attribute out;
   using A = onnx::AttributeProto;
   switch (a.type()) {
@@ -130,6 +129,8 @@ Attribute ConvertAttribute(const onnx::AttributeProto& a) {
   }
   return out;
 }
+
+namespace {
 
 // Replaces symbolic dims of graph inputs with bound values. The first symbolic dim of each
 // input is the batch unless the user bound its name with --dim.
@@ -305,7 +306,7 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
       throw MemplanError(file + ": node '" + n.name + "' uses op " + n.domain + "::" + n.op_type +
                          " from a custom domain, which memplan has no rule for; export with standard ONNX ops");
     }
-    for (const auto& a : np.attribute()) n.attributes[a.name()] = ConvertAttribute(a);
+    for (const auto& a : np.attribute()) n.attributes[a.name()] = AttributeFromOnnx(a);
     for (const auto& o : np.output()) {
       if (o.empty()) { n.outputs.push_back(kNone); continue; }
       if (producer_of.count(o) || initializer_names.count(o)) {

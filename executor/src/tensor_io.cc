@@ -1,5 +1,7 @@
 #include "tensor_io.h"
 
+#include "memplan/onnx_convert.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -157,22 +159,7 @@ Node NodeFromProto(const onnx::NodeProto& p, int index, std::map<std::string, at
   n.name = p.name().empty() ? p.op_type() + "_" + std::to_string(index) : p.name();
   n.op_type = p.op_type();
   n.domain = p.domain();
-  using A = onnx::AttributeProto;
-  for (const auto& a : p.attribute()) {
-    Attribute out;
-    switch (a.type()) {
-      case A::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
-      case A::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
-      case A::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
-      case A::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
-      case A::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
-      case A::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
-      case A::TENSOR: out.kind = Attribute::Kind::kTensor; break;
-      case A::GRAPH: case A::GRAPHS: out.kind = Attribute::Kind::kGraph; break;
-      default: out.kind = Attribute::Kind::kString; break;
-    }
-    n.attributes[a.name()] = std::move(out);
-  }
+  for (const auto& a : p.attribute()) n.attributes[a.name()] = AttributeFromOnnx(a);
   if (tensor_attrs) *tensor_attrs = TensorAttributes(p, base_dir);
   return n;
 }
