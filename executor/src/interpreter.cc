@@ -515,7 +515,12 @@ void Trainer::NoteTrace(const std::string& phase, NodeId node) {
 
 void Trainer::RunNode(const Node& n, bool recompute) {
   where_.node = n.id;
-  if (skip_node_[n.id]) return;
+  if (skip_node_[n.id]) {
+    // A folded node (Shape, Size, ...) computes nothing, but it may be a value's last reader:
+    // release it here too, or the value stays referenced until the next step overwrites it.
+    for (TensorId t : release_after_[n.id]) values_[t].reset();
+    return;
+  }
   OpCall call;
   call.node = &n;
   call.opset = g_.opset;
