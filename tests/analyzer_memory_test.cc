@@ -147,6 +147,52 @@ TEST(TrainingMemory, TransposeThenReshapeCopies) {
   EXPECT_FALSE(g.tensor(g.FindTensor("flat")).is_view());
 }
 
+TEST(TrainingMemory, ReshapeOfTransposeIsAViewWhenStridesAllow) {
+  // r [1,6,4] (strides [24,4,1]) -> Transpose(0,2,1) -> t [1,4,6], strides [24,1,4].
+  // Reshape to [4,6] only drops the size-1 dim: ATen's computeStride finds strides [1,4]
+  // (chunk "6" at stride 4, then chunk "4" at stride 1), so it is a view, not a copy.
+  GraphBuilder b;
+  b.Input("x", {-1, 6, 4}).Param("w", {6, 10}).Ints("shape", {4, 6});
+  b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 2, 1});
+  b.Node("Reshape", {"t", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
+  TrainingGraph g = b.Load();
+  const Tensor& flat = g.tensor(g.FindTensor("flat"));
+  EXPECT_EQ(flat.storage, g.FindTensor("r"));
+  EXPECT_FALSE(flat.contiguous);
+  EXPECT_EQ(flat.strides, (std::vector<int64_t>{1, 4}));
+}
+
+TEST(TrainingMemory, BatchedMatMulSavesTheCopyOfANonViewableOperand) {
+  // x [2,3,4,5] -> Relu r -> Transpose(1,0,2,3) -> t [3,2,4,5], strides [20,60,5,1].
+  // at::matmul reshapes t to [6,4,5] for bmm: dims 4,5 form one chunk (stride 5 = 5 x 1),
+  // but dims 3 (stride 20) and 2 (stride 60) do not merge (20 != 2 x 60): a copy of
+  // 3*2*4*5 floats = 480 B, which bmm saves for the gradient of w instead of t.
+  GraphBuilder b;
+  b.Input("x", {-1, 3, 4, 5}).Param("w", {3, 2, 5, 7});
+  b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{1, 0, 2, 3});
+  b.Node("MatMul", {"t", "w"}, {"logits"}).Output("logits");
+  LoadOptions o;
+  o.batch = 2;
+  TrainingGraph g = b.Load(o);
+  const Node& mm = g.node(2);
+  ASSERT_EQ(mm.saved_extras.size(), 1u);
+  EXPECT_EQ(mm.saved_extras[0].bytes, 480);
+  // t has no gradient (x is an input), so w is not saved; neither is t itself.
+  EXPECT_TRUE(mm.saved_for_backward.empty());
+}
+
+TEST(TrainingMemory, BroadcastMulGradientNeedsAnOutputSizedTemporary) {
+  // h [2,100] * s [100]: grad s = (grad * h) at the output's shape [2,100] (800 B), only
+  // then summed to [100]; h has the output's shape and needs no temporary.
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100, 100}).Param("s", {100});
+  b.Node("MatMul", {"x", "w"}, {"h"}).Node("Mul", {"h", "s"}, {"logits"}).Output("logits");
+  LoadOptions o;
+  o.batch = 2;
+  TrainingGraph g = b.Load(o);
+  EXPECT_EQ(g.node(1).backward_workspace_bytes, 800);
+}
+
 TEST(TrainingMemory, ConvBatchNormPoolSaveTheirExtras) {
   GraphBuilder b;
   b.Input("x", {-1, 3, 8, 8}).Param("w", {4, 3, 3, 3}).Param("scale", {4}).Param("bias", {4});

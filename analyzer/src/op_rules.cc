@@ -833,6 +833,49 @@ void SavesOtherOperand(const Node&, const std::vector<Tensor>&, const std::vecto
   if (g[0]) s.inputs.push_back(1);
   if (g[1]) s.inputs.push_back(0);
 }
+// at::matmul (LibTorch 1.13 LinearAlgebra.cpp) is composite: autograd saves what the
+// mm / bmm it calls receives. Both operands of rank <= 2: mm / mv on the operands. Rank >= 3
+// times a matrix: the batch is folded into the rows of tensor1.contiguous().view(-1, k).
+// Otherwise each operand is expanded to the broadcast batch and reshaped to [batch, n, m]
+// for bmm. Where that reshape (or contiguous()) cannot be a view, the operand is copied
+// into a new buffer, and the copy, not the operand, is what backward keeps.
+void SavesMatMul(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+  const Tensor& a = t[n.inputs[0]];
+  const Tensor& b = t[n.inputs[1]];
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  auto keep = [&](int i, bool is_view, const std::vector<int64_t>& mm_shape) {
+    const Tensor& x = t[n.inputs[i]];
+    if (is_view) s.inputs.push_back(i);
+    else s.extras.push_back({i == 0 ? "contiguous copy of A" : "contiguous copy of B", x.dtype, mm_shape,
+                             Numel(mm_shape) * static_cast<int64_t>(DTypeSize(x.dtype))});
+  };
+  if ((ra <= 2 && rb <= 2) || ra == 1 || rb == 1) return SavesOtherOperand(n, t, g, s);
+  if (rb == 2) {  // fold: mm(tensor1.contiguous().view(-1, k), tensor2)
+    if (g[0]) s.inputs.push_back(1);
+    if (g[1]) keep(0, IsContiguousLayout(a.shape, StridesOf(a)), {a.numel() / std::max<int64_t>(a.shape.back(), 1), a.shape.back()});
+    return;
+  }
+  std::vector<int64_t> ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  size_t r = std::max(ba.size(), bb.size());
+  std::vector<int64_t> batch(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - ba.size() ? 1 : ba[i - (r - ba.size())];
+    int64_t db = i < r - bb.size() ? 1 : bb[i - (r - bb.size())];
+    batch[i] = da == 1 ? db : da;
+  }
+  auto bmm_operand = [&](int i) {  // tensor.expand(batch + [rows, cols]).reshape([B, rows, cols])
+    const Tensor& x = t[n.inputs[i]];
+    std::vector<int64_t> exp = batch;
+    exp.insert(exp.end(), x.shape.end() - 2, x.shape.end());
+    std::vector<int64_t> st = StridesOf(x), est(exp.size(), 0);
+    size_t off = exp.size() - x.shape.size();
+    for (size_t d = 0; d < x.shape.size(); ++d) est[off + d] = (x.shape[d] == 1 && exp[off + d] != 1) ? 0 : st[d];
+    std::vector<int64_t> bmm = {Numel(batch), x.shape[x.shape.size() - 2], x.shape.back()}, unused;
+    keep(i, ViewStrides(exp, est, bmm, &unused), bmm);
+  };
+  if (g[0]) bmm_operand(1);
+  if (g[1]) bmm_operand(0);
+}
 void SavesGemm(const Node& n, const std::vector<Tensor>&, const std::vector<bool>& g, SaveSpec& s) {
   // addmm(C, A, B): grad A needs B, grad B needs A.
   if (g[0]) s.inputs.push_back(1);
@@ -970,6 +1013,21 @@ int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return BatchNormTraining(n) ? t[n.inputs[0]].bytes : 0;
 }
 
+// mul / div backward (LibTorch 1.13): the gradient of each input is computed at the output's
+// shape (grad * other, grad / other) and only then reduced to the input's shape (sum_to in
+// the engine's validate_outputs, after the backward function returned all its gradients):
+// an input smaller than the output (broadcast) needs an output-sized temporary.
+int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  int64_t bytes = 0;
+  const Tensor& out = t[n.outputs[0]];
+  for (size_t s = 0; s < n.inputs.size() && s < 2; ++s) {
+    if (n.inputs[s] == kNone) continue;
+    const Tensor& x = t[n.inputs[s]];
+    if (x.has_gradient && x.numel() < out.numel()) bytes += out.bytes;
+  }
+  return bytes;
+}
+
 constexpr uint32_t kNoDiff = 0xffffffffu;
 constexpr uint32_t Bits(std::initializer_list<int> slots) {
   uint32_t m = 0;
@@ -992,7 +1050,7 @@ std::vector<OpRule> MakeRules() {
       // Compute-heavy ops.
       {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, ConvWorkspace},
       {"ConvTranspose", InferConvTranspose, ConvTransposeFlops, 2.0, SavesInputs01, 0, V::kNone, false, true},
-      {"MatMul", InferMatMul, MatMulFlops, 2.0, SavesOtherOperand, 0, V::kNone, false, true},
+      {"MatMul", InferMatMul, MatMulFlops, 2.0, SavesMatMul, 0, V::kNone, false, true},
       {"Gemm", InferGemm, GemmFlops, 2.0, SavesGemm, 0, V::kNone, false, true},
       {"Einsum", InferEinsum, EinsumFlops, 2.0, SavesBothInputs, 0, V::kNone, false, true},
       // Normalization.
@@ -1034,8 +1092,9 @@ std::vector<OpRule> MakeRules() {
       // input gets a reduced one, parameter-sized at most).
       {"Add", InferBinary<FAdd>, ElementwiseFlops, 1.0, nullptr, 0, V::kNone, true, true},
       binary("Sub", InferBinary<FSub>, nullptr),
-      binary("Mul", InferBinary<FMul>, SavesOtherOperand),
-      binary("Div", InferDiv, SavesDiv),
+      {"Mul", InferBinary<FMul>, ElementwiseFlops, 1.0, SavesOtherOperand, 0, V::kNone, false, true,
+       BroadcastGradWorkspace},
+      {"Div", InferDiv, ElementwiseFlops, 1.0, SavesDiv, 0, V::kNone, false, true, BroadcastGradWorkspace},
       binary("Pow", InferBinary<FPow>, SavesPow),
       binary("Max", InferVariadic, SavesBothInputs),
       binary("Min", InferVariadic, SavesBothInputs),
@@ -1191,6 +1250,113 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) { return RowMajorStrides(shape); }
+
+std::vector<int64_t> StridesOf(const Tensor& t) {
+  return t.strides.size() == t.shape.size() ? t.strides : RowMajorStrides(t.shape);
+}
+
+// c10 is_contiguous: size-1 dims may have any stride.
+bool IsContiguousLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (strides.size() != shape.size()) return true;
+  int64_t expected = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    if (shape[d] == 0) return true;
+    if (shape[d] == 1) continue;
+    if (strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+// Mirrors at::detail::computeStride_impl (LibTorch 1.13 TensorUtils.cpp): old dims are cut
+// into chunks that are contiguous among themselves; each chunk must be covered exactly by
+// a run of new dims, which then take strides inside the chunk.
+bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                 const std::vector<int64_t>& new_shape, std::vector<int64_t>* new_strides) {
+  std::vector<int64_t> out(new_shape.size(), 1);
+  if (shape.empty()) { *new_strides = out; return true; }
+  if (Numel(shape) == 0) { *new_strides = RowMajorStrides(new_shape); return true; }
+  int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
+  int64_t chunk_base_stride = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
+    tensor_numel *= shape[d];
+    if (d == 0 || (shape[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base_stride)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base_stride;
+        view_numel *= new_shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base_stride = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return false;
+  *new_strides = out;
+  return true;
+}
+
+bool FollowsInputLayout(const std::string& op_type) {
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Relu", "LeakyRelu",
+                                     "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg",
+                                     "Abs", "Clip", "Sin", "Cos", "Elu", "Selu", "Celu", "HardSigmoid",
+                                     "HardSwish", "Softplus", "Softsign", "Gelu", "Mish"};
+  for (const char* o : kOps) if (op_type == o) return true;
+  return false;
+}
+
+// TensorIteratorBase (LibTorch 1.13): when all inputs are contiguous and of the output's
+// shape (fast setup), or all share one dense layout, the output takes it; otherwise
+// reorder_dimensions sorts the dims by the inputs' strides (the first input whose strides
+// differ decides, broadcast dims are skipped, equal strides put the smaller dim inner) and
+// the output is dense in that order.
+std::vector<int64_t> TensorIteratorStrides(const std::vector<int64_t>& out_shape,
+                                           const std::vector<const Tensor*>& inputs) {
+  const int64_t nd = static_cast<int64_t>(out_shape.size());
+  std::vector<std::vector<int64_t>> st;  // per input, strides broadcast to out_shape (0: broadcast)
+  bool all_contiguous_same_shape = true;
+  for (const Tensor* t : inputs) {
+    std::vector<int64_t> in = StridesOf(*t);
+    if (t->shape != out_shape) all_contiguous_same_shape = false;
+    else if (!IsContiguousLayout(t->shape, in)) all_contiguous_same_shape = false;
+    std::vector<int64_t> b(nd, 0);
+    int64_t off = nd - static_cast<int64_t>(t->shape.size());
+    for (int64_t d = 0; d < static_cast<int64_t>(t->shape.size()); ++d) {
+      b[off + d] = (t->shape[d] == 1 && out_shape[off + d] != 1) ? 0 : in[d];
+    }
+    st.push_back(b);
+  }
+  if (all_contiguous_same_shape || nd <= 1) return RowMajorStrides(out_shape);
+  std::vector<int64_t> perm(nd);  // innermost first
+  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (const std::vector<int64_t>& s : st) {
+      int64_t s0 = s[d0], s1 = s[d1];
+      if (s0 == 0 || s1 == 0) continue;
+      if (s0 < s1) return -1;
+      if (s0 > s1) return 1;
+      if (out_shape[d0] > out_shape[d1]) return 1;
+    }
+    return 0;
+  };
+  for (int64_t i = 1; i < nd; ++i) {
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) { std::swap(perm[d0], perm[d1]); d1 = d0; }
+      else if (c < 0) break;
+    }
+  }
+  std::vector<int64_t> out(nd);
+  int64_t running = 1;
+  for (int64_t i = 0; i < nd; ++i) { out[perm[i]] = running; running *= out_shape[perm[i]]; }
+  return out;
 }
 
 std::string ShapeString(const std::vector<int64_t>& shape) {

@@ -49,8 +49,8 @@ struct SaveSpec {
 enum class ViewKind {
   kNone,           // a new tensor
   kView,           // always a view, keeps contiguity (squeeze, unsqueeze, identity)
-  kReshape,        // a view when input 0 is contiguous, otherwise a copy
-  kStridedView,    // a view that is not contiguous (transpose, expand, slice)
+  kReshape,        // at::reshape: a view when computeStride finds strides for it, else a copy
+  kStridedView,    // a view with its own strides (transpose, expand, slice, split)
 };
 
 using InferFn = void (*)(InferContext&);
@@ -84,6 +84,21 @@ const std::vector<OpRule>& AllOpRules();
 std::vector<int> InPlaceOutputs(const Node& node);
 
 int64_t Numel(const std::vector<int64_t>& shape);
+
+// Row-major strides of `shape`; a tensor's strides (its own, or these when it has none).
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
+std::vector<int64_t> StridesOf(const Tensor& t);
+bool IsContiguousLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+// ATen's computeStride (TensorUtils.cpp): the strides of `new_shape` as a view of a tensor of
+// `shape` and `strides`, or false when no view can express it (reshape then copies).
+bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
+                 const std::vector<int64_t>& new_shape, std::vector<int64_t>* new_strides);
+// Whether ops of this type produce their output through TensorIterator, whose output
+// follows the layout (stride order) of non-contiguous inputs.
+bool FollowsInputLayout(const std::string& op_type);
+// Strides TensorIterator gives a new output of `out_shape` computed from `inputs`.
+std::vector<int64_t> TensorIteratorStrides(const std::vector<int64_t>& out_shape,
+                                           const std::vector<const Tensor*>& inputs);
 std::string ShapeString(const std::vector<int64_t>& shape);
 
 }  // namespace memplan

@@ -77,25 +77,43 @@ int64_t CheckedBytes(const Tensor& t, const std::string& file) {
 
 bool IsDiffSlot(const OpRule& r, size_t slot) { return slot >= 32 || !(r.nondiff_inputs & (1u << slot)); }
 
-// Whether a strided view of a contiguous tensor is itself contiguous: every dim that moves
-// or is cut has only size-1 dims before it.
-bool StridedViewContiguous(const Node& n, const Tensor& in, const Tensor& out) {
+// The strides ATen gives a view's output (output 0 of a view op, or each Split part).
+// Transpose -> permute (strides permuted); Expand -> expand (stride 0 on broadcast dims);
+// Slice -> slice (strides times the step); Split -> split_with_sizes (narrow: strides kept);
+// Squeeze / Unsqueeze / Identity / same-type Cast -> a view computed as reshape would.
+std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>& tensors, const Tensor& in,
+                                       const Tensor& out) {
+  std::vector<int64_t> st = StridesOf(in);
   if (n.op_type == "Transpose") {
     std::vector<int64_t> perm = n.attr_ints("perm");
     if (perm.empty()) for (int64_t i = static_cast<int64_t>(in.shape.size()) - 1; i >= 0; --i) perm.push_back(i);
-    std::vector<int64_t> order;  // input dims of size > 1 in output order
-    for (int64_t p : perm) if (in.shape[p] != 1) order.push_back(p);
-    return std::is_sorted(order.begin(), order.end());
+    std::vector<int64_t> r;
+    for (int64_t p : perm) r.push_back(st[p]);
+    return r;
   }
-  if (n.op_type == "Expand") return in.shape == out.shape;
-  // Slice / Split: contiguous when the first cut dim has only size-1 dims before it.
-  for (size_t d = 0; d < in.shape.size() && d < out.shape.size(); ++d) {
-    if (in.shape[d] != out.shape[d]) {
-      for (size_t e = 0; e < d; ++e) if (in.shape[e] != 1) return false;
-      return true;
+  if (n.op_type == "Expand") {
+    std::vector<int64_t> r(out.shape.size(), 0);
+    size_t off = out.shape.size() - in.shape.size();
+    for (size_t d = 0; d < in.shape.size(); ++d) {
+      r[off + d] = (in.shape[d] == 1 && out.shape[off + d] != 1) ? 0 : st[d];
     }
+    return r;
   }
-  return true;
+  if (n.op_type == "Slice" && n.inputs.size() > 4 && n.inputs[4] != kNone && tensors[n.inputs[4]].value) {
+    // Positive steps multiply the stride of their axis.
+    std::vector<int64_t> steps = tensors[n.inputs[4]].value->ints, axes;
+    if (n.inputs[3] != kNone && tensors[n.inputs[3]].value) axes = tensors[n.inputs[3]].value->ints;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      int64_t a = i < axes.size() ? axes[i] : static_cast<int64_t>(i);
+      if (a < 0) a += static_cast<int64_t>(st.size());
+      if (a >= 0 && a < static_cast<int64_t>(st.size()) && steps[i] > 0) st[a] *= steps[i];
+    }
+    return st;
+  }
+  if (in.shape.size() == out.shape.size() && (n.op_type == "Slice" || n.op_type == "Split")) return st;
+  std::vector<int64_t> r;
+  if (ViewStrides(in.shape, st, out.shape, &r)) return r;
+  return ContiguousStrides(out.shape);
 }
 
 ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>& t) {
@@ -279,19 +297,35 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
       if (n.inputs.empty() || n.inputs[0] == kNone) continue;
       const Tensor& in = g.tensors[n.inputs[0]];
       switch (view) {
-        case ViewKind::kNone: break;
+        case ViewKind::kNone:
+          // TensorIterator ops lay their output out like their (non-contiguous) inputs.
+          if (FollowsInputLayout(n.op_type)) {
+            std::vector<const Tensor*> ins;
+            for (size_t s = 0; s < n.inputs.size(); ++s) {
+              if (n.inputs[s] != kNone && !(n.op_type == "Clip" && s > 0)) ins.push_back(&g.tensors[n.inputs[s]]);
+            }
+            std::vector<int64_t> st = TensorIteratorStrides(t.shape, ins);
+            if (!IsContiguousLayout(t.shape, st)) t.strides = st;
+          }
+          break;
         case ViewKind::kView:
-          t.storage = in.storage;
-          t.contiguous = in.contiguous;
-          break;
-        case ViewKind::kReshape:
-          if (in.contiguous) t.storage = in.storage;  // else a copy with its own storage
-          break;
         case ViewKind::kStridedView:
           t.storage = in.storage;
-          t.contiguous = in.contiguous && StridedViewContiguous(n, in, t);
+          t.strides = ViewOutputStrides(n, g.tensors, in, t);
           break;
+        case ViewKind::kReshape: {
+          // at::reshape: a view when computeStride finds strides for the new shape, else a
+          // contiguous copy with its own storage.
+          std::vector<int64_t> st;
+          if (ViewStrides(in.shape, StridesOf(in), t.shape, &st)) {
+            t.storage = in.storage;
+            t.strides = st;
+          }
+          break;
+        }
       }
+      if (IsContiguousLayout(t.shape, t.strides)) t.strides.clear();
+      t.contiguous = t.strides.empty();
     }
   }
 }

@@ -75,7 +75,10 @@ struct Tensor {
   std::vector<NodeId> consumers;  // in topological order, repeated if used twice by a node
   // The tensor whose storage this one shares (itself unless it is a view).
   TensorId storage = kNone;
-  bool contiguous = true;      // false for transpose/expand/slice views (reshape copies them)
+  bool contiguous = true;      // false when `strides` is not row-major (transposed, expanded, sliced)
+  // Element strides within its storage, as ATen would lay it out (views keep their input's
+  // layout, TensorIterator ops follow their inputs' layout); empty: row-major contiguous.
+  std::vector<int64_t> strides;
   bool requires_grad = false;  // depends on a parameter through differentiable ops
   bool has_gradient = false;   // requires_grad and the loss depends on it
   std::optional<ConstValue> value;  // known at analysis time (small shape tensors)
