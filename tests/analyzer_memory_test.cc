@@ -226,6 +226,23 @@ TEST(TrainingMemory, InferenceDropoutIsAView) {
   EXPECT_EQ(g.tensor(g.FindTensor("d")).storage, g.FindTensor("h"));
 }
 
+TEST(TrainingMemory, InferenceDropoutPassesItsGradientThrough) {
+  // The executor runs an inactive Dropout as the identity (no autograd node): grad h is
+  // grad d itself, so Dropout's backward step allocates nothing.
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100, 10});
+  b.Node("MatMul", {"x", "w"}, {"h"}).Node("Dropout", {"h"}, {"d"}).Output("d");
+  TrainingGraph g = b.Load();
+  Schedule s = BuildTrainingSchedule(g);
+  int dropout_steps = 0;
+  for (const Step& st : s.steps) {
+    if (st.phase != Phase::kBackward || st.node != 1) continue;
+    ++dropout_steps;
+    EXPECT_TRUE(st.allocs.empty());
+  }
+  EXPECT_EQ(dropout_steps, 1);
+}
+
 TEST(TrainingMemory, SimulatorRejectsDoubleAllocation) {
   Schedule s;
   BufferId b = s.AddBuffer({"t", 10, MemoryCategory::kActivation, kNone});

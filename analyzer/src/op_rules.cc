@@ -1226,6 +1226,12 @@ const std::vector<OpRule>& AllOpRules() {
 
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) { return DropoutActive(n, t); }
 
+bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t) {
+  if (n.op_type == "Dropout") return !DropoutActive(n, t);
+  if (n.op_type == "Cast") return t[n.inputs[0]].dtype == t[n.outputs[0]].dtype;
+  return false;
+}
+
 const OpRule* FindOpRule(const std::string& op_type) {
   static const std::unordered_map<std::string, const OpRule*> index = [] {
     std::unordered_map<std::string, const OpRule*> m;

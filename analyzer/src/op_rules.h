@@ -75,6 +75,10 @@ struct OpRule {
 // Whether a Dropout node drops anything (training mode and a ratio that is not 0).
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
 
+// Whether the executor runs the node as the identity (inactive Dropout, Cast to the same
+// type): no autograd node, so the input's gradient is the output's gradient itself.
+bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t);
+
 // nullptr when the op has no rule.
 const OpRule* FindOpRule(const std::string& op_type);
 const std::vector<OpRule>& AllOpRules();

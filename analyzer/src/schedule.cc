@@ -104,7 +104,7 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     if (i == kNone || !g.tensors[i].has_gradient) continue;
     if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
     const Tensor& t = g.tensors[i];
-    bool view = rule->grad_is_view && out_grad != kNone;
+    bool view = (rule->grad_is_view || IsIdentityInTraining(n, g.tensors)) && out_grad != kNone;
     if (t.category == TensorCategory::kParameter || grad[i] != kNone) {
       // Accumulated into an existing buffer: a temporary unless it is a view.
       if (!view) {
