@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "memplan/planner.h"
+#include "planner_toy_graphs.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -16,22 +17,8 @@ namespace {
 
 using testing::GraphBuilder;
 
-TrainingGraph LoadSum(const GraphBuilder& b) {
-  LoadOptions o;
-  o.batch = 1;
-  o.loss = LossKind::kSum;
-  return b.Load(o);
-}
-
-// x -> Mul(w) -> h0 -> Relu -> h1 -> ... -> Relu -> hk -> sum. Nodes: 0 Mul, i Relu_i, k+1 loss.
-TrainingGraph Chain(int k) {
-  GraphBuilder b;
-  b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
-  for (int i = 1; i <= k; ++i)
-    b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
-  b.Output("h" + std::to_string(k));
-  return LoadSum(b);
-}
+TrainingGraph Chain(int k) { return testing::ReluChain(k); }
+using testing::LoadSum;
 
 // A U-Net-like skip: e1 is read by the next layer and, much later, by the decoder's Add.
 // Nodes: 0 Mul(e0), 1 Relu(e1), 2 Relu(e2), 3 Relu(e3), 4 Relu(d2), 5 Add(d2, e1) = d1,

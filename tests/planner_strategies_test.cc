@@ -10,6 +10,7 @@
 #include <set>
 
 #include "memplan/planner.h"
+#include "planner_toy_graphs.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -17,21 +18,8 @@ namespace {
 
 using testing::GraphBuilder;
 
-TrainingGraph LoadSum(const GraphBuilder& b) {
-  LoadOptions o;
-  o.batch = 1;
-  o.loss = LossKind::kSum;
-  return b.Load(o);
-}
-
-TrainingGraph Chain(int k) {
-  GraphBuilder b;
-  b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
-  for (int i = 1; i <= k; ++i)
-    b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
-  b.Output("h" + std::to_string(k));
-  return LoadSum(b);
-}
+TrainingGraph Chain(int k) { return testing::ReluChain(k); }
+using testing::LoadSum;
 
 // Two residual blocks (y = x + Relu(Relu(x) * w)) and a U-Net-like long skip around them.
 TrainingGraph Residual() {
