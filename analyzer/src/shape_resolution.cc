@@ -9,21 +9,10 @@ namespace memplan {
 namespace {
 
 void RejectUnknownOps(const TrainingGraph& g) {
-  std::map<std::string, std::vector<std::string>> unknown;
-  for (const Node& n : g.nodes) {
-    if (!FindOpRule(n.op_type)) unknown[n.op_type].push_back(n.name);
-  }
+  std::string unknown = DescribeNodesByOp(g, [](const Node& n) { return FindOpRule(n.op_type) == nullptr; });
   if (unknown.empty()) return;
-  std::string msg = g.model_path + ": memplan has no rule for ";
-  bool first = true;
-  for (const auto& [op, nodes] : unknown) {
-    if (!first) msg += "; ";
-    first = false;
-    msg += "op " + op + " (node '" + nodes[0] + "'" +
-           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
-  }
-  msg += ". Supported ops are listed by `memplan ops`; re-export the model with supported ops or add a rule.";
-  throw MemplanError(msg);
+  throw MemplanError(g.model_path + ": memplan has no rule for " + unknown +
+                     ". Supported ops are listed by `memplan ops`; re-export the model with supported ops or add a rule.");
 }
 
 }  // namespace

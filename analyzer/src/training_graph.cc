@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <climits>
+#include <map>
 
 #include "loader_internal.h"
 #include "op_rules.h"
@@ -48,6 +49,20 @@ int64_t TrainingGraph::input_bytes() const {
   if (loss_target != kNone) b += tensors[loss_target].bytes;
   return b;
 }
+std::string DescribeNodesByOp(const TrainingGraph& g, const std::function<bool(const Node&)>& pick) {
+  std::map<std::string, std::vector<std::string>> by_op;
+  for (const Node& n : g.nodes) {
+    if (pick(n)) by_op[n.op_type].push_back(n.name);
+  }
+  std::string out;
+  for (const auto& [op, nodes] : by_op) {
+    if (!out.empty()) out += "; ";
+    out += "op " + op + " (node '" + nodes[0] + "'" +
+           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
+  }
+  return out;
+}
+
 double TrainingGraph::forward_flops() const {
   double f = 0;
   for (const Node& n : nodes) f += n.forward_flops;

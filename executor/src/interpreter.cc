@@ -39,20 +39,10 @@ std::vector<std::string> ExecutorOpTypes() {
 }
 
 void CheckExecutorSupports(const TrainingGraph& g) {
-  std::map<std::string, std::vector<std::string>> missing;
-  for (const Node& n : g.nodes) {
-    if (!FindKernel(n.op_type)) missing[n.op_type].push_back(n.name);
-  }
+  std::string missing = DescribeNodesByOp(g, [](const Node& n) { return !FindKernel(n.op_type); });
   if (missing.empty()) return;
-  std::string msg = g.model_path + ": the executor has no implementation of ";
-  bool first = true;
-  for (const auto& [op, nodes] : missing) {
-    msg += (first ? "" : "; ") + std::string("op ") + op + " (node '" + nodes[0] + "'" +
-           (nodes.size() > 1 ? " and " + std::to_string(nodes.size() - 1) + " more" : "") + ")";
-    first = false;
-  }
-  msg += ". `memplan analyze` and `memplan plan` still work; to run it, re-export the model with other ops.";
-  throw MemplanError(msg);
+  throw MemplanError(g.model_path + ": the executor has no implementation of " + missing +
+                     ". `memplan analyze` and `memplan plan` still work; to run it, re-export the model with other ops.");
 }
 
 void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {

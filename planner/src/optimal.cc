@@ -92,14 +92,7 @@ class Solver {
           int64_t peak = c_.persistent + arena_[s].dead + ck + c_.Phase(i, N);
           if (peak <= budget && (best < 0 || arena_[s].dead < arena_[best].dead)) best = s;
         }
-        if (best >= 0) {
-          result.feasible = true;
-          result.cuts = Cuts(i, best);
-          result.predicted_peak = PredictPeak(c_, f_, result.cuts);
-          result.recompute_flops = c_.prefix_flops[i];
-          result.states_capped = capped_;
-          return result;
-        }
+        if (best >= 0) return Feasible(i, best);
         if (o_.fixed_last >= 0) break;
       }
       for (int32_t s : live_[i]) Expand(i, s, x, budget, last_start, live_);
@@ -110,6 +103,17 @@ class Solver {
   }
 
  private:
+  // The plan whose last segment starts at boundary i, reached through state s.
+  DpResult Feasible(size_t i, int32_t s) {
+    DpResult result;
+    result.feasible = true;
+    result.cuts = Cuts(i, s);
+    result.predicted_peak = PredictPeak(c_, f_, result.cuts);
+    result.recompute_flops = c_.prefix_flops[i];
+    result.states_capped = capped_;
+    return result;
+  }
+
   // Breadth-first over the number of segments: layer t holds the states reached with t
   // non-last segments; the first layer from which a last segment fits wins (its earliest
   // feasible last cut, for the least recompute among the fewest segments).
@@ -132,14 +136,7 @@ class Solver {
             best = s;
           }
         }
-        if (best >= 0) {
-          result.feasible = true;
-          result.cuts = Cuts(i, best);
-          result.predicted_peak = PredictPeak(c_, f_, result.cuts);
-          result.recompute_flops = c_.prefix_flops[i];
-          result.states_capped = capped_;
-          return result;
-        }
+        if (best >= 0) return Feasible(i, best);
       }
       std::vector<std::vector<int32_t>> next(nb_);
       bool any = false;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -182,6 +183,10 @@ TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& opti
 // The same from serialized ModelProto bytes (tests build models in memory).
 TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,
                                          const LoadOptions& options = {});
+
+// The nodes `pick` selects, grouped by op type, as error messages name them:
+// "op A (node 'a1' and 2 more); op B (node 'b1')". Empty when none is picked.
+std::string DescribeNodesByOp(const TrainingGraph& g, const std::function<bool(const Node&)>& pick);
 
 // Op types the rule table knows, sorted.
 std::vector<std::string> SupportedOpTypes();
