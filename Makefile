@@ -7,7 +7,9 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
 MODEL_CACHE ?= $(CURDIR)/$(BUILD_DIR)/model-cache
 CMAKE_FLAGS ?=
-GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+GENERATOR = $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+# The project's Python environment (PyPI torch, torchvision, onnx), made by scripts/install-deps.sh.
+PYTHON := $(shell bash scripts/install-deps.sh --print-venv)/bin/python
 
 .PHONY: all deps configure build test demo bench clean
 
@@ -19,7 +21,8 @@ deps:
 configure:
 	@if [ ! -f $(BUILD_DIR)/CMakeCache.txt ]; then \
 	  cmake -S . -B $(BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	    -DMEMPLAN_MODEL_CACHE=$(MODEL_CACHE) $(CMAKE_FLAGS); \
+	    -DMEMPLAN_MODEL_CACHE=$(MODEL_CACHE) \
+	    -DMEMPLAN_PYTHON=$(PYTHON) $(CMAKE_FLAGS); \
 	fi
 
 build: deps configure
@@ -29,12 +32,12 @@ test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
 
 demo: build
-	/usr/bin/python3 samples/export_models.py --out $(MODEL_CACHE) --models resnet50
+	$(PYTHON) samples/export_models.py --out $(MODEL_CACHE) --models resnet50
 	$(BUILD_DIR)/cli/memplan analyze $(MODEL_CACHE)/resnet50.onnx --batch 32 --optimizer adam \
 	  --json $(BUILD_DIR)/resnet50-analysis.json
 
 bench: build
-	/usr/bin/python3 samples/export_models.py --out $(MODEL_CACHE) --models resnet18,resnet50,vgg16,mobilenet_v2,vit_b_16,gpt,gpt_deep,swin_t
+	$(PYTHON) samples/export_models.py --out $(MODEL_CACHE) --models resnet18,resnet50,vgg16,mobilenet_v2,vit_b_16,gpt,gpt_deep,swin_t
 	$(BUILD_DIR)/bench/bench_analyzer $(MODEL_CACHE)
 
 clean:

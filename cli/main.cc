@@ -7,6 +7,9 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "memplan/training_graph.h"
+#ifdef MEMPLAN_HAVE_EXECUTOR
+#include "memplan/executor.h"
+#endif
 #ifdef MEMPLAN_HAVE_GUI
 #include "memplan/gui.h"
 #endif
@@ -42,6 +45,11 @@ int main(int argc, char** argv) {
   }
   if (!std::strcmp(argv[1], "--version")) {
     std::printf("memplan %s\n", MEMPLAN_VERSION);
+#ifdef MEMPLAN_HAVE_EXECUTOR
+    std::printf("executor: %s\n", memplan::ExecutorBackendDescription().c_str());
+#else
+    std::printf("executor: not built (no LibTorch)\n");
+#endif
     return kExitOk;
   }
   std::string cmd = argv[1];

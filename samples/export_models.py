@@ -1,13 +1,22 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Export the memplan test corpus to ONNX (training mode, random weights).
 
-Run with Debian's interpreter, which has torch 1.13, torchvision 0.14 and onnx 1.12:
+Run with the project's Python environment (scripts/install-deps.sh makes it; PyPI torch,
+torchvision, onnx, onnxscript, pinned in scripts/requirements.txt):
 
-    /usr/bin/python3 samples/export_models.py --out /tmp/memplan-models
-    /usr/bin/python3 samples/export_models.py --out DIR --models all
-    /usr/bin/python3 samples/export_models.py --out DIR --models resnet18,gpt --force
-    /usr/bin/python3 samples/export_models.py --list
-    /usr/bin/python3 samples/export_models.py --out DIR --report   # writes DIR/REPORT.txt
+    PY=$(scripts/install-deps.sh --print-venv)/bin/python
+    $PY samples/export_models.py --out /tmp/memplan-models
+    $PY samples/export_models.py --out DIR --models all
+    $PY samples/export_models.py --out DIR --models resnet18,gpt,gpt_dynamo --force
+    $PY samples/export_models.py --list
+    $PY samples/export_models.py --out DIR --report   # writes DIR/REPORT.txt
+
+Two exporters: NAME uses the TorchScript-based exporter (torch.onnx.export(dynamo=False),
+opset 17..15, training mode); NAME_dynamo uses torch.export and the ONNX IR exporter
+(torch.onnx.export(dynamo=True), the default of current PyTorch), whose models are opset 18
+and newer. The dynamo exporter writes what torch.export captured: it has no training mode, so
+batch norm comes out in inference form (and its default graph optimizer folds it into the
+preceding convolution), while dropout keeps its training_mode input.
 
 Every model becomes DIR/<name>.onnx plus its weights as external data in one file,
 DIR/<name>.onnx.data.  Nothing is downloaded: torchvision models are built with
@@ -319,15 +328,16 @@ def _fmt_size(n):
         n /= 1024.0
 
 
-def export_one(spec, out_dir, force=False):
+def export_one(spec, out_dir, force=False, dynamo=False):
     """Export one model; returns a one-line summary. Raises on failure."""
     import onnx
     import torch
 
-    final_onnx = os.path.join(out_dir, spec.name + ".onnx")
+    name = spec.name + ("_dynamo" if dynamo else "")
+    final_onnx = os.path.join(out_dir, name + ".onnx")
     final_data = final_onnx + ".data"
     if os.path.exists(final_onnx) and os.path.exists(final_data) and not force:
-        return f"{spec.name:32s} skipped (exists; use --force to re-export)"
+        return f"{name:32s} skipped (exists; use --force to re-export)"
 
     t0 = time.time()
     torch.manual_seed(0)
@@ -336,17 +346,27 @@ def export_one(spec, out_dir, force=False):
     torch.manual_seed(0)
     dummy = spec.dummy()
 
-    tmp = tempfile.mkdtemp(prefix=f".tmp-{spec.name}-", dir=out_dir)
+    tmp = tempfile.mkdtemp(prefix=f".tmp-{name}-", dir=out_dir)
     try:
         raw = os.path.join(tmp, "raw.onnx")
         errors = []
         opset = None
-        for candidate in OPSETS:
+        if dynamo:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                torch.onnx.export(
+                    model, (dummy,), raw, dynamo=True, external_data=True,
+                    input_names=[spec.input_name], output_names=[spec.output_name],
+                    dynamic_axes={spec.input_name: {0: "batch"},
+                                  spec.output_name: {0: "batch"}})
+            opset = max(o.version for o in onnx.load(raw, load_external_data=False).opset_import
+                        if o.domain in ("", "ai.onnx"))
+        for candidate in ([] if dynamo else OPSETS):
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     torch.onnx.export(
-                        model, (dummy,), raw,
+                        model, (dummy,), raw, dynamo=False,
                         opset_version=candidate,
                         training=torch.onnx.TrainingMode.TRAINING,
                         do_constant_folding=False,
@@ -366,10 +386,10 @@ def export_one(spec, out_dir, force=False):
 
         # Re-save with all weights in one external data file next to the model.
         proto = onnx.load(raw)  # loads any external data torch itself wrote
-        tmp_onnx = os.path.join(tmp, spec.name + ".onnx")
+        tmp_onnx = os.path.join(tmp, name + ".onnx")
         onnx.save_model(proto, tmp_onnx, save_as_external_data=True,
                         all_tensors_to_one_file=True,
-                        location=spec.name + ".onnx.data", size_threshold=1024)
+                        location=name + ".onnx.data", size_threshold=1024)
         del proto
         tmp_data = tmp_onnx + ".data"
 
@@ -391,7 +411,7 @@ def export_one(spec, out_dir, force=False):
 
     secs = time.time() - t0
     data_size = os.path.getsize(final_data) if os.path.exists(final_data) else 0
-    return (f"{spec.name:32s} {secs:7.1f}s  opset {opset}  {n_nodes:6d} nodes  "
+    return (f"{name:32s} {secs:7.1f}s  opset {opset}  {n_nodes:6d} nodes  "
             f"onnx {_fmt_size(os.path.getsize(final_onnx)):>10s}  "
             f"data {_fmt_size(data_size):>10s}")
 
@@ -579,6 +599,16 @@ def write_report(out_dir):
 # CLI
 # ---------------------------------------------------------------------------
 
+DYNAMO_SUFFIX = "_dynamo"
+
+
+def _spec_of(name):
+    """'gpt_dynamo' -> ('gpt', True): the same model through the dynamo exporter."""
+    if name.endswith(DYNAMO_SUFFIX):
+        return name[:-len(DYNAMO_SUFFIX)], True
+    return name, False
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="output folder (created if missing)")
@@ -593,6 +623,8 @@ def main(argv=None):
     if args.list:
         for name in SPECS:
             print(name)
+        for name in SPECS:
+            print(name + DYNAMO_SUFFIX)
         return 0
     if not args.out:
         ap.error("--out is required")
@@ -603,7 +635,7 @@ def main(argv=None):
         selected = list(SPECS)
     else:
         selected = [n.strip() for n in args.models.split(",") if n.strip()]
-        unknown = [n for n in selected if n not in SPECS]
+        unknown = [n for n in selected if _spec_of(n)[0] not in SPECS]
         if unknown:
             print(f"error: unknown model(s): {', '.join(unknown)} "
                   f"(see --list)", file=sys.stderr)
@@ -613,7 +645,8 @@ def main(argv=None):
     failed = []
     for name in selected:
         try:
-            print(export_one(SPECS[name], args.out, force=args.force), flush=True)
+            base, dynamo = _spec_of(name)
+            print(export_one(SPECS[base], args.out, force=args.force, dynamo=dynamo), flush=True)
         except BrokenPipeError:
             raise
         except Exception as e:

@@ -170,5 +170,51 @@ TEST(RunCli, BadArgumentsAreUserErrors) {
   EXPECT_EQ(Cli("run /nonexistent/model.onnx").code, 1);
 }
 
+// The executor links the torch wheel's LibTorch; `--version` must say which, as the
+// wheel's own Python reports it (an independent reading of the same installation).
+TEST(RunCli, VersionNamesTheLibTorchAndItsCuda) {
+  std::string cmd = std::string(MEMPLAN_PYTHON) +
+                    " -c \"import torch; print(torch.__version__.split('+')[0], torch.version.cuda or 'none')\" 2>/dev/null";
+  std::string expected;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  char buf[256];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) expected.append(buf, n);
+  ASSERT_EQ(::pclose(p), 0) << cmd;
+  std::istringstream in(expected);
+  std::string torch_version, cuda_version;
+  in >> torch_version >> cuda_version;
+  Result r = Cli("--version");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("LibTorch " + torch_version), std::string::npos) << r.out;
+  if (cuda_version != "none") EXPECT_NE(r.out.find("CUDA " + cuda_version), std::string::npos) << r.out;
+}
+
+// With no GPU visible (CUDA_VISIBLE_DEVICES empty hides any there is), a CUDA build says that
+// no device is visible, not that it lacks CUDA, and writes nothing.
+TEST(RunCli, CudaWithoutAVisibleDeviceIsAClearError) {
+  if (Cli("--version").out.find("CUDA") == std::string::npos) GTEST_SKIP() << "a CPU-only LibTorch";
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string out = Tmp("cuda.json");
+  Result r = Cli("run " + gpt + " --device cuda --random-weights --steps 1 --json " + out);
+  Result hidden = Result();
+  {
+    std::string cmd = "CUDA_VISIBLE_DEVICES= " + std::string(MEMPLAN_CLI) + " run " + gpt +
+                      " --device cuda:0 --random-weights --steps 1 --json " + out + " 2>&1";
+    FILE* p = ::popen(cmd.c_str(), "r");
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) hidden.out.append(buf, n);
+    int status = ::pclose(p);
+    hidden.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  EXPECT_EQ(hidden.code, 1) << hidden.out;
+  EXPECT_NE(hidden.out.find("no CUDA device is visible"), std::string::npos) << hidden.out;
+  EXPECT_EQ(hidden.out.find("without CUDA"), std::string::npos) << hidden.out;
+  EXPECT_FALSE(Exists(out));
+  if (r.code != 0) {  // this machine has no GPU: the plain call says the same
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("no CUDA device is visible"), std::string::npos) << r.out;
+  }
+}
+
 }  // namespace
 }  // namespace memplan

@@ -22,7 +22,11 @@ namespace memplan {
 namespace {
 
 constexpr int64_t kMaxConstElements = 1 << 16;
-constexpr int64_t kMaxKnownOpset = 17;  // what the ONNX library we build against knows
+// Debian's ONNX library (1.12) has schemas up to opset 17: newer models skip its shape
+// inference, and memplan's own rules, which follow every opset's semantics up to
+// kMaxRuleOpset, are the only source of shapes (they resolve the corpus on their own).
+constexpr int64_t kMaxOnnxLibraryOpset = 17;
+constexpr int64_t kMaxRuleOpset = 23;
 
 bool FileExists(const std::string& path) {
   struct stat st;
@@ -229,11 +233,12 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     if (imp.domain().empty() || imp.domain() == "ai.onnx") g.opset = imp.version();
   }
   if (g.opset == 0) throw MemplanError(file + " does not import the default ONNX opset");
-  if (g.opset > kMaxKnownOpset) {
-    throw MemplanError(file + " uses ONNX opset " + std::to_string(g.opset) + "; memplan's ONNX library knows opsets up to " +
-                       std::to_string(kMaxKnownOpset) + ": re-export with opset_version=" +
-                       std::to_string(kMaxKnownOpset));
+  if (g.opset > kMaxRuleOpset) {
+    throw MemplanError(file + " uses ONNX opset " + std::to_string(g.opset) + "; memplan knows opsets up to " +
+                       std::to_string(kMaxRuleOpset) + ": re-export with opset_version=" +
+                       std::to_string(kMaxRuleOpset) + " or lower");
   }
+  const bool onnx_library_knows_opset = g.opset <= kMaxOnnxLibraryOpset;
   onnx::GraphProto& graph = *model.mutable_graph();
 
   // External data: only its presence is checked, never its bytes.
@@ -256,7 +261,7 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   BindDims(graph, initializer_names, opt, file, g.dims);
 
   // ONNX shape inference with data propagation; what it leaves is resolved by our rules.
-  if (opt.onnx_shape_inference) try {
+  if (opt.onnx_shape_inference && onnx_library_knows_opset) try {
     onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
   } catch (const std::exception& e) {
@@ -365,7 +370,7 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     ReadTypeInto(vi.type(), copy);
     if (ShapeKnown(copy) || !ShapeKnown(t)) { t.dtype = copy.dtype; t.shape = copy.shape; }
   };
-  if (opt.onnx_shape_inference) for (const auto& vi : graph.value_info()) take(vi);
+  if (opt.onnx_shape_inference && onnx_library_knows_opset) for (const auto& vi : graph.value_info()) take(vi);
   for (const auto& vi : graph.output()) {
     if (opt.onnx_shape_inference) take(vi);
     auto it = ids.find(vi.name());

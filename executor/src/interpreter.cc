@@ -12,6 +12,7 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <mutex>
@@ -68,12 +69,17 @@ void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>
 
 std::string ExecutorBackendDescription() {
   std::string s = "LibTorch " TORCH_VERSION;
-  s += at::hasCUDA() ? ", CUDA" : ", CPU only";
+  std::string cuda = exec::CudaBuildVersion();
+  if (cuda.empty()) {
+    s += ", CPU only";
+  } else {
+    s += ", CUDA " + cuda + " (" + std::to_string(exec::CudaDeviceCount()) + " device(s) visible)";
+  }
   s += ", " + std::to_string(at::get_num_threads()) + " threads";
   return s;
 }
 
-bool ExecutorHasCuda() { return at::hasCUDA(); }
+bool ExecutorHasCuda() { return !exec::CudaBuildVersion().empty(); }
 
 namespace {
 
@@ -106,9 +112,9 @@ bool IsPersistent(const Tensor& t) {
 c10::Device ParseDevice(const std::string& s) {
   if (s == "cpu") return c10::Device(c10::kCPU);
   if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
-    if (!at::hasCUDA()) {
+    if (!ExecutorHasCuda()) {
       throw MemplanError("--device " + s + ": this memplan was built against a LibTorch without CUDA (" +
-                         ExecutorBackendDescription() + "); build it against a CUDA PyTorch's LibTorch (scripts/gpu-build.sh)");
+                         ExecutorBackendDescription() + "); build it against the CUDA torch wheel (make, scripts/install-deps.sh)");
     }
     int index = 0;
     if (s.size() > 5) {
@@ -118,6 +124,12 @@ c10::Device ParseDevice(const std::string& s) {
       index = static_cast<int>(v);
     }
     int count = exec::CudaDeviceCount();
+    if (count == 0) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw MemplanError("--device " + s + ": no CUDA device is visible (memplan has CUDA " + exec::CudaBuildVersion() +
+                         "; CUDA_VISIBLE_DEVICES=" + (visible ? "'" + std::string(visible) + "'" : "unset") +
+                         "): check the GPU driver (nvidia-smi), or run with --device cpu");
+    }
     if (index >= count) {
       throw MemplanError("--device " + s + ": only " + std::to_string(count) + " CUDA device(s) are visible");
     }
@@ -518,7 +530,12 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   call.update_running_stats = !recompute;
   call.in.reserve(n.inputs.size());
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
-  if (exec::IsRandomOp(n.op_type)) SeedFor(step_ * opt_.micro_batches + micro_, n.id);
+  if (exec::IsRandomOp(n.op_type)) {
+    SeedFor(step_ * opt_.micro_batches + micro_, n.id);
+    call.random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL + static_cast<uint64_t>(n.id)));
+    call.batch_rows = g_.batch;
+    call.batch_row_offset = micro_ * g_.batch;
+  }
   uint64_t seq0 = tracing_ ? at::sequence_number::peek() : 0;
   std::vector<at::Tensor> outs = (*kernels_[n.id])(call);
   call.in.clear();
@@ -542,7 +559,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
 }
 
 void Trainer::Forward(size_t segment, bool grad, bool recompute) {
-  at::AutoGradMode mode(grad);
+  c10::AutoGradMode mode(grad);
   for (NodeId id : segments_[segment]) {
     RunNode(g_.nodes[id], recompute);
     NoteTrace(recompute ? "recompute" : (id == g_.tensors[g_.loss].producer ? "loss" : "forward"), id);
@@ -596,7 +613,7 @@ void Trainer::Backward(size_t segment) {
 void Trainer::OptimizerStep(int64_t step) {
   where_.phase = "optimizer";
   where_.node = kNone;
-  at::NoGradGuard no_grad;
+  c10::AutoGradMode no_grad(false);
   double lr = opt_.learning_rate;
   for (TensorId p : trained_) {
     at::Tensor& w = persistent_[p];
@@ -631,7 +648,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   trace_peak_ = 0;
   auto t0 = Clock::now();
   {
-    at::NoGradGuard no_grad;
+    c10::AutoGradMode no_grad(false);
     for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
   }
   BackwardTracer& tracer = Tracer();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/core/GradMode.h>
 
 #include <map>
 #include <string>
@@ -20,6 +21,13 @@ struct OpCall {
   const std::map<std::string, at::Tensor>* tensor_attrs = nullptr;  // TENSOR attributes
   // Batch norm updates its running statistics (false while recomputing a segment).
   bool update_running_stats = true;
+  // Dropout draws its mask row by row along the batch axis, row r of the whole batch from a
+  // generator seeded by (random_seed, r): a micro-batch holding rows [row_offset,
+  // row_offset + batch_rows) draws exactly the full batch's values there, so micro-batched
+  // plans keep the unplanned step's math. The same seed on recompute reproduces the mask.
+  uint64_t random_seed = 0;
+  int64_t batch_row_offset = 0;
+  int64_t batch_rows = 0;  // rows of the batch axis this call holds (0: unknown)
 
   size_t num_outputs() const { return node->outputs.size(); }
   bool want(size_t i) const { return i < node->outputs.size() && node->outputs[i] != kNone; }

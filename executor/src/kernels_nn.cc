@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <mutex>
+
+#include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels.h"
 
@@ -184,7 +187,7 @@ Outs BatchNormalization(const OpCall& c) {
   const at::Tensor& save_invstd = std::get<2>(r);
   at::Tensor batch_var;
   if (c.update_running_stats || c.num_outputs() > 3) {
-    at::NoGradGuard no_grad;
+    c10::AutoGradMode no_grad(false);
     batch_var = at::sub(at::pow(save_invstd, -2), eps);
     if (c.update_running_stats) {
       mean.mul_(m).add_(save_mean.to(mean.scalar_type()), 1 - m);
@@ -424,11 +427,54 @@ Outs GlobalMaxPool(const OpCall& c) { return {at::amax(c.x(0), SpatialDims(c.x(0
 
 // ---- dropout ----
 
+uint64_t MixSeed(uint64_t x) {  // splitmix64
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// y = x * mask * scale, saving only the bool mask: native_dropout's memory and backward, with a
+// mask drawn by the caller.
+struct MaskedScale : public torch::autograd::Function<MaskedScale> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& mask,
+                            double scale) {
+    ctx->saved_data["mask"] = mask;
+    ctx->saved_data["scale"] = scale;
+    return x.mul(mask).mul_(scale);
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grad) {
+    at::Tensor mask = ctx->saved_data["mask"].toTensor();
+    double scale = ctx->saved_data["scale"].toDouble();
+    return {grad[0].mul(mask).mul_(scale), at::Tensor(), at::Tensor()};
+  }
+};
+
+// The keep-mask, row r of the batch axis from its own seed (see OpCall::random_seed).
+at::Tensor DropoutMask(const OpCall& c, const at::Tensor& x, double keep) {
+  at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
+  auto gen = at::globalContext().defaultGenerator(x.device());
+  const bool rows = x.dim() > 0 && c.batch_rows > 0 && x.size(0) == c.batch_rows;
+  const int64_t n = rows ? x.size(0) : 1;
+  for (int64_t r = 0; r < n; ++r) {
+    uint64_t row = rows ? static_cast<uint64_t>(c.batch_row_offset + r) : 0xffffffffULL;
+    {
+      std::lock_guard<std::mutex> lock(gen.mutex());  // bernoulli_ takes it again: not held there
+      gen.set_current_seed(MixSeed(c.random_seed ^ MixSeed(row)));
+    }
+    (rows ? mask.select(0, r) : mask).bernoulli_(keep, gen);
+  }
+  return mask;
+}
+
 Outs Dropout(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   double ratio = c.has(1) ? ToDouble(c.in[1]) : c.attr_float("ratio", 0.5);
   if (DropoutActive(c) && ratio > 0) {
-    auto [y, mask] = at::native_dropout(x, ratio, true);
+    double keep = 1.0 - ratio;
+    at::Tensor mask = DropoutMask(c, x, keep);
+    at::Tensor y = MaskedScale::apply(x, mask, keep == 0 ? 0.0 : 1.0 / keep);
     return {y, mask};
   }
   Outs o = {x};  // inference (or ratio 0): the identity, an alias as the analyzer's view rule

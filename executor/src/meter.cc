@@ -13,6 +13,7 @@
 #ifdef MEMPLAN_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
 #endif
 
 namespace memplan::exec {
@@ -154,6 +155,14 @@ MemoryMeter& MemoryMeter::For(const c10::Device& device) {
   return *meters[i];
 #else
   TORCH_CHECK(false, "this LibTorch has no CUDA support");
+#endif
+}
+
+std::string CudaBuildVersion() {
+#ifdef MEMPLAN_TORCH_CUDA
+  return std::to_string(CUDART_VERSION / 1000) + "." + std::to_string(CUDART_VERSION % 1000 / 10);
+#else
+  return "";
 #endif
 }
 

@@ -27,7 +27,9 @@ class MemoryMeter {
 
 // Whether a LibTorch error message is an out-of-memory failure.
 bool IsOutOfMemory(const std::string& what);
-int CudaDeviceCount();  // 0 without CUDA
+// The CUDA runtime version this memplan was compiled against ("13.0"); empty in a CPU-only build.
+std::string CudaBuildVersion();
+int CudaDeviceCount();  // devices visible now; 0 without CUDA, a driver or a GPU
 void Synchronize(const c10::Device& device);  // waits for the device's queued work
 
 }  // namespace memplan::exec

@@ -15,6 +15,14 @@ const std::vector<std::string>& TestCorpus() {
   return models;
 }
 
+const std::vector<std::string>& DynamoCorpus() {
+  static const std::vector<std::string> models = {
+      "resnet18_dynamo", "resnet50_dynamo", "mobilenet_v2_dynamo", "vit_b_16_dynamo",
+      "gpt_dynamo",      "efficientnet_b0_dynamo", "swin_t_dynamo",
+  };
+  return models;
+}
+
 std::string ModelCacheDir() {
   const char* env = std::getenv("MEMPLAN_MODEL_CACHE");
   return env && *env ? env : MEMPLAN_MODEL_CACHE;
@@ -24,7 +32,7 @@ std::string CorpusModel(const std::string& name) {
   std::string path = ModelCacheDir() + "/" + name + ".onnx";
   struct stat st;
   if (::stat(path.c_str(), &st) == 0) return path;
-  std::string cmd = "/usr/bin/python3 " MEMPLAN_SOURCE_DIR "/samples/export_models.py --out '" + ModelCacheDir() +
+  std::string cmd = MEMPLAN_PYTHON " " MEMPLAN_SOURCE_DIR "/samples/export_models.py --out '" + ModelCacheDir() +
                     "' --models " + name + " > /dev/null";
   int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "exporting " << name << " failed: " << cmd;

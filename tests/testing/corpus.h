@@ -9,6 +9,8 @@ namespace memplan::testing {
 // The models every test suite runs on: the core corpus and a few more architectures
 // (dense connections, depthwise convs, stochastic depth, shifted-window attention).
 const std::vector<std::string>& TestCorpus();
+// The same architectures exported by torch.onnx.export(dynamo=True): opset 18 and newer.
+const std::vector<std::string>& DynamoCorpus();
 
 // Path of `<cache>/<name>.onnx`, exporting it first if the cache lacks it (tests normally
 // find it there: ctest runs the export as a fixture). Fails the test if the export fails.

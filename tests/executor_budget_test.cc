@@ -1,0 +1,70 @@
+// A budget is a promise: every plan the planner calls feasible, run for real, measures at or
+// under its budget. `optimal` and `sections` at 50% and 75% of each model's baseline peak,
+// micro-batched where the planner needs to be.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "memplan/analyzer.h"
+#include "memplan/executor.h"
+#include "memplan/planner.h"
+#include "testing/corpus.h"
+
+namespace memplan {
+namespace {
+
+struct Case {
+  const char* model;
+  int64_t batch;
+  const char* strategy;
+  int percent;
+};
+
+class PlanBudget : public ::testing::TestWithParam<Case> {};
+
+TEST_P(PlanBudget, MeasuredPeakIsWithinTheBudget) {
+  const Case& c = GetParam();
+  const std::string path = testing::CorpusModel(c.model);
+  auto at_batch = [&](int64_t b) { return LoadTrainingGraph(path, {/*batch=*/b}); };
+  TrainingGraph full = at_batch(c.batch);
+  const int64_t baseline = Simulate(BuildTrainingSchedule(full)).peak_bytes;
+  PlanOptions po;
+  po.strategy = c.strategy;
+  po.budget_bytes = baseline * c.percent / 100;
+  Plan plan = PlanMicroBatched(at_batch, c.batch, CostModel{}, po);
+  if (!plan.feasible) GTEST_SKIP() << "no " << c.strategy << " plan fits " << c.percent << "% of the baseline";
+
+  TrainingGraph g = at_batch(plan.batch);
+  RunOptions o;
+  o.random_weights = true;
+  o.steps = 2;  // the second step is the steady state
+  o.segments = plan.segments;
+  o.micro_batches = plan.micro_batches;
+  RunResult r = RunTraining(g, o);
+  std::printf("budget %-14s batch %3lld %-8s %3d%%  budget %12lld  predicted %12lld  measured %12lld  (%lld x %lld, %d sections)\n",
+              c.model, static_cast<long long>(c.batch), c.strategy, c.percent, static_cast<long long>(po.budget_bytes),
+              static_cast<long long>(plan.predicted_peak_bytes), static_cast<long long>(r.measured_peak_bytes),
+              static_cast<long long>(plan.micro_batches), static_cast<long long>(plan.batch), plan.num_sections());
+  EXPECT_LE(r.measured_peak_bytes, po.budget_bytes) << c.model << " " << c.strategy << " at " << c.percent << "%";
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
+  const Case models[] = {{"resnet18", 8}, {"mobilenet_v2", 4}, {"gpt", 4}, {"efficientnet_b0", 2},
+                         {"vit_b_16", 1}, {"gpt_dynamo", 4}, {"resnet50_dynamo", 2}};
+  for (const Case& m : models) {
+    for (const char* strategy : {"optimal", "sections"}) {
+      for (int percent : {50, 75}) cases.push_back({m.model, m.batch, strategy, percent});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, PlanBudget, ::testing::ValuesIn(Cases()), [](const ::testing::TestParamInfo<Case>& i) {
+  return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_" + i.param.strategy + "_" +
+         std::to_string(i.param.percent);
+});
+
+}  // namespace
+}  // namespace memplan
