@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "memplan/training_graph.h"
 
 namespace memplan::cli {
@@ -22,7 +20,10 @@ struct Args {
   std::map<std::string, std::vector<std::string>> flags;
   bool has(const std::string& f) const { return flags.count(f) > 0; }
   std::string get(const std::string& f, const std::string& fallback = "") const;
-  int64_t get_int(const std::string& f, int64_t fallback) const;
+  // The flag's integer in [min, max] (ParseInteger), or `fallback` when it is absent.
+  int64_t get_int(const std::string& f, int64_t fallback, int64_t min, int64_t max) const;
+  // The flag's number in [min, max] (ParseReal), or `fallback` when it is absent.
+  double get_real(const std::string& f, double fallback, double min, double max) const;
 };
 
 // `boolean_flags` take no value. Unknown flags are errors naming the flag.
@@ -31,9 +32,5 @@ Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>&
 
 // --batch, --dim, --loss, --optimizer.
 LoadOptions LoadOptionsFromArgs(const Args& a);
-
-// Writes the JSON to a temporary file beside `path` and renames it into place, so that a
-// failure never leaves a partial file.
-void WriteJsonAtomically(const nlohmann::json& j, const std::string& path);
 
 }  // namespace memplan::cli

@@ -12,7 +12,7 @@ int RunAnalyze(int argc, char** argv) {
   if (a.positional.size() != 1) throw MemplanError("usage: memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] [--json OUT]");
   Analysis an = Analyze(LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a)));
   const TrainingGraph& g = an.graph;
-  if (a.has("json")) WriteJsonAtomically(AnalysisToJson(an), a.get("json"));
+  if (a.has("json")) WriteJsonFile(a.get("json"), AnalysisToJson(an));
 
   int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;
   std::printf("model        %s (opset %lld, %zu nodes, %zu tensors)\n", g.model_path.c_str(),

@@ -35,12 +35,10 @@ nlohmann::json ReadJsonFile(const std::string& path) {
   }
 }
 
-double ParseDouble(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x)) throw MemplanError("--" + flag + " expects a number, got '" + v + "'");
-  return x;
-}
+// More intra-op threads than this only slow a step down (1,000 threads take a minute per step).
+constexpr int64_t kMaxThreads = 1024;
+// A learning rate above this diverges to inf / nan in a step or two.
+constexpr double kMaxLearningRate = 10;
 
 std::string Pct(double v) {
   char buf[32];
@@ -95,13 +93,12 @@ int RunRun(int argc, char** argv) {
   CheckExecutorSupports(g);
 
   RunOptions opt;
-  opt.steps = a.get_int("steps", 3);
-  if (opt.steps < 1) throw MemplanError("--steps must be at least 1");
-  opt.seed = static_cast<uint64_t>(a.get_int("seed", 0));
+  opt.steps = a.get_int("steps", 3, /*min=*/1, /*max=*/1000000);
+  opt.seed = static_cast<uint64_t>(a.get_int("seed", 0, /*min=*/0, /*max=*/INT64_MAX));
   opt.random_weights = a.has("random-weights");
   opt.device = a.get("device", "cpu");
-  opt.threads = static_cast<int>(a.get_int("threads", 0));
-  if (a.has("lr")) opt.learning_rate = ParseDouble("lr", a.get("lr"));
+  opt.threads = static_cast<int>(a.get_int("threads", 0, /*min=*/1, /*max=*/kMaxThreads));
+  opt.learning_rate = a.get_real("lr", opt.learning_rate, /*min=*/0, /*max=*/kMaxLearningRate);
   if (a.has("memory-limit")) opt.memory_limit_bytes = ParseBytes(a.get("memory-limit"));
   opt.trace = a.has("trace");
   if (a.has("input")) {
@@ -209,7 +206,7 @@ int RunRun(int argc, char** argv) {
       }
       j["measured_trace"] = t;
     }
-    WriteJsonAtomically(j, a.get("json"));
+    WriteJsonFile(a.get("json"), j);
     std::printf("wrote        %s\n", a.get("json").c_str());
   }
   return kExitOk;

@@ -21,9 +21,11 @@ using NodeId = int32_t;
 constexpr int32_t kNone = -1;
 
 // A user-facing error: the message names the file, node or tensor and what to do.
+// Names read from files may hold any bytes: control characters (NUL included) and bytes
+// that are not UTF-8 are made printable (PrintableText in memplan/parse.h).
 class MemplanError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit MemplanError(const std::string& what);
 };
 
 enum class DType : int8_t {
