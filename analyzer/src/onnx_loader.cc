@@ -271,7 +271,7 @@ void CheckTensorDeclarations(const onnx::GraphProto& graph, const std::string& f
     for (int64_t d : init.dims()) {
       if (d < 0) {
         throw MemplanError(where + " has a negative dimension in " +
-                           ShapeString(std::vector<int64_t>(init.dims().begin(), init.dims().end())) + "; re-export the model");
+                           IntList(std::vector<int64_t>(init.dims().begin(), init.dims().end())) + "; re-export the model");
       }
     }
   }

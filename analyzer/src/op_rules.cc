@@ -81,7 +81,7 @@ void Put(ConstValue& v, int64_t i, double x) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", x);
     throw InvalidModelError(std::string("shape arithmetic gives ") + buf + ", which does not fit in " +
-                            DTypeName(v.dtype) + " (check --batch and --dim)");
+                            DTypeName(v.dtype) + " (beyond 2^63); check --batch and --dim");
   } else v.ints[i] = static_cast<int64_t>(x);
 }
 
@@ -1100,7 +1100,7 @@ int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t) {
 
 // ---- validation (ONNX's checker and type constraints) ----
 
-std::string Ints(const std::vector<int64_t>& v) { return ShapeString(v); }
+std::string Ints(const std::vector<int64_t>& v) { return IntList(v); }
 
 // Every value of attribute `name` lies in [min, kMaxSizeAttribute]; with `count` >= 0 the
 // attribute (when given) has that many values.
@@ -1647,6 +1647,12 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
     if (i) s += ", ";
     s += shape[i] < 0 ? "?" : std::to_string(shape[i]);
   }
+  return s + "]";
+}
+
+std::string IntList(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
   return s + "]";
 }
 

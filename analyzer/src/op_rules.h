@@ -133,6 +133,7 @@ bool FollowsInputLayout(const std::string& op_type);
 // Strides TensorIterator gives a new output of `out_shape` computed from `inputs`.
 std::vector<int64_t> TensorIteratorStrides(const std::vector<int64_t>& out_shape,
                                            const std::vector<const Tensor*>& inputs);
-std::string ShapeString(const std::vector<int64_t>& shape);
+std::string ShapeString(const std::vector<int64_t>& shape);  // negative (unknown) dims as '?'
+std::string IntList(const std::vector<int64_t>& values);     // "[-1, 0, 2]"
 
 }  // namespace memplan
