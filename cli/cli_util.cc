@@ -57,6 +57,7 @@ LoadOptions LoadOptionsFromArgs(const Args& a) {
       o.dims[name] = value;
     }
   }
+  o.allow_external_data_outside_model_dir = a.has(kAllowOutsideFlag);
   if (a.has("loss")) o.loss = ParseLossKind(a.get("loss"));
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
   return o;

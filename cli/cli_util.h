@@ -30,7 +30,11 @@ struct Args {
 Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
                const std::vector<std::string>& boolean_flags);
 
-// --batch, --dim, --loss, --optimizer.
+// Lets a model read external data from outside its folder (a boolean flag of every command
+// that loads a model).
+constexpr const char* kAllowOutsideFlag = "allow-external-data-outside-model-dir";
+
+// --batch, --dim, --loss, --optimizer, --allow-external-data-outside-model-dir.
 LoadOptions LoadOptionsFromArgs(const Args& a);
 
 }  // namespace memplan::cli

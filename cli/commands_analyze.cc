@@ -8,7 +8,7 @@
 namespace memplan::cli {
 
 int RunAnalyze(int argc, char** argv) {
-  Args a = ParseArgs(argc, argv, 2, {"batch", "dim", "loss", "optimizer", "json"}, {});
+  Args a = ParseArgs(argc, argv, 2, {"batch", "dim", "loss", "optimizer", "json"}, {kAllowOutsideFlag});
   if (a.positional.size() != 1) throw MemplanError("usage: memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] [--json OUT]");
   Analysis an = Analyze(LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a)));
   const TrainingGraph& g = an.graph;

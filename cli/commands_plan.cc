@@ -88,7 +88,7 @@ int RunPlan(int argc, char** argv) {
   Args a = ParseArgs(argc, argv, 2,
                      {"batch", "dim", "loss", "optimizer", "json", "budget", "strategy",
                       "checkpoints", "time-limit", "micro-batches"},
-                     {"sweep"});
+                     {"sweep", kAllowOutsideFlag});
   if (a.positional.size() != 1) throw MemplanError(kPlanUsage);
   const bool sweep = a.has("sweep");
   if (!a.has("budget") && !sweep)

@@ -52,7 +52,7 @@ int RunRun(int argc, char** argv) {
   Args a = ParseArgs(argc, argv, 2,
                      {"batch", "dim", "loss", "optimizer", "plan", "device", "steps", "seed", "json", "input", "lr",
                       "threads", "memory-limit"},
-                     {"random-weights", "trace"});
+                     {"random-weights", "trace", kAllowOutsideFlag});
   if (a.positional.size() != 1) throw MemplanError(kRunUsage);
   const std::string model = a.positional[0];
 
@@ -65,7 +65,7 @@ int RunRun(int argc, char** argv) {
     throw MemplanError("--plan needs the planner, which this build lacks");
 #else
     plan_json = ReadJsonFile(a.get("plan"));
-    if (!plan_json.is_object() || plan_json.value("kind", "") != "plan") {
+    if (!IsPlanJson(plan_json)) {
       throw MemplanError("'" + a.get("plan") + "' is not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
     }
     // The graph runs at the plan's micro-batch size; --batch names the whole batch.

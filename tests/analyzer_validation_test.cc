@@ -3,8 +3,13 @@
 // (never a crash, a hang or a wrong answer).
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <string>
 
@@ -296,6 +301,86 @@ TEST(Validation, NulAndInvalidUtf8InNamesArePrintableInMessages) {
   b.Node("MatMul", {std::string("gh\0st\xff", 6), "w"}, {"y"}).Output("y");
   std::string e = LoadError(b);
   EXPECT_NE(e.find("'gh\\x00st\xef\xbf\xbd'"), std::string::npos) << e;
+}
+
+// ---- external data ----
+
+class ExternalData : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/memplan-ext-XXXXXX";
+    dir_ = ::mkdtemp(tmpl);
+    ::mkdir((dir_ + "/model").c_str(), 0755);
+    std::ofstream(dir_ + "/outside.bin", std::ios::binary) << std::string(8 * 4 * 4, '\0');
+    std::ofstream(dir_ + "/model/w.bin", std::ios::binary) << std::string(8 * 4 * 4, '\0');
+  }
+  void TearDown() override { std::system(("rm -rf '" + dir_ + "'").c_str()); }
+
+  // Trainable()'s model in dir_/model, its weight 'w' [8, 4] kept in external data `entries`.
+  std::string Save(const std::vector<std::pair<std::string, std::string>>& entries) {
+    std::string bytes = Edited(Trainable().Output("y"), [&](onnx::ModelProto& m) {
+      onnx::TensorProto* w = Initializer(m, "w");
+      w->clear_raw_data();
+      w->set_data_location(onnx::TensorProto::EXTERNAL);
+      for (const auto& [k, v] : entries) {
+        auto* e = w->add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      }
+    });
+    std::string path = dir_ + "/model/m.onnx";
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  }
+  std::string Error(const std::string& path, LoadOptions o = {}) {
+    try {
+      LoadTrainingGraph(path, o);
+    } catch (const MemplanError& e) {
+      return e.what();
+    }
+    return "loaded";
+  }
+
+  std::string dir_;
+};
+
+TEST_F(ExternalData, FileInsideTheModelFolderLoads) { EXPECT_EQ(Error(Save({{"location", "w.bin"}})), "loaded"); }
+
+TEST_F(ExternalData, OffsetThatIsNotANumberNamesTheInitializer) {
+  std::string e = Error(Save({{"location", "w.bin"}, {"offset", "abc"}}));
+  EXPECT_NE(e.find("external data offset of 'w' expects a whole number"), std::string::npos) << e;
+}
+
+TEST_F(ExternalData, LengthBeyondInt64NamesTheInitializer) {
+  std::string e = Error(Save({{"location", "w.bin"}, {"length", "99999999999999999999"}}));
+  EXPECT_NE(e.find("external data length of 'w' '99999999999999999999' is out of range"), std::string::npos) << e;
+}
+
+TEST_F(ExternalData, LocationWithDotDotIsRefused) {
+  std::string e = Error(Save({{"location", "../../../usr/bin/python3"}}));
+  EXPECT_NE(e.find("tensor 'w' reads its data from '../../../usr/bin/python3', outside the model's folder"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find("--allow-external-data-outside-model-dir"), std::string::npos) << e;
+}
+
+TEST_F(ExternalData, AbsoluteLocationIsRefused) {
+  std::string e = Error(Save({{"location", dir_ + "/outside.bin"}}));
+  EXPECT_NE(e.find("outside the model's folder"), std::string::npos) << e;
+}
+
+TEST_F(ExternalData, SymbolicLinkLeadingOutIsRefused) {
+  ASSERT_EQ(::symlink((dir_ + "/outside.bin").c_str(), (dir_ + "/model/link.bin").c_str()), 0);
+  std::string e = Error(Save({{"location", "link.bin"}}));
+  EXPECT_NE(e.find("tensor 'w' reads its data from 'link.bin', outside the model's folder"), std::string::npos) << e;
+}
+
+TEST_F(ExternalData, TheUsersFlagAllowsAFileOutside) {
+  LoadOptions o;
+  o.allow_external_data_outside_model_dir = true;
+  TrainingGraph g = LoadTrainingGraph(Save({{"location", "../outside.bin"}}), o);
+  EXPECT_TRUE(g.weights_present);
+  EXPECT_TRUE(g.allow_external_data_outside_model_dir);
 }
 
 }  // namespace
