@@ -20,6 +20,15 @@ double Args::get_real(const std::string& f, double fallback, double min, double 
   return has(f) ? ParseReal("--" + f, get(f), min, max) : fallback;
 }
 
+int64_t Args::get_bytes(const std::string& f, int64_t fallback) const {
+  if (!has(f)) return fallback;
+  try {
+    return ParseBytes(get(f));
+  } catch (const MemplanError& e) {
+    throw MemplanError("--" + f + ": " + e.what());
+  }
+}
+
 Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
                const std::vector<std::string>& boolean_flags) {
   Args a;

@@ -24,6 +24,8 @@ struct Args {
   int64_t get_int(const std::string& f, int64_t fallback, int64_t min, int64_t max) const;
   // The flag's number in [min, max] (ParseReal), or `fallback` when it is absent.
   double get_real(const std::string& f, double fallback, double min, double max) const;
+  // The flag's size (ParseBytes), or `fallback` when it is absent.
+  int64_t get_bytes(const std::string& f, int64_t fallback) const;
 };
 
 // `boolean_flags` take no value. Unknown flags are errors naming the flag.

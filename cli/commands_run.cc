@@ -99,7 +99,7 @@ int RunRun(int argc, char** argv) {
   opt.device = a.get("device", "cpu");
   opt.threads = static_cast<int>(a.get_int("threads", 0, /*min=*/1, /*max=*/kMaxThreads));
   opt.learning_rate = a.get_real("lr", opt.learning_rate, /*min=*/0, /*max=*/kMaxLearningRate);
-  if (a.has("memory-limit")) opt.memory_limit_bytes = ParseBytes(a.get("memory-limit"));
+  opt.memory_limit_bytes = a.get_bytes("memory-limit", opt.memory_limit_bytes);
   opt.trace = a.has("trace");
   if (a.has("input")) {
     for (const std::string& kv : a.flags.at("input")) {
