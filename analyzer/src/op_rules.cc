@@ -421,14 +421,14 @@ void InferReshape(InferContext& c) {
       infer_at = static_cast<int64_t>(i);
       continue;
     }
-    if (t < 0) c.fail("Reshape target " + ShapeString(target) + " has a negative dimension");
+    if (t < 0) c.fail("Reshape target " + IntList(target) + " has a negative dimension");
     out[i] = t;
-    if (__builtin_mul_overflow(known, t, &known)) c.reject("Reshape target " + ShapeString(target) + " overflows int64");
+    if (__builtin_mul_overflow(known, t, &known)) c.reject("Reshape target " + IntList(target) + " overflows int64");
   }
   int64_t total = Numel(in);
   if (infer_at >= 0) {
     if (known == 0 || total % known != 0) {
-      c.fail("cannot reshape " + ShapeString(in) + " to " + ShapeString(target));
+      c.fail("cannot reshape " + ShapeString(in) + " to " + IntList(target));
     }
     out[infer_at] = total / known;
   } else if (known != total) {
@@ -491,7 +491,7 @@ void InferTile(InferContext& c) {
   std::vector<int64_t> reps = c.need_ints(1), out = c.shape(0);
   if (reps.size() != out.size()) c.fail("Tile repeats do not match the rank");
   for (size_t i = 0; i < out.size(); ++i) {
-    if (reps[i] < 0) c.fail("Tile repeats " + ShapeString(reps) + " has a negative count");
+    if (reps[i] < 0) c.fail("Tile repeats " + IntList(reps) + " has a negative count");
     if (__builtin_mul_overflow(out[i], reps[i], &out[i])) c.reject("Tile output size overflows int64");
   }
   c.set(0, c.dtype(0), out);
@@ -705,9 +705,10 @@ void InferSplit(InferContext& c) {
   if (split.size() != n) c.fail("Split sizes do not match the number of outputs");
   int64_t total = 0;
   for (int64_t part : split) {
-    if (part < 0 || __builtin_add_overflow(total, part, &total)) c.reject("Split sizes " + ShapeString(split) + " are invalid");
+    if (part < 0) c.fail("Split sizes " + IntList(split) + " hold a negative size");
+    if (__builtin_add_overflow(total, part, &total)) c.reject("Split sizes " + IntList(split) + " overflow int64");
   }
-  if (total != dim) c.fail("Split sizes " + ShapeString(split) + " do not add up to the axis size " + std::to_string(dim));
+  if (total != dim) c.fail("Split sizes " + IntList(split) + " do not add up to the axis size " + std::to_string(dim));
   for (size_t i = 0; i < n; ++i) {
     std::vector<int64_t> out = c.shape(0);
     out[axis] = split[i];
