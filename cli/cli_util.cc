@@ -1,13 +1,9 @@
 #include "cli_util.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <fstream>
-#include <nlohmann/json.hpp>
+#include <cstdint>
+
+#include "memplan/parse.h"
 
 namespace memplan::cli {
 
@@ -16,16 +12,21 @@ std::string Args::get(const std::string& f, const std::string& fallback) const {
   return it == flags.end() || it->second.empty() ? fallback : it->second.back();
 }
 
-int64_t Args::get_int(const std::string& f, int64_t fallback) const {
+int64_t Args::get_int(const std::string& f, int64_t fallback, int64_t min, int64_t max) const {
+  return has(f) ? ParseInteger("--" + f, get(f), min, max) : fallback;
+}
+
+double Args::get_real(const std::string& f, double fallback, double min, double max) const {
+  return has(f) ? ParseReal("--" + f, get(f), min, max) : fallback;
+}
+
+int64_t Args::get_bytes(const std::string& f, int64_t fallback) const {
   if (!has(f)) return fallback;
-  std::string v = get(f);
-  char* end = nullptr;
-  errno = 0;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno == ERANGE) {
-    throw MemplanError("--" + f + " expects an integer, got '" + v + "'");
+  try {
+    return ParseBytes(get(f));
+  } catch (const MemplanError& e) {
+    throw MemplanError("--" + f + ": " + e.what());
   }
-  return x;
 }
 
 Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
@@ -58,43 +59,17 @@ Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>&
 
 LoadOptions LoadOptionsFromArgs(const Args& a) {
   LoadOptions o;
-  o.batch = a.get_int("batch", 1);
-  if (o.batch <= 0) throw MemplanError("--batch must be a positive integer (got " + a.get("batch") + ")");
+  o.batch = a.get_int("batch", 1, 1, INT64_MAX);
   if (a.has("dim")) {
     for (const std::string& kv : a.flags.at("dim")) {
-      size_t eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) throw MemplanError("--dim expects NAME=VALUE, got '" + kv + "'");
-      char* end = nullptr;
-      errno = 0;
-      long long v = std::strtoll(kv.c_str() + eq + 1, &end, 10);
-      if (*end != '\0' || errno == ERANGE || v <= 0) {
-        throw MemplanError("--dim " + kv + ": the value must be a positive integer");
-      }
-      o.dims[kv.substr(0, eq)] = v;
+      auto [name, value] = ParseDimBinding("--dim", kv);
+      o.dims[name] = value;
     }
   }
+  o.allow_external_data_outside_model_dir = a.has(kAllowOutsideFlag);
   if (a.has("loss")) o.loss = ParseLossKind(a.get("loss"));
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
   return o;
-}
-
-void WriteJsonAtomically(const nlohmann::json& j, const std::string& path) {
-  std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    if (!out) throw MemplanError("cannot write '" + path + "': " + std::strerror(errno));
-    out << j.dump(1) << "\n";
-    out.flush();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw MemplanError("cannot write '" + path + "': " + std::strerror(errno));
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    throw MemplanError("cannot write '" + path + "': " + std::strerror(err));
-  }
 }
 
 }  // namespace memplan::cli

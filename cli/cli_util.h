@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "memplan/training_graph.h"
 
 namespace memplan::cli {
@@ -22,18 +20,23 @@ struct Args {
   std::map<std::string, std::vector<std::string>> flags;
   bool has(const std::string& f) const { return flags.count(f) > 0; }
   std::string get(const std::string& f, const std::string& fallback = "") const;
-  int64_t get_int(const std::string& f, int64_t fallback) const;
+  // The flag's integer in [min, max] (ParseInteger), or `fallback` when it is absent.
+  int64_t get_int(const std::string& f, int64_t fallback, int64_t min, int64_t max) const;
+  // The flag's number in [min, max] (ParseReal), or `fallback` when it is absent.
+  double get_real(const std::string& f, double fallback, double min, double max) const;
+  // The flag's size (ParseBytes), or `fallback` when it is absent.
+  int64_t get_bytes(const std::string& f, int64_t fallback) const;
 };
 
 // `boolean_flags` take no value. Unknown flags are errors naming the flag.
 Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
                const std::vector<std::string>& boolean_flags);
 
-// --batch, --dim, --loss, --optimizer.
-LoadOptions LoadOptionsFromArgs(const Args& a);
+// Lets a model read external data from outside its folder (a boolean flag of every command
+// that loads a model).
+constexpr const char* kAllowOutsideFlag = "allow-external-data-outside-model-dir";
 
-// Writes the JSON to a temporary file beside `path` and renames it into place, so that a
-// failure never leaves a partial file.
-void WriteJsonAtomically(const nlohmann::json& j, const std::string& path);
+// --batch, --dim, --loss, --optimizer, --allow-external-data-outside-model-dir.
+LoadOptions LoadOptionsFromArgs(const Args& a);
 
 }  // namespace memplan::cli

@@ -8,11 +8,11 @@
 namespace memplan::cli {
 
 int RunAnalyze(int argc, char** argv) {
-  Args a = ParseArgs(argc, argv, 2, {"batch", "dim", "loss", "optimizer", "json"}, {});
+  Args a = ParseArgs(argc, argv, 2, {"batch", "dim", "loss", "optimizer", "json"}, {kAllowOutsideFlag});
   if (a.positional.size() != 1) throw MemplanError("usage: memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] [--json OUT]");
   Analysis an = Analyze(LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a)));
   const TrainingGraph& g = an.graph;
-  if (a.has("json")) WriteJsonAtomically(AnalysisToJson(an), a.get("json"));
+  if (a.has("json")) WriteJsonFile(a.get("json"), AnalysisToJson(an));
 
   int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;
   std::printf("model        %s (opset %lld, %zu nodes, %zu tensors)\n", g.model_path.c_str(),

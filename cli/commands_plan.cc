@@ -1,7 +1,7 @@
 // memplan plan: choose checkpoints / sections so that a training step fits a memory budget.
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -88,7 +88,7 @@ int RunPlan(int argc, char** argv) {
   Args a = ParseArgs(argc, argv, 2,
                      {"batch", "dim", "loss", "optimizer", "json", "budget", "strategy",
                       "checkpoints", "time-limit", "micro-batches"},
-                     {"sweep"});
+                     {"sweep", kAllowOutsideFlag});
   if (a.positional.size() != 1) throw MemplanError(kPlanUsage);
   const bool sweep = a.has("sweep");
   if (!a.has("budget") && !sweep)
@@ -96,23 +96,9 @@ int RunPlan(int argc, char** argv) {
 
   PlanOptions options;
   // --budget SIZE, or PERCENT% of the plain step's peak (resolved once the model is loaded).
-  double budget_percent = 0;
-  if (a.has("budget")) {
-    const std::string b = a.get("budget");
-    if (!b.empty() && b.back() == '%') {
-      char* end = nullptr;
-      budget_percent = std::strtod(b.c_str(), &end);
-      if (end != b.c_str() + b.size() - 1 || !(budget_percent > 0)) {
-        throw MemplanError(
-            "--budget expects a size or a percentage of the baseline peak like 50%, got '" + b +
-            "'");
-      }
-    } else {
-      options.budget_bytes = ParseBytes(b);
-      if (options.budget_bytes <= 0)
-        throw MemplanError("--budget must be a positive size (got '" + b + "')");
-    }
-  }
+  Budget budget;
+  if (a.has("budget")) budget = ParseBudget("--budget", a.get("budget"));
+  options.budget_bytes = budget.bytes;
   options.checkpoints = SplitNames(a);
   options.strategy = a.get("strategy", options.checkpoints.empty() ? "auto" : "manual");
   bool known = false;
@@ -127,19 +113,13 @@ int RunPlan(int argc, char** argv) {
   if (options.strategy == "milp" && !MilpAvailable()) {
     throw MemplanError("--strategy milp is not available: memplan was built without COIN-OR CBC");
   }
-  if (a.has("time-limit")) {
-    char* end = nullptr;
-    double t = std::strtod(a.get("time-limit").c_str(), &end);
-    if (*end != '\0' || !(t > 0))
-      throw MemplanError("--time-limit expects seconds > 0, got '" + a.get("time-limit") + "'");
-    options.milp_time_limit_seconds = t;
-  }
+  options.milp_time_limit_seconds =
+      a.get_real("time-limit", options.milp_time_limit_seconds, /*min=*/0.001, /*max=*/7 * 24 * 3600.0);
 
   const LoadOptions load_options = LoadOptionsFromArgs(a);
   int64_t micro_batches = 0;  // 0: split the batch only when no plan fits without
   if (a.has("micro-batches") && a.get("micro-batches") != "auto") {
-    micro_batches = a.get_int("micro-batches", 1);
-    if (micro_batches < 1) throw MemplanError("--micro-batches expects a positive integer or auto");
+    micro_batches = a.get_int("micro-batches", 1, 1, INT64_MAX);
   }
   TrainingGraph g = LoadTrainingGraph(a.positional[0], load_options);
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
@@ -149,11 +129,7 @@ int RunPlan(int argc, char** argv) {
     return LoadTrainingGraph(a.positional[0], o);
   };
   const CostModel cost;
-  if (budget_percent > 0) {
-    int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
-    options.budget_bytes = std::max<int64_t>(
-        1, static_cast<int64_t>(static_cast<double>(baseline) * budget_percent / 100));
-  }
+  if (budget.percent > 0) options.budget_bytes = budget.Resolve(Simulate(BuildTrainingSchedule(g)).peak_bytes);
   SweepResult sweep_result;
   if (sweep) {
     sweep_result = SweepBudgets(g, cost, options);
@@ -178,7 +154,7 @@ int RunPlan(int argc, char** argv) {
       j["smallest_budget_bytes"] = smallest.predicted_peak_bytes;
       j["smallest_budget_strategy"] = smallest.strategy;
     }
-    WriteJsonAtomically(j, a.get("json"));
+    WriteJsonFile(a.get("json"), j);
   }
   PrintPlan(plan, plan_graph);
   if (sweep) PrintSweep(sweep_result);

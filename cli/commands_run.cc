@@ -35,12 +35,10 @@ nlohmann::json ReadJsonFile(const std::string& path) {
   }
 }
 
-double ParseDouble(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  double x = std::strtod(v.c_str(), &end);
-  if (v.empty() || *end != '\0' || !std::isfinite(x)) throw MemplanError("--" + flag + " expects a number, got '" + v + "'");
-  return x;
-}
+// More intra-op threads than this only slow a step down (1,000 threads take a minute per step).
+constexpr int64_t kMaxThreads = 1024;
+// A learning rate above this diverges to inf / nan in a step or two.
+constexpr double kMaxLearningRate = 10;
 
 std::string Pct(double v) {
   char buf[32];
@@ -54,7 +52,7 @@ int RunRun(int argc, char** argv) {
   Args a = ParseArgs(argc, argv, 2,
                      {"batch", "dim", "loss", "optimizer", "plan", "device", "steps", "seed", "json", "input", "lr",
                       "threads", "memory-limit"},
-                     {"random-weights", "trace"});
+                     {"random-weights", "trace", kAllowOutsideFlag});
   if (a.positional.size() != 1) throw MemplanError(kRunUsage);
   const std::string model = a.positional[0];
 
@@ -67,7 +65,7 @@ int RunRun(int argc, char** argv) {
     throw MemplanError("--plan needs the planner, which this build lacks");
 #else
     plan_json = ReadJsonFile(a.get("plan"));
-    if (!plan_json.is_object() || plan_json.value("kind", "") != "plan") {
+    if (!IsPlanJson(plan_json)) {
       throw MemplanError("'" + a.get("plan") + "' is not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
     }
     // The graph runs at the plan's micro-batch size; --batch names the whole batch.
@@ -95,14 +93,13 @@ int RunRun(int argc, char** argv) {
   CheckExecutorSupports(g);
 
   RunOptions opt;
-  opt.steps = a.get_int("steps", 3);
-  if (opt.steps < 1) throw MemplanError("--steps must be at least 1");
-  opt.seed = static_cast<uint64_t>(a.get_int("seed", 0));
+  opt.steps = a.get_int("steps", 3, /*min=*/1, /*max=*/1000000);
+  opt.seed = static_cast<uint64_t>(a.get_int("seed", 0, /*min=*/0, /*max=*/INT64_MAX));
   opt.random_weights = a.has("random-weights");
   opt.device = a.get("device", "cpu");
-  opt.threads = static_cast<int>(a.get_int("threads", 0));
-  if (a.has("lr")) opt.learning_rate = ParseDouble("lr", a.get("lr"));
-  if (a.has("memory-limit")) opt.memory_limit_bytes = ParseBytes(a.get("memory-limit"));
+  opt.threads = static_cast<int>(a.get_int("threads", 0, /*min=*/1, /*max=*/kMaxThreads));
+  opt.learning_rate = a.get_real("lr", opt.learning_rate, /*min=*/0, /*max=*/kMaxLearningRate);
+  opt.memory_limit_bytes = a.get_bytes("memory-limit", opt.memory_limit_bytes);
   opt.trace = a.has("trace");
   if (a.has("input")) {
     for (const std::string& kv : a.flags.at("input")) {
@@ -209,7 +206,7 @@ int RunRun(int argc, char** argv) {
       }
       j["measured_trace"] = t;
     }
-    WriteJsonAtomically(j, a.get("json"));
+    WriteJsonFile(a.get("json"), j);
     std::printf("wrote        %s\n", a.get("json").c_str());
   }
   return kExitOk;

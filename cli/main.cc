@@ -31,7 +31,8 @@ const char* kUsage =
     "  memplan gui     [MODEL.onnx|analysis.json|plan.json|run.json]... [--screenshot OUT.png [--page P]]\n"
     "  memplan ops     list the ONNX ops memplan has rules for\n"
     "\n"
-    "analyze, plan and run also take --dim NAME=VALUE, --loss and --optimizer.\n"
+    "analyze, plan and run also take --dim NAME=VALUE, --loss, --optimizer and\n"
+    "--allow-external-data-outside-model-dir (read external data from outside the model's folder).\n"
     "\n"
     "Sizes accept B, KiB, MiB, GiB, KB, MB, GB. Exit status: 0 ok, 1 bad input, 2 no plan fits.\n";
 

@@ -14,6 +14,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "testing/corpus.h"
+#include "testing/graph_builder.h"
 
 namespace memplan {
 namespace {
@@ -213,6 +214,44 @@ TEST(RunCli, CudaWithoutAVisibleDeviceIsAClearError) {
   if (r.code != 0) {  // this machine has no GPU: the plain call says the same
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("no CUDA device is visible"), std::string::npos) << r.out;
+
+// Options are parsed strictly, with ranges, before any training starts.
+TEST(RunCli, OutOfRangeOptionsAreRejected) {
+  std::string model = Tmp("tiny.onnx");
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 4});
+  b.Node("MatMul", {"x", "w"}, {"y"}).Output("y");
+  b.Save(model);
+  const std::pair<const char*, const char*> cases[] = {
+      {"--threads -1", "--threads '-1' is out of range: give a whole number from 1 to 1024"},
+      {"--threads 2147483648", "--threads '2147483648' is out of range"},
+      {"--threads 100000", "--threads '100000' is out of range"},
+      {"--lr 1e308", "--lr '1e308' is out of range"},
+      {"--lr inf", "--lr expects a number"},
+      {"--memory-limit ..5", "--memory-limit: cannot read size '..5'"},
+      {"--steps 0", "--steps '0' is out of range"},
+  };
+  for (const auto& [args, expect] : cases) {
+    std::string out = Tmp("bad_option.json");
+    Result r = Cli("run " + model + " --random-weights " + args + " --json " + out);
+    EXPECT_EQ(r.code, 1) << args << "\n" << r.out;
+    EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
+    EXPECT_FALSE(Exists(out)) << args;
+  }
+}
+
+TEST(RunCli, PlanWhoseKindIsNotAStringIsNotAPlan) {
+  std::string model = Tmp("tiny_kind.onnx");
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 4});
+  b.Node("MatMul", {"x", "w"}, {"y"}).Output("y");
+  b.Save(model);
+  for (const char* kind : {"1", "null", "[\"plan\"]"}) {
+    std::string plan = Tmp("kind.json");
+    std::ofstream(plan) << "{\"kind\": " << kind << "}";
+    Result r = Cli("run " + model + " --random-weights --plan " + plan);
+    EXPECT_EQ(r.code, 1) << kind << "\n" << r.out;
+    EXPECT_NE(r.out.find("is not a memplan plan"), std::string::npos) << r.out;
   }
 }
 

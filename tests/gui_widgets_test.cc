@@ -2,6 +2,7 @@
 // plotted peak is the analysis peak, bad files show a visible error, every item model passes
 // QAbstractItemModelTester, and the headless screenshot mode works.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <QAbstractItemModelTester>
 #include <QApplication>
@@ -299,6 +300,27 @@ TEST(GuiHeadless, ScreenshotWritesAPngAndExits) {
   cmd = std::string(MEMPLAN_CLI) + " gui --page nope --screenshot x.png > /dev/null 2>&1";
   rc = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
+}
+
+// Arguments are parsed as strictly as the command line's: exit 1 before any window opens.
+TEST(GuiHeadless, BadArgumentsExitOne) {
+  for (const char* args : {"--strategy bogus", "--size 2147483648x900", "--size 0x900", "--budget ..5",
+                           "--budget 1e30%", "--batch 1.5"}) {
+    std::string cmd = std::string(MEMPLAN_CLI) + " gui " + args + " --screenshot x.png > /dev/null 2>&1";
+    int rc = std::system(cmd.c_str());
+    EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << args << ": " << rc;
+  }
+}
+
+TEST(GuiDocument, ADirectoryIsNotAnEmptyFile) {
+  std::string dir = TempPath("a_directory").toStdString();
+  ::mkdir(dir.c_str(), 0755);
+  try {
+    LoadItem(dir, {});
+    ADD_FAILURE() << "loaded a directory";
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory"), std::string::npos) << e.what();
+  }
 }
 #endif
 

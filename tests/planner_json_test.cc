@@ -129,7 +129,62 @@ TEST(PlannerJson, RejectsWhatIsNotAPlan) {
   EXPECT_NE(ErrorOf(j, g).find("fingerprint"), std::string::npos);
   j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
   j["batch"] = "one";
-  EXPECT_NE(ErrorOf(j, g).find("malformed"), std::string::npos) << ErrorOf(j, g);
+  EXPECT_NE(ErrorOf(j, g).find("\"batch\" must be a whole number"), std::string::npos) << ErrorOf(j, g);
+}
+
+TEST(PlannerJson, KindThatIsNotAStringIsNotAPlan) {
+  TrainingGraph g = Load(ChainBuilder(3));
+  for (const nlohmann::json& kind : {nlohmann::json(1), nlohmann::json(nullptr), nlohmann::json::array({"plan"})}) {
+    nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
+    j["kind"] = kind;
+    EXPECT_FALSE(IsPlanJson(j)) << kind;
+    EXPECT_NE(ErrorOf(j, g).find("not a memplan plan"), std::string::npos) << ErrorOf(j, g);
+  }
+}
+
+TEST(PlannerJson, UnknownStrategyIsRejected) {
+  TrainingGraph g = Load(ChainBuilder(3));
+  nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
+  j["strategy"] = "bogus";
+  EXPECT_NE(ErrorOf(j, g).find("the plan's strategy 'bogus' is not one memplan makes"), std::string::npos) << ErrorOf(j, g);
+}
+
+TEST(PlannerJson, FractionalBatchIsRejected) {
+  TrainingGraph g = Load(ChainBuilder(3));
+  nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
+  j["batch"] = 1.5;
+  EXPECT_NE(ErrorOf(j, g).find("the plan's \"batch\" must be a whole number of at least 1, not 1.5"), std::string::npos)
+      << ErrorOf(j, g);
+}
+
+TEST(PlannerJson, MicroBatchCountWhoseProductWrapsIsRejected) {
+  nlohmann::json j = {{"kind", "plan"}, {"batch", 0}, {"micro_batches", int64_t{1} << 62}};
+  EXPECT_THROW(PlanGraphBatch(j), MemplanError);
+  // 2^62 micro-batches of 4 wrap to batch 0 in int64.
+  j = {{"kind", "plan"}, {"batch", 4}, {"micro_batches", int64_t{1} << 62}, {"micro_batch", 4}};
+  try {
+    PlanGraphBatch(j);
+    ADD_FAILURE() << "accepted";
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("the plan's batch 4 is not its 4611686018427387904 micro-batches of 4"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PlannerJson, EditedMicroBatchFieldsAreNamedNotAnotherModel) {
+  // Planned at batch 4 in one piece, then edited by hand into 2 micro-batches of 2.
+  GraphBuilder b = ChainBuilder(6);
+  TrainingGraph g4 = Load(b, 4), g2 = Load(b, 2);
+  nlohmann::json j = PlanToJson(PlanNone(g4, {}, PlanOptions{}), g4);
+  j["micro_batches"] = 2;
+  j["micro_batch"] = 2;
+  ASSERT_EQ(PlanGraphBatch(j), 2);
+  std::string e = ErrorOf(j, g2);
+  EXPECT_EQ(e.find("another model"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"batch\", \"micro_batches\" and \"micro_batch\" (4, 2, 2) were edited"), std::string::npos) << e;
+  // The model's path is named once.
+  EXPECT_EQ(e.find("'test.onnx'"), e.rfind("'test.onnx'")) << e;
 }
 
 }  // namespace

@@ -81,6 +81,43 @@ TEST(MicroBatching, JsonRoundTripKeepsTheSplit) {
   EXPECT_THROW(PlanFromJson(j, Chain()(4)), MemplanError);
 }
 
+TEST(MicroBatching, DivisorsComeFromThePrimeFactors) {
+  EXPECT_EQ(Divisors(12), (std::vector<int64_t>{1, 2, 3, 4, 6, 12}));
+  EXPECT_EQ(Divisors(1000000007), (std::vector<int64_t>{1, 1000000007}));  // a prime
+  EXPECT_EQ(Divisors(int64_t{1} << 40).size(), 41u);                       // 2^0 .. 2^40
+  // 2^63 - 1 = 7^2 x 73 x 127 x 337 x 92737 x 649657: 3 x 2^5 divisors.
+  EXPECT_EQ(Divisors(INT64_MAX).size(), 96u);
+}
+
+// These walked every number up to the batch (minutes at 2^40); ctest's timeout guards them.
+TEST(MicroBatching, SearchOverAPrimeBatchIsBounded) {
+  PlanOptions o;
+  o.budget_bytes = 1000;  // nothing fits
+  Plan p = PlanMicroBatched(Chain(), /*batch=*/1000000007, {}, o);
+  EXPECT_FALSE(p.feasible);
+  EXPECT_EQ(p.micro_batches, 1000000007);
+}
+
+TEST(MicroBatching, SearchOverAPowerOfTwoBatchIsBounded) {
+  PlanOptions o;
+  o.budget_bytes = 1000;
+  Plan p = PlanMicroBatched(Chain(), /*batch=*/int64_t{1} << 40, {}, o);
+  EXPECT_FALSE(p.feasible);
+  EXPECT_EQ(p.micro_batches, int64_t{1} << 40);
+}
+
+TEST(MicroBatching, SearchFindsTheFewestMicroBatchesThatFit) {
+  // At batch 64, k micro-batches of 64/k: the peak falls as k grows; the budget of the
+  // 8-way split (found by replaying it) must give k = 8, not a larger k.
+  PlanOptions o;
+  o.strategy = "none";
+  int64_t at8 = PlanMicroBatched(Chain(), 64, {}, o, 8).predicted_peak_bytes;
+  int64_t at4 = PlanMicroBatched(Chain(), 64, {}, o, 4).predicted_peak_bytes;
+  ASSERT_LT(at8, at4);
+  o.budget_bytes = at8;
+  EXPECT_EQ(PlanMicroBatched(Chain(), 64, {}, o).micro_batches, 8);
+}
+
 // Every corpus model fits half its baseline at batch 32: by checkpointing where it can, by
 // splitting the batch where one op's backward alone needs more.
 class MicroBatchCorpus : public ::testing::TestWithParam<std::string> {};

@@ -83,4 +83,8 @@ nlohmann::json AnalysisToJson(const Analysis& a) {
   };
 }
 
+void WriteJsonFile(const std::string& path, const nlohmann::json& j) {
+  WriteFileAtomically(path, j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
 }  // namespace memplan

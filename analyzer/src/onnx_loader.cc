@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <climits>
+#include <filesystem>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -16,6 +18,7 @@
 
 #include "loader_internal.h"
 #include "memplan/onnx_convert.h"
+#include "memplan/parse.h"
 #include "op_rules.h"
 
 namespace memplan {
@@ -42,11 +45,22 @@ bool IsExternal(const onnx::TensorProto& t) {
   return t.data_location() == onnx::TensorProto::EXTERNAL;
 }
 
-std::string ExternalLocation(const onnx::TensorProto& t) {
-  for (const auto& kv : t.external_data()) {
-    if (kv.key() == "location") return kv.value();
+int64_t ExternalDataInteger(const std::string& what, const std::string& key, const std::string& value) {
+  try {
+    return ParseInteger("external data " + key + " of '" + what + "'", value, 0, INT64_MAX);
+  } catch (const MemplanError& e) {
+    throw MemplanError(std::string(e.what()) + "; the model's external data entries are damaged: re-export it");
   }
-  return "";
+}
+
+// Whether `inner` is `outer` or lies below it (both absolute and normal).
+bool IsWithin(const std::filesystem::path& inner, const std::filesystem::path& outer) {
+  auto o = outer.begin(), i = inner.begin();
+  for (; o != outer.end(); ++o, ++i) {
+    if (o->empty()) continue;  // a trailing separator
+    if (i == inner.end() || *i != *o) return false;
+  }
+  return true;
 }
 
 template <typename T>
@@ -70,14 +84,44 @@ float HalfToFloat(uint16_t h) {
 
 }  // namespace
 
+ExternalData ResolveExternalData(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what,
+                                 bool allow_outside) {
+  namespace fs = std::filesystem;
+  ExternalData d;
+  for (const auto& kv : t.external_data()) {
+    if (kv.key() == "location") d.location = kv.value();
+    else if (kv.key() == "offset") d.offset = ExternalDataInteger(what, "offset", kv.value());
+    else if (kv.key() == "length") d.length = ExternalDataInteger(what, "length", kv.value());
+  }
+  if (d.location.empty()) {
+    throw MemplanError("tensor '" + what + "' keeps its data in an external file but names none (no \"location\"); re-export the model");
+  }
+  d.path = base_dir + "/" + d.location;
+  if (allow_outside) return d;
+  const std::string escape =
+      "tensor '" + what + "' reads its data from '" + d.location + "', outside the model's folder '" + base_dir +
+      "'; ONNX allows only files inside it. Move the data next to the model, or pass "
+      "--allow-external-data-outside-model-dir if you trust this model";
+  if (fs::path(d.location).is_absolute()) throw MemplanError(escape);
+  for (const fs::path& part : fs::path(d.location).lexically_normal()) {
+    if (part == "..") throw MemplanError(escape);
+  }
+  // Symbolic links may lead out too: compare the real paths of what exists.
+  std::error_code ec;
+  fs::path real_file = fs::weakly_canonical(d.path, ec);
+  fs::path real_dir = ec ? fs::path() : fs::weakly_canonical(base_dir.empty() ? "." : base_dir, ec);
+  if (!ec && !IsWithin(real_file, real_dir)) throw MemplanError(escape);
+  return d;
+}
+
 std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t) {
   if (IsExternal(t)) return std::nullopt;
   ConstValue v;
   v.dtype = DTypeFromOnnx(t.data_type());
   if (v.dtype == DType::kUndefined || v.dtype == DType::kString) return std::nullopt;
   v.shape.assign(t.dims().begin(), t.dims().end());
-  int64_t n = v.numel();
-  if (n > kMaxConstElements) return std::nullopt;
+  int64_t n = 0;
+  if (!CheckedNumel(v.shape, &n) || n > kMaxConstElements) return std::nullopt;
   const std::string& raw = t.raw_data();
   std::vector<double>* f = v.is_float() ? &v.floats : nullptr;
   std::vector<int64_t>* i = v.is_float() ? nullptr : &v.ints;
@@ -189,6 +233,71 @@ void BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers
   for (auto& v : *graph.mutable_value_info()) rebind(v);
 }
 
+// --dim names a symbolic dimension of the model's inputs; a misspelt name would otherwise be
+// silently ignored.
+void CheckDimNames(const onnx::GraphProto& graph, const LoadOptions& opt, const std::string& file) {
+  std::set<std::string> params;
+  for (const auto& input : graph.input()) {
+    if (!input.type().has_tensor_type() || !input.type().tensor_type().has_shape()) continue;
+    for (const auto& dim : input.type().tensor_type().shape().dim()) {
+      if (dim.has_dim_param() && !dim.dim_param().empty()) params.insert(dim.dim_param());
+    }
+  }
+  for (const auto& [name, value] : opt.dims) {
+    if (params.count(name)) continue;
+    std::string known;
+    for (const std::string& p : params) known += (known.empty() ? "" : ", ") + p;
+    throw MemplanError("--dim " + name + "=" + std::to_string(value) + ": " + file +
+                       " has no symbolic dimension named '" + name + "'; " +
+                       (params.empty() ? std::string("its inputs have no named dimensions")
+                                       : "its inputs' symbolic dimensions are: " + known));
+  }
+}
+
+// What ONNX's checker requires of initializers and inputs before anything reads them.
+void CheckTensorDeclarations(const onnx::GraphProto& graph, const std::string& file) {
+  std::map<std::string, const onnx::TensorProto*> seen;
+  for (const auto& init : graph.initializer()) {
+    const std::string where = file + ": initializer '" + init.name() + "'";
+    auto [it, fresh] = seen.emplace(init.name(), &init);
+    if (!fresh) {
+      std::vector<int64_t> a(it->second->dims().begin(), it->second->dims().end()), b(init.dims().begin(), init.dims().end());
+      throw MemplanError(where + " is defined twice" +
+                         (a != b ? " with different shapes (" + ShapeString(a) + " and " + ShapeString(b) + ")" : std::string()) +
+                         "; initializer names must be unique: re-export the model");
+    }
+    DType dt = DTypeFromOnnx(init.data_type());
+    if (dt == DType::kUndefined) {
+      throw MemplanError(where + " has ONNX data_type " + std::to_string(init.data_type()) +
+                         ", which is not a tensor element type memplan knows; re-export the model");
+    }
+    if (dt == DType::kString) throw MemplanError(where + " holds strings; memplan models numeric tensors only");
+    for (int64_t d : init.dims()) {
+      if (d < 0) {
+        throw MemplanError(where + " has a negative dimension in " +
+                           IntList(std::vector<int64_t>(init.dims().begin(), init.dims().end())) + "; re-export the model");
+      }
+    }
+  }
+  for (const auto& input : graph.input()) {
+    if (seen.count(input.name()) || !input.type().has_tensor_type()) continue;
+    int elem = input.type().tensor_type().elem_type();
+    DType dt = DTypeFromOnnx(elem);
+    if (dt == DType::kUndefined || dt == DType::kString) {
+      throw MemplanError(file + ": graph input '" + input.name() + "' has element type " + std::to_string(elem) +
+                         (elem == 0 ? " (undefined)" : dt == DType::kString ? " (string)" : " (unknown)") +
+                         "; memplan needs a numeric tensor type: re-export the model");
+    }
+  }
+  for (const auto& output : graph.output()) {
+    if (seen.count(output.name())) {
+      throw MemplanError(file + ": graph output '" + output.name() +
+                         "' is an initializer (a stored constant), not computed by the graph; nothing trains it: "
+                         "remove it from the graph outputs");
+    }
+  }
+}
+
 void ReadTypeInto(const onnx::TypeProto& type, Tensor& t) {
   if (!type.has_tensor_type()) return;
   const auto& tt = type.tensor_type();
@@ -233,6 +342,9 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     if (imp.domain().empty() || imp.domain() == "ai.onnx") g.opset = imp.version();
   }
   if (g.opset == 0) throw MemplanError(file + " does not import the default ONNX opset");
+  if (g.opset < 1) {
+    throw MemplanError(file + " imports ONNX opset " + std::to_string(g.opset) + ", which does not exist; re-export the model");
+  }
   if (g.opset > kMaxRuleOpset) {
     throw MemplanError(file + " uses ONNX opset " + std::to_string(g.opset) + "; memplan knows opsets up to " +
                        std::to_string(kMaxRuleOpset) + ": re-export with opset_version=" +
@@ -241,14 +353,18 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   const bool onnx_library_knows_opset = g.opset <= kMaxOnnxLibraryOpset;
   onnx::GraphProto& graph = *model.mutable_graph();
 
+  CheckTensorDeclarations(graph, file);
+  CheckDimNames(graph, opt, file);
+  g.allow_external_data_outside_model_dir = opt.allow_external_data_outside_model_dir;
+
   // External data: only its presence is checked, never its bytes.
   std::set<std::string> initializer_names;
   std::set<std::string> missing_files;
   for (const auto& init : graph.initializer()) {
     initializer_names.insert(init.name());
     if (IsExternal(init)) {
-      std::string loc = ExternalLocation(init);
-      if (!loc.empty() && !FileExists(DirName(file) + "/" + loc)) missing_files.insert(loc);
+      ExternalData data = ResolveExternalData(init, DirName(file), init.name(), opt.allow_external_data_outside_model_dir);
+      if (!FileExists(data.path)) missing_files.insert(data.location);
     }
   }
   if (!missing_files.empty()) {
@@ -259,15 +375,6 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   }
 
   BindDims(graph, initializer_names, opt, file, g.dims);
-
-  // ONNX shape inference with data propagation; what it leaves is resolved by our rules.
-  if (opt.onnx_shape_inference && onnx_library_knows_opset) try {
-    onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
-  } catch (const std::exception& e) {
-    g.notes.push_back(std::string("ONNX shape inference stopped early (") + e.what() +
-                      "); memplan's own rules resolved the rest");
-  }
 
   // Tensors: every named value.
   std::unordered_map<std::string, TensorId> ids;
@@ -358,6 +465,25 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     Node n = std::move(raw[k]);
     n.id = static_cast<NodeId>(g.nodes.size());
     g.nodes.push_back(std::move(n));
+  }
+
+  // Each node against its op's definition, with the shapes declared so far (inputs and
+  // initializers), before ONNX's shape inference divides by a stride of 0.
+  for (const Node& n : g.nodes) {
+    try {
+      ValidateNode(n, g.tensors);
+    } catch (const InvalidModelError& e) {
+      throw MemplanError(file + ": " + e.what());
+    }
+  }
+
+  // ONNX shape inference with data propagation; what it leaves is resolved by our rules.
+  if (opt.onnx_shape_inference && onnx_library_knows_opset) try {
+    onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
+  } catch (const std::exception& e) {
+    g.notes.push_back(std::string("ONNX shape inference stopped early (") + e.what() +
+                      "); memplan's own rules resolved the rest");
   }
 
   // What ONNX inference found.

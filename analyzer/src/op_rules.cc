@@ -1,7 +1,9 @@
 #include "op_rules.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <numeric>
 #include <unordered_map>
@@ -13,7 +15,7 @@ namespace {
 constexpr int64_t kMaxTrackedElements = 1 << 16;
 
 int64_t NormAxis(int64_t axis, int64_t rank, const InferContext& c) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1)) {
+  if (axis < -rank || axis >= rank) {
     c.fail("axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
   }
   return axis < 0 ? axis + rank : axis;
@@ -57,7 +59,14 @@ std::vector<int64_t> RowMajorStrides(const std::vector<int64_t>& shape) {
   return strides;
 }
 
+// A value of `shape` small enough to evaluate.
+bool Trackable(const std::vector<int64_t>& shape) {
+  int64_t n = 0;
+  return CheckedNumel(shape, &n) && n <= kMaxTrackedElements;
+}
+
 ConstValue MakeValue(DType dtype, std::vector<int64_t> shape) {
+  if (!Trackable(shape)) throw InvalidModelError("a constant of shape " + ShapeString(shape) + " cannot be evaluated");
   ConstValue v;
   v.dtype = dtype;
   v.shape = std::move(shape);
@@ -68,7 +77,12 @@ ConstValue MakeValue(DType dtype, std::vector<int64_t> shape) {
 void Put(ConstValue& v, int64_t i, double x) {
   if (v.is_float()) v.floats[i] = x;
   else if (v.dtype == DType::kBool) v.ints[i] = x != 0;
-  else v.ints[i] = static_cast<int64_t>(x);
+  else if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", x);
+    throw InvalidModelError(std::string("shape arithmetic gives ") + buf + ", which does not fit in " +
+                            DTypeName(v.dtype) + " (beyond 2^63); check --batch and --dim");
+  } else v.ints[i] = static_cast<int64_t>(x);
 }
 
 bool AllValues(const InferContext& c, size_t n) {
@@ -108,7 +122,7 @@ void InferBinaryImpl(InferContext& c, Binary f, bool to_bool) {
   DType dt = to_bool ? DType::kBool : c.dtype(0);
   const ConstValue* a = c.value(0);
   const ConstValue* b = c.value(1);
-  if (a && b && Numel(out) <= kMaxTrackedElements) {
+  if (a && b && Trackable(out)) {
     ConstValue v = MakeValue(dt, out);
     for (int64_t i = 0; i < Numel(out); ++i) {
       Put(v, i, f(a->at(BroadcastIndex(i, out, a->shape)), b->at(BroadcastIndex(i, out, b->shape))));
@@ -158,7 +172,7 @@ void InferVariadic(InferContext& c) {  // Sum, Max, Min, Mean of N inputs
 void InferWhere(InferContext& c) {
   std::vector<int64_t> out = Broadcast(Broadcast(c.shape(0), c.shape(1), c), c.shape(2), c);
   const ConstValue *cond = c.value(0), *x = c.value(1), *y = c.value(2);
-  if (cond && x && y && Numel(out) <= kMaxTrackedElements) {
+  if (cond && x && y && Trackable(out)) {
     ConstValue v = MakeValue(c.dtype(1), out);
     for (int64_t i = 0; i < Numel(out); ++i) {
       bool take_x = cond->at(BroadcastIndex(i, out, cond->shape)) != 0;
@@ -234,6 +248,7 @@ void InferUnsqueeze(InferContext& c) {
   int64_t out_rank = c.rank(0) + static_cast<int64_t>(axes.size());
   for (int64_t& a : axes) a = NormAxis(a, out_rank, c);
   std::sort(axes.begin(), axes.end());
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) c.reject("Unsqueeze axes repeat an axis");
   std::vector<int64_t> out;
   size_t k = 0, j = 0;
   for (int64_t d = 0; d < out_rank; ++d) {
@@ -254,7 +269,11 @@ void InferSqueeze(InferContext& c) {
   if (axes.empty()) {
     for (int64_t d = 0; d < c.rank(0); ++d) drop[d] = c.shape(0)[d] == 1;
   } else {
-    for (int64_t a : axes) drop[NormAxis(a, c.rank(0), c)] = true;
+    for (int64_t a : axes) {
+      int64_t d = NormAxis(a, c.rank(0), c);
+      if (c.shape(0)[d] != 1) c.fail("Squeeze axis " + std::to_string(a) + " has size " + std::to_string(c.shape(0)[d]) + ", not 1");
+      drop[d] = true;
+    }
   }
   std::vector<int64_t> out;
   for (int64_t d = 0; d < c.rank(0); ++d) if (!drop[d]) out.push_back(c.shape(0)[d]);
@@ -274,9 +293,15 @@ void InferConcat(InferContext& c) {
   for (size_t i = 0; i < c.num_inputs(); ++i) {
     if (!c.has(i)) continue;
     if (c.rank(i) != r) c.fail("Concat inputs have different ranks");
-    out[axis] += c.shape(i)[axis];
+    for (int64_t d = 0; d < r; ++d) {
+      if (d != axis && c.shape(i)[d] != out[d]) {
+        c.fail("Concat inputs " + ShapeString(c.shape(0)) + " and " + ShapeString(c.shape(i)) + " differ outside axis " +
+               std::to_string(axis));
+      }
+    }
+    if (__builtin_add_overflow(out[axis], c.shape(i)[axis], &out[axis])) c.reject("Concat output size overflows int64");
   }
-  if (AllValues(c, c.num_inputs()) && Numel(out) <= kMaxTrackedElements) {
+  if (AllValues(c, c.num_inputs()) && Trackable(out)) {
     // Row-major: for each outer index, append each input's slab along the axis.
     ConstValue v = MakeValue(c.dtype(0), out);
     int64_t outer = Numel(std::vector<int64_t>(out.begin(), out.begin() + axis));
@@ -303,7 +328,7 @@ void InferGather(InferContext& c) {
   out.insert(out.end(), idx.begin(), idx.end());
   out.insert(out.end(), data.begin() + axis + 1, data.end());
   const ConstValue *dv = c.value(0), *iv = c.value(1);
-  if (dv && iv && Numel(out) <= kMaxTrackedElements) {
+  if (dv && iv && Trackable(out)) {
     int64_t outer = Numel(std::vector<int64_t>(data.begin(), data.begin() + axis));
     int64_t inner = Numel(std::vector<int64_t>(data.begin() + axis + 1, data.end()));
     ConstValue v = MakeValue(c.dtype(0), out);
@@ -337,18 +362,23 @@ void InferSlice(InferContext& c) {
   }
   if (axes.empty()) { axes.resize(starts.size()); std::iota(axes.begin(), axes.end(), 0); }
   if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+    c.reject("Slice starts, ends, axes and steps have different lengths");
+  }
   std::vector<int64_t> out = data, first(r, 0), step(r, 1);
   for (size_t i = 0; i < axes.size(); ++i) {
     int64_t a = NormAxis(axes[i], r, c);
     int64_t dim = data[a], s = steps[i];
-    if (s == 0) c.fail("Slice step is 0");
+    if (s == 0 || s == INT64_MIN) c.reject("Slice step " + std::to_string(s) + " is invalid");
     int64_t b = starts[i], e = ends[i];
     if (b < 0) b += dim;
     if (e < 0) e += dim;
     if (s > 0) {
       b = std::clamp<int64_t>(b, 0, dim);
       e = std::clamp<int64_t>(e, 0, dim);
-      out[a] = e > b ? (e - b + s - 1) / s : 0;
+      out[a] = e > b ? (e - b - 1) / s + 1 : 0;
+    } else if (dim == 0) {
+      out[a] = 0;
     } else {
       b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
@@ -357,7 +387,7 @@ void InferSlice(InferContext& c) {
     first[a] = b;
     step[a] = s;
   }
-  if (const ConstValue* v = c.value(0); v && Numel(out) <= kMaxTrackedElements) {
+  if (const ConstValue* v = c.value(0); v && Trackable(out)) {
     ConstValue nv = MakeValue(v->dtype, out);
     std::vector<int64_t> strides = RowMajorStrides(data);
     for (int64_t i = 0; i < Numel(out); ++i) {
@@ -391,14 +421,14 @@ void InferReshape(InferContext& c) {
       infer_at = static_cast<int64_t>(i);
       continue;
     }
-    if (t < 0) c.fail("Reshape target has a negative dimension");
+    if (t < 0) c.fail("Reshape target " + IntList(target) + " has a negative dimension");
     out[i] = t;
-    known *= t;
+    if (__builtin_mul_overflow(known, t, &known)) c.reject("Reshape target " + IntList(target) + " overflows int64");
   }
   int64_t total = Numel(in);
   if (infer_at >= 0) {
     if (known == 0 || total % known != 0) {
-      c.fail("cannot reshape " + ShapeString(in) + " to " + ShapeString(target));
+      c.fail("cannot reshape " + ShapeString(in) + " to " + IntList(target));
     }
     out[infer_at] = total / known;
   } else if (known != total) {
@@ -416,6 +446,7 @@ void InferReshape(InferContext& c) {
 void InferFlatten(InferContext& c) {
   int64_t r = c.rank(0);
   int64_t axis = c.node().attr_int("axis", 1);
+  if (axis < -r || axis > r) c.reject("Flatten axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
   if (axis < 0) axis += r;
   const std::vector<int64_t>& in = c.shape(0);
   int64_t outer = Numel(std::vector<int64_t>(in.begin(), in.begin() + axis));
@@ -430,7 +461,7 @@ void InferTranspose(InferContext& c) {
   if (static_cast<int64_t>(perm.size()) != r) c.fail("Transpose perm does not match the rank");
   std::vector<int64_t> out(r);
   for (int64_t i = 0; i < r; ++i) out[i] = c.shape(0)[NormAxis(perm[i], r, c)];
-  if (const ConstValue* v = c.value(0); v && Numel(out) <= kMaxTrackedElements) {
+  if (const ConstValue* v = c.value(0); v && Trackable(out)) {
     ConstValue nv = MakeValue(v->dtype, out);
     std::vector<int64_t> strides = RowMajorStrides(c.shape(0));
     for (int64_t i = 0; i < Numel(out); ++i) {
@@ -448,7 +479,7 @@ void InferTranspose(InferContext& c) {
 
 void InferExpand(InferContext& c) {
   std::vector<int64_t> out = Broadcast(c.shape(0), c.need_ints(1), c);
-  if (const ConstValue* v = c.value(0); v && Numel(out) <= kMaxTrackedElements) {
+  if (const ConstValue* v = c.value(0); v && Trackable(out)) {
     ConstValue nv = MakeValue(v->dtype, out);
     for (int64_t i = 0; i < Numel(out); ++i) Put(nv, i, v->at(BroadcastIndex(i, out, v->shape)));
     return c.set_value(0, std::move(nv));
@@ -459,17 +490,22 @@ void InferExpand(InferContext& c) {
 void InferTile(InferContext& c) {
   std::vector<int64_t> reps = c.need_ints(1), out = c.shape(0);
   if (reps.size() != out.size()) c.fail("Tile repeats do not match the rank");
-  for (size_t i = 0; i < out.size(); ++i) out[i] *= reps[i];
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (reps[i] < 0) c.fail("Tile repeats " + IntList(reps) + " has a negative count");
+    if (__builtin_mul_overflow(out[i], reps[i], &out[i])) c.reject("Tile output size overflows int64");
+  }
   c.set(0, c.dtype(0), out);
 }
 
 void InferConstantOfShape(InferContext& c) {
   std::vector<int64_t> shape = c.need_ints(0);
+  int64_t numel = 0;
+  if (!CheckedNumel(shape, &numel)) c.reject("ConstantOfShape shape " + ShapeString(shape) + " is negative or overflows int64");
   ConstValue fill;
   fill.dtype = DType::kFloat32;
   fill.floats = {0.0};
   if (const Attribute* a = c.node().attr("value"); a && a->tensor) fill = *a->tensor;
-  if (Numel(shape) <= kMaxTrackedElements) {
+  if (numel <= kMaxTrackedElements) {
     ConstValue v = MakeValue(fill.dtype, shape);
     for (int64_t i = 0; i < v.numel(); ++i) Put(v, i, fill.numel() > 0 ? fill.at(0) : 0.0);
     return c.set_value(0, std::move(v));
@@ -478,10 +514,12 @@ void InferConstantOfShape(InferContext& c) {
 }
 
 void InferRange(InferContext& c) {
-  const ConstValue &s = c.need_value(0), &l = c.need_value(1), &d = c.need_value(2);
+  const ConstValue &s = c.need_scalar(0), &l = c.need_scalar(1), &d = c.need_scalar(2);
   double start = s.at(0), limit = l.at(0), delta = d.at(0);
-  if (delta == 0) c.fail("Range delta is 0");
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  if (delta == 0) c.reject("Range delta is 0");
+  double count = std::ceil((limit - start) / delta);
+  if (!(count < 9.0e18)) c.reject("Range has more than 2^63 elements (or a nan bound)");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(count));
   if (n <= kMaxTrackedElements) {
     ConstValue v = MakeValue(c.dtype(0), {n});
     for (int64_t i = 0; i < n; ++i) Put(v, i, start + i * delta);
@@ -569,6 +607,7 @@ void InferConvTranspose(InferContext& c) {
   const Node& n = c.node();
   const std::vector<int64_t>& x = c.shape(0);
   const std::vector<int64_t>& w = c.shape(1);
+  if (x.size() < 3 || w.size() != x.size()) c.fail("ConvTranspose input and weight ranks do not match");
   size_t k = x.size() - 2;
   int64_t group = n.attr_int("group", 1);
   std::vector<int64_t> strides = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
@@ -664,6 +703,12 @@ void InferSplit(InferContext& c) {
     for (size_t i = 0; i < n; ++i) split.push_back(std::min(each, dim - each * static_cast<int64_t>(i)));
   }
   if (split.size() != n) c.fail("Split sizes do not match the number of outputs");
+  int64_t total = 0;
+  for (int64_t part : split) {
+    if (part < 0) c.fail("Split sizes " + IntList(split) + " hold a negative size");
+    if (__builtin_add_overflow(total, part, &total)) c.reject("Split sizes " + IntList(split) + " overflow int64");
+  }
+  if (total != dim) c.fail("Split sizes " + IntList(split) + " do not add up to the axis size " + std::to_string(dim));
   for (size_t i = 0; i < n; ++i) {
     std::vector<int64_t> out = c.shape(0);
     out[axis] = split[i];
@@ -684,19 +729,28 @@ void InferPad(InferContext& c) {
   c.set(0, c.dtype(0), out);
 }
 
+std::vector<int64_t> ScaledShape(const InferContext& c, const std::vector<int64_t>& x, const ConstValue& scales) {
+  if (scales.numel() != static_cast<int64_t>(x.size())) {
+    c.reject("has " + std::to_string(scales.numel()) + " scales for an input of rank " + std::to_string(x.size()));
+  }
+  std::vector<int64_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    double d = std::floor(static_cast<double>(x[i]) * scales.at(static_cast<int64_t>(i)));
+    if (!(d >= 0 && d < 9.0e18)) c.reject("scale " + std::to_string(scales.at(static_cast<int64_t>(i))) + " gives an invalid size");
+    out[i] = static_cast<int64_t>(d);
+  }
+  return out;
+}
+
 void InferResize(InferContext& c) {
   const std::vector<int64_t>& x = c.shape(0);
   std::vector<int64_t> out = x;
   if (c.has(3)) {
     out = c.need_ints(3);
   } else if (c.has(2)) {
-    const ConstValue& scales = c.need_value(2);
-    for (size_t i = 0; i < x.size() && i < static_cast<size_t>(scales.numel()); ++i) {
-      out[i] = static_cast<int64_t>(std::floor(x[i] * scales.at(i)));
-    }
+    out = ScaledShape(c, x, c.need_value(2));
   } else if (c.has(1) && c.num_inputs() == 2) {  // Upsample-style (opset 10)
-    const ConstValue& scales = c.need_value(1);
-    for (size_t i = 0; i < x.size(); ++i) out[i] = static_cast<int64_t>(std::floor(x[i] * scales.at(i)));
+    out = ScaledShape(c, x, c.need_value(1));
   }
   c.set(0, c.dtype(0), out);
 }
@@ -705,7 +759,10 @@ void InferTopK(InferContext& c) {
   int64_t r = c.rank(0);
   int64_t axis = NormAxis(c.node().attr_int("axis", -1), r, c);
   std::vector<int64_t> out = c.shape(0);
-  out[axis] = c.need_ints(1).at(0);
+  out[axis] = static_cast<int64_t>(c.need_scalar(1).at(0));
+  if (out[axis] < 0 || out[axis] > c.shape(0)[axis]) {
+    c.reject("TopK k " + std::to_string(out[axis]) + " is not within the axis size " + std::to_string(c.shape(0)[axis]));
+  }
   c.set(0, c.dtype(0), out);
   if (c.has_output(1)) c.set(1, DType::kInt64, out);
 }
@@ -725,11 +782,25 @@ void InferEinsum(InferContext& c) {
   size_t input = 0, pos = 0;
   for (char ch : lhs + ",") {
     if (ch == ' ') continue;
-    if (ch == ',') { ++input; pos = 0; continue; }
+    if (ch == ',') {
+      if (input < c.num_inputs() && pos != static_cast<size_t>(c.rank(input))) {
+        c.reject("Einsum equation '" + eq + "' gives input " + std::to_string(input) + " " + std::to_string(pos) +
+                 " indices, but its rank is " + std::to_string(c.rank(input)));
+      }
+      ++input; pos = 0;
+      continue;
+    }
+    if (input >= c.num_inputs()) c.reject("Einsum equation '" + eq + "' names more inputs than the node has");
+    if (pos >= static_cast<size_t>(c.rank(input))) continue;  // reported at the ',' above
     size[ch] = c.shape(input)[pos++];
   }
   std::vector<int64_t> out;
-  for (char ch : rhs) if (ch != ' ') out.push_back(size.at(ch));
+  for (char ch : rhs) {
+    if (ch == ' ') continue;
+    auto it = size.find(ch);
+    if (it == size.end()) c.reject("Einsum output index '" + std::string(1, ch) + "' is not an input index");
+    out.push_back(it->second);
+  }
   c.set(0, c.dtype(0), out);
 }
 
@@ -1028,6 +1099,154 @@ int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return bytes;
 }
 
+// ---- validation (ONNX's checker and type constraints) ----
+
+std::string Ints(const std::vector<int64_t>& v) { return IntList(v); }
+
+// Every value of attribute `name` lies in [min, kMaxSizeAttribute]; with `count` >= 0 the
+// attribute (when given) has that many values.
+void CheckIntsAttr(const InferContext& c, const char* name, int64_t min, int64_t count) {
+  const Attribute* a = c.node().attr(name);
+  if (!a) return;
+  if (count >= 0 && static_cast<int64_t>(a->ints.size()) != count) {
+    c.reject(std::string(name) + " " + Ints(a->ints) + " has " + std::to_string(a->ints.size()) + " values; the input's " +
+             std::to_string(count / (std::string(name) == "pads" ? 2 : 1)) + " spatial axes need " + std::to_string(count));
+  }
+  for (int64_t v : a->ints) {
+    if (v < min || v > kMaxSizeAttribute) {
+      c.reject(std::string(name) + " " + Ints(a->ints) + " must hold values from " + std::to_string(min) + " to " +
+               std::to_string(kMaxSizeAttribute));
+    }
+  }
+}
+
+// The attributes of a sliding window (conv, pooling) over `spatial` axes (-1: unknown rank).
+void CheckWindowAttrs(const InferContext& c, int64_t spatial) {
+  CheckIntsAttr(c, "strides", 1, spatial);
+  CheckIntsAttr(c, "dilations", 1, spatial);
+  CheckIntsAttr(c, "kernel_shape", 1, spatial);
+  CheckIntsAttr(c, "pads", 0, spatial < 0 ? -1 : 2 * spatial);
+  std::string auto_pad = c.node().attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER" && auto_pad != "VALID") {
+    c.reject("auto_pad '" + auto_pad + "' is not NOTSET, SAME_UPPER, SAME_LOWER or VALID");
+  }
+}
+
+// Inputs `slots` share one floating-point type (ONNX's type constraint T of conv and friends).
+void CheckFloatOperands(const InferContext& c, std::initializer_list<size_t> slots) {
+  DType first = DType::kUndefined;
+  size_t first_slot = 0;
+  for (size_t i : slots) {
+    if (!c.has(i) || c.dtype(i) == DType::kUndefined) continue;
+    if (!IsFloating(c.dtype(i))) {
+      c.reject("input " + std::to_string(i) + " ('" + c.in(i).name + "') is " + DTypeName(c.dtype(i)) + "; " +
+               c.node().op_type + " takes floating-point tensors (cast integer data to float first)");
+    }
+    if (first == DType::kUndefined) {
+      first = c.dtype(i);
+      first_slot = i;
+    } else if (c.dtype(i) != first) {
+      c.reject("input " + std::to_string(i) + " ('" + c.in(i).name + "') is " + DTypeName(c.dtype(i)) + " but input " +
+               std::to_string(first_slot) + " ('" + c.in(first_slot).name + "') is " + DTypeName(first) +
+               "; they must have one type");
+    }
+  }
+}
+
+int64_t SpatialAxes(const InferContext& c) {
+  if (!c.known(0)) return -1;
+  if (c.rank(0) < 3) c.reject("input 'X' ('" + c.in(0).name + "') has rank " + std::to_string(c.rank(0)) + "; it needs [N, C, spatial...]");
+  return c.rank(0) - 2;
+}
+
+int64_t CheckGroup(const InferContext& c) {
+  int64_t group = c.node().attr_int("group", 1);
+  if (group < 1 || group > kMaxSizeAttribute) {
+    c.reject("group " + std::to_string(group) + " must be from 1 to " + std::to_string(kMaxSizeAttribute));
+  }
+  return group;
+}
+
+void ValidateConv(const InferContext& c) {
+  CheckFloatOperands(c, {0, 1, 2});
+  int64_t group = CheckGroup(c);
+  CheckWindowAttrs(c, SpatialAxes(c));
+  if (!c.known(1)) return;
+  const std::vector<int64_t>& w = c.shape(1);
+  if (w.size() < 3) c.reject("weight '" + c.in(1).name + "' has shape " + Ints(w) + "; it needs [M, C/group, kernel...]");
+  std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  if (c.node().attr("kernel_shape") && c.node().attr_ints("kernel_shape") != kernel) {
+    c.reject("kernel_shape " + Ints(c.node().attr_ints("kernel_shape")) + " does not match weight '" + c.in(1).name +
+             "' of shape " + Ints(w));
+  }
+  if (w[0] % group != 0) {
+    c.reject("group " + std::to_string(group) + " does not divide the " + std::to_string(w[0]) + " output channels of weight '" +
+             c.in(1).name + "' " + Ints(w));
+  }
+  if (c.known(0)) {
+    const std::vector<int64_t>& x = c.shape(0);
+    if (w.size() != x.size()) {
+      c.reject("weight '" + c.in(1).name + "' " + Ints(w) + " and input '" + c.in(0).name + "' " + Ints(x) + " have different ranks");
+    }
+    if (x[1] % group != 0) {
+      c.reject("group " + std::to_string(group) + " does not divide the " + std::to_string(x[1]) + " channels of input '" +
+               c.in(0).name + "' " + Ints(x));
+    }
+    if (x[1] / group != w[1]) {
+      c.reject("input '" + c.in(0).name + "' " + Ints(x) + " has " + std::to_string(x[1]) + " channels, but weight '" +
+               c.in(1).name + "' " + Ints(w) + " expects " + std::to_string(w[1]) + " x group " + std::to_string(group));
+    }
+  }
+  if (c.known(2) && c.shape(2) != std::vector<int64_t>{w[0]}) {
+    c.reject("bias '" + c.in(2).name + "' has shape " + Ints(c.shape(2)) + "; weight '" + c.in(1).name + "' " + Ints(w) +
+             " makes " + std::to_string(w[0]) + " channels, so it needs [" + std::to_string(w[0]) + "]");
+  }
+}
+
+void ValidateConvTranspose(const InferContext& c) {
+  CheckFloatOperands(c, {0, 1, 2});
+  int64_t group = CheckGroup(c);
+  int64_t spatial = SpatialAxes(c);
+  CheckWindowAttrs(c, spatial);
+  CheckIntsAttr(c, "output_padding", 0, spatial);
+  if (!c.known(1)) return;
+  const std::vector<int64_t>& w = c.shape(1);
+  if (w.size() < 3) c.reject("weight '" + c.in(1).name + "' has shape " + Ints(w) + "; it needs [C, M/group, kernel...]");
+  if (c.known(0)) {
+    const std::vector<int64_t>& x = c.shape(0);
+    if (w.size() != x.size() || x[1] != w[0] || x[1] % group != 0) {
+      c.reject("input '" + c.in(0).name + "' " + Ints(x) + " does not match weight '" + c.in(1).name + "' " + Ints(w) +
+               " with group " + std::to_string(group) + " (the input's channels must equal the weight's first dimension)");
+    }
+  }
+  if (c.known(2) && c.shape(2) != std::vector<int64_t>{w[1] * group}) {
+    c.reject("bias '" + c.in(2).name + "' has shape " + Ints(c.shape(2)) + "; it needs [" + std::to_string(w[1] * group) + "]");
+  }
+}
+
+void ValidatePool(const InferContext& c) {
+  if (!c.node().attr("kernel_shape")) c.reject("the kernel_shape attribute is required");
+  CheckWindowAttrs(c, SpatialAxes(c));
+}
+
+void ValidateFlatten(const InferContext& c) {
+  if (!c.known(0)) return;
+  int64_t r = c.rank(0), axis = c.node().attr_int("axis", 1);
+  if (axis < -r || axis > r) {
+    c.reject("axis " + std::to_string(axis) + " is out of range for input '" + c.in(0).name + "' of rank " + std::to_string(r) +
+             " (use -" + std::to_string(r) + " to " + std::to_string(r) + ")");
+  }
+}
+
+// MatMul and Gemm: both operands of one type (ONNX's constraint T).
+void ValidateContraction(const InferContext& c) {
+  if (c.has(0) && c.has(1) && c.dtype(0) != DType::kUndefined && c.dtype(1) != DType::kUndefined &&
+      c.dtype(0) != c.dtype(1)) {
+    c.reject("input 'A' ('" + c.in(0).name + "') is " + DTypeName(c.dtype(0)) + " but input 'B' ('" + c.in(1).name + "') is " +
+             DTypeName(c.dtype(1)) + "; they must have one type");
+  }
+}
+
 constexpr uint32_t kNoDiff = 0xffffffffu;
 constexpr uint32_t Bits(std::initializer_list<int> slots) {
   uint32_t m = 0;
@@ -1048,10 +1267,11 @@ std::vector<OpRule> MakeRules() {
   };
   return {
       // Compute-heavy ops.
-      {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, ConvWorkspace},
-      {"ConvTranspose", InferConvTranspose, ConvTransposeFlops, 2.0, SavesInputs01, 0, V::kNone, false, true},
-      {"MatMul", InferMatMul, MatMulFlops, 2.0, SavesMatMul, 0, V::kNone, false, true},
-      {"Gemm", InferGemm, GemmFlops, 2.0, SavesGemm, 0, V::kNone, false, true},
+      {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, ConvWorkspace, ValidateConv},
+      {"ConvTranspose", InferConvTranspose, ConvTransposeFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, nullptr,
+       ValidateConvTranspose},
+      {"MatMul", InferMatMul, MatMulFlops, 2.0, SavesMatMul, 0, V::kNone, false, true, nullptr, ValidateContraction},
+      {"Gemm", InferGemm, GemmFlops, 2.0, SavesGemm, 0, V::kNone, false, true, nullptr, ValidateContraction},
       {"Einsum", InferEinsum, EinsumFlops, 2.0, SavesBothInputs, 0, V::kNone, false, true},
       // Normalization.
       {"BatchNormalization", InferBatchNorm, NormFlops, 1.5, SavesBatchNorm, Bits({3, 4}), V::kNone, false, true,
@@ -1102,8 +1322,8 @@ std::vector<OpRule> MakeRules() {
       binary("Mean", InferVariadic, nullptr),
       {"Where", InferWhere, ElementwiseFlops, 1.0, SavesWhere, Bits({0}), V::kNone, false, true},
       // Pooling and reductions.
-      {"MaxPool", InferPool, PoolFlops, 1.0, SavesMaxPool, 0, V::kNone, false, true},
-      {"AveragePool", InferPool, PoolFlops, 1.0, SavesInput0, 0, V::kNone, false, true},
+      {"MaxPool", InferPool, PoolFlops, 1.0, SavesMaxPool, 0, V::kNone, false, true, nullptr, ValidatePool},
+      {"AveragePool", InferPool, PoolFlops, 1.0, SavesInput0, 0, V::kNone, false, true, nullptr, ValidatePool},
       // Lowered to mean over the spatial axes, which saves no tensor.
       {"GlobalAveragePool", InferGlobalPool, ReduceFlops, 1.0, nullptr, 0, V::kNone, false, true},
       {"GlobalMaxPool", InferGlobalPool, ReduceFlops, 1.0, SavesInputAndOutput, 0, V::kNone, false, true},
@@ -1132,7 +1352,7 @@ std::vector<OpRule> MakeRules() {
       {"TopK", InferTopK, ReduceFlops, 1.0, SavesTopK, Bits({1}), V::kNone, false, true},
       // Views.
       {"Reshape", InferReshape, NoFlops, 0.0, nullptr, Bits({1}), V::kReshape, true, true},
-      {"Flatten", InferFlatten, NoFlops, 0.0, nullptr, 0, V::kReshape, true, true},
+      {"Flatten", InferFlatten, NoFlops, 0.0, nullptr, 0, V::kReshape, true, true, nullptr, ValidateFlatten},
       {"Squeeze", InferSqueeze, NoFlops, 0.0, nullptr, Bits({1}), V::kView, true, true},
       {"Unsqueeze", InferUnsqueeze, NoFlops, 0.0, nullptr, Bits({1}), V::kView, true, true},
       {"Identity", InferUnaryEval<FId>, NoFlops, 0.0, nullptr, 0, V::kView, true, true},
@@ -1190,6 +1410,32 @@ const ConstValue* InferContext::value(size_t i) const {
   return t.value ? &*t.value : nullptr;
 }
 
+bool InferContext::known(size_t i) const {
+  if (!has(i)) return false;
+  const Tensor& t = tensors_[node_.inputs[i]];
+  if (t.dtype == DType::kUndefined) return false;
+  for (int64_t d : t.shape) if (d < 0) return false;
+  return true;
+}
+
+const ConstValue& InferContext::need_scalar(size_t i) const {
+  const ConstValue& v = need_value(i);
+  if (v.numel() != 1 || v.shape.size() > 1) {
+    reject("input " + std::to_string(i) + " ('" + in(i).name + "') must be a single value, but it has shape " +
+           ShapeString(v.shape));
+  }
+  return v;
+}
+
+std::vector<int64_t> InferContext::need_ints(size_t i) const {
+  const ConstValue& v = need_value(i);
+  if (v.shape.size() > 1 || v.is_float()) {
+    reject("input " + std::to_string(i) + " ('" + in(i).name + "') must be a list of integers, but it is " +
+           DTypeName(v.dtype) + ShapeString(v.shape));
+  }
+  return v.ints;
+}
+
 const ConstValue& InferContext::need_value(size_t i) const {
   const ConstValue* v = value(i);
   if (!v) {
@@ -1204,6 +1450,11 @@ void InferContext::set(size_t out, DType dtype, std::vector<int64_t> shape) {
   for (int64_t d : shape) {
     if (d < 0) fail("output " + std::to_string(out) + " would get a negative dimension " + ShapeString(shape));
   }
+  int64_t numel = 0;
+  if (!CheckedNumel(shape, &numel)) {
+    reject("output '" + tensors_[node_.outputs[out]].name + "' would have shape " + ShapeString(shape) +
+           ", more than 2^63 elements; check --batch and --dim");
+  }
   Tensor& t = tensors_[node_.outputs[out]];
   t.dtype = dtype;
   t.shape = std::move(shape);
@@ -1217,6 +1468,17 @@ void InferContext::set_value(size_t out, ConstValue v) {
 
 void InferContext::fail(const std::string& why) const {
   throw MemplanError(node_.op_type + " node '" + node_.name + "': " + why);
+}
+
+void InferContext::reject(const std::string& why) const {
+  throw InvalidModelError(node_.op_type + " node '" + node_.name + "': " + why);
+}
+
+void ValidateNode(const Node& node, std::vector<Tensor>& tensors) {
+  const OpRule* rule = FindOpRule(node.op_type);
+  if (!rule || !rule->validate) return;
+  InferContext ctx(node, tensors);
+  rule->validate(ctx);
 }
 
 const std::vector<OpRule>& AllOpRules() {
@@ -1256,6 +1518,21 @@ int64_t Numel(const std::vector<int64_t>& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+bool CheckedNumel(const std::vector<int64_t>& shape, int64_t* numel) {
+  int64_t n = 1;
+  bool zero = false;
+  bool overflow = false;
+  for (int64_t d : shape) {
+    if (d < 0) return false;
+    if (d == 0) zero = true;
+    if (!overflow && __builtin_mul_overflow(n, d, &n)) overflow = true;
+  }
+  if (zero) { *numel = 0; return true; }
+  if (overflow) return false;
+  *numel = n;
+  return true;
 }
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) { return RowMajorStrides(shape); }
@@ -1371,6 +1648,12 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
     if (i) s += ", ";
     s += shape[i] < 0 ? "?" : std::to_string(shape[i]);
   }
+  return s + "]";
+}
+
+std::string IntList(const std::vector<int64_t>& values) {
+  std::string s = "[";
+  for (size_t i = 0; i < values.size(); ++i) s += (i ? ", " : "") + std::to_string(values[i]);
   return s + "]";
 }
 

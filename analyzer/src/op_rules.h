@@ -12,6 +12,17 @@
 
 namespace memplan {
 
+// The model breaks its op's definition (an attribute out of range, channels that do not
+// match, a shape computation that overflows): unlike a rule that cannot work out a shape,
+// which falls back to ONNX's answer, this always fails the load.
+class InvalidModelError : public MemplanError {
+ public:
+  using MemplanError::MemplanError;
+};
+
+// Attribute values beyond this are refused: LibTorch and oneDNN take 32-bit sizes here.
+constexpr int64_t kMaxSizeAttribute = 2147483647;
+
 // What a shape rule reads and writes. Input shapes are concrete when a rule runs.
 class InferContext {
  public:
@@ -23,15 +34,23 @@ class InferContext {
   const std::vector<int64_t>& shape(size_t i) const { return in(i).shape; }
   DType dtype(size_t i) const { return in(i).dtype; }
   int64_t rank(size_t i) const { return static_cast<int64_t>(in(i).shape.size()); }
+  // Whether input i is present with a concrete shape and dtype.
+  bool known(size_t i) const;
   const ConstValue* value(size_t i) const;
   // Throws: the rule cannot proceed without a constant input (names node and input).
   const ConstValue& need_value(size_t i) const;
-  std::vector<int64_t> need_ints(size_t i) const { return need_value(i).ints; }
+  // A constant input that must be one value (Range's start, TopK's k), or a list of integers
+  // (shapes, axes, pads): a constant of another rank, size or type is an invalid model.
+  const ConstValue& need_scalar(size_t i) const;
+  std::vector<int64_t> need_ints(size_t i) const;
   size_t num_outputs() const { return node_.outputs.size(); }
   bool has_output(size_t i) const { return i < node_.outputs.size() && node_.outputs[i] != kNone; }
   void set(size_t out, DType dtype, std::vector<int64_t> shape);
   void set_value(size_t out, ConstValue v);  // also sets shape and dtype
+  // The rule cannot work out the shape (ONNX's answer is used when it has one).
   [[noreturn]] void fail(const std::string& why) const;
+  // The node breaks its op's definition: throws InvalidModelError naming the node.
+  [[noreturn]] void reject(const std::string& why) const;
 
  private:
   const Node& node_;
@@ -58,6 +77,11 @@ using FlopsFn = double (*)(const Node&, const std::vector<Tensor>&);
 using SaveFn = void (*)(const Node&, const std::vector<Tensor>&,
                         const std::vector<bool>& input_needs_grad, SaveSpec&);
 using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&);
+// Checks a node against its op's definition, as ONNX's checker and its type constraints do:
+// attribute values, input ranks, channel counts, dtypes. Checks what the known inputs allow
+// (InferContext::known); calls reject() on a violation. Runs before ONNX's shape inference
+// (only graph inputs and initializers are known then) and again before the shape rule.
+using ValidateFn = void (*)(const InferContext&);
 
 struct OpRule {
   const char* op_type;
@@ -70,7 +94,11 @@ struct OpRule {
   bool grad_is_view;        // backward hands back a view of the incoming gradient
   bool differentiable;      // false: outputs never require grad (shape ops, comparisons)
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
+  ValidateFn validate = nullptr;             // nullptr: nothing beyond the shape rule's checks
 };
+
+// Runs the node's ValidateFn (if its op has a rule and the rule one).
+void ValidateNode(const Node& node, std::vector<Tensor>& tensors);
 
 // Whether a Dropout node drops anything (training mode and a ratio that is not 0).
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
@@ -88,6 +116,8 @@ const std::vector<OpRule>& AllOpRules();
 std::vector<int> InPlaceOutputs(const Node& node);
 
 int64_t Numel(const std::vector<int64_t>& shape);
+// The element count, or false when a dimension is negative or the count overflows int64.
+bool CheckedNumel(const std::vector<int64_t>& shape, int64_t* numel);
 
 // Row-major strides of `shape`; a tensor's strides (its own, or these when it has none).
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
@@ -103,6 +133,7 @@ bool FollowsInputLayout(const std::string& op_type);
 // Strides TensorIterator gives a new output of `out_shape` computed from `inputs`.
 std::vector<int64_t> TensorIteratorStrides(const std::vector<int64_t>& out_shape,
                                            const std::vector<const Tensor*>& inputs);
-std::string ShapeString(const std::vector<int64_t>& shape);
+std::string ShapeString(const std::vector<int64_t>& shape);  // negative (unknown) dims as '?'
+std::string IntList(const std::vector<int64_t>& values);     // "[-1, 0, 2]"
 
 }  // namespace memplan

@@ -35,8 +35,11 @@ void ResolveShapes(TrainingGraph& g) {
     }
     std::string rule_error;
     try {
+      ValidateNode(n, g.tensors);
       InferContext ctx(n, g.tensors);
       rule->infer(ctx);
+    } catch (const InvalidModelError& e) {
+      throw MemplanError(g.model_path + ": " + e.what());
     } catch (const MemplanError& e) {
       rule_error = e.what();
     }

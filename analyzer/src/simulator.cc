@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cstdint>
 
 #include "memplan/analyzer.h"
 
@@ -18,7 +19,13 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
   MemoryTimeline t;
   std::vector<char> alive(s.buffers.size(), 0);
   std::vector<int64_t> size(s.buffers.size());
-  for (size_t b = 0; b < s.buffers.size(); ++b) size[b] = AccountedBytes(s.buffers[b].bytes, options.policy);
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    if (s.buffers[b].bytes < 0 || s.buffers[b].bytes > INT64_MAX - 512) {
+      throw MemplanError("schedule buffer '" + s.buffers[b].name + "' has an invalid size of " +
+                         std::to_string(s.buffers[b].bytes) + " bytes");
+    }
+    size[b] = AccountedBytes(s.buffers[b].bytes, options.policy);
+  }
   int64_t current = 0;
   t.bytes_during.reserve(s.steps.size());
   t.bytes_after.reserve(s.steps.size());
@@ -35,7 +42,10 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
         throw MemplanError("schedule step " + std::to_string(i) + " allocates '" + s.buffers[b].name + "' which is already alive");
       }
       alive[b] = 1;
-      current += size[b];
+      if (__builtin_add_overflow(current, size[b], &current)) {
+        throw MemplanError("schedule step " + std::to_string(i) + ": the bytes alive exceed 2^63 when '" + s.buffers[b].name +
+                           "' (" + std::to_string(s.buffers[b].bytes) + " B) is allocated; check --batch and --dim");
+      }
     }
     t.bytes_during.push_back(current);
     if (current > t.peak_bytes || i == 0) {

@@ -3,6 +3,7 @@
 #include <map>
 
 #include "loader_internal.h"
+#include "memplan/analyzer.h"
 #include "op_rules.h"
 
 namespace memplan {
@@ -75,6 +76,10 @@ double TrainingGraph::backward_flops() const {
 }
 
 namespace {
+
+// The tensors of one graph add up to at most this: a training step holds each tensor a few
+// times over (value, gradient, optimizer state, recompute), and every sum stays below 2^63.
+constexpr int64_t kMaxGraphBytes = int64_t{1} << 58;  // 256 PiB
 
 int64_t CheckedBytes(const Tensor& t, const std::string& file) {
   __int128 n = 1;
@@ -201,10 +206,19 @@ void AppendLoss(TrainingGraph& g, const LoadOptions& opt) {
 
 void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
   AppendLoss(g, opt);
+  int64_t total = 0;
+  const Tensor* largest = nullptr;
   for (Tensor& t : g.tensors) {
     t.bytes = CheckedBytes(t, g.model_path);
     t.consumers.clear();
     t.producer = kNone;
+    if (!largest || t.bytes > largest->bytes) largest = &t;
+    if (__builtin_add_overflow(total, t.bytes, &total) || total > kMaxGraphBytes) {
+      throw MemplanError(g.model_path + ": the model's tensors need more than " + FormatBytes(kMaxGraphBytes) +
+                         " (memplan's limit, so that a step's byte counts stay exact); the largest is '" + largest->name +
+                         "' of shape " + ShapeString(largest->shape) + " (" + FormatBytes(largest->bytes) +
+                         "): check --batch and --dim");
+    }
   }
   for (const Node& n : g.nodes) {
     for (TensorId i : n.inputs) if (i != kNone) g.tensors[i].consumers.push_back(n.id);

@@ -23,6 +23,7 @@
 #include "kernels.h"
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
+#include "memplan/onnx_convert.h"
 #include "meter.h"
 #include "tensor_io.h"
 
@@ -300,13 +301,12 @@ at::Tensor Trainer::InitialValue(const Tensor& t, const exec::ModelData& model, 
   auto it = model.initializers.find(t.name);
   bool readable = it != model.initializers.end();
   if (readable && exec::IsExternal(*it->second)) {
-    std::string loc;
-    for (const auto& kv : it->second->external_data()) if (kv.key() == "location") loc = kv.value();
-    readable = std::ifstream(model.dir + "/" + loc).good();
+    readable = std::ifstream(ResolveExternalData(*it->second, model.dir, t.name, g_.allow_external_data_outside_model_dir).path)
+                   .good();
   }
   bool is_param = t.category == TensorCategory::kParameter;
   if (readable && !(is_param && opt_.random_weights)) {
-    return exec::TensorFromProto(*it->second, model.dir, t.name);
+    return exec::TensorFromProto(*it->second, model.dir, t.name, g_.allow_external_data_outside_model_dir);
   }
   if (!opt_.random_weights) {
     throw MemplanError(g_.model_path + ": the weights of '" + t.name +
@@ -441,7 +441,7 @@ void Trainer::MakeBatch() {
     at::Tensor v;
     auto file = opt_.input_files.find(t.name);
     if (file != opt_.input_files.end()) {
-      v = exec::ReadTensorFile(file->second);
+      v = exec::ReadTensorFile(file->second, g_.allow_external_data_outside_model_dir);
       if (v.sizes() != at::IntArrayRef(t.shape) || v.scalar_type() != st) {
         std::ostringstream got;
         got << v.sizes() << " " << v.scalar_type();

@@ -49,7 +49,8 @@ void FillFromRaw(const char* data, int elem, at::Tensor& out) {
 
 }  // namespace
 
-at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what) {
+at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what,
+                           bool allow_outside) {
   using T = onnx::TensorProto;
   int elem = t.data_type();
   if (elem == T::STRING) throw MemplanError("tensor '" + what + "' holds strings, which the executor does not support");
@@ -59,14 +60,9 @@ at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_d
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(ScalarTypeOfOnnx(elem)));
   int64_t n = out.numel();
   if (IsExternal(t)) {
-    std::string location;
-    int64_t offset = 0, length = -1;
-    for (const auto& kv : t.external_data()) {
-      if (kv.key() == "location") location = kv.value();
-      else if (kv.key() == "offset") offset = std::stoll(kv.value());
-      else if (kv.key() == "length") length = std::stoll(kv.value());
-    }
-    std::string file = base_dir + "/" + location;
+    const ExternalData data = ResolveExternalData(t, base_dir, what, allow_outside);
+    const std::string& file = data.path;
+    const int64_t offset = data.offset, length = data.length;
     if (length >= 0 && length != n * esize) {
       throw MemplanError("tensor '" + what + "': external data length " + std::to_string(length) + " does not match its shape (" +
                          std::to_string(n * esize) + " bytes)");
@@ -132,14 +128,14 @@ at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_d
   return out;
 }
 
-at::Tensor ReadTensorFile(const std::string& path) {
+at::Tensor ReadTensorFile(const std::string& path, bool allow_outside) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MemplanError("cannot open tensor file '" + path + "': " + std::strerror(errno));
   std::stringstream ss;
   ss << in.rdbuf();
   onnx::TensorProto t;
   if (!t.ParseFromString(ss.str())) throw MemplanError("'" + path + "' is not an ONNX TensorProto file");
-  return TensorFromProto(t, DirName(path), t.name().empty() ? path : t.name());
+  return TensorFromProto(t, DirName(path), t.name().empty() ? path : t.name(), allow_outside);
 }
 
 std::map<std::string, at::Tensor> TensorAttributes(const onnx::NodeProto& p, const std::string& base_dir) {

@@ -13,10 +13,13 @@
 namespace memplan::exec {
 
 // Reads a TensorProto: raw or typed fields, or external data (`location`, `offset`,
-// `length`) relative to `base_dir`. `what` names the tensor in errors.
-at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what);
-// A serialized TensorProto file (.pb), as ONNX's test data and `--input NAME=FILE.pb`.
-at::Tensor ReadTensorFile(const std::string& path);
+// `length`) relative to `base_dir`, which must stay inside it unless `allow_outside`
+// (ResolveExternalData, the analyzer's rule). `what` names the tensor in errors.
+at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what,
+                           bool allow_outside = false);
+// A serialized TensorProto file (.pb), as ONNX's test data and `--input NAME=FILE.pb`; its
+// external data must lie in the file's folder unless `allow_outside`.
+at::Tensor ReadTensorFile(const std::string& path, bool allow_outside = false);
 bool IsExternal(const onnx::TensorProto& t);
 
 // An IR node with the attributes of `p` (TENSOR attributes go to `tensor_attrs`).

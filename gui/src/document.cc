@@ -1,5 +1,7 @@
 #include "document.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -208,6 +210,8 @@ void ReadAnalysisFields(const json& j, Item& item) {
 }
 
 std::string ReadFile(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw MemplanError(path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MemplanError(path + ": cannot open the file (does it exist and is it readable?)");
   std::ostringstream ss;

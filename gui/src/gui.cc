@@ -7,6 +7,7 @@
 #include <QStringList>
 #include <QTimer>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -14,6 +15,8 @@
 #include <vector>
 
 #include "main_window.h"
+#include "memplan/parse.h"
+#include "plan_worker.h"
 
 namespace memplan {
 
@@ -33,19 +36,11 @@ struct GuiArgs {
   gui::ModelOptions model;
   std::string screenshot;
   std::string page = "summary";
-  int64_t budget = -1;
-  double budget_percent = -1;  // --budget 50%: of the first model's baseline peak
+  Budget budget;  // --budget SIZE, or 50%: of the first model's baseline peak
   std::string strategy = "auto";
   int width = 1400, height = 900;
   std::vector<std::string> files;
 };
-
-int64_t ParsePositive(const std::string& flag, const std::string& v) {
-  char* end = nullptr;
-  long long x = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || x <= 0) throw MemplanError(flag + " wants a positive whole number, not '" + v + "'");
-  return x;
-}
 
 GuiArgs ParseArgs(int argc, char** argv) {
   GuiArgs a;
@@ -55,28 +50,24 @@ GuiArgs ParseArgs(int argc, char** argv) {
       if (i + 1 >= argc) throw MemplanError(arg + " needs a value");
       return argv[++i];
     };
-    if (arg == "--batch") a.model.batch = ParsePositive(arg, value());
+    if (arg == "--batch") a.model.batch = ParseInteger(arg, value(), 1, INT64_MAX);
     else if (arg == "--optimizer") a.model.optimizer = ParseOptimizer(value());
     else if (arg == "--screenshot") a.screenshot = value();
     else if (arg == "--page") a.page = value();
-    else if (arg == "--budget") {
-      std::string v = value();
-      if (!v.empty() && v.back() == '%') {
-        char* end = nullptr;
-        a.budget_percent = std::strtod(v.c_str(), &end);
-        if (end != v.c_str() + v.size() - 1 || a.budget_percent <= 0) throw MemplanError("--budget: bad percentage '" + v + "'");
-      } else {
-        a.budget = ParseBytes(v);
+    else if (arg == "--budget") a.budget = ParseBudget(arg, value());
+    else if (arg == "--strategy") {
+      a.strategy = value();
+      if (!gui::PlannerStrategies().contains(QString::fromStdString(a.strategy))) {
+        throw MemplanError("--strategy: no strategy '" + a.strategy + "' (" +
+                           gui::PlannerStrategies().join(QStringLiteral(", ")).toStdString() + ")");
       }
     }
-    else if (arg == "--strategy") a.strategy = value();
     else if (arg == "--size") {
       std::string v = value();
       size_t x = v.find('x');
       if (x == std::string::npos) throw MemplanError("--size wants WxH, like 1400x900, not '" + v + "'");
-      a.width = static_cast<int>(ParsePositive("--size", v.substr(0, x)));
-      a.height = static_cast<int>(ParsePositive("--size", v.substr(x + 1)));
-      if (a.width > 8000 || a.height > 8000) throw MemplanError("--size: at most 8000x8000");
+      a.width = static_cast<int>(ParseInteger("--size width", v.substr(0, x), 1, 8000));
+      a.height = static_cast<int>(ParseInteger("--size height", v.substr(x + 1), 1, 8000));
     } else if (arg == "--help" || arg == "-h") {
       throw MemplanError("");
     } else if (arg.size() > 1 && arg[0] == '-') {
@@ -118,11 +109,11 @@ int RunGui(int argc, char** argv) {
   window.openFiles(files);
 
   auto plan_if_asked = [&window, &args] {
-    int64_t budget = args.budget;
-    if (args.budget_percent > 0) {
+    int64_t budget = args.budget.bytes;
+    if (args.budget.percent > 0) {
       for (const auto& item : window.items()) {
         if (item->analysis) {
-          budget = static_cast<int64_t>(static_cast<double>(item->baseline_peak_bytes) * args.budget_percent / 100);
+          budget = args.budget.Resolve(item->baseline_peak_bytes);
           break;
         }
       }
@@ -131,7 +122,7 @@ int RunGui(int argc, char** argv) {
   };
   if (!headless) {
     window.show();
-    if (args.budget > 0 || args.budget_percent > 0) {
+    if (args.budget.bytes > 0 || args.budget.percent > 0) {
       QTimer::singleShot(0, &window, [&window, plan_if_asked] {
         window.waitForIdle(10 * 60 * 1000);
         plan_if_asked();

@@ -2,6 +2,7 @@
 
 #include <QAction>
 #include <QApplication>
+#include <QBuffer>
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
@@ -42,6 +43,7 @@
 #endif
 
 #include "common.h"
+#include "memplan/parse.h"
 #include "lifetime_view.h"
 #include "table_model.h"
 #include "timeline_chart.h"
@@ -1066,29 +1068,38 @@ bool MainWindow::exportPage(const QString& name, const QString& path, QString* e
 }
 
 bool MainWindow::exportWidget(QWidget* w, const QString& path, QString* error) const {
+  // Rendered in memory, then written with the atomic writer every memplan output uses.
+  QBuffer buffer;
+  buffer.open(QIODevice::WriteOnly);
   if (path.endsWith(QStringLiteral(".svg"), Qt::CaseInsensitive)) {
 #ifdef MEMPLAN_GUI_HAVE_SVG
     QSvgGenerator gen;
-    gen.setFileName(path);
+    gen.setOutputDevice(&buffer);
     gen.setSize(w->size());
     gen.setViewBox(QRect(QPoint(0, 0), w->size()));
     gen.setTitle(QStringLiteral("memplan"));
     QPainter painter;
     if (!painter.begin(&gen)) {
-      if (error) *error = QStringLiteral("%1: cannot write the SVG file").arg(path);
+      if (error) *error = QStringLiteral("%1: cannot render the SVG file").arg(path);
       return false;
     }
     w->render(&painter);
     painter.end();
-    return true;
 #else
     if (error) *error = QStringLiteral("%1: this build has no SVG support (Qt Svg); export to .png instead").arg(path);
     return false;
 #endif
+  } else {
+    QPixmap pm = w->grab();
+    if (pm.isNull() || !pm.save(&buffer, "PNG")) {
+      if (error) *error = QStringLiteral("%1: cannot render the PNG file").arg(path);
+      return false;
+    }
   }
-  QPixmap pm = w->grab();
-  if (pm.isNull() || !pm.save(path, "PNG")) {
-    if (error) *error = QStringLiteral("%1: cannot write the PNG file").arg(path);
+  try {
+    WriteFileAtomically(path.toStdString(), buffer.data().toStdString());
+  } catch (const MemplanError& e) {
+    if (error) *error = QString::fromStdString(e.what());
     return false;
   }
   return true;

@@ -64,7 +64,7 @@ Item ItemFromPlan(const Plan& p, const std::shared_ptr<const Analysis>& a, const
   item.bottleneck_ids = a->bottlenecks;
   item.checkpoint_ids = p.checkpoints;
   item.analysis = a;
-  item.plan_json = PlanToJson(p, g).dump(2);
+  item.plan_json = PlanToJson(p, g).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   return item;
 }
 
@@ -141,17 +141,7 @@ Item MakePlanItem(const PlanRequest& r) {
 
 void SavePlanJson(const Item& plan, const std::string& path) {
   if (plan.plan_json.empty()) throw MemplanError("this plan was not made here; it is already a file");
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw MemplanError(path + ": cannot write the file");
-    out << plan.plan_json << "\n";
-    if (!out.flush()) throw MemplanError(path + ": writing failed");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw MemplanError(path + ": cannot write the file");
-  }
+  WriteFileAtomically(path, plan.plan_json + "\n");
 }
 
 #else

@@ -1,16 +1,111 @@
 // Micro-batching: split the batch when checkpointing alone cannot fit the budget.
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
+#include <map>
+#include <numeric>
 
 #include "memplan/planner.h"
 
 namespace memplan {
+namespace {
+
+using u64 = uint64_t;
+using u128 = unsigned __int128;
+
+u64 MulMod(u64 a, u64 b, u64 m) { return static_cast<u64>(static_cast<u128>(a) * b % m); }
+
+u64 PowMod(u64 a, u64 e, u64 m) {
+  u64 r = 1;
+  for (a %= m; e > 0; e >>= 1, a = MulMod(a, a, m)) {
+    if (e & 1) r = MulMod(r, a, m);
+  }
+  return r;
+}
+
+// Miller-Rabin with the bases that decide every 64-bit number exactly.
+bool IsPrime(u64 n) {
+  if (n < 2) return false;
+  for (u64 p : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37}) {
+    if (n % p == 0) return n == p;
+  }
+  u64 d = n - 1;
+  int r = 0;
+  for (; d % 2 == 0; d /= 2) ++r;
+  for (u64 a : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37}) {
+    u64 x = PowMod(a, d, n);
+    if (x == 1 || x == n - 1) continue;
+    bool composite = true;
+    for (int i = 1; i < r && composite; ++i) {
+      x = MulMod(x, x, n);
+      composite = x != n - 1;
+    }
+    if (composite) return false;
+  }
+  return true;
+}
+
+// A non-trivial factor of the odd composite n (Pollard's rho, Brent's variant).
+u64 Rho(u64 n) {
+  for (u64 c = 1;; ++c) {
+    u64 x = 2, y = 2, d = 1;
+    auto f = [&](u64 v) { return (MulMod(v, v, n) + c) % n; };
+    while (d == 1) {
+      x = f(x);
+      y = f(f(y));
+      d = std::gcd(x > y ? x - y : y - x, n);
+    }
+    if (d != n) return d;
+  }
+}
+
+void Factor(u64 n, std::map<u64, int>& primes) {
+  if (n == 1) return;
+  for (u64 p : {2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37}) {
+    while (n % p == 0) {
+      ++primes[p];
+      n /= p;
+    }
+  }
+  if (n == 1) return;
+  if (IsPrime(n)) {
+    ++primes[n];
+    return;
+  }
+  u64 d = Rho(n);
+  Factor(d, primes);
+  Factor(n / d, primes);
+}
+
+}  // namespace
+
+std::vector<int64_t> Divisors(int64_t n) {
+  if (n < 1) throw MemplanError("the batch must be positive to be split into micro-batches");
+  std::map<u64, int> primes;
+  Factor(static_cast<u64>(n), primes);
+  std::vector<int64_t> out = {1};
+  for (const auto& [p, e] : primes) {
+    const size_t before = out.size();
+    int64_t power = 1;
+    for (int k = 1; k <= e; ++k) {
+      power *= static_cast<int64_t>(p);
+      for (size_t i = 0; i < before; ++i) out.push_back(out[i] * power);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batches,
                        const SimulatorOptions& simulator) {
   p.micro_batches = micro_batches;
   if (micro_batches <= 1) return;
   // The other micro-batches' inputs and targets wait in memory for the whole step.
-  int64_t rest = (micro_batches - 1) * micro.input_bytes();
+  int64_t rest = 0;
+  if (__builtin_mul_overflow(micro_batches - 1, micro.input_bytes(), &rest)) {
+    throw MemplanError("the inputs of " + std::to_string(micro_batches) + " micro-batches of " +
+                       std::to_string(micro.batch) + " need more than 2^63 bytes; use a smaller batch");
+  }
   if (rest > 0 && !p.schedule.steps.empty()) {
     BufferId b = p.schedule.AddBuffer({"inputs of the other " + std::to_string(micro_batches - 1) + " micro-batches",
                                        rest, MemoryCategory::kInput, kNone});
@@ -34,16 +129,8 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
     throw MemplanError("--micro-batches " + std::to_string(micro_batches) + " does not divide the batch of " +
                        std::to_string(batch) + ": use a divisor of the batch");
   }
-  std::vector<int64_t> candidates;
-  if (micro_batches > 0) {
-    candidates = {micro_batches};
-  } else {
-    for (int64_t k = 1; k <= batch; ++k) if (batch % k == 0) candidates.push_back(k);
-  }
   int64_t baseline = 0;
-  Plan best;
-  bool have = false;
-  for (int64_t k : candidates) {
+  auto plan_at = [&](int64_t k) {
     TrainingGraph micro = graph_at_batch(batch / k);
     if (baseline == 0) {
       baseline = k == 1 ? Simulate(BuildTrainingSchedule(micro), options.simulator).peak_bytes
@@ -55,11 +142,36 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
     p.budget_bytes = options.budget_bytes;
     ApplyMicroBatches(p, micro, k, options.simulator);
     p.baseline_peak_bytes = baseline;
-    if (p.feasible || !have || p.predicted_peak_bytes < best.predicted_peak_bytes) {
-      best = std::move(p);
-      have = true;
+    return p;
+  };
+  Plan best;
+  if (micro_batches > 0) {
+    best = plan_at(micro_batches);
+  } else {
+    // A smaller micro-batch never needs more memory, so feasibility is monotone in k: try
+    // k = 1, then the largest k, then bisect the divisors between them for the smallest k
+    // that fits. At most 2 + log2(#divisors) plans (a 64-bit batch has < 110,000 divisors).
+    const std::vector<int64_t> ks = Divisors(batch);
+    best = plan_at(ks.front());
+    if (!best.feasible && ks.size() > 1) {
+      Plan last = plan_at(ks.back());
+      if (!last.feasible) {
+        if (last.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(last);
+      } else {
+        size_t lo = 0, hi = ks.size() - 1;  // ks[lo] does not fit, ks[hi] fits
+        best = std::move(last);
+        while (hi - lo > 1) {
+          size_t mid = lo + (hi - lo) / 2;
+          Plan p = plan_at(ks[mid]);
+          if (p.feasible) {
+            hi = mid;
+            best = std::move(p);
+          } else {
+            lo = mid;
+          }
+        }
+      }
     }
-    if (best.feasible) break;
   }
   best.solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return best;

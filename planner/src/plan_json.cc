@@ -1,4 +1,6 @@
 // Plan (de)serialisation and the model fingerprint.
+#include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -29,6 +31,33 @@ class Fnv1a {
 };
 
 }  // namespace
+
+// The graph's nodes and tensors, and the shapes of its initializers, which do not depend on
+// the batch: equal for one model loaded at any batch or --dim.
+std::string StructureFingerprint(const TrainingGraph& g) {
+  Fnv1a h;
+  h.Add(static_cast<int64_t>(g.nodes.size()));
+  h.Add(static_cast<int64_t>(g.tensors.size()));
+  for (const Node& n : g.nodes) {
+    h.Add(n.name);
+    h.Add(n.op_type);
+    for (TensorId i : n.inputs) h.Add(static_cast<int64_t>(i));
+    h.Add(int64_t{-1});
+    for (TensorId o : n.outputs) h.Add(static_cast<int64_t>(o));
+    h.Add(int64_t{-2});
+  }
+  for (const Tensor& t : g.tensors) {
+    h.Add(t.name);
+    h.Add(static_cast<int64_t>(t.dtype));
+    const bool initializer = t.producer == kNone && (t.category == TensorCategory::kParameter ||
+                                                     t.category == TensorCategory::kConstant);
+    if (initializer) for (int64_t d : t.shape) h.Add(d);
+    h.Add(int64_t{-3});
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h.value()));
+  return buf;
+}
 
 std::string ModelFingerprint(const TrainingGraph& g) {
   Fnv1a h;
@@ -81,6 +110,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"micro_batches", p.micro_batches},
       {"micro_batch", p.batch},
       {"fingerprint", p.model_fingerprint},
+      {"structure_fingerprint", StructureFingerprint(g)},
       {"optimizer", OptimizerName(g.optimizer)},
       {"loss", LossKindName(g.loss_kind)},
       {"num_nodes", g.nodes.size()},
@@ -113,42 +143,61 @@ const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
   return *it;
 }
 
+// A whole number of at least 1 (a JSON integer: 1.5 or "2" is an edited plan).
+int64_t PositiveInteger(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = Field(j, key);
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) ||
+      v.get<int64_t>() < 1) {
+    throw MemplanError(std::string("the plan's \"") + key + "\" must be a whole number of at least 1, not " +
+                       v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; re-plan with `memplan plan`");
+  }
+  return v.get<int64_t>();
+}
+
+std::string String(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = Field(j, key);
+  if (!v.is_string()) throw MemplanError(std::string("the plan's \"") + key + "\" must be a string; re-plan with `memplan plan`");
+  return v.get<std::string>();
+}
+
 }  // namespace
 
+bool IsPlanJson(const nlohmann::json& j) {
+  auto it = j.is_object() ? j.find("kind") : j.end();
+  return it != j.end() && it->is_string() && it->get<std::string>() == "plan";
+}
+
 int64_t PlanMicroBatches(const nlohmann::json& j) {
-  int64_t k = 1;
-  try {
-    k = j.is_object() ? j.value("micro_batches", int64_t{1}) : 1;
-  } catch (const nlohmann::json::exception& e) {
-    throw MemplanError(std::string("malformed plan: ") + e.what());
-  }
-  if (k < 1) throw MemplanError("the plan's \"micro_batches\" must be at least 1");
-  return k;
+  return j.is_object() && j.contains("micro_batches") ? PositiveInteger(j, "micro_batches") : 1;
 }
 
 int64_t PlanGraphBatch(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("batch")) throw MemplanError("the plan has no \"batch\" field; is it a memplan plan file?");
-  try {
-    const int64_t batch = j.at("batch").get<int64_t>();
-    const int64_t k = PlanMicroBatches(j);
-    const int64_t micro = j.value("micro_batch", batch / k);
-    if (micro < 1 || micro * k != batch) {
-      throw MemplanError("the plan's batch " + std::to_string(batch) + " is not " + std::to_string(k) +
-                         " micro-batches of " + std::to_string(micro) + "; re-plan with `memplan plan`");
-    }
-    return micro;
-  } catch (const nlohmann::json::exception& e) {
-    throw MemplanError(std::string("malformed plan: ") + e.what());
+  const int64_t batch = PositiveInteger(j, "batch");
+  const int64_t k = PlanMicroBatches(j);
+  const int64_t micro = j.contains("micro_batch") ? PositiveInteger(j, "micro_batch") : batch / k;
+  int64_t product = 0;
+  if (micro < 1 || __builtin_mul_overflow(micro, k, &product) || product != batch) {
+    throw MemplanError("the plan's batch " + std::to_string(batch) + " is not its " + std::to_string(k) +
+                       " micro-batches of " + std::to_string(micro) + "; re-plan with `memplan plan`");
   }
+  return micro;
 }
 
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
-  if (!j.is_object() || j.value("kind", "") != "plan") {
+  if (!IsPlanJson(j)) {
     throw MemplanError(
         "not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
   }
   try {
-    const std::string model = j.value("model", std::string("?"));
+    const std::string model = j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "?";
+    const std::string strategy = String(j, "strategy");
+    const std::vector<std::string>& known = StrategyNames();
+    if (strategy == "auto" || std::find(known.begin(), known.end(), strategy) == known.end()) {
+      throw MemplanError("the plan's strategy '" + strategy +
+                         "' is not one memplan makes (none, manual, speed, bottleneck, sqrt, sections, optimal, "
+                         "milp); re-plan with `memplan plan`");
+    }
     Field(j, "batch");
     const int64_t micro_batches = PlanMicroBatches(j);
     const int64_t batch = PlanGraphBatch(j);
@@ -161,12 +210,23 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
                          std::to_string(g.batch) + "; run with --batch " + std::to_string(batch * micro_batches) +
                          " or re-plan with `memplan plan --batch " + std::to_string(g.batch * micro_batches) + "`");
     }
-    const std::string fingerprint = Field(j, "fingerprint").get<std::string>();
+    const std::string fingerprint = String(j, "fingerprint");
     const std::string mine = ModelFingerprint(g);
     if (fingerprint != mine) {
-      throw MemplanError("the plan was made for another model ('" + model + "', fingerprint " +
-                         fingerprint + ") than '" + g.model_path + "' (fingerprint " + mine +
-                         "); re-plan with `memplan plan " + g.model_path + "`");
+      const std::string replan = "; re-plan with `memplan plan " + g.model_path + " --batch " +
+                                 std::to_string(batch * micro_batches) + "`";
+      if (j.contains("structure_fingerprint") && j["structure_fingerprint"] == StructureFingerprint(g)) {
+        throw MemplanError("the plan's shapes do not match '" + g.model_path + "' at micro-batch " + std::to_string(batch) +
+                           " (fingerprint " + fingerprint + " vs " + mine +
+                           "), though its graph is this model's: the plan was made at another batch and its "
+                           "\"batch\", \"micro_batches\" and \"micro_batch\" (" + std::to_string(batch * micro_batches) +
+                           ", " + std::to_string(micro_batches) + ", " + std::to_string(batch) +
+                           ") were edited, or the model's input shapes changed" + replan);
+      }
+      throw MemplanError((model == g.model_path ? "the plan was made for another model (or another version of '" + model + "')"
+                                                : "the plan was made for another model ('" + model + "') than '" +
+                                                      g.model_path + "'") +
+                         " (fingerprint " + fingerprint + ", the model's is " + mine + ")" + replan);
     }
     const nlohmann::json& sections = Field(j, "sections");
     if (!sections.is_array() || sections.empty())
@@ -204,7 +264,7 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
     }
     if (segments.size() == 1) segments.clear();
     std::vector<NodeId> cuts = CutsFromSegments(g, segments);
-    Plan p = ReplaySegmentation(g, Field(j, "strategy").get<std::string>(), cuts,
+    Plan p = ReplaySegmentation(g, strategy, cuts,
                                 j.value("budget_bytes", int64_t{0}),
                                 j.value("baseline_peak_bytes", int64_t{0}));
     // The checkpoints are derived from the sections; a plan naming others was edited by hand.

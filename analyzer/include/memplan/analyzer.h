@@ -14,6 +14,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "memplan/parse.h"
 #include "memplan/training_graph.h"
 
 namespace memplan {
@@ -143,7 +144,8 @@ Analysis Analyze(TrainingGraph g);
 nlohmann::json AnalysisToJson(const Analysis& a);
 nlohmann::json TimelineToJson(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t);
 std::string FormatBytes(int64_t bytes);
-// Parses "512", "1.5GiB", "300 MB", ...; throws MemplanError.
-int64_t ParseBytes(const std::string& text);
+// Writes a JSON result with WriteFileAtomically (memplan/parse.h). Strings that are not UTF-8
+// (names from a model) are written with U+FFFD in place of the bad bytes.
+void WriteJsonFile(const std::string& path, const nlohmann::json& j);
 
 }  // namespace memplan

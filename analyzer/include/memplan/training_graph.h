@@ -21,9 +21,11 @@ using NodeId = int32_t;
 constexpr int32_t kNone = -1;
 
 // A user-facing error: the message names the file, node or tensor and what to do.
+// Names read from files may hold any bytes: control characters (NUL included) and bytes
+// that are not UTF-8 are made printable (PrintableText in memplan/parse.h).
 class MemplanError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit MemplanError(const std::string& what);
 };
 
 enum class DType : int8_t {
@@ -149,6 +151,9 @@ struct TrainingGraph {
   Optimizer optimizer = Optimizer::kSgd;
 
   bool weights_present = true;     // external-data files exist (weights are never read)
+  // The user allowed external data outside the model's folder (LoadOptions); readers of the
+  // weights pass it to ResolveExternalData (memplan/onnx_convert.h).
+  bool allow_external_data_outside_model_dir = false;
   int tensors_shaped_by_onnx = 0;  // concrete after ONNX shape inference alone
   int tensors_shaped_by_rules = 0; // left to memplan's own rules
   // Tensors where ONNX inference and memplan's rule disagree (ONNX's answer is used).
@@ -173,6 +178,9 @@ struct LoadOptions {
   // Run ONNX's shape inference first (memplan's rules resolve what it leaves). Off: every
   // shape comes from memplan's own rules (tests compare the two).
   bool onnx_shape_inference = true;
+  // Accept external data files outside the model's folder (ONNX's loader refuses them, as a
+  // model from elsewhere could otherwise read any file).
+  bool allow_external_data_outside_model_dir = false;
 };
 
 // Loads an ONNX model (never reads external weight data), resolves every tensor's shape,

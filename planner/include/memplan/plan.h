@@ -101,8 +101,11 @@ Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g);
+// Whether `j` says it is a plan ("kind": "plan").
+bool IsPlanJson(const nlohmann::json& j);
 // The batch a plan's graph must be loaded with (its micro-batch size) and its micro-batch
-// count, read from plan JSON before loading the model.
+// count, read from plan JSON before loading the model. Throw MemplanError unless they are
+// whole numbers of at least 1 and batch = micro_batches x micro_batch.
 int64_t PlanGraphBatch(const nlohmann::json& j);
 int64_t PlanMicroBatches(const nlohmann::json& j);
 

@@ -102,7 +102,9 @@ constexpr double kExpensiveFlopsPerElement = 16;
 // (k must divide the batch). With k = 0 the planner searches the divisors of the batch in
 // increasing order and returns the plan with the fewest micro-batches that fits the budget
 // (the strategy's plan at k = 1 when it fits), or, when none fits, the smallest-peak plan at
-// the largest k. The plan's peak is replayed on the micro-batch graph with the rest of the
+// the largest k (or at k = 1 when that peak is smaller). Feasibility is taken to be monotone in
+// k (a smaller micro-batch never needs more memory), so the search bisects the divisors: at
+// most 2 + log2(#divisors) plans, whatever the batch. The plan's peak is replayed on the micro-batch graph with the rest of the
 // batch resident; its FLOPs are per step (k micro-batches).
 using GraphAtBatch = std::function<TrainingGraph(int64_t batch)>;
 Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
@@ -111,6 +113,8 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
 // batch's inputs are resident from the setup step; FLOPs are scaled to the whole step.
 void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batches,
                        const SimulatorOptions& simulator);
+// The divisors of n >= 1 in increasing order, from its prime factors (fast for any int64).
+std::vector<int64_t> Divisors(int64_t n);
 
 // The smallest peak any strategy reaches (optimal's minimum over its candidates, and the
 // heuristics'), as a replayed plan.
