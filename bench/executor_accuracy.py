@@ -18,6 +18,10 @@ BATCHES = {
     "resnet18": (2, 16), "resnet50": (2, 8), "vgg16": (1, 4), "mobilenet_v2": (2, 16),
     "vit_b_16": (1, 4), "gpt": (2, 8), "densenet121": (2, 8), "efficientnet_b0": (2, 8),
     "googlenet": (2, 8), "swin_t": (1, 4), "gpt_deep": (1, 4),
+    # The dynamo exporter's models (opset 18+).
+    "resnet18_dynamo": (2, 16), "resnet50_dynamo": (2, 8), "mobilenet_v2_dynamo": (2, 16),
+    "vit_b_16_dynamo": (1, 4), "gpt_dynamo": (2, 8), "efficientnet_b0_dynamo": (2, 8),
+    "swin_t_dynamo": (1, 4),
 }
 
 

@@ -214,6 +214,8 @@ TEST(RunCli, CudaWithoutAVisibleDeviceIsAClearError) {
   if (r.code != 0) {  // this machine has no GPU: the plain call says the same
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("no CUDA device is visible"), std::string::npos) << r.out;
+  }
+}
 
 // Options are parsed strictly, with ranges, before any training starts.
 TEST(RunCli, OutOfRangeOptionsAreRejected) {
