@@ -5,7 +5,9 @@
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= $(shell nproc)
-MODEL_CACHE ?= $(CURDIR)/$(BUILD_DIR)/model-cache
+# Exported models depend only on the pinned Python environment and the export script: they are
+# cached outside the clone, keyed by both, so fresh clones and CI export once.
+MODEL_CACHE ?= $(HOME)/.cache/memplan/models-$(shell cat scripts/requirements.txt samples/export_models.py | sha256sum | cut -c1-12)
 CMAKE_FLAGS ?=
 GENERATOR = $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 # The project's Python environment (PyPI torch, torchvision, onnx), made by scripts/install-deps.sh.

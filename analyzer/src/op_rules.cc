@@ -1050,29 +1050,48 @@ void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::v
 // nll_loss backward materializes the gradient of the log-probabilities before
 // log_softmax backward turns it into the logits' gradient.
 int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t) { return t[n.inputs[0]].bytes; }
-// Measured by the executor on LibTorch 1.13 CPU (oneDNN): convolution backward computes the
-// weight gradient in oneDNN's blocked layout and reorders it (a weight-sized buffer), and
-// passes grad_output and the input gradient through blocked copies (output + input sized);
-// the transient is the larger of the two.
-// LibTorch 1.13 takes oneDNN's path unless (ConvParams::use_mkldnn, one intra-op thread)
-// the kernel is 1x1 with stride 1 and no dilation and the batch is under 16, or the conv is
-// tiny (batch 1, kernel <= 3x3, no groups, input <= 20480 elements); slow_conv2d's 1x1 path
-// then needs no workspace.
+// Measured by the executor (LibTorch 2.14 CPU, oneDNN; resnext50_32x4d at batch 2, 4 and 16):
+// convolution backward computes the weight gradient in oneDNN's blocked layout and reorders it
+// (a weight-sized buffer), and passes grad_output and the input gradient through blocked
+// copies (output + input sized); the transient is the larger of the two. A strided 1x1 conv
+// also scatters the subsampled input gradient back (input + twice the output, measured).
+// LibTorch takes oneDNN's path unless the conv is tiny (batch 1, kernel <= 3x3, no groups,
+// input <= 20480 elements). (1.13 also skipped it for 1x1 stride-1 kernels under batch 16;
+// 2.14 does not.)
 int64_t ConvWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const Tensor& x = t[n.inputs[0]];
   const std::vector<int64_t>& ws = t[n.inputs[1]].shape;
-  bool one_by_one = true;
-  for (size_t d = 2; d < ws.size(); ++d) one_by_one = one_by_one && ws[d] == 1;
-  for (int64_t s : n.attr_ints("strides")) one_by_one = one_by_one && s == 1;
-  for (int64_t s : n.attr_ints("dilations")) one_by_one = one_by_one && s == 1;
+  bool one_by_one_kernel = true;
+  for (size_t d = 2; d < ws.size(); ++d) one_by_one_kernel = one_by_one_kernel && ws[d] == 1;
+  int64_t stride_product = 1;
+  for (int64_t s : n.attr_ints("strides")) stride_product *= std::max<int64_t>(s, 1);
   int64_t batch = x.shape.empty() ? 1 : x.shape[0];
   bool big_kernel = ws.size() == 4 && ws[2] > 3 && ws[3] > 3;
-  bool mkldnn = (!one_by_one || batch >= 16) &&
-                (n.attr_int("group", 1) > 1 || big_kernel || batch > 1 || x.numel() > 20480);
+  bool mkldnn = n.attr_int("group", 1) > 1 || big_kernel || batch > 1 || x.numel() > 20480;
   if (!mkldnn) return 0;
   int64_t w = t[n.inputs[1]].bytes, out = t[n.outputs[0]].bytes;
-  int64_t in = t[n.inputs[0]].has_gradient ? t[n.inputs[0]].bytes : 0;
-  return std::max(w, out + in);
+  int64_t in = x.has_gradient ? x.bytes : 0;
+  int64_t bytes = std::max(w, out + in);
+  if (one_by_one_kernel && stride_product > 1) bytes = std::max(bytes, in + 2 * out);
+  return bytes;
+}
+// Measured on LibTorch 2.14's CPU convolution (oneDNN), forward with and without autograd:
+// the peak inside the op is the output plus max(0, input + weight - output): oneDNN's
+// blocked-layout copies of the source and weights, or of the destination, whichever is
+// larger (resnext50_32x4d, every conv within 0.02 MiB). A strided 1x1 conv also subsamples
+// its input (a per-thread buffer of one image's strided input; counted for every image, an
+// upper bound for any thread count).
+int64_t ConvForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  const Tensor& x = t[n.inputs[0]];
+  const Tensor& w = t[n.inputs[1]];
+  const int64_t out = t[n.outputs[0]].bytes;
+  int64_t bytes = std::max(out, x.bytes + w.bytes);
+  bool one_by_one = true;
+  for (size_t d = 2; d < w.shape.size(); ++d) one_by_one = one_by_one && w.shape[d] == 1;
+  int64_t stride_product = 1;
+  for (int64_t s : n.attr_ints("strides")) stride_product *= std::max<int64_t>(s, 1);
+  if (one_by_one && stride_product > 1) bytes += x.bytes / stride_product;
+  return bytes;
 }
 // erf backward computes 2/sqrt(pi) * exp(-x^2) * grad out of place: four input-sized
 // temporaries are alive at its peak besides the input gradient.
@@ -1267,7 +1286,8 @@ std::vector<OpRule> MakeRules() {
   };
   return {
       // Compute-heavy ops.
-      {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, ConvWorkspace, ValidateConv},
+      {"Conv", InferConv, ConvFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, ConvWorkspace, ValidateConv,
+       ConvForwardWorkspace},
       {"ConvTranspose", InferConvTranspose, ConvTransposeFlops, 2.0, SavesInputs01, 0, V::kNone, false, true, nullptr,
        ValidateConvTranspose},
       {"MatMul", InferMatMul, MatMulFlops, 2.0, SavesMatMul, 0, V::kNone, false, true, nullptr, ValidateContraction},

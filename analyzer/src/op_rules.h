@@ -95,6 +95,9 @@ struct OpRule {
   bool differentiable;      // false: outputs never require grad (shape ops, comparisons)
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
   ValidateFn validate = nullptr;             // nullptr: nothing beyond the shape rule's checks
+  // Bytes the forward op holds temporarily (in every mode: with autograd, without it while a
+  // plan's early segments run, and when recomputing).
+  WorkspaceFn forward_workspace = nullptr;
 };
 
 // Runs the node's ValidateFn (if its op has a rule and the rule one).

@@ -80,6 +80,13 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
   return p;
 }
 
+void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
+  if (n.forward_workspace_bytes <= 0) return;
+  BufferId w = s.AddBuffer({n.name + ":forward workspace", n.forward_workspace_bytes, MemoryCategory::kTemporary, kNone});
+  step.allocs.push_back(w);
+  step.frees.push_back(w);
+}
+
 GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
     : g_(g), s_(s), grad_(g.tensors.size(), kNone) {}
 
@@ -203,7 +210,8 @@ Schedule BuildTrainingSchedule(const TrainingGraph& g) {
       extras[n.id].push_back(b);
       step.allocs.push_back(b);
     }
-    step.frees = free_after_forward[n.id];
+    AddForwardWorkspace(n, s, step);
+    step.frees.insert(step.frees.end(), free_after_forward[n.id].begin(), free_after_forward[n.id].end());
     s.steps.push_back(std::move(step));
   }
 

@@ -311,6 +311,8 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
                                  n.saved_for_backward.end());
       n.saved_extras = spec.extras;
     }
+    n.gradient_passes_through = r->grad_is_view;
+    n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors) : 0;
     n.backward_workspace_bytes = n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
     // Storage: views share their input's storage.
     ViewKind view = EffectiveView(n, *r, g.tensors);

@@ -123,6 +123,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"overhead", p.overhead()},
       {"checkpoints", std::move(checkpoints)},
       {"sections", std::move(sections)},
+      {"margin_bytes", p.margin_bytes},
       {"feasible", p.feasible},
       {"solve_seconds", p.solve_seconds},
       {"breakdown", std::move(breakdown)},

@@ -179,8 +179,46 @@ MEMPLAN_STRATEGY(PlanSqrt, RunSqrt)
 MEMPLAN_STRATEGY(PlanSections, RunSections)
 MEMPLAN_STRATEGY(PlanOptimal, RunOptimal)
 MEMPLAN_STRATEGY(PlanMilp, RunMilp)
-MEMPLAN_STRATEGY(MakePlan, RunStrategy)
 #undef MEMPLAN_STRATEGY
+
+int64_t SegmentBorderMargin(const TrainingGraph& g) {
+  int64_t margin = 0;
+  for (const Node& n : g.nodes) {
+    if (!n.gradient_passes_through || !n.has_backward) continue;
+    int receivers = 0;
+    int64_t largest = 0;
+    for (TensorId i : n.inputs) {
+      if (i == kNone || !g.tensors[i].has_gradient) continue;
+      ++receivers;
+      largest = std::max(largest, g.tensors[i].bytes);
+    }
+    if (receivers > 1) margin = std::max(margin, largest);
+  }
+  return margin;
+}
+
+// Strategies plan segmented schedules against the budget less the margin; the plain step
+// (no segments) needs none.
+Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) {
+  Context ctx(g, cost, options);
+  const int64_t margin = options.budget_bytes > 0 ? SegmentBorderMargin(g) : 0;
+  if (margin == 0) return planner::RunStrategy(ctx, options);
+  if (options.strategy == "auto" || options.strategy.empty() || options.strategy == "none") {
+    Plan plain = planner::RunNone(ctx, options);
+    if (plain.feasible || options.strategy == "none") return plain;
+  }
+  PlanOptions reduced = options;
+  reduced.budget_bytes = std::max<int64_t>(1, options.budget_bytes - margin);
+  Plan p = planner::RunStrategy(ctx, reduced);
+  p.budget_bytes = options.budget_bytes;
+  p.margin_bytes = p.segments.size() > 1 ? margin : 0;
+  p.feasible = p.predicted_peak_bytes + p.margin_bytes <= options.budget_bytes;
+  if (p.margin_bytes > 0) {
+    p.notes.push_back("kept a margin of " + std::to_string(margin) +
+                      " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
+  }
+  return p;
+}
 
 const std::vector<std::string>& StrategyNames() {
   static const std::vector<std::string> names = {

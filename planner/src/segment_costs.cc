@@ -10,7 +10,7 @@
 //   - backward step n: r is alive iff it crosses b (held to the end) or it is saved and its
 //     first saver f satisfies f <= n (freed after f's backward).
 // Saved extras live from the node's recompute to its backward; without autograd only during
-// the node's step. Gradient buffers follow GradientFlow exactly as in the plain step, except
+// the node's step. A forward workspace lives only during its node's step, in every mode. Gradient buffers follow GradientFlow exactly as in the plain step, except
 // that the gradients of tensors read after b are held to the segment's end; their bytes at
 // backward step n are plain(n) + the held ones whose plain free came at a node above n.
 // Everything produced before a is a checkpoint, a constant during the segment; it is the DP's
@@ -167,6 +167,7 @@ struct SegmentSweep {
   std::vector<int64_t>
       static_backward;  // per backward node: plain gradient bytes + extras of nodes <= n
   std::vector<int64_t> extra, extra_prefix;
+  std::vector<int64_t> forward_workspace;  // per node: its forward step's temporaries
   std::vector<std::vector<int32_t>> ending;  // per node: storages whose last reader it is
   struct Pin {
     BufferId buffer;
@@ -235,7 +236,9 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f,
   for (size_t r = 0; r < num_roots; ++r) c.root_bytes[r] = acc(g.tensors[f.roots[r]].bytes);
   w.extra.assign(num_nodes, 0);
   w.extra_prefix.assign(num_nodes + 1, 0);
+  w.forward_workspace.assign(num_nodes, 0);
   for (const Node& n : g.nodes) {
+    if (n.forward_workspace_bytes > 0) w.forward_workspace[n.id] = acc(n.forward_workspace_bytes);
     for (const SavedExtra& e : n.saved_extras) w.extra[n.id] += acc(e.bytes);
     w.extra_prefix[n.id + 1] = w.extra_prefix[n.id] + w.extra[n.id];
   }
@@ -307,8 +310,8 @@ void SegmentCosts::ComputeRow(size_t i) const {
       rec_cur += root_bytes[r];
       if (f.root[r].last_reader > n) border += root_bytes[r];
     }
-    fwd_max = std::max(fwd_max, fwd_cur + w.extra[n]);
-    rec_max = std::max(rec_max, rec_cur + w.extra_prefix[n + 1] - extra_offset);
+    fwd_max = std::max(fwd_max, fwd_cur + w.extra[n] + w.forward_workspace[n]);
+    rec_max = std::max(rec_max, rec_cur + w.extra_prefix[n + 1] - extra_offset + w.forward_workspace[n]);
     // Every segment from a that holds node n recomputes at least this much: beyond the limit.
     if (persistent + rec_max > limit) break;
     for (int32_t r : w.ending[n]) {

@@ -138,6 +138,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
         step.frees.push_back(b);
       }
     }
+    AddForwardWorkspace(n, s, step);
     for (BufferId b : free_forward[n.id]) step.frees.push_back(b);
     s.steps.push_back(std::move(step));
   }
@@ -172,6 +173,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
           extras[id].push_back(b);
           step.allocs.push_back(b);
         }
+        AddForwardWorkspace(n, s, step);
         for (BufferId b : free_recompute[id]) step.frees.push_back(b);
         s.steps.push_back(std::move(step));
       }

@@ -75,6 +75,8 @@ struct PersistentBuffers {
   std::vector<BufferId> storage;     // indexed by TensorId; the buffer of persistent tensors
 };
 PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s);
+// A forward (or recompute) step's temporaries: allocated and freed within the step.
+void AddForwardWorkspace(const Node& n, Schedule& s, Step& step);
 
 // The gradient side of the backward pass, node by node. Every schedule builder (the training
 // step above, the planner's segmented schedules) runs the same per-node logic in the same

@@ -113,6 +113,8 @@ struct Node {
   double backward_flops = 0;
   std::vector<TensorId> saved_for_backward;  // inputs / outputs the backward op reads
   std::vector<SavedExtra> saved_extras;
+  int64_t forward_workspace_bytes = 0;   // temporaries the forward op allocates and frees
+  bool gradient_passes_through = false;  // backward hands the incoming gradient to its inputs (Add, views)
   int64_t backward_workspace_bytes = 0;  // temporaries the backward op allocates and frees
   bool has_backward = false;  // some input requires grad and some output has a gradient
 

@@ -63,7 +63,11 @@ struct Plan {
   int64_t baseline_peak_bytes = 0;            // peak of the plain training step
   double recompute_flops = 0;
   double forward_flops = 0;
-  bool feasible = false;  // predicted_peak_bytes <= budget_bytes
+  // What the model cannot yet replay exactly, kept free under the budget (see
+  // SegmentBorderMargin): a plan with several segments is feasible when
+  // predicted_peak_bytes + margin_bytes <= budget_bytes.
+  int64_t margin_bytes = 0;
+  bool feasible = false;  // predicted_peak_bytes + margin_bytes <= budget_bytes
   double solve_seconds = 0;
   std::vector<std::string> notes;
 
