@@ -15,8 +15,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data), size);
   // The options come from the input's length, so that one corpus covers both shape paths
   // (ONNX inference first, or memplan's rules alone) and every appended loss.
-  // MEMPLAN_FUZZ_ONNX_INFERENCE=0 keeps ONNX's inference out, for long runs on memplan's own
-  // rules while ONNX's crashes on invalid graphs are open (fuzz/regressions/open/onnx/).
+  // MEMPLAN_FUZZ_ONNX_INFERENCE=0 keeps ONNX's inference out: long runs on memplan's own
+  // rules, past crashes inside ONNX (which memplan's validation must keep it from reaching).
   static const bool inference = [] {
     const char* v = std::getenv("MEMPLAN_FUZZ_ONNX_INFERENCE");
     return !(v && *v == '0');
