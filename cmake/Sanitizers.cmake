@@ -31,6 +31,11 @@ if(MEMPLAN_SANITIZE)
   add_link_options(-fsanitize=address,undefined,float-cast-overflow)
   if(MEMPLAN_FUZZ)
     add_compile_options(-fsanitize=fuzzer-no-link)
+  else()
+    # The test build: -O1 -g1 (after the build type's flags, so they win) is ASan's
+    # recommended level with line tables for the reports, and compiles in about a third less
+    # time than -O2 -g on CI's two cores.
+    add_compile_options(-O1 -g1)
   endif()
   add_feature_info(sanitizers MEMPLAN_SANITIZE "AddressSanitizer + UndefinedBehaviorSanitizer")
 endif()
