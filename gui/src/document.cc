@@ -38,13 +38,27 @@ int CategoryFromName(const std::string& s) {
   return -1;
 }
 
+// A JSON number as an int64 (floats rounded). One outside int64's range is an error naming
+// the field: converting it would be undefined behaviour (found by fuzz_document).
+int64_t ToInt(const json& v, const std::string& key) {
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!(d > -9.2e18 && d < 9.2e18)) throw MemplanError("field '" + key + "' is out of range");
+    return static_cast<int64_t>(std::llround(d));
+  }
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    throw MemplanError("field '" + key + "' is out of range");
+  }
+  return v.get<int64_t>();
+}
+
 // Field readers that accept a missing or null field (unknown) and reject a wrong type with a
 // message naming the field.
 int64_t GetInt(const json& j, const char* key, int64_t fallback = -1) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
   if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
-  return it->is_number_float() ? static_cast<int64_t>(std::llround(it->get<double>())) : it->get<int64_t>();
+  return ToInt(*it, key);
 }
 double GetDouble(const json& j, const char* key, double fallback = -1) {
   auto it = j.find(key);
@@ -117,7 +131,7 @@ void ReadBreakdown(const json& j, Item& item) {
   for (const auto& [k, v] : j["breakdown"].items()) {
     int c = CategoryFromName(k);
     if (c < 0 || !v.is_number()) continue;
-    item.breakdown[c] = v.get<int64_t>();
+    item.breakdown[c] = ToInt(v, "breakdown." + k);
     item.has_breakdown = true;
   }
 }

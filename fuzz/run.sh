@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# make fuzz: writes the seed corpora, replays fuzz/regressions/<target>/, then runs each
+# libFuzzer target for FUZZ_SECONDS (default 60) on one core. Exit 1 if any target found a
+# crash, a leak, a timeout or an out-of-memory; the inputs are under BUILD/fuzz/artifacts/.
+#   bash fuzz/run.sh [BUILD_DIR]      FUZZ_SECONDS=600 FUZZ_TARGETS="onnx plan" bash fuzz/run.sh
+# Extra libFuzzer flags go in FUZZ_FLAGS (e.g. FUZZ_FLAGS=-runs=1000000).
+# MEMPLAN_FUZZ_STRICT=1 also counts "internal error" exceptions as findings (fuzz_common.h).
+set -uo pipefail
+src=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-build-fuzz}" && pwd)
+work=$build/fuzz
+seconds=${FUZZ_SECONDS:-60}
+targets=${FUZZ_TARGETS:-onnx plan document cli}
+
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+
+"$work/make_seeds" "$work/seeds" > /dev/null || exit 1
+
+dict_of() {
+  case $1 in
+    onnx) echo "$src/onnx.dict" ;;
+    plan | document) echo "$src/json.dict" ;;
+    cli) echo "$src/cli.dict" ;;
+  esac
+}
+
+failed=()
+for t in $targets; do
+  bin=$work/fuzz_$t
+  corpus=$work/corpus/$t
+  artifacts=$work/artifacts/$t
+  mkdir -p "$corpus" "$artifacts"
+  regressions=()
+  if compgen -G "$src/regressions/$t/*" > /dev/null; then regressions=("$src/regressions/$t"); fi
+  log=$work/fuzz_$t.log
+  echo "fuzz: $t for ${seconds}s (log $log)"
+  # Inputs are read from every directory; new ones are written to the first.
+  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+    -dict="$(dict_of "$t")" -artifact_prefix="$artifacts/" -close_fd_mask=1 -print_final_stats=1 \
+    ${FUZZ_FLAGS:-} "$corpus" "$work/seeds/$t" "${regressions[@]}" > "$log" 2>&1
+  rc=$?
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+  echo "fuzz: $t: ${runs:-?} executions, exit $rc, corpus $(ls "$corpus" | wc -l) inputs"
+  if [ $rc -ne 0 ]; then
+    failed+=("$t")
+    grep -E -A30 "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|internal error" "$log" | head -60
+    ls -l "$artifacts"
+  fi
+done
+
+if [ ${#failed[@]} -ne 0 ]; then
+  echo "fuzz: FAILED: ${failed[*]} (reproduce: $work/fuzz_TARGET $work/artifacts/TARGET/crash-...)"
+  exit 1
+fi
+echo "fuzz: every target ran ${seconds}s without a finding"
