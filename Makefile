@@ -15,12 +15,9 @@ PYTHON := $(shell bash scripts/install-deps.sh --print-venv)/bin/python
 
 # make test SANITIZE=1: the analyzer, planner, CLI and GUI suites under AddressSanitizer and
 # UndefinedBehaviorSanitizer, in build-asan (cmake/Sanitizers.cmake). The executor stays out:
-# LibTorch is not built with sanitizers. It reuses build/'s exported model corpus.
+# LibTorch is not built with sanitizers. It shares the exported model cache.
 ifeq ($(SANITIZE),1)
 BUILD_DIR := build-asan
-ifeq ($(origin MODEL_CACHE),file)
-MODEL_CACHE := $(CURDIR)/build/model-cache
-endif
 override CMAKE_FLAGS += -DMEMPLAN_SANITIZE=ON -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_BUILD_BENCH=OFF
 export ASAN_OPTIONS ?= detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
