@@ -61,6 +61,10 @@ void PrintPlan(const Plan& p, const TrainingGraph& g) {
                   .c_str(),
               p.feasible ? "fits" : "DOES NOT FIT",
               p.schedule.StepLabel(g, p.timeline.peak_step).c_str());
+  if (p.margin_bytes > 0) {
+    std::printf("margin       %s kept free under the budget (gradient copies at segment borders)\n",
+                FormatBytes(p.margin_bytes).c_str());
+  }
   std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n",
               Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
@@ -151,7 +155,7 @@ int RunPlan(int argc, char** argv) {
     nlohmann::json j = PlanToJson(plan, plan_graph);
     if (sweep) j["sweep"] = SweepToJson(sweep_result);
     if (!plan.feasible) {
-      j["smallest_budget_bytes"] = smallest.predicted_peak_bytes;
+      j["smallest_budget_bytes"] = (smallest.predicted_peak_bytes + smallest.margin_bytes);
       j["smallest_budget_strategy"] = smallest.strategy;
     }
     WriteJsonFile(a.get("json"), j);
@@ -166,9 +170,9 @@ int RunPlan(int argc, char** argv) {
                  "(strategy %s%s): use --budget %s or more, a smaller --batch, or more devices\n",
                  options.strategy == "auto" ? "" : (options.strategy + " ").c_str(),
                  FormatBytes(options.budget_bytes).c_str(),
-                 FormatBytes(smallest.predicted_peak_bytes).c_str(), smallest.strategy.c_str(),
+                 FormatBytes((smallest.predicted_peak_bytes + smallest.margin_bytes)).c_str(), smallest.strategy.c_str(),
                  smallest.micro_batches > 1 ? (", " + std::to_string(smallest.micro_batches) + " micro-batches").c_str() : "",
-                 FormatBytes(smallest.predicted_peak_bytes).c_str());
+                 FormatBytes((smallest.predicted_peak_bytes + smallest.margin_bytes)).c_str());
     return kExitInfeasible;
   }
   return kExitOk;

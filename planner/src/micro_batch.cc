@@ -113,7 +113,7 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   }
   p.timeline = Simulate(p.schedule, simulator);
   p.predicted_peak_bytes = p.timeline.peak_bytes;
-  p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes <= p.budget_bytes;
+  p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= p.budget_bytes;
   p.recompute_flops *= static_cast<double>(micro_batches);
   p.forward_flops *= static_cast<double>(micro_batches);
   p.notes.push_back("the batch of " + std::to_string(micro.batch * micro_batches) + " runs as " +

@@ -238,7 +238,8 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
     if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
   }
   best.budget_bytes = options.budget_bytes;
-  best.feasible = options.budget_bytes <= 0 || best.predicted_peak_bytes <= options.budget_bytes;
+  best.margin_bytes = best.segments.size() > 1 ? SegmentBorderMargin(ctx.graph()) : 0;
+  best.feasible = options.budget_bytes <= 0 || best.predicted_peak_bytes + best.margin_bytes <= options.budget_bytes;
   return best;
 }
 
