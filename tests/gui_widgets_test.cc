@@ -206,14 +206,15 @@ TEST_F(GuiWindow, PlanExplorerReplansInAWorker) {
   window_->openFiles({model_});
   ASSERT_TRUE(window_->waitForIdle(300000));
   const int64_t baseline = window_->items().at(0)->baseline_peak_bytes;
-  const int64_t budget = baseline / 4 * 3;
+  const int64_t budget = baseline / 10 * 9;
   window_->requestPlan(budget, "optimal");
   ASSERT_TRUE(window_->waitForIdle(300000));
   ASSERT_EQ(window_->items().size(), 2u);
   ItemPtr plan = window_->items().back();
   EXPECT_EQ(plan->kind, SourceKind::kPlan);
   EXPECT_EQ(plan->budget_bytes, budget);
-  ASSERT_EQ(plan->feasible, 1);  // 75% of the baseline fits resnet18
+  // 90% of the baseline fits resnet18 with segments alone, the segment-border margin included.
+  ASSERT_EQ(plan->feasible, 1);
   EXPECT_LE(plan->plan_peak_bytes, budget);
   EXPECT_EQ(window_->planChart()->plottedPeakBytes(), static_cast<double>(plan->plan_peak_bytes));
   EXPECT_FALSE(plan->sweep.empty());

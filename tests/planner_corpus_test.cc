@@ -129,7 +129,7 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
       // Replay never trust: rebuild the schedule from the plan's sections alone.
       MemoryTimeline t = Simulate(BuildSegmentedSchedule(g, p.segments));
       EXPECT_EQ(p.predicted_peak_bytes, t.peak_bytes) << s;
-      EXPECT_EQ(p.feasible, p.predicted_peak_bytes <= o.budget_bytes) << s;
+      EXPECT_EQ(p.feasible, p.predicted_peak_bytes + p.margin_bytes <= o.budget_bytes) << s;
       // Budget-aware strategies never do worse than the plain step; the heuristics (speed,
       // bottleneck, sqrt) ignore the budget, and recomputing a conv adds its backward
       // workspace, so they may.
@@ -144,8 +144,9 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
     // stems of VGG-16 (77% at batch 32) and ResNet-18 (66%), whose full-resolution
     // activations dominate; no segmentation, however fine, goes below that.
     if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18") {
-      EXPECT_TRUE(best_optimal.feasible)
-          << best_optimal.predicted_peak_bytes << " > " << o.budget_bytes;
+      // The replayed peak fits; the segment-border margin on top may need micro-batches
+      // (planner_microbatch_test holds that 50% fits with them).
+      EXPECT_LE(best_optimal.predicted_peak_bytes, o.budget_bytes);
     }
     // optimal reaches the least recompute among all strategies that fit (it covers them
     // when the candidate set holds every position).

@@ -144,7 +144,8 @@ void ExpectOptimalMatchesBruteForce(const TrainingGraph& raw, const CostModel& c
     PlanOptions o;
     o.budget_bytes = budget;
     o.strategy = strategy;
-    Plan p = MakePlan(g, CostModel{}, o);
+    // The strategy itself (MakePlan adds the segment-border margin on top: see PlannerMargin).
+    Plan p = strategy == "milp" ? PlanMilp(g, CostModel{}, o) : PlanOptimal(g, CostModel{}, o);
     if (best < 0) {
       EXPECT_FALSE(p.feasible) << "budget " << budget;
       EXPECT_EQ(p.predicted_peak_bytes, smallest) << "budget " << budget;
@@ -208,6 +209,46 @@ TEST(PlannerBruteForce, ChainToyCostsOptimal) {
 }
 TEST(PlannerBruteForce, ResidualOptimal) {
   ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "optimal");
+}
+
+// Residual's Add nodes hand one gradient to two inputs, each [1,25] float32 = 100 B: a
+// checkpoint there gets a copy of it (AccumulateGrad), so segmented plans keep 100 B free.
+// With every activation costed at 1000 B, the margin is 1000 B.
+TEST(PlannerMargin, SegmentedPlansKeepTheLargestPassThroughGradientFree) {
+  EXPECT_EQ(SegmentBorderMargin(Residual()), 100);
+  EXPECT_EQ(SegmentBorderMargin(Chain(6)), 0);  // no op passes one gradient to several inputs
+  CostModel wide;
+  wide.tensor_bytes = [](const Tensor& t) {
+    return t.category == TensorCategory::kActivation ? int64_t{1000} : t.bytes;
+  };
+  // x -> Mul -> t0 -> Relu x 8 -> t8; u = Add(t0, t8) -> Sigmoid: one long skip.
+  GraphBuilder b;
+  b.Input("x", {-1, 25}).Param("w0", {25});
+  b.Node("Mul", {"x", "w0"}, {"t0"});
+  for (int i = 1; i <= 8; ++i) b.Node("Relu", {"t" + std::to_string(i - 1)}, {"t" + std::to_string(i)});
+  b.Node("Add", {"t0", "t8"}, {"u"}).Node("Sigmoid", {"u"}, {"y"});
+  b.Output("y");
+  TrainingGraph g = ApplyCostModel(LoadSum(b), wide);
+  const int64_t margin = 1000;
+  EXPECT_EQ(SegmentBorderMargin(g), margin);
+  const int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
+  int segmented = 0;
+  for (int64_t budget = baseline; budget > baseline / 4; budget -= 50) {
+    PlanOptions o;
+    o.budget_bytes = budget;
+    o.strategy = "optimal";
+    Plan p = MakePlan(g, CostModel{}, o);
+    if (!p.feasible) break;
+    if (p.segments.size() > 1) {
+      ++segmented;
+      EXPECT_EQ(p.margin_bytes, margin) << "budget " << budget;
+      EXPECT_LE(p.predicted_peak_bytes + margin, budget) << "budget " << budget;
+    } else {
+      EXPECT_EQ(p.margin_bytes, 0);
+      EXPECT_LE(p.predicted_peak_bytes, budget);
+    }
+  }
+  EXPECT_GT(segmented, 0) << "no budget gave a segmented plan: the test checks nothing";
 }
 
 TEST(PlannerBruteForce, RandomDagsOptimal) {

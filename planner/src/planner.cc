@@ -213,6 +213,14 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
   p.budget_bytes = options.budget_bytes;
   p.margin_bytes = p.segments.size() > 1 ? margin : 0;
   p.feasible = p.predicted_peak_bytes + p.margin_bytes <= options.budget_bytes;
+  if (!p.feasible) {  // the plain step needs no margin: it may fit where no segmentation does
+    Plan plain = planner::RunNone(ctx, options);
+    if (plain.feasible) {
+      plain.strategy = p.strategy;
+      plain.notes.push_back("no segmentation fits the budget less the margin; the plain step fits");
+      return plain;
+    }
+  }
   if (p.margin_bytes > 0) {
     p.notes.push_back("kept a margin of " + std::to_string(margin) +
                       " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
