@@ -52,7 +52,7 @@ TEST_P(PlanBudget, MeasuredPeakIsWithinTheBudget) {
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   const Case models[] = {{"resnet18", 8}, {"mobilenet_v2", 4}, {"gpt", 4}, {"efficientnet_b0", 2},
-                         {"vit_b_16", 1}, {"gpt_dynamo", 4}, {"resnet50_dynamo", 2}};
+                         {"vit_b_16", 4}, {"gpt_dynamo", 4}, {"resnet50_dynamo", 8}};
   for (const Case& m : models) {
     for (const char* strategy : {"optimal", "sections"}) {
       for (int percent : {50, 75}) cases.push_back({m.model, m.batch, strategy, percent});
