@@ -24,8 +24,9 @@ struct Result {
   std::string out;  // stdout and stderr
 };
 
-Result Cli(const std::string& args) {
-  std::string cmd = std::string(MEMPLAN_CLI) + " " + args + " 2>&1";
+// `env`: variable assignments put before the command (e.g. "CUDA_VISIBLE_DEVICES=").
+Result Cli(const std::string& args, const std::string& env = "") {
+  std::string cmd = env + (env.empty() ? "" : " ") + std::string(MEMPLAN_CLI) + " " + args + " 2>&1";
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -197,16 +198,7 @@ TEST(RunCli, CudaWithoutAVisibleDeviceIsAClearError) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string out = Tmp("cuda.json");
   Result r = Cli("run " + gpt + " --device cuda --random-weights --steps 1 --json " + out);
-  Result hidden = Result();
-  {
-    std::string cmd = "CUDA_VISIBLE_DEVICES= " + std::string(MEMPLAN_CLI) + " run " + gpt +
-                      " --device cuda:0 --random-weights --steps 1 --json " + out + " 2>&1";
-    FILE* p = ::popen(cmd.c_str(), "r");
-    char buf[4096];
-    while (size_t n = std::fread(buf, 1, sizeof buf, p)) hidden.out.append(buf, n);
-    int status = ::pclose(p);
-    hidden.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
+  Result hidden = Cli("run " + gpt + " --device cuda:0 --random-weights --steps 1 --json " + out, "CUDA_VISIBLE_DEVICES=");
   EXPECT_EQ(hidden.code, 1) << hidden.out;
   EXPECT_NE(hidden.out.find("no CUDA device is visible"), std::string::npos) << hidden.out;
   EXPECT_EQ(hidden.out.find("without CUDA"), std::string::npos) << hidden.out;
@@ -217,13 +209,19 @@ TEST(RunCli, CudaWithoutAVisibleDeviceIsAClearError) {
   }
 }
 
-// Options are parsed strictly, with ranges, before any training starts.
-TEST(RunCli, OutOfRangeOptionsAreRejected) {
-  std::string model = Tmp("tiny.onnx");
+// x[N,8] -> MatMul -> [N,4], saved under the test temp dir.
+std::string TinyModel(const std::string& name) {
+  std::string model = Tmp(name);
   testing::GraphBuilder b;
   b.Input("x", {-1, 8}).Param("w", {8, 4});
   b.Node("MatMul", {"x", "w"}, {"y"}).Output("y");
   b.Save(model);
+  return model;
+}
+
+// Options are parsed strictly, with ranges, before any training starts.
+TEST(RunCli, OutOfRangeOptionsAreRejected) {
+  std::string model = TinyModel("tiny.onnx");
   const std::pair<const char*, const char*> cases[] = {
       {"--threads -1", "--threads '-1' is out of range: give a whole number from 1 to 1024"},
       {"--threads 2147483648", "--threads '2147483648' is out of range"},
@@ -243,11 +241,7 @@ TEST(RunCli, OutOfRangeOptionsAreRejected) {
 }
 
 TEST(RunCli, PlanWhoseKindIsNotAStringIsNotAPlan) {
-  std::string model = Tmp("tiny_kind.onnx");
-  testing::GraphBuilder b;
-  b.Input("x", {-1, 8}).Param("w", {8, 4});
-  b.Node("MatMul", {"x", "w"}, {"y"}).Output("y");
-  b.Save(model);
+  std::string model = TinyModel("tiny_kind.onnx");
   for (const char* kind : {"1", "null", "[\"plan\"]"}) {
     std::string plan = Tmp("kind.json");
     std::ofstream(plan) << "{\"kind\": " << kind << "}";

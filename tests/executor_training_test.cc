@@ -266,14 +266,8 @@ TEST(ExecutorPlans, GptPlanGivesThePlainStepsGradients) {
   o.keep_gradients = true;
   o.seed = 11;
   RunResult plain = RunTraining(g, o);
-  NodeId n = static_cast<NodeId>(g.nodes.size());
   for (int k : {2, 4}) {
-    o.segments.clear();
-    for (int s = 0; s < k; ++s) {
-      std::vector<NodeId> seg;
-      for (NodeId i = n * s / k; i < n * (s + 1) / k; ++i) seg.push_back(i);
-      o.segments.push_back(seg);
-    }
+    o.segments = EqualSegments(g, k);
     RunResult planned = RunTraining(g, o);
     ExpectSameStep(plain, planned, "gpt, " + std::to_string(k) + " segments");
     EXPECT_GT(planned.steps[0].recompute_seconds, 0.0);

@@ -87,12 +87,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
-uint64_t Mix(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
+uint64_t Mix(uint64_t x) { return exec::SplitMix64(x); }
 uint64_t HashString(const std::string& s) {
   uint64_t h = 1469598103934665603ULL;
   for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;

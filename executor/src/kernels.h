@@ -62,6 +62,7 @@ std::vector<int64_t> AxesArg(const OpCall& c, size_t slot, const char* name);
 at::ScalarType ScalarTypeOf(DType d);  // unsigned 16/32/64 are held in wider signed types
 at::ScalarType ScalarTypeOfOnnx(int onnx_elem_type);
 bool DropoutActive(const OpCall& c);
+uint64_t SplitMix64(uint64_t x);  // the executor's one seed mixer
 // mean over `dims` whose autograd saves no tensor (see kernels_tensor.cc).
 at::Tensor MeanSavingNothing(const at::Tensor& x, at::IntArrayRef dims, bool keepdim);
 bool BatchNormTraining(const Node& n);

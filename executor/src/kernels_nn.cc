@@ -22,6 +22,13 @@ bool BatchNormTraining(const Node& n) {
   return n.attr_int("training_mode", 0) != 0 || (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
 }
 
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
 bool DropoutActive(const OpCall& c) {
   if (c.has(2)) {
     if (c.in[2].numel() == 0 || ToDouble(c.in[2]) == 0) return false;
@@ -427,13 +434,6 @@ Outs GlobalMaxPool(const OpCall& c) { return {at::amax(c.x(0), SpatialDims(c.x(0
 
 // ---- dropout ----
 
-uint64_t MixSeed(uint64_t x) {  // splitmix64
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // y = x * mask * scale, saving only the bool mask: native_dropout's memory and backward, with a
 // mask drawn by the caller.
 struct MaskedScale : public torch::autograd::Function<MaskedScale> {
@@ -461,7 +461,7 @@ at::Tensor DropoutMask(const OpCall& c, const at::Tensor& x, double keep) {
     uint64_t row = rows ? static_cast<uint64_t>(c.batch_row_offset + r) : 0xffffffffULL;
     {
       std::lock_guard<std::mutex> lock(gen.mutex());  // bernoulli_ takes it again: not held there
-      gen.set_current_seed(MixSeed(c.random_seed ^ MixSeed(row)));
+      gen.set_current_seed(SplitMix64(c.random_seed ^ SplitMix64(row)));
     }
     (rows ? mask.select(0, r) : mask).bernoulli_(keep, gen);
   }

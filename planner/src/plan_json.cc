@@ -34,8 +34,9 @@ class Fnv1a {
 
 // The graph's nodes and tensors, and the shapes of its initializers, which do not depend on
 // the batch: equal for one model loaded at any batch or --dim.
-std::string StructureFingerprint(const TrainingGraph& g) {
-  Fnv1a h;
+// The graph's nodes, edges and tensor names and dtypes; every tensor's shape, or only the
+// initializers' (batch-independent) ones.
+std::string GraphFingerprint(const TrainingGraph& g, bool every_shape, Fnv1a h) {
   h.Add(static_cast<int64_t>(g.nodes.size()));
   h.Add(static_cast<int64_t>(g.tensors.size()));
   for (const Node& n : g.nodes) {
@@ -51,7 +52,7 @@ std::string StructureFingerprint(const TrainingGraph& g) {
     h.Add(static_cast<int64_t>(t.dtype));
     const bool initializer = t.producer == kNone && (t.category == TensorCategory::kParameter ||
                                                      t.category == TensorCategory::kConstant);
-    if (initializer) for (int64_t d : t.shape) h.Add(d);
+    if (every_shape || initializer) for (int64_t d : t.shape) h.Add(d);
     h.Add(int64_t{-3});
   }
   char buf[17];
@@ -59,28 +60,12 @@ std::string StructureFingerprint(const TrainingGraph& g) {
   return buf;
 }
 
+std::string StructureFingerprint(const TrainingGraph& g) { return GraphFingerprint(g, false, Fnv1a()); }
+
 std::string ModelFingerprint(const TrainingGraph& g) {
   Fnv1a h;
   h.Add(g.batch);
-  h.Add(static_cast<int64_t>(g.nodes.size()));
-  h.Add(static_cast<int64_t>(g.tensors.size()));
-  for (const Node& n : g.nodes) {
-    h.Add(n.name);
-    h.Add(n.op_type);
-    for (TensorId i : n.inputs) h.Add(static_cast<int64_t>(i));
-    h.Add(int64_t{-1});
-    for (TensorId o : n.outputs) h.Add(static_cast<int64_t>(o));
-    h.Add(int64_t{-2});
-  }
-  for (const Tensor& t : g.tensors) {
-    h.Add(t.name);
-    h.Add(static_cast<int64_t>(t.dtype));
-    for (int64_t d : t.shape) h.Add(d);
-    h.Add(int64_t{-3});
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h.value()));
-  return buf;
+  return GraphFingerprint(g, true, h);
 }
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
