@@ -21,6 +21,8 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file, 
 // memplan's per-op rule (which also evaluates shape arithmetic on known values).
 // Throws MemplanError naming the tensor and node that stay unknown.
 void ResolveShapes(TrainingGraph& g);
+// Throws naming every node whose op has no rule (before anything else reads the nodes).
+void RejectUnknownOps(const TrainingGraph& g);
 
 // Classifies tensors, appends the loss, propagates requires_grad / has_gradient, and applies
 // the per-op rules (FLOPs, saved tensors, views). Throws for ops without a rule.

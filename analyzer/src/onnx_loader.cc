@@ -467,6 +467,15 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     g.nodes.push_back(std::move(n));
   }
 
+  // ONNX's shape inference (1.12) assumes a sorted graph of known ops and crashes on others,
+  // so it gets the nodes in our order and only after every op has a rule.
+  {
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> sorted;
+    for (int k : order) sorted.Add()->Swap(graph.mutable_node(k));
+    graph.mutable_node()->Swap(&sorted);
+  }
+  RejectUnknownOps(g);
+
   // Each node against its op's definition, with the shapes declared so far (inputs and
   // initializers), before ONNX's shape inference divides by a stride of 0.
   for (const Node& n : g.nodes) {

@@ -6,16 +6,12 @@
 
 namespace memplan {
 
-namespace {
-
 void RejectUnknownOps(const TrainingGraph& g) {
   std::string unknown = DescribeNodesByOp(g, [](const Node& n) { return FindOpRule(n.op_type) == nullptr; });
   if (unknown.empty()) return;
   throw MemplanError(g.model_path + ": memplan has no rule for " + unknown +
                      ". Supported ops are listed by `memplan ops`; re-export the model with supported ops or add a rule.");
 }
-
-}  // namespace
 
 void ResolveShapes(TrainingGraph& g) {
   RejectUnknownOps(g);
