@@ -35,7 +35,7 @@ TEST_P(Corpus, RulesAloneAgreeWithOnnxInference) {
   if (LoadTrainingGraph(path, {}).opset > 17) GTEST_SKIP() << "the C++ ONNX library stops at opset 17: see RulesAgreeWithPythonOnnx";
   LoadOptions with_onnx, rules_only;
   with_onnx.batch = rules_only.batch = 2;
-  rules_only.onnx_shape_inference = false;
+  with_onnx.onnx_shape_inference = true;
   TrainingGraph a = LoadTrainingGraph(path, with_onnx);
   TrainingGraph b = LoadTrainingGraph(path, rules_only);
   ASSERT_EQ(a.tensors.size(), b.tensors.size());
