@@ -49,8 +49,6 @@ nlohmann::json AnalysisToJson(const Analysis& a) {
   }
   nlohmann::json dims = nlohmann::json::object();
   for (const auto& [k, v] : g.dims) dims[k] = v;
-  int64_t saved = 0;
-  for (const Node& n : g.nodes) for (const SavedExtra& e : n.saved_extras) saved += e.bytes;
   return {
       {"kind", "analysis"},
       {"memplan_version", MEMPLAN_VERSION},
