@@ -1,5 +1,7 @@
 // The one table of per-op rules: shape fallback (with constant evaluation for shape
 // arithmetic), FLOPs, what the backward pass saves, and which outputs are views.
+// This is what the rest of the analyzer reads; the rules themselves live in op_*.cc, listed in
+// op_rules_internal.h.
 //
 // Saved-for-backward mirrors LibTorch 1.13 autograd for the ATen op the executor lowers each
 // ONNX op to (tools/autograd/derivatives.yaml); that is what makes predictions match runs.

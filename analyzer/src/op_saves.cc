@@ -1,0 +1,178 @@
+// What each op's backward saves, mirroring LibTorch 1.13 autograd (derivatives.yaml) for the
+// ATen op the executor lowers it to.
+#include <algorithm>
+
+#include "op_rules_internal.h"
+
+namespace memplan {
+namespace rules {
+
+void SavesInputs01(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0, 1};  // convolution: input and weight
+}
+void SavesInput0(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0};
+}
+void SavesOutput0(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.outputs = {0};
+}
+void SavesBothInputs(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0, 1};
+}
+// mul / matmul / mm: the gradient of one operand needs the other.
+void SavesOtherOperand(const Node&, const std::vector<Tensor>&, const std::vector<bool>& g,
+                       SaveSpec& s) {
+  if (g[0]) s.inputs.push_back(1);
+  if (g[1]) s.inputs.push_back(0);
+}
+// at::matmul (LibTorch 1.13 LinearAlgebra.cpp) is composite: autograd saves what the
+// mm / bmm it calls receives. Both operands of rank <= 2: mm / mv on the operands. Rank >= 3
+// times a matrix: the batch is folded into the rows of tensor1.contiguous().view(-1, k).
+// Otherwise each operand is expanded to the broadcast batch and reshaped to [batch, n, m]
+// for bmm. Where that reshape (or contiguous()) cannot be a view, the operand is copied
+// into a new buffer, and the copy, not the operand, is what backward keeps.
+void SavesMatMul(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+  const Tensor& a = t[n.inputs[0]];
+  const Tensor& b = t[n.inputs[1]];
+  const size_t ra = a.shape.size(), rb = b.shape.size();
+  auto keep = [&](int i, bool is_view, const std::vector<int64_t>& mm_shape) {
+    const Tensor& x = t[n.inputs[i]];
+    if (is_view) s.inputs.push_back(i);
+    else s.extras.push_back({i == 0 ? "contiguous copy of A" : "contiguous copy of B", x.dtype, mm_shape,
+                             Numel(mm_shape) * static_cast<int64_t>(DTypeSize(x.dtype))});
+  };
+  if ((ra <= 2 && rb <= 2) || ra == 1 || rb == 1) return SavesOtherOperand(n, t, g, s);
+  if (rb == 2) {  // fold: mm(tensor1.contiguous().view(-1, k), tensor2)
+    if (g[0]) s.inputs.push_back(1);
+    if (g[1]) keep(0, IsContiguousLayout(a.shape, StridesOf(a)), {a.numel() / std::max<int64_t>(a.shape.back(), 1), a.shape.back()});
+    return;
+  }
+  std::vector<int64_t> ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  size_t r = std::max(ba.size(), bb.size());
+  std::vector<int64_t> batch(r, 1);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t da = i < r - ba.size() ? 1 : ba[i - (r - ba.size())];
+    int64_t db = i < r - bb.size() ? 1 : bb[i - (r - bb.size())];
+    batch[i] = da == 1 ? db : da;
+  }
+  auto bmm_operand = [&](int i) {  // tensor.expand(batch + [rows, cols]).reshape([B, rows, cols])
+    const Tensor& x = t[n.inputs[i]];
+    std::vector<int64_t> exp = batch;
+    exp.insert(exp.end(), x.shape.end() - 2, x.shape.end());
+    std::vector<int64_t> st = StridesOf(x), est(exp.size(), 0);
+    size_t off = exp.size() - x.shape.size();
+    for (size_t d = 0; d < x.shape.size(); ++d) est[off + d] = (x.shape[d] == 1 && exp[off + d] != 1) ? 0 : st[d];
+    std::vector<int64_t> bmm = {Numel(batch), x.shape[x.shape.size() - 2], x.shape.back()}, unused;
+    keep(i, ViewStrides(exp, est, bmm, &unused), bmm);
+  };
+  if (g[0]) bmm_operand(1);
+  if (g[1]) bmm_operand(0);
+}
+void SavesGemm(const Node& n, const std::vector<Tensor>&, const std::vector<bool>& g, SaveSpec& s) {
+  // addmm(C, A, B): grad A needs B, grad B needs A.
+  if (g[0]) s.inputs.push_back(1);
+  if (g[1]) s.inputs.push_back(0);
+}
+void SavesDiv(const Node&, const std::vector<Tensor>&, const std::vector<bool>& g, SaveSpec& s) {
+  if (g[0] || g[1]) s.inputs.push_back(1);
+  if (g[1]) s.inputs.push_back(0);
+}
+void SavesPow(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+  s.inputs = {0};
+  if (g[1]) { s.inputs.push_back(1); s.outputs.push_back(0); }
+}
+void SavesWhere(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0};  // the condition
+}
+void SavesGather(const Node&, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {1};  // the indices (embedding / index_select backward)
+}
+void SavesMaxPool(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0};
+  const Tensor& out = t[n.outputs[0]];
+  if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
+    s.outputs = {1};
+  } else {
+    s.extras.push_back({"indices", DType::kInt64, out.shape, out.numel() * 8});
+  }
+}
+void SavesInputAndOutput(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0};
+  s.outputs = {0};
+}
+bool BatchNormTraining(const Node& n) {
+  return n.attr_int("training_mode", 0) != 0 || (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
+}
+void SavesBatchNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0, 1, 3, 4};
+  const Tensor& x = t[n.inputs[0]];
+  int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
+  if (BatchNormTraining(n)) {
+    s.extras.push_back({"save_mean", DType::kFloat32, {channels}, channels * 4});
+    s.extras.push_back({"save_invstd", DType::kFloat32, {channels}, channels * 4});
+  }
+}
+void SavesLayerNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0, 1};
+  if (n.inputs.size() > 2 && n.inputs[2] != kNone) s.inputs.push_back(2);
+  const Tensor& x = t[n.inputs[0]];
+  int64_t r = static_cast<int64_t>(x.shape.size());
+  int64_t axis = n.attr_int("axis", -1);
+  if (axis < 0) axis += r;
+  std::vector<int64_t> stat(x.shape.begin(), x.shape.begin() + axis);
+  stat.resize(r, 1);
+  s.extras.push_back({"mean", DType::kFloat32, stat, Numel(stat) * 4});
+  s.extras.push_back({"rstd", DType::kFloat32, stat, Numel(stat) * 4});
+}
+void SavesInstanceNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0, 1};
+  const Tensor& x = t[n.inputs[0]];
+  int64_t nc = x.shape[0] * x.shape[1];
+  s.extras.push_back({"save_mean", DType::kFloat32, {nc}, nc * 4});
+  s.extras.push_back({"save_invstd", DType::kFloat32, {nc}, nc * 4});
+}
+void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  if (!DropoutIsActive(n, t)) return;
+  if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
+    s.outputs = {1};
+  } else {
+    const Tensor& x = t[n.inputs[0]];
+    s.extras.push_back({"mask", DType::kBool, x.shape, x.numel()});
+  }
+}
+void SavesScatter(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {1};  // the indices
+}
+void SavesTopK(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+  s.outputs = {1};
+}
+
+void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  const Tensor& x = t[n.inputs[0]];
+  s.extras.push_back({"log_probs", x.dtype, x.shape, x.bytes});
+}
+
+}  // namespace rules
+
+bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) {
+  // Dropout trains only when training_mode (input 2) is a known true and ratio is not 0.
+  if (n.inputs.size() > 2 && n.inputs[2] != kNone) {
+    const Tensor& mode = t[n.inputs[2]];
+    if (!mode.value || mode.value->numel() == 0 || mode.value->at(0) == 0) return false;
+  } else if (n.attr("is_test") == nullptr || n.attr_int("is_test", 0) != 0) {
+    return false;  // opset >= 12 without training_mode input: inference
+  }
+  if (n.inputs.size() > 1 && n.inputs[1] != kNone) {
+    const Tensor& ratio = t[n.inputs[1]];
+    if (ratio.value && ratio.value->numel() > 0 && ratio.value->at(0) == 0) return false;
+  }
+  return true;
+}
+
+bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t) {
+  if (n.op_type == "Dropout") return !DropoutIsActive(n, t);
+  if (n.op_type == "Cast") return t[n.inputs[0]].dtype == t[n.outputs[0]].dtype;
+  return false;
+}
+
+}  // namespace memplan
