@@ -85,16 +85,18 @@ using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&);
 // (only graph inputs and initializers are known then) and again before the shape rule.
 using ValidateFn = void (*)(const InferContext&);
 
+// One op type's rule. The table (op_rules_table.cc) names the fields it sets; the others keep
+// these defaults.
 struct OpRule {
-  const char* op_type;
-  InferFn infer;
-  FlopsFn flops;
-  double backward_factor;   // backward FLOPs / forward FLOPs
-  SaveFn saves;             // nullptr: saves nothing
-  uint32_t nondiff_inputs;  // bit i set: input i never receives a gradient
-  ViewKind view;
-  bool grad_is_view;        // backward hands back a view of the incoming gradient
-  bool differentiable;      // false: outputs never require grad (shape ops, comparisons)
+  const char* op_type = nullptr;
+  InferFn infer = nullptr;           // required
+  FlopsFn flops = nullptr;           // required
+  double backward_factor = 1.0;      // backward FLOPs / forward FLOPs
+  SaveFn saves = nullptr;            // nullptr: saves nothing
+  uint32_t nondiff_inputs = 0;       // bit i set: input i never receives a gradient
+  ViewKind view = ViewKind::kNone;
+  bool grad_is_view = false;         // backward hands back a view of the incoming gradient
+  bool differentiable = true;        // false: outputs never require grad (shape ops, comparisons)
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
   ValidateFn validate = nullptr;             // nullptr: nothing beyond the shape rule's checks
   // Bytes the forward op holds temporarily (in every mode: with autograd, without it while a
