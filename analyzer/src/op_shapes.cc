@@ -6,6 +6,20 @@
 #include "op_rules_internal.h"
 
 namespace memplan::rules {
+namespace {
+
+// Output 0 holds input 0's elements in `shape` (squeeze, unsqueeze, reshape); a constant
+// input's value carries over.
+void SetReshaped(InferContext& c, std::vector<int64_t> shape) {
+  if (const ConstValue* v = c.value(0)) {
+    ConstValue nv = *v;
+    nv.shape = std::move(shape);
+    return c.set_value(0, std::move(nv));
+  }
+  c.set(0, c.dtype(0), std::move(shape));
+}
+
+}  // namespace
 
 int64_t NormAxis(int64_t axis, int64_t rank, const InferContext& c) {
   if (axis < -rank || axis >= rank) {
@@ -56,12 +70,7 @@ void InferUnsqueeze(InferContext& c) {
     if (k < axes.size() && axes[k] == d) { out.push_back(1); ++k; }
     else out.push_back(c.shape(0)[j++]);
   }
-  if (const ConstValue* v = c.value(0)) {
-    ConstValue nv = *v;
-    nv.shape = out;
-    return c.set_value(0, std::move(nv));
-  }
-  c.set(0, c.dtype(0), out);
+  SetReshaped(c, std::move(out));
 }
 
 void InferSqueeze(InferContext& c) {
@@ -78,12 +87,7 @@ void InferSqueeze(InferContext& c) {
   }
   std::vector<int64_t> out;
   for (int64_t d = 0; d < c.rank(0); ++d) if (!drop[d]) out.push_back(c.shape(0)[d]);
-  if (const ConstValue* v = c.value(0)) {
-    ConstValue nv = *v;
-    nv.shape = out;
-    return c.set_value(0, std::move(nv));
-  }
-  c.set(0, c.dtype(0), out);
+  SetReshaped(c, std::move(out));
 }
 
 void InferConcat(InferContext& c) {
@@ -236,12 +240,7 @@ void InferReshape(InferContext& c) {
     c.fail("cannot reshape " + ShapeString(in) + " (" + std::to_string(total) + " elements) to " +
            ShapeString(out));
   }
-  if (const ConstValue* v = c.value(0)) {
-    ConstValue nv = *v;
-    nv.shape = out;
-    return c.set_value(0, std::move(nv));
-  }
-  c.set(0, c.dtype(0), out);
+  SetReshaped(c, std::move(out));
 }
 
 void InferFlatten(InferContext& c) {
