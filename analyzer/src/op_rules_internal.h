@@ -1,5 +1,5 @@
-// What the pieces of the op rule table share. Only the op_*.cc files and const_eval.cc include
-// this; the rest of the analyzer reads the table through op_rules.h.
+// What the pieces of the op rule table share (namespace memplan::rules). Only the files that
+// define rules include this; the rest of the analyzer reads the table through op_rules.h.
 //
 //   const_eval.cc      constant values: evaluating shape arithmetic (Shape, Range, Add, ...)
 //   op_shapes.cc       shape rules: elementwise, reshape and view ops, data movement
@@ -163,7 +163,6 @@ void ValidateConv(const InferContext& c);
 void ValidateConvTranspose(const InferContext& c);
 void ValidatePool(const InferContext& c);
 void ValidateFlatten(const InferContext& c);
-// MatMul and Gemm: both operands of one type (ONNX's constraint T).
 void ValidateContraction(const InferContext& c);
 
 }  // namespace memplan::rules
