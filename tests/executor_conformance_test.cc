@@ -1,6 +1,6 @@
-// The executor's kernels against ONNX's backend test cases (Debian libonnx-testdata):
-// every case whose op types the executor implements runs forward and is compared with the
-// expected outputs. Counts and failures are printed; skipped cases are listed by reason.
+// The executor's kernels against ONNX's backend test cases (Debian libonnx-testdata), one test
+// per case: a case whose op types the executor implements runs forward and is compared with
+// the expected outputs; it passes, or it is a known failure listed with its reason.
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -32,48 +32,65 @@ std::vector<std::string> Cases() {
   return out;
 }
 
+// Cases that fail, each with the reason. A case here that starts passing fails the test too,
+// so that the list stays true.
+const std::map<std::string, std::string>& KnownFailures() {
+  static const std::map<std::string, std::string> known = {
+      {"test_cast_FLOAT_to_BFLOAT16", "ONNX's expected data truncates to bfloat16; LibTorch rounds to nearest even"},
+      {"test_castlike_FLOAT_to_BFLOAT16", "ONNX's expected data truncates to bfloat16; LibTorch rounds to nearest even"},
+      {"test_castlike_FLOAT_to_BFLOAT16_expanded", "ONNX's expected data truncates to bfloat16; LibTorch rounds to nearest even"},
+  };
+  return known;
+}
+
+// One test per ONNX backend case.
+class OnnxNodeCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OnnxNodeCase, MatchesTheExpectedOutputs) {
+  const std::string& c = GetParam();
+  ConformanceResult r = RunConformanceCase(std::string(kNodeDir) + "/" + c);
+  if (r.skipped) {
+    std::string why = r.missing_ops.empty() ? r.message : "the executor lacks " + r.missing_ops[0];
+    GTEST_SKIP() << why;
+  }
+  auto known = KnownFailures().find(c);
+  if (known != KnownFailures().end()) {
+    EXPECT_FALSE(r.passed) << c << " passes now: remove it from KnownFailures()";
+    return;
+  }
+  EXPECT_TRUE(r.passed) << r.message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Onnx, OnnxNodeCase, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(OnnxNodeCase);
+
+// The cases as a whole: the executor's ops are exercised broadly, and the known failures exist.
 TEST(ExecutorConformance, OnnxBackendNodeTests) {
   std::vector<std::string> cases = Cases();
   if (cases.empty()) GTEST_SKIP() << kNodeDir << " not found: install libonnx-testdata";
-  std::set<std::string> executor_ops;
-  for (const std::string& op : ExecutorOpTypes()) if (op.rfind("memplan.", 0) != 0) executor_ops.insert(op);
   std::set<std::string> ops_exercised;
-  std::map<std::string, std::vector<std::string>> skipped_by_op;  // missing op -> cases
-  std::vector<std::string> other_skips, failures, randomized;
+  std::map<std::string, int> skipped_by_op;  // missing op -> cases
   int run = 0, passed = 0;
   for (const std::string& c : cases) {
     ConformanceResult r = RunConformanceCase(std::string(kNodeDir) + "/" + c);
     if (r.skipped) {
-      if (!r.missing_ops.empty()) skipped_by_op[r.missing_ops[0]].push_back(c);
-      else other_skips.push_back(c + ": " + r.message);
+      if (!r.missing_ops.empty()) ++skipped_by_op[r.missing_ops[0]];
       continue;
     }
     ++run;
+    passed += r.passed;
     for (const std::string& op : r.op_types) ops_exercised.insert(op);
-    if (r.passed) {
-      ++passed;
-      if (r.randomized) randomized.push_back(c);
-    } else {
-      failures.push_back(c + ": " + r.message);
-    }
   }
-  std::printf("conformance: %zu op types implemented, %zu exercised by the test data\n", executor_ops.size(),
-              ops_exercised.size());
-  std::printf("conformance: %d cases run, %d passed, %zu failed (%.1f%%); %zu cases skipped\n", run, passed,
-              failures.size(), run ? 100.0 * passed / run : 0.0,
-              cases.size() - static_cast<size_t>(run));
-  for (const std::string& f : failures) std::printf("  FAILED %s\n", f.c_str());
-  if (!randomized.empty()) {
-    std::printf("conformance: %zu random-output cases checked by type and shape only:", randomized.size());
-    for (const std::string& c : randomized) std::printf(" %s", c.c_str());
-    std::printf("\n");
-  }
-  for (const std::string& s : other_skips) std::printf("  skipped %s\n", s.c_str());
+  std::printf("conformance: %zu op types implemented, %zu exercised; %d cases run, %d passed; %zu skipped\n",
+              ExecutorOpTypes().size(), ops_exercised.size(), run, passed, cases.size() - static_cast<size_t>(run));
   std::printf("conformance: skipped for ops the executor lacks:");
-  for (const auto& [op, cs] : skipped_by_op) std::printf(" %s(%zu)", op.c_str(), cs.size());
+  for (const auto& [op, n] : skipped_by_op) std::printf(" %s(%d)", op.c_str(), n);
   std::printf("\n");
   EXPECT_GT(run, 400);
-  EXPECT_GE(passed, 0.95 * run) << "fewer than 95% of the supported cases pass";
+  for (const auto& [c, why] : KnownFailures()) {
+    EXPECT_TRUE(std::find(cases.begin(), cases.end(), c) != cases.end()) << c << " is listed as failing but does not exist";
+  }
 }
 
 }  // namespace

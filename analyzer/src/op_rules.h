@@ -107,9 +107,6 @@ struct OpRule {
 // Runs the node's ValidateFn (if its op has a rule and the rule one).
 void ValidateNode(const Node& node, std::vector<Tensor>& tensors);
 
-// Whether a Dropout node drops anything (training mode and a ratio that is not 0).
-bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
-
 // Whether the executor runs the node as the identity (inactive Dropout, Cast to the same
 // type): no autograd node, so the input's gradient is the output's gradient itself.
 bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t);

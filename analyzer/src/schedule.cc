@@ -47,18 +47,13 @@ std::string Schedule::StepLabel(const TrainingGraph& g, size_t step) const {
   return label;
 }
 
-bool IsPersistent(const Tensor& t) {
-  return t.category == TensorCategory::kInput || t.category == TensorCategory::kParameter ||
-         t.category == TensorCategory::kConstant;
-}
-
 PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
   PersistentBuffers p;
   p.setup.phase = Phase::kSetup;
   p.param_grad.assign(g.tensors.size(), kNone);
   p.storage.assign(g.tensors.size(), kNone);
   for (const Tensor& t : g.tensors) {
-    if (!IsPersistent(t) || t.is_view()) continue;
+    if (!t.is_persistent() || t.is_view()) continue;
     MemoryCategory c = t.category == TensorCategory::kInput       ? MemoryCategory::kInput
                        : t.category == TensorCategory::kParameter ? MemoryCategory::kParameter
                                                                   : MemoryCategory::kConstant;
@@ -187,11 +182,13 @@ Schedule BuildTrainingSchedule(const TrainingGraph& g) {
   std::vector<std::vector<BufferId>> extras(num_nodes);
   std::vector<std::vector<BufferId>> free_after_backward(num_nodes);
   std::vector<std::vector<BufferId>> free_after_forward(num_nodes);
+  std::vector<std::vector<BufferId>> handed_after_forward(num_nodes);
   for (const Tensor& t : g.tensors) {
     if (t.is_view() || storage[t.id] != kNone || t.producer == kNone) continue;
     storage[t.id] = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
     if (first_saver[t.id] < static_cast<NodeId>(num_nodes)) {
       free_after_backward[first_saver[t.id]].push_back(storage[t.id]);
+      handed_after_forward[last_forward[t.id]].push_back(storage[t.id]);
     } else {
       free_after_forward[last_forward[t.id]].push_back(storage[t.id]);
     }
@@ -212,6 +209,7 @@ Schedule BuildTrainingSchedule(const TrainingGraph& g) {
     }
     AddForwardWorkspace(n, s, step);
     step.frees.insert(step.frees.end(), free_after_forward[n.id].begin(), free_after_forward[n.id].end());
+    step.handed_to_backward = std::move(handed_after_forward[n.id]);
     s.steps.push_back(std::move(step));
   }
 

@@ -52,6 +52,13 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
       t.peak_bytes = current;
       t.peak_step = static_cast<int32_t>(i);
     }
+    for (BufferId b : step.handed_to_backward) {
+      check(b, i);
+      if (!alive[b]) {
+        throw MemplanError("schedule step " + std::to_string(i) + " hands '" + s.buffers[b].name +
+                           "' to the backward while it is not alive");
+      }
+    }
     for (BufferId b : step.frees) {
       check(b, i);
       if (!alive[b]) {

@@ -136,9 +136,12 @@ std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>&
   return ContiguousStrides(out.shape);
 }
 
-ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>& t) {
+// How output `o` of the node relates to its first input's storage.
+ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>& t, size_t o) {
   if (n.op_type == "Dropout" && !DropoutIsActive(n, t)) {
-    return ViewKind::kView;  // inference-mode (or ratio 0) dropout is the identity, mask or not
+    // Inference-mode (or ratio 0) dropout is the identity; a wanted mask is a fresh all-true
+    // tensor (PyTorch and ONNX Runtime materialise it).
+    return o == 0 ? ViewKind::kView : ViewKind::kNone;
   }
   if (n.op_type == "Cast" && t[n.inputs[0]].dtype == t[n.outputs[0]].dtype) return ViewKind::kView;
   return r.view;
@@ -315,10 +318,10 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors) : 0;
     n.backward_workspace_bytes = n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
     // Storage: views share their input's storage.
-    ViewKind view = EffectiveView(n, *r, g.tensors);
     std::vector<int> inplace = InPlaceOutputs(n);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (n.outputs[o] == kNone) continue;
+      const ViewKind view = EffectiveView(n, *r, g.tensors, o);
       Tensor& t = g.tensors[n.outputs[o]];
       if (t.category == TensorCategory::kConstant) continue;
       if (inplace[o] != kNone && inplace[o] < static_cast<int>(n.inputs.size()) && n.inputs[inplace[o]] != kNone) {

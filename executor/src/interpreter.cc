@@ -1,5 +1,6 @@
-// The training step on LibTorch: setup (weights, optimizer state, batch), forward with the
-// IR's liveness, the loss, backward, the optimizer, and plan execution with recompute.
+// The training step on LibTorch: setup (weights, optimizer state, batch), forward, the loss,
+// backward, the optimizer, and plan execution with recompute. When a value is dropped is not
+// decided here: the executor carries out the planner's schedule (BuildSegmentedSchedule).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/SequenceNumber.h>
@@ -24,6 +25,7 @@
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
 #include "memplan/onnx_convert.h"
+#include "memplan/plan.h"
 #include "meter.h"
 #include "tensor_io.h"
 
@@ -48,23 +50,11 @@ void CheckExecutorSupports(const TrainingGraph& g) {
 }
 
 void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
-  if (segments.empty()) return;
-  NodeId next = 0;
-  for (size_t s = 0; s < segments.size(); ++s) {
-    if (segments[s].empty()) throw MemplanError("the plan's segment " + std::to_string(s) + " is empty");
-    for (NodeId n : segments[s]) {
-      if (n != next) {
-        throw MemplanError("the plan's segments are not a contiguous partition of the model's " +
-                           std::to_string(g.nodes.size()) + " nodes (segment " + std::to_string(s) + " has node " +
-                           std::to_string(n) + " where node " + std::to_string(next) +
-                           " was expected); re-plan with `memplan plan` for this model");
-      }
-      ++next;
-    }
-  }
-  if (next != static_cast<NodeId>(g.nodes.size())) {
-    throw MemplanError("the plan's segments cover " + std::to_string(next) + " of the model's " + std::to_string(g.nodes.size()) +
-                       " nodes; re-plan with `memplan plan` for this model");
+  try {
+    (void)CutsFromSegments(g, segments);  // the planner's one validation of a segmentation
+  } catch (const MemplanError& e) {
+    throw MemplanError(std::string("the plan does not fit this model: ") + e.what() +
+                       "; re-plan with `memplan plan` for this model");
   }
 }
 
@@ -98,11 +88,6 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += (i ? ", " : "") + std::to_string(shape[i]);
   return s + "]";
-}
-
-bool IsPersistent(const Tensor& t) {
-  return t.category == TensorCategory::kInput || t.category == TensorCategory::kParameter ||
-         t.category == TensorCategory::kConstant;
 }
 
 c10::Device ParseDevice(const std::string& s) {
@@ -180,7 +165,7 @@ std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction&) {
   if (between > t.last_end_bytes) {
     // Something was allocated and freed between two backward functions (the engine
     // summing gradients that meet at a tensor).
-    t.events->push_back({"between", t.last, "engine", t.meter->current(), between});
+    t.events->push_back({"between", t.last, "engine", t.meter->current(), between, {}});
   }
   *t.step_peak = std::max(*t.step_peak, between);
   t.meter->ResetPeak();
@@ -193,7 +178,7 @@ void TraceEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   int64_t seq = fn.seqNr();
   NodeId n = t.NodeOf(seq);
   if (seq >= 0) t.last = n;
-  t.events->push_back({t.phase, n, fn.name(), t.meter->current(), t.meter->peak()});
+  t.events->push_back({t.phase, n, fn.name(), t.meter->current(), t.meter->peak(), {}});
   *t.step_peak = std::max(*t.step_peak, t.meter->peak());
   t.meter->ResetPeak();
   t.last_end_bytes = t.meter->current();
@@ -213,7 +198,7 @@ class Trainer {
   void MakeBatch();
   void SelectMicroBatch(int64_t m);
   int64_t IndexBound(TensorId t) const;
-  void PlanLiveness();
+  void FollowSchedule();
   void Step(int64_t step, StepStats* stats);
   // Runs the forward of one segment. `grad` false: no autograd, checkpoints are stored.
   void Forward(size_t segment, bool grad, bool recompute);
@@ -235,9 +220,12 @@ class Trainer {
   std::vector<std::map<std::string, at::Tensor>> tensor_attrs_;  // node -> TENSOR attributes
   std::vector<const Kernel*> kernels_;
   std::vector<bool> skip_node_;                         // every output folded to a constant
-  // Liveness: tensors to release after a node ran in a forward pass.
-  std::vector<std::vector<TensorId>> release_after_;
-  std::vector<bool> is_checkpoint_;                    // read by a later segment
+  // From the schedule: the values to drop after a node's forward / recompute step (the
+  // buffers it frees or hands to the backward, with every tensor sharing their storage).
+  std::vector<std::vector<TensorId>> release_forward_, release_recompute_;
+  // Values of buffers a segment's backward frees (checkpoints, recomputed outputs, views of
+  // them taken in later segments): dropped when that segment's backward ends.
+  std::vector<std::vector<TensorId>> release_backward_;
   std::vector<std::vector<TensorId>> checkpoints_out_;  // segment -> checkpoints it produces
   std::vector<std::vector<TensorId>> checkpoints_free_;  // segment -> checkpoints freed after its backward
 
@@ -331,16 +319,12 @@ at::Tensor Trainer::InitialValue(const Tensor& t, const exec::ModelData& model, 
 
 void Trainer::Setup() {
   CheckExecutorSupports(g_);
-  CheckSegments(g_, opt_.segments);
   if (g_.loss == kNone) throw MemplanError(g_.model_path + ": the graph has no loss");
+  CheckSegments(g_, opt_.segments);
   segments_ = opt_.segments;
   if (segments_.empty()) {
     segments_.emplace_back();
     for (const Node& n : g_.nodes) segments_[0].push_back(n.id);
-  }
-  if (g_.tensors[g_.loss].producer != kNone &&
-      std::find(segments_.back().begin(), segments_.back().end(), g_.tensors[g_.loss].producer) == segments_.back().end()) {
-    throw MemplanError("the plan's last segment does not hold the loss node; re-plan with `memplan plan`");
   }
   if (opt_.threads > 0) at::set_num_threads(opt_.threads);
   if (opt_.micro_batches < 1) throw MemplanError("micro_batches must be at least 1");
@@ -380,7 +364,7 @@ void Trainer::Setup() {
 
   // Persistent tensors: parameters (with zeroed gradients), constants, the batch.
   for (const Tensor& t : g_.tensors) {
-    if (!IsPersistent(t) || t.category == TensorCategory::kInput) continue;
+    if (!t.is_persistent() || t.category == TensorCategory::kInput) continue;
     at::Tensor v;
     if (t.category == TensorCategory::kConstant && t.producer != kNone) {
       v = FromConstValue(*t.value);
@@ -406,7 +390,7 @@ void Trainer::Setup() {
     if (mult >= 2) state2_[p] = at::zeros_like(persistent_[p]);
   }
   MakeBatch();
-  PlanLiveness();
+  FollowSchedule();
 }
 
 void Trainer::MakeBatch() {
@@ -467,31 +451,81 @@ void Trainer::SelectMicroBatch(int64_t m) {
   }
 }
 
-void Trainer::PlanLiveness() {
-  const size_t nt = g_.tensors.size(), ns = segments_.size();
-  segment_of_.assign(g_.nodes.size(), 0);
+void Trainer::FollowSchedule() {
+  const size_t nt = g_.tensors.size(), nn = g_.nodes.size(), ns = segments_.size();
+  segment_of_.assign(nn, 0);
   for (size_t s = 0; s < ns; ++s) for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
-  release_after_.assign(g_.nodes.size(), {});
-  is_checkpoint_.assign(nt, false);
+  const Schedule schedule = BuildSegmentedSchedule(g_, opt_.segments);
+  // A buffer holds one storage; the executor holds a value per tensor sharing it. The loss is
+  // the backward's root, held by Step() itself.
+  std::vector<std::vector<TensorId>> sharing(nt);
+  for (const Tensor& t : g_.tensors) {
+    if (t.is_persistent() || t.producer == kNone || t.storage == g_.tensors[g_.loss].storage) continue;
+    sharing[t.storage].push_back(t.id);
+  }
+  auto tensors_of = [&](BufferId b) -> const std::vector<TensorId>& {
+    static const std::vector<TensorId> none;
+    const Buffer& buf = schedule.buffers[b];
+    if (buf.category != MemoryCategory::kActivation || buf.tensor == kNone) return none;
+    return sharing[g_.tensors[buf.tensor].storage];
+  };
+  std::vector<size_t> freed_at(schedule.buffers.size(), schedule.steps.size());
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    for (BufferId b : schedule.steps[i].frees) freed_at[b] = i;
+  }
+  release_forward_.assign(nn, {});
+  release_recompute_.assign(nn, {});
+  release_backward_.assign(ns, {});
   checkpoints_out_.assign(ns, {});
   checkpoints_free_.assign(ns, {});
-  for (const Tensor& t : g_.tensors) {
-    if (IsPersistent(t) || t.producer == kNone) continue;
-    int ps = segment_of_[t.producer];
-    NodeId last = t.producer;
-    int earliest_later = -1;
-    for (NodeId c : t.consumers) {
-      int cs = segment_of_[c];
-      if (cs == ps) last = std::max(last, c);
-      else if (cs > ps && (earliest_later < 0 || cs < earliest_later)) earliest_later = cs;
+  for (const memplan::Step& step : schedule.steps) {
+    if (step.node == kNone) continue;
+    if (step.phase == Phase::kBackward) {
+      for (BufferId b : step.frees) {
+        for (TensorId t : tensors_of(b)) release_backward_[segment_of_[step.node]].push_back(t);
+      }
+      continue;
     }
-    if (t.id == g_.loss) continue;  // the backward root
-    if (earliest_later >= 0) {
-      is_checkpoint_[t.id] = true;
-      checkpoints_out_[ps].push_back(t.id);
-      checkpoints_free_[earliest_later].push_back(t.id);
+    const bool forward = step.phase == Phase::kForward || step.phase == Phase::kLoss;
+    if (!forward && step.phase != Phase::kRecompute) continue;
+    std::vector<TensorId>& release = (forward ? release_forward_ : release_recompute_)[step.node];
+    for (const auto* list : {&step.frees, &step.handed_to_backward}) {
+      for (BufferId b : *list) for (TensorId t : tensors_of(b)) release.push_back(t);
+    }
+    // A checkpoint: allocated in the forward of an earlier segment, freed in a later phase.
+    const int k = segment_of_[step.node];
+    if (!forward || k + 1 == static_cast<int>(ns)) continue;
+    for (BufferId b : step.allocs) {
+      if (tensors_of(b).empty() || freed_at[b] == schedule.steps.size()) continue;
+      const memplan::Step& free_step = schedule.steps[freed_at[b]];
+      if (free_step.phase == Phase::kForward || free_step.phase == Phase::kLoss) continue;
+      for (TensorId t : tensors_of(b)) {
+        if (segment_of_[g_.tensors[t].producer] != k) continue;  // a later segment's view of it
+        checkpoints_out_[k].push_back(t);
+        checkpoints_free_[segment_of_[free_step.node]].push_back(t);
+      }
+    }
+  }
+  // Views of parameters and constants (a class token expanded, a position table sliced) have
+  // no buffer: they cost nothing, so the schedule says nothing about them. The executor drops
+  // each after its last reader in its segment; one a later segment reads is kept as a
+  // checkpoint so that the gradient reaches the parameter through it.
+  for (const Tensor& t : g_.tensors) {
+    if (t.is_persistent() || t.producer == kNone || !g_.tensors[t.storage].is_persistent()) continue;
+    const int k = segment_of_[t.producer];
+    NodeId last = t.producer;
+    int later = -1;
+    for (NodeId c : t.consumers) {
+      const int j = segment_of_[c];
+      if (j == k) last = std::max(last, c);
+      else if (j > k && (later < 0 || j < later)) later = j;
+    }
+    if (later >= 0) {
+      checkpoints_out_[k].push_back(t.id);
+      checkpoints_free_[later].push_back(t.id);
     } else {
-      release_after_[last].push_back(t.id);
+      release_forward_[last].push_back(t.id);
+      release_recompute_[last].push_back(t.id);
     }
   }
 }
@@ -505,7 +539,12 @@ void Trainer::SeedFor(int64_t step, NodeId node) {
 
 void Trainer::NoteTrace(const std::string& phase, NodeId node) {
   if (!tracing_) return;
-  trace_.push_back({phase, node, "", meter_.current(), meter_.peak()});
+  trace_.push_back({phase, node, "", meter_.current(), meter_.peak(), {}});
+  if (node != kNone) {
+    for (size_t t = 0; t < values_.size(); ++t) {
+      if (values_[t].defined() || ckpt_[t].defined()) trace_.back().held.push_back(static_cast<TensorId>(t));
+    }
+  }
   trace_peak_ = std::max(trace_peak_, meter_.peak());
   meter_.ResetPeak();
 }
@@ -515,7 +554,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   if (skip_node_[n.id]) {
     // A folded node (Shape, Size, ...) computes nothing, but it may be a value's last reader:
     // release it here too, or the value stays referenced until the next step overwrites it.
-    for (TensorId t : release_after_[n.id]) values_[t].reset();
+    for (TensorId t : (recompute ? release_recompute_ : release_forward_)[n.id]) values_[t].reset();
     return;
   }
   OpCall call;
@@ -530,6 +569,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     call.random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL + static_cast<uint64_t>(n.id)));
     call.batch_rows = g_.batch;
     call.batch_row_offset = micro_ * g_.batch;
+    call.training_mode = DropoutIsActive(n, g_.tensors);  // Dropout's mode: the analyzer's rule
   }
   uint64_t seq0 = tracing_ ? at::sequence_number::peek() : 0;
   std::vector<at::Tensor> outs = (*kernels_[n.id])(call);
@@ -550,7 +590,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     values_[o] = std::move(outs[k]);
   }
   outs.clear();
-  for (TensorId t : release_after_[n.id]) values_[t].reset();
+  for (TensorId t : (recompute ? release_recompute_ : release_forward_)[n.id]) values_[t].reset();
 }
 
 void Trainer::Forward(size_t segment, bool grad, bool recompute) {
@@ -594,6 +634,7 @@ void Trainer::Backward(size_t segment) {
     ckpt_grad_[c].reset();
   }
   if (segment + 1 == segments_.size()) loss_ = at::Tensor();
+  for (TensorId t : release_backward_[segment]) values_[t].reset();
   // Checkpoints whose earliest reader is this segment: keep only their gradient.
   for (TensorId c : checkpoints_free_[segment]) {
     if (ckpt_[c].defined() && ckpt_[c].requires_grad()) {
@@ -655,7 +696,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     tracer.events = &trace_;
     tracer.step_peak = &trace_peak_;
     tracer.last_end_bytes = INT64_MAX;
-    trace_.push_back({"setup", kNone, "", meter_.current(), meter_.peak()});
+    trace_.push_back({"setup", kNone, "", meter_.current(), meter_.peak(), {}});
     meter_.ResetPeak();
     handle = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
                                        .scopes({at::RecordScope::BACKWARD_FUNCTION}));

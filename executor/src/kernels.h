@@ -6,6 +6,7 @@
 #include <c10/core/GradMode.h>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct OpCall {
   // row_offset + batch_rows) draws exactly the full batch's values there, so micro-batched
   // plans keep the unplanned step's math. The same seed on recompute reproduces the mask.
   uint64_t random_seed = 0;
+  // Whether a Dropout trains, decided by the analyzer's rule (DropoutIsActive) for a training
+  // graph; unset (an ONNX test case) the kernel reads its training_mode input.
+  std::optional<bool> training_mode;
   int64_t batch_row_offset = 0;
   int64_t batch_rows = 0;  // rows of the batch axis this call holds (0: unknown)
 

@@ -30,6 +30,7 @@ uint64_t SplitMix64(uint64_t x) {
 }
 
 bool DropoutActive(const OpCall& c) {
+  if (c.training_mode) return *c.training_mode;
   if (c.has(2)) {
     if (c.in[2].numel() == 0 || ToDouble(c.in[2]) == 0) return false;
   } else if (c.opset >= 12 || !c.has_attr("is_test") || c.attr_int("is_test", 0) != 0) {

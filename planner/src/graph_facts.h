@@ -9,9 +9,6 @@
 
 namespace memplan::planner {
 
-// Inputs, parameters and constants (including computed constants) live for the whole step.
-bool IsPersistentTensor(const Tensor& t);
-
 struct GraphFacts {
   int num_nodes = 0;
   NodeId loss_node = kNone;  // the producer of the loss; cuts lie in [1, loss_node]

@@ -61,7 +61,7 @@ Plan RunManual(Context& ctx, const PlanOptions& o) {
                          " (see the tensor names in `memplan analyze --json`)");
     }
     const Tensor& t = g.tensors[it->second];
-    if (IsPersistentTensor(t) || t.producer == kNone) {
+    if (t.is_persistent() || t.producer == kNone) {
       throw MemplanError("checkpoint '" + name + "' is " + PersistentKind(t) +
                          ", which is kept for the whole step anyway; name activations");
     }

@@ -10,18 +10,13 @@
 namespace memplan {
 namespace planner {
 
-bool IsPersistentTensor(const Tensor& t) {
-  return t.category == TensorCategory::kInput || t.category == TensorCategory::kParameter ||
-         t.category == TensorCategory::kConstant;
-}
-
 GraphFacts ComputeGraphFacts(const TrainingGraph& g) {
   GraphFacts f;
   f.num_nodes = static_cast<int>(g.nodes.size());
   f.loss_node = g.loss == kNone ? kNone : g.tensors[g.loss].producer;
   f.root_of.assign(g.tensors.size(), -1);
   for (const Tensor& t : g.tensors) {
-    if (t.is_view() || IsPersistentTensor(t) || t.producer == kNone) continue;
+    if (t.is_view() || t.is_persistent() || t.producer == kNone) continue;
     f.root_of[t.id] = static_cast<int32_t>(f.roots.size());
     f.roots.push_back(t.id);
     GraphFacts::Root r;
@@ -98,7 +93,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
   s.steps.push_back(persistent.setup);
 
   std::vector<std::vector<BufferId>> free_forward(num_nodes), free_recompute(num_nodes),
-      free_backward(num_nodes);
+      free_backward(num_nodes), handed_forward(num_nodes), handed_recompute(num_nodes);
   std::vector<std::vector<BufferId>> free_at_segment_end(num_segments);
   std::vector<std::vector<BufferId>> extras(num_nodes);
 
@@ -114,9 +109,10 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       BufferId b = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
       step.allocs.push_back(b);
       if (k == last) {
-        if (root.first_saver != kNone)
+        if (root.first_saver != kNone) {
           free_backward[root.first_saver].push_back(b);
-        else
+          handed_forward[root.last_reader].push_back(b);
+        } else
           free_forward[root.last_reader].push_back(b);
       } else if (border(r)) {
         // A checkpoint: freed after the backward of the earliest later segment reading it.
@@ -140,6 +136,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
     }
     AddForwardWorkspace(n, s, step);
     for (BufferId b : free_forward[n.id]) step.frees.push_back(b);
+    step.handed_to_backward = std::move(handed_forward[n.id]);
     s.steps.push_back(std::move(step));
   }
 
@@ -162,9 +159,10 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
           step.allocs.push_back(b);
           if (border(r))
             deferred.push_back(b);
-          else if (root.first_saver != kNone)
+          else if (root.first_saver != kNone) {
             free_backward[root.first_saver].push_back(b);
-          else
+            handed_recompute[root.last_reader].push_back(b);
+          } else
             free_recompute[root.last_reader].push_back(b);
         }
         for (const SavedExtra& e : n.saved_extras) {
@@ -175,6 +173,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
         }
         AddForwardWorkspace(n, s, step);
         for (BufferId b : free_recompute[id]) step.frees.push_back(b);
+        step.handed_to_backward = std::move(handed_recompute[id]);
         s.steps.push_back(std::move(step));
       }
     }
@@ -309,8 +308,8 @@ std::vector<TensorId> SegmentCheckpoints(const TrainingGraph& g,
   }
   std::vector<TensorId> out;
   for (const Tensor& t : g.tensors) {
-    if (t.producer == kNone || planner::IsPersistentTensor(t)) continue;
-    if (t.storage != kNone && planner::IsPersistentTensor(g.tensors[t.storage])) continue;
+    if (t.producer == kNone || t.is_persistent()) continue;
+    if (t.storage != kNone && g.tensors[t.storage].is_persistent()) continue;
     for (NodeId c : t.consumers) {
       if (seg_of[c] > seg_of[t.producer]) {
         out.push_back(t.id);

@@ -105,4 +105,15 @@ void GraphBuilder::Save(const std::string& path) const {
   out << Bytes();
 }
 
+std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k) {
+  std::vector<std::vector<NodeId>> segments;
+  NodeId n = static_cast<NodeId>(g.nodes.size());
+  for (int s = 0; s < k; ++s) {
+    std::vector<NodeId> seg;
+    for (NodeId i = n * s / k; i < n * (s + 1) / k; ++i) seg.push_back(i);
+    segments.push_back(seg);
+  }
+  return segments;
+}
+
 }  // namespace memplan::testing

@@ -49,4 +49,7 @@ class GraphBuilder {
   int64_t opset_ = 17;
 };
 
+// `k` contiguous segments of (roughly) equal node counts: a plan's segmentation for tests.
+std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k);
+
 }  // namespace memplan::testing

@@ -52,6 +52,10 @@ struct Step {
   NodeId node = kNone;  // kNone for setup / optimizer steps
   std::vector<BufferId> allocs;  // allocated before the step's work; all alive together
   std::vector<BufferId> frees;   // freed after the step's work
+  // Activations whose last forward reader is this step but which a backward step saved for
+  // later (that step frees them): an executor drops its own reference here, autograd keeps
+  // the memory. Forward and recompute steps only.
+  std::vector<BufferId> handed_to_backward;
 };
 
 struct Schedule {

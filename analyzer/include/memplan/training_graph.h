@@ -88,6 +88,11 @@ struct Tensor {
 
   int64_t numel() const;
   bool is_view() const { return storage != id; }
+  // Alive for the whole run (inputs, parameters, constants): never an activation to free.
+  bool is_persistent() const {
+    return category == TensorCategory::kInput || category == TensorCategory::kParameter ||
+           category == TensorCategory::kConstant;
+  }
 };
 
 // A buffer the forward op allocates only for the backward pass (max-pool indices, dropout
@@ -195,6 +200,12 @@ TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& opti
 // The same from serialized ModelProto bytes (tests build models in memory).
 TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,
                                          const LoadOptions& options = {});
+
+// Whether a Dropout node drops anything in training: a training_mode known to be true (or
+// opset < 12 without is_test) and a ratio that is not known to be 0. The op fact the analyzer
+// and the executor both follow (an inactive Dropout is the identity; its mask, if wanted, is
+// a fresh all-true tensor).
+bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
 
 // The nodes `pick` selects, grouped by op type, as error messages name them:
 // "op A (node 'a1' and 2 more); op B (node 'b1')". Empty when none is picked.

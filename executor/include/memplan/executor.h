@@ -43,6 +43,9 @@ struct TraceEvent {
   std::string op;           // the autograd function, for backward events
   int64_t bytes_after = 0;  // allocator bytes alive after the event
   int64_t peak_during = 0;  // highest allocator bytes seen during the event
+  // Forward, loss and recompute events: the activations (and views of them) the executor
+  // holds after the node, sorted. Autograd's saved tensors are not among them.
+  std::vector<TensorId> held;
 };
 
 struct RunOptions {
