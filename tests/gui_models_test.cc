@@ -65,12 +65,9 @@ ItemPtr TinyModel() {
 
 // A sqrt plan of the tiny model: 3 KiB peak for a 3500 B budget, recomputing 5e5 of 2e6 FLOPs.
 ItemPtr TinyPlan() {
-  auto p = std::make_shared<Item>();
+  auto p = std::make_shared<Item>(*TinyModel());
   p->kind = SourceKind::kPlan;
   p->title = "plan.json";
-  p->model = "/models/tiny.onnx";
-  p->batch = 4;
-  p->baseline_peak_bytes = 4096;
   p->strategy = "sqrt";
   p->budget_bytes = 3500;
   p->plan_peak_bytes = 3072;
@@ -148,18 +145,14 @@ TEST(GuiModels, FilesShowTheirStatus) {
 }
 
 TEST(GuiModels, AliveListsTheBuffersOfAStep) {
-  // Parameter p (100 B) from step 0; activation a (40 B) from step 1 to 2; b (60 B) from step 2.
-  Schedule s;
-  BufferId p = s.AddBuffer({"p", 100, MemoryCategory::kParameter, kNone});
-  BufferId a = s.AddBuffer({"a", 40, MemoryCategory::kActivation, kNone});
-  BufferId b = s.AddBuffer({"b", 60, MemoryCategory::kActivation, kNone});
-  s.steps.push_back({Phase::kSetup, kNone, {p}, {}});
-  s.steps.push_back({Phase::kForward, kNone, {a}, {}});
-  s.steps.push_back({Phase::kForward, kNone, {b}, {a}});
+  // What AliveAt returns during a step: parameter p (100 B) and activations b (60 B), a (40 B).
+  std::vector<AliveBuffer> alive = {{0, "p", MemoryCategory::kParameter, 100},
+                                    {2, "b", MemoryCategory::kActivation, 60},
+                                    {1, "a", MemoryCategory::kActivation, 40}};
   AliveModel model;
   auto tester = Attach(&model);
-  model.setRows(AliveAt(s, 2));
-  ASSERT_EQ(model.rowCount(), 3);  // p, b, a: during step 2, a is not freed yet
+  model.setRows(alive);
+  ASSERT_EQ(model.rowCount(), 3);
   EXPECT_EQ(Text(model, 0, AliveModel::kTensor), "p");
   EXPECT_EQ(Text(model, 0, AliveModel::kCategory), "parameters");
   EXPECT_EQ(Text(model, 1, AliveModel::kTensor), "b");
