@@ -53,6 +53,15 @@ TEST(GuiDocument, ReplayByCategoryOnToySchedule) {
   EXPECT_EQ(Sum(r[2]), 200);  // 100 parameter + 100 activations: the peak
 }
 
+TEST(GuiDocument, ReplayByCategoryUsesTheSimulatorsAccounting) {
+  // The CUDA caching allocator's 512-byte blocks: every buffer of the toy schedule takes one.
+  std::vector<CategoryBytes> r = ReplayByCategory(ToySchedule(), AllocatorPolicy::kCudaCaching);
+  const int param = static_cast<int>(MemoryCategory::kParameter), act = static_cast<int>(MemoryCategory::kActivation);
+  EXPECT_EQ(r[2][param], 512);
+  EXPECT_EQ(r[2][act], 1024);  // a and b: 2 blocks
+  EXPECT_EQ(Sum(r[2]), Simulate(ToySchedule(), {AllocatorPolicy::kCudaCaching}).peak_bytes);  // 3 x 512
+}
+
 TEST(GuiDocument, AliveAtListsLargestFirst) {
   std::vector<AliveBuffer> alive = AliveAt(ToySchedule(), 2);
   ASSERT_EQ(alive.size(), 3u);  // p, a, b
@@ -126,6 +135,7 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   nlohmann::json plan = {{"kind", "plan"}, {"memplan_version", "0.1.0"}, {"model", "m.onnx"}, {"batch", 8},
                          {"strategy", "sqrt"}, {"budget_bytes", 1000}, {"predicted_peak_bytes", 900},
                          {"baseline_peak_bytes", 1500}, {"recompute_flops", 50.0}, {"forward_flops", 200.0},
+                         {"overhead", 0.25},
                          {"checkpoints", {"t1", "t2"}}, {"sections", {{"n1", "n2"}, {"n3"}}}, {"feasible", true},
                          {"solve_seconds", 0.01},
                          {"timeline", {{{"event", "setup"}, {"phase", "setup"}, {"bytes", 100}},
@@ -136,7 +146,7 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   EXPECT_EQ(p.strategy, "sqrt");
   EXPECT_EQ(p.plan_peak_bytes, 900);
   EXPECT_EQ(p.baseline_peak_bytes, 1500);
-  EXPECT_DOUBLE_EQ(p.overhead, 0.25);  // 50 / 200
+  EXPECT_DOUBLE_EQ(p.overhead, 0.25);  // the planner's 50 / 200, read, not derived
   EXPECT_EQ(p.feasible, 1);
   EXPECT_EQ(p.checkpoints.size(), 2u);
   EXPECT_EQ(p.num_sections, 2);

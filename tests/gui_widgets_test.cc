@@ -16,6 +16,7 @@
 
 #include "lifetime_view.h"
 #include "main_window.h"
+#include "plan_worker.h"
 #include "timeline_chart.h"
 #include "testing/corpus.h"
 

@@ -12,6 +12,33 @@ namespace memplan::gui {
 inline QString Q(const std::string& s) { return QString::fromStdString(s); }
 inline QString BytesQ(int64_t bytes) { return Q(BytesText(bytes)); }
 
+inline QString FlopsText(double f) {
+  if (f < 0) return QStringLiteral("\u2014");
+  return QString::number(f, 'e', 2);
+}
+
+inline QString SecondsText(double s) {
+  if (s < 0) return QStringLiteral("\u2014");
+  if (s < 1) return QStringLiteral("%1 ms").arg(s * 1000, 0, 'f', 1);
+  return QStringLiteral("%1 s").arg(s, 0, 'f', 2);
+}
+
+// "+1.2 MiB (+3.4%)": b against a.
+inline QString SignedBytes(int64_t a, int64_t b) {
+  if (a < 0 || b < 0) return QStringLiteral("\u2014");
+  int64_t d = b - a;
+  QString s = (d < 0 ? QStringLiteral("−") : QStringLiteral("+")) + BytesQ(d < 0 ? -d : d);
+  if (a > 0) s += QStringLiteral(" (%1%2%)").arg(d < 0 ? "" : "+").arg(100.0 * d / a, 0, 'f', 1);
+  return s;
+}
+
+// "resnet18.onnx (model)", "plan.json (plan) · sqrt": how lists and legends name an item.
+inline QString ItemLabel(const Item& item) {
+  QString label = QStringLiteral("%1 (%2)").arg(Q(item.title), QString::fromLatin1(SourceKindName(item.kind)));
+  if (item.kind == SourceKind::kPlan && !item.strategy.empty()) label += QStringLiteral(" · ") + Q(item.strategy);
+  return label;
+}
+
 // Stacking order in charts: persistent memory at the bottom.
 inline constexpr MemoryCategory kStackOrder[] = {
     MemoryCategory::kParameter,  MemoryCategory::kGradient,   MemoryCategory::kOptimizerState,

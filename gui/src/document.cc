@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <unordered_set>
 
@@ -145,9 +146,7 @@ void ReadPlanFields(const json& j, Item& item) {
   item.recompute_flops = GetDouble(j, "recompute_flops");
   double fwd = GetDouble(j, "forward_flops");
   if (fwd > 0) item.forward_flops = fwd;
-  double overhead = GetDouble(j, "overhead", -1);
-  if (overhead < 0 && item.recompute_flops >= 0 && fwd > 0) overhead = item.recompute_flops / fwd;
-  item.overhead = overhead;
+  item.overhead = GetDouble(j, "overhead");  // Plan::overhead(), as the planner wrote it
   if (j.contains("feasible") && j["feasible"].is_boolean()) item.feasible = j["feasible"].get<bool>() ? 1 : 0;
   item.solve_seconds = GetDouble(j, "solve_seconds");
   item.checkpoints = GetStrings(j, "checkpoints");
@@ -176,9 +175,7 @@ void ReadPlanFields(const json& j, Item& item) {
       pt.peak_bytes = GetInt(p, "predicted_peak_bytes");
       if (pt.peak_bytes < 0) pt.peak_bytes = GetInt(p, "peak_bytes");
       pt.recompute_flops = GetDouble(p, "recompute_flops", 0);
-      pt.overhead = GetDouble(p, "overhead", -1);
-      double pf = GetDouble(p, "forward_flops", fwd);
-      if (pt.overhead < 0) pt.overhead = pf > 0 ? pt.recompute_flops / pf : 0;
+      pt.overhead = GetDouble(p, "overhead", 0);  // SweepPoint::overhead
       if (p.contains("feasible") && p["feasible"].is_boolean()) pt.feasible = p["feasible"].get<bool>();
       if (pt.peak_bytes >= 0) item.sweep.push_back(pt);
     }
@@ -190,10 +187,7 @@ void ReadPlanFields(const json& j, Item& item) {
       StrategyRow r;
       r.strategy = GetString(p, "strategy");
       r.peak_bytes = GetInt(p, "predicted_peak_bytes");
-      r.overhead = GetDouble(p, "overhead", -1);
-      double rf = GetDouble(p, "recompute_flops", -1);
-      double pf = GetDouble(p, "forward_flops", fwd);
-      if (r.overhead < 0 && rf >= 0 && pf > 0) r.overhead = rf / pf;
+      r.overhead = GetDouble(p, "overhead");
       if (p.contains("checkpoints") && p["checkpoints"].is_array()) r.checkpoints = p["checkpoints"].size();
       else r.checkpoints = GetInt(p, "num_checkpoints");
       if (p.contains("sections") && p["sections"].is_array()) r.sections = p["sections"].size();
@@ -251,17 +245,22 @@ bool IsPersistentCategory(MemoryCategory c) {
 }
 
 std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy) {
-  std::vector<CategoryBytes> out;
-  out.reserve(s.steps.size());
-  CategoryBytes current{};
-  for (const Step& step : s.steps) {
-    for (BufferId b : step.allocs) {
-      current[static_cast<int>(s.buffers[b].category)] += AccountedBytes(s.buffers[b].bytes, policy);
+  // Per category, the simulator replays the schedule restricted to that category's buffers:
+  // the bytes (and their accounting under `policy`) are Simulate's, not the GUI's.
+  std::vector<CategoryBytes> out(s.steps.size(), CategoryBytes{});
+  Schedule only;
+  only.buffers = s.buffers;
+  only.steps.resize(s.steps.size());
+  for (int c = 0; c < kNumMemoryCategories; ++c) {
+    auto in_category = [&](BufferId b) { return static_cast<int>(s.buffers[b].category) == c; };
+    for (size_t i = 0; i < s.steps.size(); ++i) {
+      only.steps[i].allocs.clear();
+      only.steps[i].frees.clear();
+      std::copy_if(s.steps[i].allocs.begin(), s.steps[i].allocs.end(), std::back_inserter(only.steps[i].allocs), in_category);
+      std::copy_if(s.steps[i].frees.begin(), s.steps[i].frees.end(), std::back_inserter(only.steps[i].frees), in_category);
     }
-    out.push_back(current);
-    for (BufferId b : step.frees) {
-      current[static_cast<int>(s.buffers[b].category)] -= AccountedBytes(s.buffers[b].bytes, policy);
-    }
+    const MemoryTimeline t = Simulate(only, {policy});
+    for (size_t i = 0; i < s.steps.size(); ++i) out[i][c] = t.bytes_during[i];
   }
   return out;
 }

@@ -1,10 +1,10 @@
 // The dashboard's document layer: turns analyzer results and memplan's JSON files into the
 // values the GUI displays. Qt-free, so that tests (and any other front end) can use it.
 //
-// It never does memory arithmetic of its own: totals and peaks come from the analyzer's
-// simulator or from the JSON; per-category series and "alive at step" lists are replays of
-// the analyzer's Schedule (its buffers and their AccountedBytes), which tests check against
-// Simulate step by step.
+// It does no memory arithmetic of its own: totals, peaks and per-category series come from
+// the analyzer's simulator (Simulate) or from the JSON the analyzer and planner wrote, and
+// recompute overheads from the planner (Plan::overhead(), its "overhead" fields). "Alive at
+// step" lists and lifetimes only read which buffers a schedule allocates and frees when.
 #pragma once
 
 #include <array>
@@ -139,7 +139,8 @@ Item ItemFromJson(const nlohmann::json& j, const std::string& path);
 TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t,
                                   const std::string& label);
 
-// Per step: bytes alive by category after the step's allocations (Simulate's bytes_during).
+// Per step: bytes alive by category after the step's allocations: Simulate's bytes_during of
+// the schedule restricted to each category's buffers.
 std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy = AllocatorPolicy::kExact);
 
 struct AliveBuffer {

@@ -1,0 +1,157 @@
+#include "summary_models.h"
+
+#include <QFileInfo>
+#include <algorithm>
+#include <iterator>
+
+#include "common.h"
+
+namespace memplan::gui {
+
+ItemPtr BaselineSource(const ItemPtr& base, const ItemPtr& plan) {
+  return base && base->baseline_peak_bytes >= 0 ? base : plan && plan->baseline_peak_bytes >= 0 ? plan : nullptr;
+}
+
+ItemPtr BreakdownSource(const ItemPtr& base, const ItemPtr& plan) {
+  return base && base->has_breakdown ? base : plan && plan->has_breakdown ? plan : nullptr;
+}
+
+int64_t BreakdownPeakBytes(const Item& source) {
+  // A plan's breakdown is taken at its own peak; a model's or analysis's at the baseline peak.
+  return source.kind == SourceKind::kPlan ? source.plan_peak_bytes : source.baseline_peak_bytes;
+}
+
+std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run) {
+  std::vector<SummaryRow> rows;
+  ItemPtr any = base ? base : plan ? plan : run;
+  if (!any) return rows;
+  auto row = [&](const QString& k, const QString& v, const ItemPtr& src, const QString& tip = {}) {
+    rows.push_back({k, v, tip.isEmpty() ? v : tip, src ? Q(src->title) : QString()});
+  };
+  const QString dash = QStringLiteral("\u2014");
+  QString model = Q(any->model);
+  row(QStringLiteral("Model"), QFileInfo(model).fileName(), any, model);
+  if (any->batch >= 0) row(QStringLiteral("Batch"), QString::number(any->batch), any);
+  if (!any->optimizer.empty()) row(QStringLiteral("Optimizer"), Q(any->optimizer), any);
+  if (any->num_nodes >= 0) row(QStringLiteral("Nodes"), QString::number(any->num_nodes), any);
+  if (any->param_bytes >= 0) row(QStringLiteral("Parameters"), BytesQ(any->param_bytes), any);
+  if (any->forward_flops >= 0) row(QStringLiteral("Forward FLOPs"), FlopsText(any->forward_flops), any);
+  ItemPtr baseline_src = BaselineSource(base, plan);
+  row(QStringLiteral("Baseline peak"), BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1), baseline_src);
+  if (base && !base->peak_event.empty()) row(QStringLiteral("Peak at"), Q(base->peak_event), base);
+  if (plan) {
+    row(QStringLiteral("Plan strategy"), Q(plan->strategy), plan);
+    row(QStringLiteral("Plan peak"), BytesQ(plan->plan_peak_bytes), plan);
+    row(QStringLiteral("Budget"), BytesQ(plan->budget_bytes), plan);
+    row(QStringLiteral("Fits the budget"), plan->feasible < 0 ? dash : plan->feasible ? QStringLiteral("yes") : QStringLiteral("no"), plan);
+    row(QStringLiteral("Recompute overhead"),
+        QStringLiteral("%1 of the forward FLOPs (%2 FLOPs)").arg(Q(PercentText(plan->overhead)), FlopsText(plan->recompute_flops)), plan);
+    row(QStringLiteral("Checkpoints / sections"),
+        QStringLiteral("%1 / %2").arg(plan->checkpoints.size()).arg(plan->num_sections < 0 ? dash : QString::number(plan->num_sections)),
+        plan);
+  } else {
+    row(QStringLiteral("Plan peak"), QStringLiteral("\u2014 (no plan open)"), nullptr);
+  }
+  if (run) {
+    row(QStringLiteral("Measured peak"), BytesQ(run->measured_peak_bytes), run);
+    if (run->run_predicted_peak_bytes > 0 && run->measured_peak_bytes >= 0) {
+      row(QStringLiteral("Measured vs predicted"),
+          QStringLiteral("%1 vs %2").arg(BytesQ(run->measured_peak_bytes), BytesQ(run->run_predicted_peak_bytes)), run);
+    }
+    row(QStringLiteral("Device"), Q(run->device), run);
+    row(QStringLiteral("Step time / recompute"),
+        QStringLiteral("%1 / %2").arg(SecondsText(run->step_seconds), SecondsText(run->recompute_seconds)), run);
+  } else {
+    row(QStringLiteral("Measured peak"), QStringLiteral("\u2014 (no run open)"), nullptr);
+  }
+  if (base && !base->bottlenecks.empty()) {
+    QStringList names;
+    for (size_t i = 0; i < base->bottlenecks.size() && i < 3; ++i) names << Q(base->bottlenecks[i]);
+    row(QStringLiteral("Bottleneck tensors"), QStringLiteral("%1: %2…").arg(base->bottlenecks.size()).arg(names.join(", ")), base);
+  }
+  if (any->notes.size()) row(QStringLiteral("Notes"), Q(any->notes.front()), any);
+  return rows;
+}
+
+SummaryModel::SummaryModel(QObject* parent)
+    : RowTableModel({QStringLiteral("Quantity"), QStringLiteral("Value"), QStringLiteral("From")}, parent) {}
+
+Cell SummaryModel::cell(const SummaryRow& row, int column) const {
+  switch (column) {
+    case kQuantity: return TextCell(row.quantity);
+    case kValue: {
+      Cell c = TextCell(row.value);
+      c.tooltip = row.tooltip;
+      return c;
+    }
+    case kFrom: return TextCell(row.from);
+  }
+  return {};
+}
+
+std::vector<MemoryCategory> CategoriesBySize(const CategoryBytes& b) {
+  std::vector<MemoryCategory> order(std::begin(kStackOrder), std::end(kStackOrder));
+  std::stable_sort(order.begin(), order.end(), [&](MemoryCategory x, MemoryCategory y) {
+    return b[static_cast<int>(x)] < b[static_cast<int>(y)];
+  });
+  return order;
+}
+
+BreakdownModel::BreakdownModel(QObject* parent)
+    : RowTableModel({QStringLiteral("Category"), QStringLiteral("Bytes at the peak"), QStringLiteral("Share")}, parent) {}
+
+void BreakdownModel::setBreakdown(const CategoryBytes& breakdown, int64_t peak_bytes) {
+  std::vector<MemoryCategory> order = CategoriesBySize(breakdown);
+  std::vector<BreakdownRow> rows;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) rows.push_back({*it, breakdown[static_cast<int>(*it)], peak_bytes});
+  setRows(std::move(rows));
+}
+
+Cell BreakdownModel::cell(const BreakdownRow& row, int column) const {
+  switch (column) {
+    case kCategory: {
+      Cell c = TextCell(CategoryLabel(row.category));
+      c.decoration = CategoryColor(row.category);
+      return c;
+    }
+    case kBytes: return NumberCell(BytesQ(row.bytes), static_cast<double>(row.bytes));
+    case kShare:
+      return NumberCell(Q(PercentText(row.peak_bytes > 0 ? static_cast<double>(row.bytes) / row.peak_bytes : -1)),
+                        static_cast<double>(row.bytes));
+  }
+  return {};
+}
+
+FilesModel::FilesModel(QObject* parent)
+    : RowTableModel({QStringLiteral("File"), QStringLiteral("Kind"), QStringLiteral("Status")}, parent) {}
+
+Cell FilesModel::cell(const FileRow& row, int column) const {
+  switch (column) {
+    case kFile: {
+      Cell c = TextCell(QFileInfo(row.path).fileName());
+      c.tooltip = row.path;
+      return c;
+    }
+    case kKind:
+      return TextCell(row.status == FileRow::Status::kLoaded ? QString::fromLatin1(SourceKindName(row.kind)) : QString());
+    case kStatus: {
+      switch (row.status) {
+        case FileRow::Status::kLoaded: {
+          Cell c = TextCell(QStringLiteral("loaded"));
+          c.color = QColor(0x2a, 0x7a, 0x2a);
+          return c;
+        }
+        case FileRow::Status::kFailed: {
+          Cell c = TextCell(row.error);
+          c.color = QColor(0xc0, 0x10, 0x10);
+          c.tooltip = row.error;
+          return c;
+        }
+        case FileRow::Status::kLoading: return TextCell(QStringLiteral("loading…"));
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace memplan::gui

@@ -1,0 +1,246 @@
+#include "plan_page.h"
+
+#include <QChart>
+#include <QChartView>
+#include <QComboBox>
+#include <QFileDialog>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QLineSeries>
+#include <QPainter>
+#include <QPushButton>
+#include <QScatterSeries>
+#include <QSignalBlocker>
+#include <QSlider>
+#include <QSplitter>
+#include <QTableView>
+#include <QTimer>
+#include <QVBoxLayout>
+#include <QValueAxis>
+#include <algorithm>
+#include <cmath>
+
+#include "common.h"
+#include "document_set.h"
+#include "models/strategy_model.h"
+#include "pages/page_util.h"
+#include "plan_worker.h"
+#include "timeline_chart.h"
+
+namespace memplan::gui {
+
+PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), docs_(docs) {
+  plan_worker_ = new PlanWorker(this);
+  connect(plan_worker_, &PlanWorker::planned, this, [this](ItemPtr item) {
+    plan_status_->setText(QStringLiteral("Plan <b>%1</b>: peak %2 for a budget of %3 (%4), recompute overhead %5, verified by replaying its schedule.")
+                              .arg(Q(item->strategy), BytesQ(item->plan_peak_bytes), BytesQ(item->budget_bytes),
+                                   item->feasible == 1 ? QStringLiteral("fits") : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
+                                   Q(PercentText(item->overhead))));
+    emit planned(std::move(item));
+  });
+  connect(plan_worker_, &PlanWorker::failed, this, [this](const QString& m) {
+    plan_status_->setText(QStringLiteral("<span style='color:#c01010'>%1</span>").arg(m.toHtmlEscaped()));
+  });
+
+  auto* v = new QVBoxLayout(this);
+  auto* controls = new QHBoxLayout;
+  controls->addWidget(new QLabel(QStringLiteral("Strategy")));
+  strategy_combo_ = new QComboBox;
+  strategy_combo_->addItems(PlannerAvailable() ? PlannerStrategies() : QStringList{QStringLiteral("auto")});
+  controls->addWidget(strategy_combo_);
+  controls->addWidget(new QLabel(QStringLiteral("Budget")));
+  budget_slider_ = new QSlider(Qt::Horizontal);
+  budget_slider_->setRange(5, 100);  // percent of the baseline peak
+  budget_slider_->setValue(50);
+  budget_slider_->setMinimumWidth(300);
+  controls->addWidget(budget_slider_, 1);
+  budget_label_ = new QLabel;
+  budget_label_->setMinimumWidth(190);
+  controls->addWidget(budget_label_);
+  save_plan_ = new QPushButton(QStringLiteral("Save plan…"));
+  controls->addWidget(save_plan_);
+  v->addLayout(controls);
+  plan_status_ = new QLabel;
+  plan_status_->setWordWrap(true);
+  plan_status_->setTextFormat(Qt::RichText);
+  v->addWidget(plan_status_);
+
+  auto* vsplit = new QSplitter(Qt::Vertical);
+  auto* hsplit = new QSplitter(Qt::Horizontal);
+  plan_chart_ = new TimelineChart;
+  hsplit->addWidget(plan_chart_);
+  pareto_chart_ = new QChartView(new QChart);
+  pareto_chart_->setRenderHint(QPainter::Antialiasing);
+  pareto_chart_->setMinimumWidth(380);
+  hsplit->addWidget(pareto_chart_);
+  hsplit->setStretchFactor(0, 3);
+  hsplit->setStretchFactor(1, 2);
+  vsplit->addWidget(hsplit);
+  strategies_model_ = new StrategyModel(this);
+  vsplit->addWidget(MakeTable(strategies_model_, vsplit));
+  vsplit->setStretchFactor(0, 3);
+  vsplit->setStretchFactor(1, 1);
+  vsplit->setSizes({560, 200});
+  v->addWidget(vsplit, 1);
+
+  auto* debounce = new QTimer(this);
+  debounce->setSingleShot(true);
+  debounce->setInterval(150);
+  connect(debounce, &QTimer::timeout, this, &PlanPage::scheduleReplan);
+  connect(budget_slider_, &QSlider::valueChanged, this, [this, debounce] {
+    requested_budget_ = -1;
+    refresh();
+    if (PlannerAvailable()) debounce->start();
+  });
+  connect(strategy_combo_, &QComboBox::currentIndexChanged, this, [debounce] {
+    if (PlannerAvailable()) debounce->start();
+  });
+  connect(save_plan_, &QPushButton::clicked, this, &PlanPage::savePlan);
+}
+
+bool PlanPage::busy() const { return plan_worker_->busy(); }
+bool PlanPage::waitForIdle(int timeout_ms) { return plan_worker_->waitForIdle(timeout_ms); }
+
+void PlanPage::refresh() {
+  ItemPtr base = docs_.baseItem();
+  ItemPtr plan = docs_.planItem();
+  const bool can_plan = PlannerAvailable() && base && base->analysis;
+  budget_slider_->setEnabled(can_plan);
+  strategy_combo_->setEnabled(can_plan);
+  save_plan_->setEnabled(PlannerAvailable() && docs_.explorerPlan() != nullptr);
+  int64_t baseline = base ? base->baseline_peak_bytes : plan ? plan->baseline_peak_bytes : -1;
+  if (can_plan) {
+    int64_t budget = requested_budget_ > 0 ? requested_budget_ : baseline / 100 * budget_slider_->value();
+    budget_label_->setText(QStringLiteral("%1 (%2% of baseline)").arg(BytesQ(budget)).arg(budget_slider_->value()));
+  } else {
+    budget_label_->setText(plan ? QStringLiteral("%1").arg(BytesQ(plan->budget_bytes)) : QString());
+    if (!PlannerAvailable()) {
+      plan_status_->setText(QStringLiteral("<i>Re-planning needs the planner library, which this build does not have. "
+                                           "Plans made by <tt>memplan plan --json</tt> can be opened and explored here.</i>"));
+    } else if (!base || !base->analysis) {
+      plan_status_->setText(QStringLiteral("<i>Open a model (.onnx) to re-plan with the budget slider.</i>"));
+    }
+  }
+  if (plan) {
+    std::shared_ptr<const TimelineData> t = plan->timeline;
+    plan_chart_->setPrimary(t, QStringLiteral("Plan %1 — peak %2, budget %3").arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes)));
+    std::vector<Overlay> overlays;
+    if (base && base->timeline) overlays.push_back({base->timeline, QStringLiteral("no plan"), QColor(0x55, 0x55, 0x55)});
+    plan_chart_->setOverlays(std::move(overlays));
+    plan_chart_->setBudget(plan->budget_bytes);
+  } else {
+    plan_chart_->setPrimary(nullptr, QStringLiteral("No plan yet"));
+    plan_chart_->setOverlays({});
+    plan_chart_->setBudget(-1);
+  }
+  refreshPareto(plan);
+  strategies_model_->setRows(plan ? plan->strategies : std::vector<StrategyRow>{});
+}
+
+// The Pareto curve: peak against recompute overhead, the current plan marked.
+void PlanPage::refreshPareto(const ItemPtr& plan) {
+  QChart* chart = pareto_chart_->chart();
+  ClearChart(chart);
+  chart->setTitle(QStringLiteral("Pareto curve: peak vs recompute overhead"));
+  std::vector<ParetoPoint> sweep = plan ? plan->sweep : std::vector<ParetoPoint>{};
+  if (sweep.empty() && !plan) {
+    chart->setTitle(QStringLiteral("Pareto curve (open a plan made with --sweep)"));
+    return;
+  }
+  int64_t max_b = 1;
+  for (const ParetoPoint& p : sweep) max_b = std::max(max_b, p.peak_bytes);
+  if (plan) max_b = std::max(max_b, plan->plan_peak_bytes);
+  ByteUnit unit = UnitFor(max_b);
+  std::sort(sweep.begin(), sweep.end(), [](const ParetoPoint& a, const ParetoPoint& b) { return a.peak_bytes < b.peak_bytes; });
+  auto* ax = new QValueAxis;
+  ax->setTitleText(QStringLiteral("peak (%1)").arg(unit.name));
+  auto* ay = new QValueAxis;
+  ay->setTitleText(QStringLiteral("recompute overhead (% of forward FLOPs)"));
+  chart->addAxis(ax, Qt::AlignBottom);
+  chart->addAxis(ay, Qt::AlignLeft);
+  double ymax = 1, xmax = static_cast<double>(max_b) / unit.divisor;
+  if (!sweep.empty()) {
+    auto* line = new QLineSeries;
+    auto* dots = new QScatterSeries;
+    line->setName(QStringLiteral("sweep"));
+    dots->setName(QStringLiteral("plans"));
+    dots->setMarkerSize(7);
+    for (const ParetoPoint& p : sweep) {
+      QPointF pt(static_cast<double>(p.peak_bytes) / unit.divisor, p.overhead * 100);
+      line->append(pt);
+      dots->append(pt);
+      ymax = std::max(ymax, p.overhead * 100);
+    }
+    for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(line), static_cast<QAbstractSeries*>(dots)}) {
+      chart->addSeries(s);
+      s->attachAxis(ax);
+      s->attachAxis(ay);
+    }
+  }
+  if (plan && plan->plan_peak_bytes >= 0) {
+    auto* cur = new QScatterSeries;
+    cur->setName(QStringLiteral("current plan"));
+    cur->setMarkerSize(13);
+    cur->setColor(QColor(0xc0, 0x10, 0x10));
+    double ov = plan->overhead < 0 ? 0 : plan->overhead * 100;
+    cur->append(static_cast<double>(plan->plan_peak_bytes) / unit.divisor, ov);
+    ymax = std::max(ymax, ov);
+    chart->addSeries(cur);
+    cur->attachAxis(ax);
+    cur->attachAxis(ay);
+  }
+  ax->setRange(0, xmax * 1.1);
+  ay->setRange(0, ymax * 1.15);
+  ax->applyNiceNumbers();
+  ay->applyNiceNumbers();
+  ax->setLabelFormat(ax->max() < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
+  ay->setLabelFormat(QStringLiteral("%.0f"));
+}
+
+void PlanPage::scheduleReplan() {
+  ItemPtr base = docs_.baseItem();
+  if (!PlannerAvailable() || !base || !base->analysis) return;
+  int64_t budget = base->baseline_peak_bytes / 100 * budget_slider_->value();
+  requestPlan(budget, strategy_combo_->currentText());
+}
+
+void PlanPage::requestPlan(int64_t budget_bytes, const QString& strategy) {
+  ItemPtr base = docs_.baseItem();
+  if (!base || !base->analysis) {
+    plan_status_->setText(QStringLiteral("<i>Open a model (.onnx) to re-plan.</i>"));
+    return;
+  }
+  {
+    // Show the request in the controls without re-triggering them.
+    QSignalBlocker b1(budget_slider_), b2(strategy_combo_);
+    int i = strategy_combo_->findText(strategy);
+    if (i >= 0) strategy_combo_->setCurrentIndex(i);
+    if (base->baseline_peak_bytes > 0) {
+      budget_slider_->setValue(static_cast<int>(std::llround(100.0 * budget_bytes / base->baseline_peak_bytes)));
+    }
+  }
+  requested_budget_ = budget_bytes;
+  PlanRequest r;
+  r.analysis = base->analysis;
+  r.model_path = base->path;
+  r.budget_bytes = budget_bytes;
+  r.strategy = strategy.toStdString();
+  r.sweep = true;
+  plan_status_->setText(QStringLiteral("Planning %1 for %2…").arg(strategy, BytesQ(budget_bytes)));
+  plan_worker_->request(std::move(r));
+}
+
+void PlanPage::savePlan() {
+  ItemPtr plan = docs_.explorerPlan();
+  if (!plan) return;
+  QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save plan"), QStringLiteral("plan.json"), QStringLiteral("JSON (*.json)"));
+  if (path.isEmpty()) return;
+  try {
+    SavePlanJson(*plan, path.toStdString());
+    emit saved(path);
+  } catch (const std::exception& e) {
+    emit error(QString::fromStdString(e.what()));
+  }
+}
+
+}  // namespace memplan::gui
