@@ -85,7 +85,9 @@ CLI::App* AddPlanCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("plan", "choose checkpoints, sections and micro-batches so that a training step fits a budget");
   AddModel(*sub);
   AddValue(*sub, "budget", "SIZE|PERCENT%", "the memory budget: a size (8GiB) or a percentage of the unplanned peak (60%)");
-  AddValue(*sub, "strategy", "auto|none|manual|speed|bottleneck|sqrt|sections|optimal|milp", "the planner (default auto; manual with --checkpoints)");
+  std::string strategies;
+  for (const std::string& s : StrategyNames()) strategies += (strategies.empty() ? "" : "|") + s;
+  AddValue(*sub, "strategy", strategies, "the planner (default auto; manual with --checkpoints)");
   AddRepeated(*sub, "checkpoints", "NAME,...", "the tensors to keep (--strategy manual)");
   AddFlag(*sub, "sweep", "also print the budget sweep (Pareto points); without --budget, plan for the smallest budget");
   AddValue(*sub, "micro-batches", "K|auto", "split the batch into K micro-batches (default auto: only when no plan fits)");
