@@ -111,8 +111,12 @@ int Dispatch(int argc, char** argv) {
     return kExitOk;
   } catch (const CLI::ParseError& e) {
     const std::vector<CLI::App*> chosen = app.get_subcommands();
-    throw MemplanError(std::string(e.what()) + " (see memplan " +
-                       (chosen.empty() ? "" : chosen.front()->get_name() + " ") + "--help)");
+    std::string message = e.what();
+    // CLI11 says "--batch: 1 required N missing" for an option at the end without its value.
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && message.find(" required ") != std::string::npos) {
+      message = "option " + message.substr(0, message.find(':')) + " needs a value";
+    }
+    throw MemplanError(message + " (see memplan " + (chosen.empty() ? "" : chosen.front()->get_name() + " ") + "--help)");
   }
   if (version) {
     PrintVersion();
