@@ -1,6 +1,5 @@
 #include "cli_util.h"
 
-#include <algorithm>
 #include <cstdint>
 
 #include "memplan/parse.h"
@@ -29,32 +28,28 @@ int64_t Args::get_bytes(const std::string& f, int64_t fallback) const {
   }
 }
 
-Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
-               const std::vector<std::string>& boolean_flags) {
-  Args a;
-  for (int i = first; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) != 0 || s == "--") {
-      a.positional.push_back(s);
-      continue;
-    }
-    std::string name = s.substr(2), value;
-    bool inline_value = false;
-    if (size_t eq = name.find('='); eq != std::string::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-      inline_value = true;
-    }
-    bool is_bool = std::find(boolean_flags.begin(), boolean_flags.end(), name) != boolean_flags.end();
-    bool is_value = std::find(value_flags.begin(), value_flags.end(), name) != value_flags.end();
-    if (!is_bool && !is_value) throw MemplanError("unknown option --" + name + " (see memplan --help)");
-    if (is_value && !inline_value) {
-      if (i + 1 >= argc) throw MemplanError("option --" + name + " needs a value");
-      value = argv[++i];
-    }
-    a.flags[name].push_back(value);
-  }
-  return a;
+void AddValue(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help) {
+  sub.add_option("--" + name)->description(help)->type_name(value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+}
+
+void AddRepeated(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help) {
+  sub.add_option("--" + name)->description(help + " (repeatable)")->type_name(value)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+}
+
+void AddFlag(CLI::App& sub, const std::string& name, const std::string& help) {
+  sub.add_flag("--" + name)->description(help);
+}
+
+constexpr const char* kModel = "MODEL";
+
+void AddModel(CLI::App& sub) { sub.add_option(kModel)->description("the ONNX model")->type_name("MODEL.onnx"); }
+
+void AddLoadOptions(CLI::App& sub) {
+  AddValue(sub, "batch", "N", "the batch size (binds the first symbolic dimension of every input; default 1)");
+  AddRepeated(sub, "dim", "NAME=VALUE", "binds a named symbolic dimension");
+  AddValue(sub, "loss", "cross_entropy|mse|sum", "the loss appended to the model (default cross_entropy)");
+  AddValue(sub, "optimizer", "sgd|momentum|adam", "the optimizer whose state is kept (default sgd)");
+  AddFlag(sub, kAllowOutsideFlag, "read external data from outside the model's folder");
 }
 
 LoadOptions LoadOptionsFromArgs(const Args& a) {
@@ -70,6 +65,28 @@ LoadOptions LoadOptionsFromArgs(const Args& a) {
   if (a.has("loss")) o.loss = ParseLossKind(a.get("loss"));
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
   return o;
+}
+
+Args ArgsOf(const CLI::App& sub) {
+  const std::string help = " (see memplan " + sub.get_name() + " --help)";
+  for (const std::string& extra : sub.remaining()) {
+    if (extra.size() > 1 && extra[0] == '-') {
+      throw MemplanError("unknown option " + PrintableText(extra.substr(0, extra.find('='))) + help);
+    }
+  }
+  Args a;
+  for (const CLI::Option* o : sub.get_options()) {
+    if (o == sub.get_help_ptr() || o->count() == 0) continue;
+    if (!o->nonpositional()) a.positional = o->results();
+    else a.flags[o->get_lnames().front()] = o->results();
+  }
+  for (const std::string& extra : sub.remaining()) a.positional.push_back(extra);
+  if (sub.get_option_no_throw(kModel) && a.positional.size() != 1) {
+    std::string got;
+    for (const std::string& p : a.positional) got += (got.empty() ? "" : ", ") + ("'" + PrintableText(p) + "'");
+    throw MemplanError("expects one MODEL.onnx, got " + (got.empty() ? "none" : got) + help);
+  }
+  return a;
 }
 
 }  // namespace memplan::cli

@@ -1,6 +1,8 @@
-// Argument parsing and output helpers shared by the subcommands.
+// The memplan command line: one CLI11 app whose subcommands (commands_*.cc) declare their
+// options here, and the values they read after parsing.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <map>
 #include <string>
 #include <vector>
@@ -9,12 +11,16 @@
 
 namespace memplan::cli {
 
-// Exit codes: 0 success, 1 a user error (bad input), 2 no plan fits the budget.
+// Exit codes: 0 success, 1 a user error (bad input), 2 no plan fits the budget, 3 an internal
+// error (a bug).
 constexpr int kExitOk = 0;
 constexpr int kExitUserError = 1;
 constexpr int kExitInfeasible = 2;
+constexpr int kExitInternalError = 3;
 
-// Flags of the form --name VALUE or --name=VALUE; repeated flags keep every value.
+// The parsed values of one subcommand, by long option name without the dashes. Options are
+// kept as text and read through memplan/parse.h, so that every option accepts the same text
+// as the GUI. A repeated option keeps every value; get() reads the last.
 struct Args {
   std::vector<std::string> positional;
   std::map<std::string, std::vector<std::string>> flags;
@@ -28,15 +34,25 @@ struct Args {
   int64_t get_bytes(const std::string& f, int64_t fallback) const;
 };
 
-// `boolean_flags` take no value. Unknown flags are errors naming the flag.
-Args ParseArgs(int argc, char** argv, int first, const std::vector<std::string>& value_flags,
-               const std::vector<std::string>& boolean_flags);
+// Declaring options on a subcommand. `name` is the long name ("batch" for --batch), `value`
+// what the help shows for its value ("N", "SIZE").
+void AddValue(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help);
+// An option that may be given several times, each value kept (--dim a=1 --dim b=2).
+void AddRepeated(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help);
+void AddFlag(CLI::App& sub, const std::string& name, const std::string& help);
+// The subcommand's one positional argument, the model.
+void AddModel(CLI::App& sub);
 
 // Lets a model read external data from outside its folder (a boolean flag of every command
 // that loads a model).
 constexpr const char* kAllowOutsideFlag = "allow-external-data-outside-model-dir";
 
 // --batch, --dim, --loss, --optimizer, --allow-external-data-outside-model-dir.
+void AddLoadOptions(CLI::App& sub);
 LoadOptions LoadOptionsFromArgs(const Args& a);
+
+// The values `sub` was given. An option it does not know, or a missing or second MODEL.onnx,
+// is a MemplanError naming it.
+Args ArgsOf(const CLI::App& sub);
 
 }  // namespace memplan::cli

@@ -7,9 +7,15 @@
 
 namespace memplan::cli {
 
-int RunAnalyze(int argc, char** argv) {
-  Args a = ParseArgs(argc, argv, 2, {"batch", "dim", "loss", "optimizer", "json"}, {kAllowOutsideFlag});
-  if (a.positional.size() != 1) throw MemplanError("usage: memplan analyze MODEL.onnx [--batch N] [--dim NAME=VALUE]... [--loss L] [--optimizer O] [--json OUT]");
+CLI::App* AddAnalyzeCommand(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("analyze", "the memory of one training step: peak, breakdown, bottlenecks");
+  AddModel(*sub);
+  AddLoadOptions(*sub);
+  AddValue(*sub, "json", "OUT", "also write the analysis as JSON");
+  return sub;
+}
+
+int RunAnalyze(const Args& a) {
   Analysis an = Analyze(LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a)));
   const TrainingGraph& g = an.graph;
   if (a.has("json")) WriteJsonFile(a.get("json"), AnalysisToJson(an));
@@ -53,7 +59,13 @@ int RunAnalyze(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunOps(int, char**) {
+CLI::App* AddOpsCommand(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("ops", "list the ONNX ops memplan has rules for");
+  sub->allow_extras();  // ignores its arguments, as it always has
+  return sub;
+}
+
+int RunOps(const Args&) {
   for (const std::string& op : SupportedOpTypes()) {
     if (op.rfind("memplan.", 0) != 0) std::printf("%s\n", op.c_str());
   }

@@ -11,13 +11,6 @@
 namespace memplan::cli {
 namespace {
 
-const char* kPlanUsage =
-    "usage: memplan plan MODEL.onnx --budget SIZE|PERCENT% [--strategy "
-    "auto|none|manual|speed|bottleneck|sqrt|sections|"
-    "optimal|milp] [--checkpoints NAME,...] [--sweep] [--batch N] [--dim NAME=VALUE]... [--loss L] "
-    "[--optimizer O] "
-    "[--micro-batches K|auto] [--time-limit SECONDS] [--json OUT]";
-
 std::vector<std::string> SplitNames(const Args& a) {
   std::vector<std::string> out;
   auto it = a.flags.find("checkpoints");
@@ -88,28 +81,38 @@ void PrintSweep(const SweepResult& s) {
 
 }  // namespace
 
-int RunPlan(int argc, char** argv) {
-  Args a = ParseArgs(argc, argv, 2,
-                     {"batch", "dim", "loss", "optimizer", "json", "budget", "strategy",
-                      "checkpoints", "time-limit", "micro-batches"},
-                     {"sweep", kAllowOutsideFlag});
-  if (a.positional.size() != 1) throw MemplanError(kPlanUsage);
-  const bool sweep = a.has("sweep");
-  if (!a.has("budget") && !sweep)
-    throw MemplanError(std::string("--budget SIZE is required\n") + kPlanUsage);
+CLI::App* AddPlanCommand(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("plan", "choose checkpoints, sections and micro-batches so that a training step fits a budget");
+  AddModel(*sub);
+  AddValue(*sub, "budget", "SIZE|PERCENT%", "the memory budget: a size (8GiB) or a percentage of the unplanned peak (60%)");
+  std::string strategies;
+  for (const std::string& s : StrategyNames()) strategies += (strategies.empty() ? "" : "|") + s;
+  AddValue(*sub, "strategy", strategies, "the planner (default auto; manual with --checkpoints)");
+  AddRepeated(*sub, "checkpoints", "NAME,...", "the tensors to keep (--strategy manual)");
+  AddFlag(*sub, "sweep", "also print the budget sweep (Pareto points); without --budget, plan for the smallest budget");
+  AddValue(*sub, "micro-batches", "K|auto", "split the batch into K micro-batches (default auto: only when no plan fits)");
+  AddValue(*sub, "time-limit", "SECONDS", "the milp solver's time limit");
+  AddLoadOptions(*sub);
+  AddValue(*sub, "json", "OUT", "also write the plan as JSON");
+  return sub;
+}
 
-  PlanOptions options;
-  // --budget SIZE, or PERCENT% of the plain step's peak (resolved once the model is loaded).
-  Budget budget;
-  if (a.has("budget")) budget = ParseBudget("--budget", a.get("budget"));
-  options.budget_bytes = budget.bytes;
+int RunPlan(const Args& a) {
+  const bool sweep = a.has("sweep");
+  if (!a.has("budget") && !sweep) throw MemplanError("--budget SIZE is required (see memplan plan --help)");
+
+  BudgetPlanOptions request;
+  request.sweep = sweep;
+  // --budget SIZE, or PERCENT% of the plain step's peak (PlanForBudget resolves it).
+  if (a.has("budget")) request.budget = ParseBudget("--budget", a.get("budget"));
+  PlanOptions& options = request.plan;
   options.checkpoints = SplitNames(a);
   options.strategy = a.get("strategy", options.checkpoints.empty() ? "auto" : "manual");
   bool known = false;
   for (const std::string& s : StrategyNames()) known = known || s == options.strategy;
   if (!known)
     throw MemplanError("--strategy: unknown strategy '" + options.strategy +
-                       "' (see memplan --help)");
+                       "' (see memplan plan --help)");
   if (!options.checkpoints.empty() && options.strategy != "manual") {
     throw MemplanError("--checkpoints goes with --strategy manual (got --strategy " +
                        options.strategy + ")");
@@ -121,9 +124,9 @@ int RunPlan(int argc, char** argv) {
       a.get_real("time-limit", options.milp_time_limit_seconds, /*min=*/0.001, /*max=*/7 * 24 * 3600.0);
 
   const LoadOptions load_options = LoadOptionsFromArgs(a);
-  int64_t micro_batches = 0;  // 0: split the batch only when no plan fits without
+  // 0: split the batch only when no plan fits without
   if (a.has("micro-batches") && a.get("micro-batches") != "auto") {
-    micro_batches = a.get_int("micro-batches", 1, 1, INT64_MAX);
+    request.micro_batches = a.get_int("micro-batches", 1, 1, INT64_MAX);
   }
   TrainingGraph g = LoadTrainingGraph(a.positional[0], load_options);
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
@@ -132,47 +135,33 @@ int RunPlan(int argc, char** argv) {
     o.batch = batch;
     return LoadTrainingGraph(a.positional[0], o);
   };
-  const CostModel cost;
-  if (budget.percent > 0) options.budget_bytes = budget.Resolve(Simulate(BuildTrainingSchedule(g)).peak_bytes);
-  SweepResult sweep_result;
-  if (sweep) {
-    sweep_result = SweepBudgets(g, cost, options);
-    if (!a.has("budget")) options.budget_bytes = sweep_result.min_budget_bytes;
-  }
-  Plan plan = micro_batches > 1 ? PlanMicroBatched(graph_at_batch, g.batch, cost, options, micro_batches)
-                                : MakePlan(g, cost, options);
-  Plan smallest;
-  if (!plan.feasible && micro_batches == 0 && g.batch > 1) {
-    // Checkpointing alone does not fit: split the batch (gradient accumulation).
-    Plan split = PlanMicroBatched(graph_at_batch, g.batch, cost, options, 0);
-    if (split.feasible) plan = std::move(split);
-    else smallest = std::move(split);
-  }
-  if (!plan.feasible && smallest.schedule.steps.empty()) smallest = SmallestPeakPlan(g, cost, options);
+  const BudgetPlan result = PlanForBudget(g, graph_at_batch, CostModel{}, request);
+  const Plan& plan = result.plan;
 
   const TrainingGraph plan_graph = graph_at_batch(plan.batch);
   if (a.has("json")) {
     nlohmann::json j = PlanToJson(plan, plan_graph);
-    if (sweep) j["sweep"] = SweepToJson(sweep_result);
+    if (sweep) j["sweep"] = SweepToJson(result.sweep);
     if (!plan.feasible) {
-      j["smallest_budget_bytes"] = (smallest.predicted_peak_bytes + smallest.margin_bytes);
-      j["smallest_budget_strategy"] = smallest.strategy;
+      j["smallest_budget_bytes"] = result.smallest_budget_bytes();
+      j["smallest_budget_strategy"] = result.smallest.strategy;
     }
     WriteJsonFile(a.get("json"), j);
   }
   PrintPlan(plan, plan_graph);
-  if (sweep) PrintSweep(sweep_result);
+  if (sweep) PrintSweep(result.sweep);
   if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
   if (!plan.feasible) {
+    const Plan& smallest = result.smallest;
     std::fprintf(stderr,
                  "memplan plan: no %splan fits the budget of %s; the smallest peak any strategy "
                  "reaches is %s "
                  "(strategy %s%s): use --budget %s or more, a smaller --batch, or more devices\n",
                  options.strategy == "auto" ? "" : (options.strategy + " ").c_str(),
-                 FormatBytes(options.budget_bytes).c_str(),
-                 FormatBytes((smallest.predicted_peak_bytes + smallest.margin_bytes)).c_str(), smallest.strategy.c_str(),
+                 FormatBytes(result.budget_bytes).c_str(),
+                 FormatBytes(result.smallest_budget_bytes()).c_str(), smallest.strategy.c_str(),
                  smallest.micro_batches > 1 ? (", " + std::to_string(smallest.micro_batches) + " micro-batches").c_str() : "",
-                 FormatBytes((smallest.predicted_peak_bytes + smallest.margin_bytes)).c_str());
+                 FormatBytes(result.smallest_budget_bytes()).c_str());
     return kExitInfeasible;
   }
   return kExitOk;

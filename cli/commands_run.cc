@@ -17,12 +17,6 @@
 namespace memplan::cli {
 namespace {
 
-const char* kRunUsage =
-    "usage: memplan run MODEL.onnx [--batch N] [--plan PLAN.json] [--device cpu|cuda[:K]] [--steps N] [--seed S]\n"
-    "                   [--random-weights] [--optimizer sgd|momentum|adam] [--loss L] [--dim NAME=VALUE]...\n"
-    "                   [--input NAME=FILE.pb]... [--lr X] [--threads N] [--memory-limit SIZE] [--trace]\n"
-    "                   [--json OUT]";
-
 nlohmann::json ReadJsonFile(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw MemplanError("cannot open plan '" + path + "'");
@@ -48,12 +42,25 @@ std::string Pct(double v) {
 
 }  // namespace
 
-int RunRun(int argc, char** argv) {
-  Args a = ParseArgs(argc, argv, 2,
-                     {"batch", "dim", "loss", "optimizer", "plan", "device", "steps", "seed", "json", "input", "lr",
-                      "threads", "memory-limit"},
-                     {"random-weights", "trace", kAllowOutsideFlag});
-  if (a.positional.size() != 1) throw MemplanError(kRunUsage);
+CLI::App* AddRunCommand(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand("run", "train for a few steps with LibTorch (following a plan) and measure the peak");
+  AddModel(*sub);
+  AddValue(*sub, "plan", "PLAN.json", "run this plan (from memplan plan --json); it sets batch, loss and optimizer unless given");
+  AddValue(*sub, "device", "cpu|cuda[:K]", "where to run (default cpu)");
+  AddValue(*sub, "steps", "N", "training steps (default 3)");
+  AddValue(*sub, "seed", "S", "the random seed (default 0)");
+  AddFlag(*sub, "random-weights", "deterministic random weights instead of the model's");
+  AddRepeated(*sub, "input", "NAME=FILE.pb", "an input tensor from a TensorProto file");
+  AddValue(*sub, "lr", "LR", "the learning rate");
+  AddValue(*sub, "threads", "N", "intra-op threads");
+  AddValue(*sub, "memory-limit", "SIZE", "fail like an out-of-memory device above this many bytes");
+  AddFlag(*sub, "trace", "record the memory after every node into the JSON");
+  AddLoadOptions(*sub);
+  AddValue(*sub, "json", "OUT", "also write the run as JSON");
+  return sub;
+}
+
+int RunRun(const Args& a) {
   const std::string model = a.positional[0];
 
   // The plan decides batch, loss and optimizer unless the user names them.

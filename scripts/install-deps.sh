@@ -19,7 +19,7 @@ if [ "${1:-}" = "--print-venv" ]; then echo "$VENV"; exit 0; fi
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   coinor-libcbc-dev
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   python3 python3-venv

@@ -100,6 +100,30 @@ TEST(ParseBudget, RejectsPercentagesOutsideZeroToAThousand) {
   }
 }
 
+TEST(ParseBudget, ReadsSizesInEveryUnit) {
+  EXPECT_EQ(ParseBudget("--budget", "512").bytes, 512);
+  EXPECT_EQ(ParseBudget("--budget", "8GiB").bytes, int64_t{8} << 30);
+  EXPECT_EQ(ParseBudget("--budget", "1.5MiB").bytes, 1572864);  // 1.5 x 1048576
+  EXPECT_EQ(ParseBudget("--budget", "300 MB").bytes, 300000000);
+  EXPECT_EQ(ParseBudget("--budget", "8GiB").percent, 0);
+}
+
+TEST(ParseBudget, PercentagesResolveAgainstTheBaseline) {
+  Budget sixty = ParseBudget("--budget", "60%");
+  EXPECT_EQ(sixty.bytes, 0);
+  EXPECT_EQ(sixty.Resolve(/*baseline_bytes=*/1001), 600);  // 600.6 rounds down
+  EXPECT_EQ(ParseBudget("--budget", "12.5%").Resolve(1000), 125);
+  EXPECT_EQ(ParseBudget("--budget", "1000%").Resolve(1000), 10000);
+  EXPECT_EQ(ParseBudget("--budget", "0.001%").Resolve(10), 1);  // never below one byte
+  EXPECT_EQ(ParseBudget("--budget", "2KiB").Resolve(1000), 2048);  // a size ignores the baseline
+}
+
+TEST(ParseBudget, BadTextNamesTheOption) {
+  for (const char* text : {"", "lots", "8XB", "-1GiB", "1.2.3MiB", "50 %", "%%", "50%%"}) {
+    EXPECT_TRUE(Contains(ErrorOf([&] { ParseBudget("--budget", text); }), "--budget")) << text;
+  }
+}
+
 TEST(ParseDimBinding, ReadsNameAndPositiveValue) {
   EXPECT_EQ(ParseDimBinding("--dim", "seq=128"), (std::pair<std::string, int64_t>{"seq", 128}));
   EXPECT_TRUE(Contains(ErrorOf([] { ParseDimBinding("--dim", "seq=0"); }), "--dim seq '0' is out of range"));

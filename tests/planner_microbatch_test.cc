@@ -118,6 +118,79 @@ TEST(MicroBatching, SearchFindsTheFewestMicroBatchesThatFit) {
   EXPECT_EQ(PlanMicroBatched(Chain(), 64, {}, o).micro_batches, 8);
 }
 
+// PlanForBudget, the entry point of `memplan plan` and the GUI, on Chain() at batch 4:
+//   plain step 131232 B = persistent 89632 (x 1600 + w1 40000 + w2 4000 + target 32 + their
+//   gradients 44000) + grad y1 1600 + the new grad of w1 40000. Checkpointing cannot go lower.
+//   2 micro-batches of 2: 130432 B (above). 4 micro-batches of 1: persistent 88408 (x 400 +
+//   params 44000 + target 8 + grads 44000) + grad y1 400 + grad w1 40000 = 128808, plus the
+//   other three micro-batches' x and target 3 x 408 = 1224: 130032 B.
+BudgetPlan PlanChainForBudget(const std::string& budget, int64_t micro_batches = 0, bool sweep = false) {
+  BudgetPlanOptions o;
+  if (!budget.empty()) o.budget = ParseBudget("--budget", budget);
+  o.plan.strategy = "optimal";
+  o.micro_batches = micro_batches;
+  o.sweep = sweep;
+  return PlanForBudget(Chain()(4), Chain(), {}, o);
+}
+
+TEST(PlanForBudget, AFittingBudgetNeedsNoSplit) {
+  BudgetPlan r = PlanChainForBudget("131232B");
+  EXPECT_EQ(r.budget_bytes, 131232);
+  EXPECT_TRUE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 1);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 131232);
+  EXPECT_TRUE(r.smallest.schedule.steps.empty());  // only set when nothing fits
+}
+
+TEST(PlanForBudget, SplitsTheBatchWhenCheckpointingCannotFit) {
+  // 131000 B: below the plain step's 131232, above 2 micro-batches' 130432.
+  BudgetPlan r = PlanChainForBudget("131000B");
+  EXPECT_TRUE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 2);
+  EXPECT_EQ(r.plan.batch, 2);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 130432);
+  EXPECT_EQ(r.plan.baseline_peak_bytes, 131232);
+}
+
+TEST(PlanForBudget, OneMicroBatchNeverSplits) {
+  BudgetPlan r = PlanChainForBudget("131000B", /*micro_batches=*/1);
+  EXPECT_FALSE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 1);
+  // The smallest answer is then the whole batch's smallest peak: 131232 B.
+  EXPECT_EQ(r.smallest.micro_batches, 1);
+  EXPECT_EQ(r.smallest_budget_bytes(), 131232);
+}
+
+TEST(PlanForBudget, AGivenMicroBatchCountIsKept) {
+  BudgetPlan r = PlanChainForBudget("131000B", /*micro_batches=*/4);
+  EXPECT_TRUE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 4);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 130032);
+  EXPECT_THROW(PlanChainForBudget("131000B", /*micro_batches=*/3), MemplanError);  // 3 does not divide 4
+}
+
+TEST(PlanForBudget, NothingFitsGivesTheSmallestPeakOverMicroBatches) {
+  // 50% of the plain step: 131232 / 2 = 65616 B, below the parameters and gradients alone
+  // (88000 B) at any split.
+  BudgetPlan r = PlanChainForBudget("50%");
+  EXPECT_EQ(r.budget_bytes, 65616);
+  EXPECT_FALSE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 1);  // the strategy's answer on the whole batch
+  EXPECT_EQ(r.plan.budget_bytes, 65616);
+  // The smallest peak: 4 micro-batches of 1, 130032 B.
+  EXPECT_EQ(r.smallest.micro_batches, 4);
+  EXPECT_EQ(r.smallest_budget_bytes(), 130032);
+}
+
+TEST(PlanForBudget, SweepWithoutABudgetPlansTheSmallestFeasibleBudget) {
+  BudgetPlan r = PlanChainForBudget("", 0, /*sweep=*/true);
+  EXPECT_EQ(r.sweep.baseline_peak_bytes, 131232);
+  EXPECT_EQ(r.sweep.min_budget_bytes, 131232);  // checkpointing cannot go lower
+  EXPECT_EQ(r.budget_bytes, 131232);
+  EXPECT_TRUE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 1);
+}
+
 // Every corpus model fits half its baseline at batch 32: by checkpointing where it can, by
 // splitting the batch where one op's backward alone needs more.
 class MicroBatchCorpus : public ::testing::TestWithParam<std::string> {};

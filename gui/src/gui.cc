@@ -1,6 +1,7 @@
 // memplan gui: the dashboard, or (with --screenshot) a headless render of one page.
 #include "memplan/gui.h"
 
+#include <CLI/CLI.hpp>
 #include <QApplication>
 #include <QDir>
 #include <QFileInfo>
@@ -22,16 +23,6 @@ namespace memplan {
 
 namespace {
 
-const char* kGuiUsage =
-    "usage: memplan gui [--batch N] [--optimizer sgd|momentum|adam]\n"
-    "                   [--screenshot OUT.png|OUT.svg [--page summary|timeline|lifetimes|plan|compare]\n"
-    "                    [--size WxH]] [--budget SIZE [--strategy S]]\n"
-    "                   [MODEL.onnx|analysis.json|plan.json|run.json]...\n"
-    "\n"
-    "--budget plans the first model for SIZE (or N% of its baseline peak) in the plan explorer.\n"
-    "--screenshot renders the dashboard without a display (Qt's offscreen platform), writes\n"
-    "the picture and exits: 0 when it was written and every file opened, 1 otherwise.\n";
-
 struct GuiArgs {
   gui::ModelOptions model;
   std::string screenshot;
@@ -42,39 +33,43 @@ struct GuiArgs {
   std::vector<std::string> files;
 };
 
-GuiArgs ParseArgs(int argc, char** argv) {
+// The options after "memplan gui", parsed with CLI11 like the rest of memplan; the values go
+// through memplan/parse.h as on the command line. Throws CLI::CallForHelp for --help and
+// MemplanError on bad input.
+GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
   GuiArgs a;
-  for (int i = 2; i < argc; ++i) {
-    std::string arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw MemplanError(arg + " needs a value");
-      return argv[++i];
-    };
-    if (arg == "--batch") a.model.batch = ParseInteger(arg, value(), 1, INT64_MAX);
-    else if (arg == "--optimizer") a.model.optimizer = ParseOptimizer(value());
-    else if (arg == "--screenshot") a.screenshot = value();
-    else if (arg == "--page") a.page = value();
-    else if (arg == "--budget") a.budget = ParseBudget(arg, value());
-    else if (arg == "--strategy") {
-      a.strategy = value();
-      if (!gui::PlannerStrategies().contains(QString::fromStdString(a.strategy))) {
-        throw MemplanError("--strategy: no strategy '" + a.strategy + "' (" +
-                           gui::PlannerStrategies().join(QStringLiteral(", ")).toStdString() + ")");
-      }
-    }
-    else if (arg == "--size") {
-      std::string v = value();
-      size_t x = v.find('x');
-      if (x == std::string::npos) throw MemplanError("--size wants WxH, like 1400x900, not '" + v + "'");
-      a.width = static_cast<int>(ParseInteger("--size width", v.substr(0, x), 1, 8000));
-      a.height = static_cast<int>(ParseInteger("--size height", v.substr(x + 1), 1, 8000));
-    } else if (arg == "--help" || arg == "-h") {
-      throw MemplanError("");
-    } else if (arg.size() > 1 && arg[0] == '-') {
-      throw MemplanError("unknown option '" + arg + "'");
-    } else {
-      a.files.push_back(arg);
-    }
+  std::string batch, optimizer, budget, size;
+  app.add_option("--batch", batch, "the batch size of the models opened (default 1)")->type_name("N");
+  app.add_option("--optimizer", optimizer, "the optimizer of the models opened (default sgd)")->type_name("sgd|momentum|adam");
+  app.add_option("--screenshot", a.screenshot, "render without a display (Qt's offscreen platform), write the picture and exit: "
+                                               "0 when it was written and every file opened, 1 otherwise")
+      ->type_name("OUT.png|OUT.svg");
+  app.add_option("--page", a.page, "the page to show (default summary)")->type_name("summary|timeline|lifetimes|plan|compare");
+  app.add_option("--size", size, "the window's size (default 1400x900)")->type_name("WxH");
+  app.add_option("--budget", budget, "plan the first model for SIZE (or N% of its baseline peak) in the plan explorer")
+      ->type_name("SIZE|PERCENT%");
+  app.add_option("--strategy", a.strategy, "the planner for --budget (default auto)")->type_name("S");
+  app.add_option("files", a.files, "models and memplan JSON files to open")->type_name("MODEL.onnx|analysis.json|plan.json|run.json");
+  for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.get_option("files")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  try {
+    app.parse(argc - 1, argv + 1);  // after "memplan": "gui" is the app's name
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) throw;  // --help
+    throw MemplanError(e.what());
+  }
+  if (app.count("--batch")) a.model.batch = ParseInteger("--batch", batch, 1, INT64_MAX);
+  if (app.count("--optimizer")) a.model.optimizer = ParseOptimizer(optimizer);
+  if (app.count("--budget")) a.budget = ParseBudget("--budget", budget);
+  if (app.count("--strategy") && !gui::PlannerStrategies().contains(QString::fromStdString(a.strategy))) {
+    throw MemplanError("--strategy: no strategy '" + a.strategy + "' (" +
+                       gui::PlannerStrategies().join(QStringLiteral(", ")).toStdString() + ")");
+  }
+  if (app.count("--size")) {
+    size_t x = size.find('x');
+    if (x == std::string::npos) throw MemplanError("--size wants WxH, like 1400x900, not '" + size + "'");
+    a.width = static_cast<int>(ParseInteger("--size width", size.substr(0, x), 1, 8000));
+    a.height = static_cast<int>(ParseInteger("--size height", size.substr(x + 1), 1, 8000));
   }
   if (!gui::MainWindow::pageNames().contains(QString::fromStdString(a.page))) {
     throw MemplanError("--page: no page '" + a.page + "' (summary, timeline, lifetimes, plan, compare)");
@@ -85,13 +80,16 @@ GuiArgs ParseArgs(int argc, char** argv) {
 }  // namespace
 
 int RunGui(int argc, char** argv) {
+  CLI::App parser("the dashboard: models and memplan JSON files side by side", "memplan gui");
   GuiArgs args;
   try {
-    args = ParseArgs(argc, argv);
+    args = ParseArgs(parser, argc, argv);
+  } catch (const CLI::ParseError&) {  // --help
+    std::fputs(parser.help().c_str(), stdout);
+    return 0;
   } catch (const MemplanError& e) {
-    if (*e.what()) std::fprintf(stderr, "memplan gui: error: %s\n\n", e.what());
-    std::fputs(kGuiUsage, *e.what() ? stderr : stdout);
-    return *e.what() ? 1 : 0;
+    std::fprintf(stderr, "memplan gui: error: %s (see memplan gui --help)\n", e.what());
+    return 1;
   }
   const bool headless = !args.screenshot.empty();
   if (headless && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");

@@ -32,14 +32,16 @@ std::mutex sweep_mutex;
 // Sweeps are slow and do not depend on the budget: one per (analysis, strategy).
 std::map<std::pair<const Analysis*, std::string>, std::vector<ParetoPoint>> sweep_cache;
 
-Item ItemFromPlan(const Plan& p, const std::shared_ptr<const Analysis>& a, const std::string& model_path) {
-  const TrainingGraph& g = a->graph;
+// `g`: the graph the plan's schedule runs (the model at the plan's micro-batch size); `a`: the
+// analysis of the whole batch.
+Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<const Analysis>& a,
+                  const std::string& model_path) {
   Item item;
   item.kind = SourceKind::kPlan;
   item.path = model_path;
   item.title = "explorer";
   item.model = g.model_path.empty() ? model_path : g.model_path;
-  item.batch = g.batch;
+  item.batch = p.batch * p.micro_batches;
   item.optimizer = OptimizerName(g.optimizer);
   item.num_nodes = static_cast<int64_t>(g.nodes.size());
   item.param_bytes = g.param_bytes();
@@ -86,11 +88,24 @@ Item MakePlanItem(const PlanRequest& r) {
   if (!r.analysis) throw MemplanError("no model to plan for: open a model (.onnx) first");
   const TrainingGraph& g = r.analysis->graph;
   CostModel cost;
-  PlanOptions options;
-  options.budget_bytes = r.budget_bytes;
-  options.strategy = r.strategy;
-  Item item = ItemFromPlan(MakePlan(g, cost, options), r.analysis, r.model_path);
+  // The command line's entry point, so that a budget gets the same plan here as from
+  // `memplan plan` (micro-batches included when checkpointing alone does not fit).
+  BudgetPlanOptions request;
+  request.budget.bytes = r.budget_bytes;
+  request.plan.strategy = r.strategy;
+  const GraphAtBatch graph_at_batch = [&](int64_t batch) {
+    LoadOptions o;
+    o.batch = batch;
+    o.optimizer = g.optimizer;
+    o.loss = g.loss_kind;
+    return LoadTrainingGraph(r.model_path, o);
+  };
+  const Plan plan = PlanForBudget(g, graph_at_batch, cost, request).plan;
+  Item item = plan.batch == g.batch ? ItemFromPlan(plan, g, r.analysis, r.model_path)
+                                     : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis, r.model_path);
   if (!r.sweep) return item;
+  PlanOptions options = request.plan;
+  options.budget_bytes = r.budget_bytes;
   // Every strategy at this budget, for the comparison table (milp only when asked: slow).
   for (const std::string& s : StrategyNames()) {
     if (s == "auto" || s == "manual" || (s == "milp" && r.strategy != "milp")) continue;

@@ -110,7 +110,7 @@ void PlanPage::refresh() {
   save_plan_->setEnabled(PlannerAvailable() && docs_.explorerPlan() != nullptr);
   int64_t baseline = base ? base->baseline_peak_bytes : plan ? plan->baseline_peak_bytes : -1;
   if (can_plan) {
-    int64_t budget = requested_budget_ > 0 ? requested_budget_ : baseline / 100 * budget_slider_->value();
+    int64_t budget = requested_budget_ > 0 ? requested_budget_ : Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(baseline);
     budget_label_->setText(QStringLiteral("%1 (%2% of baseline)").arg(BytesQ(budget)).arg(budget_slider_->value()));
   } else {
     budget_label_->setText(plan ? QStringLiteral("%1").arg(BytesQ(plan->budget_bytes)) : QString());
@@ -200,7 +200,8 @@ void PlanPage::refreshPareto(const ItemPtr& plan) {
 void PlanPage::scheduleReplan() {
   ItemPtr base = docs_.baseItem();
   if (!PlannerAvailable() || !base || !base->analysis) return;
-  int64_t budget = base->baseline_peak_bytes / 100 * budget_slider_->value();
+  // The slider's percentage resolves as `memplan plan --budget N%` does.
+  int64_t budget = Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(base->baseline_peak_bytes);
   requestPlan(budget, strategy_combo_->currentText());
 }
 

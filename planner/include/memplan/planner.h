@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "memplan/analyzer.h"
+#include "memplan/parse.h"
 #include "memplan/plan.h"
 
 namespace memplan {
@@ -150,5 +151,43 @@ struct SweepResult {
 SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
                          int num_budgets = 12);
 nlohmann::json SweepToJson(const SweepResult& s);
+
+// The one entry point for "plan this model for this budget", shared by the command line and
+// the GUI so that both answer the same budget with the same plan.
+struct BudgetPlanOptions {
+  // The budget as the user gave it (memplan/parse.h's ParseBudget): a size, or a percentage of
+  // the plain step's peak (replayed with plan.simulator). Neither (bytes and percent 0): no
+  // budget, or with `sweep` the smallest budget the sweep reaches.
+  Budget budget;
+  // Strategy, checkpoints, time limit, simulator. Its budget_bytes is ignored: the budget
+  // comes from `budget`.
+  PlanOptions plan;
+  // 0 (auto): plan the whole batch, and when no plan fits, split the batch into the fewest
+  // micro-batches that fit (PlanMicroBatched's search). k >= 1: exactly k micro-batches
+  // (k must divide the batch; 1 never splits).
+  int64_t micro_batches = 0;
+  // Also compute the budget sweep (SweepBudgets on the whole batch).
+  bool sweep = false;
+};
+
+struct BudgetPlan {
+  int64_t budget_bytes = 0;  // the budget resolved to bytes (0: no budget)
+  // The plan: feasible when one fits. When none does, the requested strategy's answer on the
+  // whole batch (or at k micro-batches when k was given), with feasible = false.
+  Plan plan;
+  // Set when plan.feasible is false: the plan with the smallest peak that any strategy reaches,
+  // on the whole batch or (auto micro-batching) at the micro-batch count that reaches it.
+  Plan smallest;
+  SweepResult sweep;  // when BudgetPlanOptions::sweep
+  // The smallest budget that `smallest` fits (its peak plus its margin).
+  int64_t smallest_budget_bytes() const { return smallest.predicted_peak_bytes + smallest.margin_bytes; }
+};
+
+// Resolves the budget, plans `g` (loaded at its batch) and falls back to micro-batching as
+// BudgetPlanOptions says. `graph_at_batch(b)` loads the same model at batch b (only called for
+// micro-batching). Pure: no I/O beyond what graph_at_batch does. Throws MemplanError on bad
+// user input (unknown checkpoint names, a micro-batch count that does not divide the batch).
+BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch, const CostModel& cost,
+                         const BudgetPlanOptions& options);
 
 }  // namespace memplan
