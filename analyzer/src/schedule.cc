@@ -1,8 +1,10 @@
-// The default training step's schedule: who allocates what, and when it dies.
+// Schedule pieces every step shares (persistent buffers, forward workspaces, the gradient flow),
+// and the default training step: the segmented builder with no cuts.
 #include <algorithm>
 #include <unordered_map>
 
 #include "memplan/analyzer.h"
+#include "memplan/storage_facts.h"
 #include "op_rules.h"
 
 namespace memplan {
@@ -155,82 +157,7 @@ void GradientFlow::Finish(Step& optimizer) {
 }
 
 Schedule BuildTrainingSchedule(const TrainingGraph& g) {
-  Schedule s;
-  PersistentBuffers persistent = AddPersistentBuffers(g, s);
-  s.steps.push_back(persistent.setup);
-  const size_t num_nodes = g.nodes.size();
-
-  // 1. Forward liveness per storage: last forward reader, and the earliest node whose
-  //    backward reads it (backward runs in reverse, so that is the last backward reader).
-  std::vector<NodeId> last_forward(g.tensors.size(), kNone);
-  std::vector<NodeId> first_saver(g.tensors.size(), static_cast<NodeId>(num_nodes));
-  for (const Tensor& t : g.tensors) {
-    TensorId root = t.storage;
-    NodeId last = t.producer;
-    for (NodeId c : t.consumers) last = std::max(last, c);
-    last_forward[root] = std::max(last_forward[root], last);
-  }
-  for (const Node& n : g.nodes) {
-    for (TensorId t : n.saved_for_backward) {
-      TensorId root = g.tensors[t].storage;
-      first_saver[root] = std::min(first_saver[root], n.id);
-    }
-  }
-
-  // 2. Forward (and loss) steps.
-  std::vector<BufferId> storage = persistent.storage;
-  std::vector<std::vector<BufferId>> extras(num_nodes);
-  std::vector<std::vector<BufferId>> free_after_backward(num_nodes);
-  std::vector<std::vector<BufferId>> free_after_forward(num_nodes);
-  std::vector<std::vector<BufferId>> handed_after_forward(num_nodes);
-  for (const Tensor& t : g.tensors) {
-    if (t.is_view() || storage[t.id] != kNone || t.producer == kNone) continue;
-    storage[t.id] = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
-    if (first_saver[t.id] < static_cast<NodeId>(num_nodes)) {
-      free_after_backward[first_saver[t.id]].push_back(storage[t.id]);
-      handed_after_forward[last_forward[t.id]].push_back(storage[t.id]);
-    } else {
-      free_after_forward[last_forward[t.id]].push_back(storage[t.id]);
-    }
-  }
-  for (const Node& n : g.nodes) {
-    Step step;
-    step.phase = n.id == g.tensors[g.loss].producer ? Phase::kLoss : Phase::kForward;
-    step.node = n.id;
-    for (TensorId o : n.outputs) {
-      if (o != kNone && !g.tensors[o].is_view() && g.tensors[o].category != TensorCategory::kConstant) {
-        step.allocs.push_back(storage[o]);
-      }
-    }
-    for (const SavedExtra& e : n.saved_extras) {
-      BufferId b = s.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone});
-      extras[n.id].push_back(b);
-      step.allocs.push_back(b);
-    }
-    AddForwardWorkspace(n, s, step);
-    step.frees.insert(step.frees.end(), free_after_forward[n.id].begin(), free_after_forward[n.id].end());
-    step.handed_to_backward = std::move(handed_after_forward[n.id]);
-    s.steps.push_back(std::move(step));
-  }
-
-  // 3. Backward in reverse: the gradients (GradientFlow), then the saved tensors and extras.
-  GradientFlow flow(g, s);
-  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
-    const Node& n = *it;
-    if (!n.has_backward) continue;
-    Step step;
-    step.phase = Phase::kBackward;
-    step.node = n.id;
-    flow.Backward(n, step);
-    for (BufferId e : extras[n.id]) step.frees.push_back(e);
-    for (BufferId b : free_after_backward[n.id]) step.frees.push_back(b);
-    s.steps.push_back(std::move(step));
-  }
-  Step optimizer;
-  optimizer.phase = Phase::kOptimizer;
-  flow.Finish(optimizer);
-  s.steps.push_back(std::move(optimizer));
-  return s;
+  return BuildScheduleFromCuts(g, ComputeGraphFacts(g), /*cuts=*/{});
 }
 
 }  // namespace memplan

@@ -14,9 +14,6 @@
 
 namespace memplan::planner {
 
-Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
-                               const std::vector<NodeId>& cuts);
-
 class Context {
  public:
   Context(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);

@@ -1,0 +1,44 @@
+// Per-storage liveness facts, and the one schedule builder that reads them: the plain training
+// step (no cuts), a planner's segmented step, and the step the executor carries out are all
+// built here, so that when a tensor dies is decided in one place. The planner's segment cost
+// tables read the same facts.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "memplan/analyzer.h"
+
+namespace memplan {
+
+struct GraphFacts {
+  int num_nodes = 0;
+  NodeId loss_node = kNone;  // the producer of the loss; cuts lie in [1, loss_node]
+
+  // Activation storages: non-view, non-persistent tensors with a producer, in TensorId order.
+  std::vector<TensorId> roots;
+  std::vector<int32_t> root_of;  // per tensor: index into `roots` of its storage, or -1
+  struct Root {
+    TensorId tensor = kNone;
+    NodeId producer = kNone;
+    NodeId last_reader = kNone;   // max of the producer and every reader of any view
+    NodeId first_saver = kNone;   // the earliest node whose backward reads it; kNone if none
+    std::vector<NodeId> readers;  // sorted, unique; readers of the storage through any view
+  };
+  std::vector<Root> root;  // parallel to `roots`
+
+  std::vector<std::vector<int32_t>> produced;  // per node: indices of the roots it allocates
+  std::vector<int64_t> extra_bytes;            // per node: its saved extras, in total
+
+  // The first reader of root r at or after node `from` (num_nodes if none).
+  NodeId FirstReaderFrom(int32_t r, NodeId from) const;
+};
+
+GraphFacts ComputeGraphFacts(const TrainingGraph& g);
+
+// The schedule of a step run in segments, per plan.h's execution semantics: a segment starts
+// at each node in `cuts` (ascending, in [1, the loss node]; validated by the caller). No cuts:
+// the plain training step (BuildTrainingSchedule).
+Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& cuts);
+
+}  // namespace memplan
