@@ -27,6 +27,8 @@
 #include "memplan/onnx_convert.h"
 #include "memplan/plan.h"
 #include "meter.h"
+#include "backward_tracer.h"
+#include "initial_values.h"
 #include "tensor_io.h"
 
 namespace memplan {
@@ -35,42 +37,11 @@ using exec::FindKernel;
 using exec::Kernel;
 using exec::MemoryMeter;
 using exec::OpCall;
-
-std::vector<std::string> ExecutorOpTypes() {
-  std::vector<std::string> ops;
-  for (const auto& [op, k] : exec::Kernels()) ops.push_back(op);
-  return ops;
-}
-
-void CheckExecutorSupports(const TrainingGraph& g) {
-  std::string missing = DescribeNodesByOp(g, [](const Node& n) { return !FindKernel(n.op_type); });
-  if (missing.empty()) return;
-  throw MemplanError(g.model_path + ": the executor has no implementation of " + missing +
-                     ". `memplan analyze` and `memplan plan` still work; to run it, re-export the model with other ops.");
-}
-
-void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
-  try {
-    (void)CutsFromSegments(g, segments);  // the planner's one validation of a segmentation
-  } catch (const MemplanError& e) {
-    throw MemplanError(std::string("the plan does not fit this model: ") + e.what() +
-                       "; re-plan with `memplan plan` for this model");
-  }
-}
-
-std::string ExecutorBackendDescription() {
-  std::string s = "LibTorch " TORCH_VERSION;
-  std::string cuda = exec::CudaBuildVersion();
-  if (cuda.empty()) {
-    s += ", CPU only";
-  } else {
-    s += ", CUDA " + cuda + " (" + std::to_string(exec::CudaDeviceCount()) + " device(s) visible)";
-  }
-  s += ", " + std::to_string(at::get_num_threads()) + " threads";
-  return s;
-}
-
-bool ExecutorHasCuda() { return !exec::CudaBuildVersion().empty(); }
+using exec::BackwardTracer;
+using exec::Tracer;
+using exec::TraceStart;
+using exec::TraceEnd;
+using exec::FromConstValue;
 
 namespace {
 
@@ -78,11 +49,6 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
 
 uint64_t Mix(uint64_t x) { return exec::SplitMix64(x); }
-uint64_t HashString(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
-  return h;
-}
 
 std::string ShapeString(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -119,70 +85,11 @@ c10::Device ParseDevice(const std::string& s) {
   throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + s + "')");
 }
 
-at::Tensor FromConstValue(const ConstValue& v) {
-  at::ScalarType st = exec::ScalarTypeOf(v.dtype);
-  if (v.is_float()) {
-    return at::tensor(v.floats, at::TensorOptions().dtype(at::kDouble)).to(st).reshape(v.shape);
-  }
-  return at::tensor(v.ints, at::TensorOptions().dtype(at::kLong)).to(st).reshape(v.shape);
-}
-
 // Where the step is, for error messages.
 struct Location {
   std::string phase = "setup";
   NodeId node = kNone;
 };
-
-// The backward trace: maps autograd sequence numbers to IR nodes and records the allocator
-// after each backward function.
-struct BackwardTracer {
-  std::mutex mu;
-  bool active = false;
-  MemoryMeter* meter = nullptr;
-  std::map<uint64_t, NodeId> seq_to_node;  // first sequence number of each traced node
-  std::vector<TraceEvent>* events = nullptr;
-  int64_t* step_peak = nullptr;
-  NodeId last = kNone;
-  int64_t last_end_bytes = 0;
-  std::string phase = "backward";
-
-  NodeId NodeOf(int64_t seq) {
-    if (seq < 0) return last;  // AccumulateGrad: belongs to the op that produced the gradient
-    auto it = seq_to_node.upper_bound(static_cast<uint64_t>(seq));
-    if (it == seq_to_node.begin()) return kNone;
-    return std::prev(it)->second;
-  }
-};
-BackwardTracer& Tracer() {
-  static BackwardTracer t;
-  return t;
-}
-std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction&) {
-  BackwardTracer& t = Tracer();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (!t.active) return nullptr;
-  int64_t between = t.meter->peak();
-  if (between > t.last_end_bytes) {
-    // Something was allocated and freed between two backward functions (the engine
-    // summing gradients that meet at a tensor).
-    t.events->push_back({"between", t.last, "engine", t.meter->current(), between, {}});
-  }
-  *t.step_peak = std::max(*t.step_peak, between);
-  t.meter->ResetPeak();
-  return nullptr;
-}
-void TraceEnd(const at::RecordFunction& fn, at::ObserverContext*) {
-  BackwardTracer& t = Tracer();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (!t.active) return;
-  int64_t seq = fn.seqNr();
-  NodeId n = t.NodeOf(seq);
-  if (seq >= 0) t.last = n;
-  t.events->push_back({t.phase, n, fn.name(), t.meter->current(), t.meter->peak(), {}});
-  *t.step_peak = std::max(*t.step_peak, t.meter->peak());
-  t.meter->ResetPeak();
-  t.last_end_bytes = t.meter->current();
-}
 
 class Trainer {
  public:
@@ -193,8 +100,6 @@ class Trainer {
 
  private:
   void Setup();
-  void LoadParameters(const exec::ModelData& model);
-  at::Tensor InitialValue(const Tensor& t, const exec::ModelData& model, bool* random);
   void MakeBatch();
   void SelectMicroBatch(int64_t m);
   int64_t IndexBound(TensorId t) const;
@@ -279,44 +184,6 @@ int64_t Trainer::IndexBound(TensorId t) const {
   return 2;
 }
 
-at::Tensor Trainer::InitialValue(const Tensor& t, const exec::ModelData& model, bool* random) {
-  *random = false;
-  auto it = model.initializers.find(t.name);
-  bool readable = it != model.initializers.end();
-  if (readable && exec::IsExternal(*it->second)) {
-    readable = std::ifstream(ResolveExternalData(*it->second, model.dir, t.name, g_.allow_external_data_outside_model_dir).path)
-                   .good();
-  }
-  bool is_param = t.category == TensorCategory::kParameter;
-  if (readable && !(is_param && opt_.random_weights)) {
-    return exec::TensorFromProto(*it->second, model.dir, t.name, g_.allow_external_data_outside_model_dir);
-  }
-  if (!opt_.random_weights) {
-    throw MemplanError(g_.model_path + ": the weights of '" + t.name +
-                       "' are not available (external data file missing); run with --random-weights to train with "
-                       "deterministic random weights");
-  }
-  // Deterministic initialisation by name: fan-in uniform for weights; normalization scales
-  // one, shifts zero; running variances one, means zero.
-  *random = true;
-  at::ScalarType st = exec::ScalarTypeOf(t.dtype);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(Mix(opt_.seed ^ HashString(t.name)));
-  for (NodeId c : t.consumers) {
-    const Node& n = g_.nodes[c];
-    for (size_t s = 0; s < n.inputs.size(); ++s) {
-      if (n.inputs[s] != t.id) continue;
-      bool norm = n.op_type == "BatchNormalization" || n.op_type == "LayerNormalization" ||
-                  n.op_type == "InstanceNormalization";
-      if (norm && (s == 1 || s == 4)) return at::ones(t.shape, at::TensorOptions().dtype(st));
-      if (norm && (s == 2 || s == 3)) return at::zeros(t.shape, at::TensorOptions().dtype(st));
-    }
-  }
-  if (!IsFloating(t.dtype)) return at::zeros(t.shape, at::TensorOptions().dtype(st));
-  int64_t fan_in = t.shape.size() >= 2 && t.shape[0] > 0 ? t.numel() / t.shape[0] : std::max<int64_t>(t.numel(), 1);
-  double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)));
-  return at::empty(t.shape, at::TensorOptions().dtype(at::kFloat)).uniform_(-bound, bound, gen).to(st);
-}
-
 void Trainer::Setup() {
   CheckExecutorSupports(g_);
   if (g_.loss == kNone) throw MemplanError(g_.model_path + ": the graph has no loss");
@@ -372,7 +239,7 @@ void Trainer::Setup() {
       v = FromConstValue(*t.value);
     } else {
       bool random = false;
-      v = InitialValue(t, model, &random);
+      v = exec::InitialValue(g_, t, model, opt_.random_weights, opt_.seed, &random);
     }
     if (v.sizes() != at::IntArrayRef(t.shape)) {
       throw MemplanError(g_.model_path + ": initializer '" + t.name + "' has a shape that does not match the graph");
