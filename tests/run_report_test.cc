@@ -15,8 +15,8 @@ namespace {
 
 using nlohmann::json;
 
-// A run as the command line fills it: every field set, a plan, a trace.
-RunReport FullReport() {
+// Only DESIGN.md's required fields: the plain step, no trace.
+RunReport ContractReport() {
   RunReport r;
   r.memplan_version = "0.1.0";
   r.device = "cpu (LibTorch 2.5.1, 2 threads)";
@@ -26,6 +26,13 @@ RunReport FullReport() {
   r.step_seconds = {3.0, 1.5};
   r.recompute_seconds = {0.5, 0.25};
   r.loss = {2.3, 2.2};
+  r.plan = {{"strategy", "none"}, {"sections", json::array()}, {"checkpoints", json::array()}};
+  return r;
+}
+
+// A run as the command line fills it: every field set, a plan, a trace.
+RunReport FullReport() {
+  RunReport r = ContractReport();
   r.plan = {{"kind", "plan"}, {"strategy", "sqrt"}, {"budget_bytes", 1000}, {"checkpoints", {"t1"}},
             {"sections", {{"n1"}, {"n2", "n3"}}}, {"feasible", true}};
   r.model = "m.onnx";
@@ -65,18 +72,8 @@ TEST(RunReport, RoundTripsThroughJson) {
 }
 
 TEST(RunReport, RoundTripsTheContractAlone) {
-  // Only the required fields (the plain step, no trace): the optional ones stay unset and
-  // are not written.
-  RunReport r;
-  r.memplan_version = "0.1.0";
-  r.device = "cpu";
-  r.steps = 1;
-  r.measured_peak_bytes = 10;
-  r.predicted_peak_bytes = 10;
-  r.step_seconds = {0.1};
-  r.recompute_seconds = {0};
-  r.loss = {1.0};
-  r.plan = {{"strategy", "none"}, {"sections", json::array()}, {"checkpoints", json::array()}};
+  // The optional fields stay unset and are not written.
+  const RunReport r = ContractReport();
   const json j = RunReportToJson(r);
   EXPECT_FALSE(j.contains("measured_trace"));
   EXPECT_FALSE(j.contains("batch"));

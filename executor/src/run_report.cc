@@ -66,9 +66,21 @@ auto Array(const json& v, const std::string& field, Read read) {
   return out;
 }
 
+// A reader of arrays whose elements `read` reads.
+template <class Read>
+auto ArrayOf(Read read) {
+  return [read](const json& v, const std::string& field) { return Array(v, field, read); };
+}
+
 const json& Object(const json& v, const std::string& field) {
   if (!v.is_object()) Bad(field, "is not an object");
   return v;
+}
+
+// The required field `key` of the object `j` (itself the field `prefix`), read by `read`.
+template <class Read>
+auto Get(const json& j, const std::string& prefix, const char* key, Read read) {
+  return read(Required(j, prefix, key), Join(prefix, key));
 }
 
 template <class T, class Read>
@@ -86,10 +98,10 @@ auto Same = [](const auto& v) { return json(v); };
 RunTimelinePoint TimelinePoint(const json& v, const std::string& field) {
   Object(v, field);
   RunTimelinePoint p;
-  p.event = String(Required(v, field, "event"), Join(field, "event"));
-  p.phase = String(Required(v, field, "phase"), Join(field, "phase"));
-  p.bytes = Count(Required(v, field, "bytes"), Join(field, "bytes"));
-  p.bytes_after = Count(Required(v, field, "bytes_after"), Join(field, "bytes_after"));
+  p.event = Get(v, field, "event", String);
+  p.phase = Get(v, field, "phase", String);
+  p.bytes = Get(v, field, "bytes", Count);
+  p.bytes_after = Get(v, field, "bytes_after", Count);
   if (v.contains("node")) p.node = String(v["node"], Join(field, "node"));
   return p;
 }
@@ -103,11 +115,11 @@ json TimelinePointToJson(const RunTimelinePoint& p) {
 RunTraceEvent TraceEvent(const json& v, const std::string& field) {
   Object(v, field);
   RunTraceEvent e;
-  e.phase = String(Required(v, field, "phase"), Join(field, "phase"));
-  e.node = String(Required(v, field, "node"), Join(field, "node"));
-  e.op = String(Required(v, field, "op"), Join(field, "op"));
-  e.bytes_after = Count(Required(v, field, "bytes_after"), Join(field, "bytes_after"));
-  e.peak_during = Count(Required(v, field, "peak_during"), Join(field, "peak_during"));
+  e.phase = Get(v, field, "phase", String);
+  e.node = Get(v, field, "node", String);
+  e.op = Get(v, field, "op", String);
+  e.bytes_after = Get(v, field, "bytes_after", Count);
+  e.peak_during = Get(v, field, "peak_during", Count);
   return e;
 }
 
@@ -118,10 +130,9 @@ json TraceEventToJson(const RunTraceEvent& e) {
 // The plan run: an object with the fields every plan summary has; the rest is the plan's.
 json PlanSummary(const json& v, const std::string& field) {
   Object(v, field);
-  String(Required(v, field, "strategy"), Join(field, "strategy"));
-  Array(Required(v, field, "checkpoints"), Join(field, "checkpoints"), String);
-  Array(Required(v, field, "sections"), Join(field, "sections"),
-        [](const json& s, const std::string& f) { return Array(s, f, String); });
+  Get(v, field, "strategy", String);
+  Get(v, field, "checkpoints", ArrayOf(String));
+  Get(v, field, "sections", ArrayOf(ArrayOf(String)));
   return v;
 }
 
@@ -175,17 +186,17 @@ json RunReportToJson(const RunReport& r) {
 
 RunReport RunReportFromJson(const json& j) {
   if (!j.is_object()) throw MemplanError("a run JSON is an object");
-  if (String(Required(j, "", "kind"), "kind") != "run") Bad("kind", "is not \"run\"");
+  if (Get(j, "", "kind", String) != "run") Bad("kind", "is not \"run\"");
   RunReport r;
-  r.memplan_version = String(Required(j, "", "memplan_version"), "memplan_version");
-  r.device = String(Required(j, "", "device"), "device");
-  r.steps = Count(Required(j, "", "steps"), "steps");
-  r.measured_peak_bytes = Count(Required(j, "", "measured_peak_bytes"), "measured_peak_bytes");
-  r.predicted_peak_bytes = Count(Required(j, "", "predicted_peak_bytes"), "predicted_peak_bytes");
-  r.step_seconds = Array(Required(j, "", "step_seconds"), "step_seconds", Seconds);
-  r.recompute_seconds = Array(Required(j, "", "recompute_seconds"), "recompute_seconds", Seconds);
-  r.loss = Array(Required(j, "", "loss"), "loss", Loss);
-  r.plan = PlanSummary(Required(j, "", "plan"), "plan");
+  r.memplan_version = Get(j, "", "memplan_version", String);
+  r.device = Get(j, "", "device", String);
+  r.steps = Get(j, "", "steps", Count);
+  r.measured_peak_bytes = Get(j, "", "measured_peak_bytes", Count);
+  r.predicted_peak_bytes = Get(j, "", "predicted_peak_bytes", Count);
+  r.step_seconds = Get(j, "", "step_seconds", ArrayOf(Seconds));
+  r.recompute_seconds = Get(j, "", "recompute_seconds", ArrayOf(Seconds));
+  r.loss = Get(j, "", "loss", ArrayOf(Loss));
+  r.plan = Get(j, "", "plan", PlanSummary);
 
   ReadOptional(j, "model", r.model, String);
   ReadOptional(j, "batch", r.batch, Count);
@@ -201,13 +212,10 @@ RunReport RunReportFromJson(const json& j) {
   ReadOptional(j, "max_measured_peak_bytes", r.max_measured_peak_bytes, Count);
   ReadOptional(j, "prediction_error", r.prediction_error, Real);
   ReadOptional(j, "persistent_bytes", r.persistent_bytes, Count);
-  auto counts = [](const json& v, const std::string& f) { return Array(v, f, Count); };
-  ReadOptional(j, "peak_bytes", r.peak_bytes, counts);
-  ReadOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, counts);
-  ReadOptional(j, "predicted_timeline", r.predicted_timeline,
-               [](const json& v, const std::string& f) { return Array(v, f, TimelinePoint); });
-  ReadOptional(j, "measured_trace", r.measured_trace,
-               [](const json& v, const std::string& f) { return Array(v, f, TraceEvent); });
+  ReadOptional(j, "peak_bytes", r.peak_bytes, ArrayOf(Count));
+  ReadOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, ArrayOf(Count));
+  ReadOptional(j, "predicted_timeline", r.predicted_timeline, ArrayOf(TimelinePoint));
+  ReadOptional(j, "measured_trace", r.measured_trace, ArrayOf(TraceEvent));
 
   const size_t n = r.step_seconds.size();
   CheckPerStep(std::optional(r.recompute_seconds), "recompute_seconds", n);
