@@ -10,6 +10,7 @@
 #include "commands.h"
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
+#include "memplan/run_report.h"
 #ifdef MEMPLAN_HAVE_PLANNER
 #include "memplan/plan.h"
 #endif
@@ -169,51 +170,41 @@ int RunRun(const Args& a) {
   std::printf("prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
 
   if (a.has("json")) {
-    nlohmann::json j;
-    j["kind"] = "run";
-    j["memplan_version"] = MEMPLAN_VERSION;
-    j["model"] = g.model_path;
-    j["batch"] = g.batch * opt.micro_batches;
-    j["micro_batches"] = opt.micro_batches;
-    j["optimizer"] = OptimizerName(g.optimizer);
-    j["loss_kind"] = LossKindName(g.loss_kind);
-    j["device"] = r.device;
-    j["steps"] = opt.steps;
-    j["seed"] = opt.seed;
-    j["random_weights"] = opt.random_weights;
-    j["measured_peak_bytes"] = r.measured_peak_bytes;
-    j["max_measured_peak_bytes"] = r.max_peak_bytes;
-    j["predicted_peak_bytes"] = predicted.peak_bytes;
-    j["prediction_error"] = err / 100.0;
-    j["persistent_bytes"] = r.persistent_bytes;
-    nlohmann::json secs = nlohmann::json::array(), rec = nlohmann::json::array(), loss = nlohmann::json::array(),
-                   peaks = nlohmann::json::array(), reserved = nlohmann::json::array();
+    RunReport report;
+    report.memplan_version = MEMPLAN_VERSION;
+    report.model = g.model_path;
+    report.batch = g.batch * opt.micro_batches;
+    report.micro_batches = opt.micro_batches;
+    report.optimizer = OptimizerName(g.optimizer);
+    report.loss_kind = LossKindName(g.loss_kind);
+    report.device = r.device;
+    report.steps = opt.steps;
+    report.seed = opt.seed;
+    report.random_weights = opt.random_weights;
+    report.measured_peak_bytes = r.measured_peak_bytes;
+    report.max_measured_peak_bytes = r.max_peak_bytes;
+    report.predicted_peak_bytes = predicted.peak_bytes;
+    report.prediction_error = err / 100.0;
+    report.persistent_bytes = r.persistent_bytes;
+    report.peak_bytes.emplace();
+    report.reserved_peak_bytes.emplace();
     for (const StepStats& s : r.steps) {
-      secs.push_back(s.seconds);
-      rec.push_back(s.recompute_seconds);
-      loss.push_back(s.loss);
-      peaks.push_back(s.peak_bytes);
-      reserved.push_back(s.reserved_peak_bytes);
+      report.step_seconds.push_back(s.seconds);
+      report.recompute_seconds.push_back(s.recompute_seconds);
+      report.loss.push_back(s.loss);
+      report.peak_bytes->push_back(s.peak_bytes);
+      report.reserved_peak_bytes->push_back(s.reserved_peak_bytes);
     }
-    j["step_seconds"] = secs;
-    j["recompute_seconds"] = rec;
-    j["loss"] = loss;
-    j["peak_bytes"] = peaks;
-    j["reserved_peak_bytes"] = reserved;
-    j["plan"] = plan_out;
-    j["predicted_timeline"] = TimelineToJson(g, schedule, predicted);
+    report.plan = plan_out;
+    report.predicted_timeline = RunTimelineFromJson(TimelineToJson(g, schedule, predicted));
     if (opt.trace) {
-      nlohmann::json t = nlohmann::json::array();
+      report.measured_trace.emplace();
       for (const TraceEvent& e : r.trace) {
-        t.push_back({{"phase", e.phase},
-                     {"node", e.node == kNone ? "" : g.nodes[e.node].name},
-                     {"op", e.op},
-                     {"bytes_after", e.bytes_after},
-                     {"peak_during", e.peak_during}});
+        report.measured_trace->push_back(
+            {e.phase, e.node == kNone ? "" : g.nodes[e.node].name, e.op, e.bytes_after, e.peak_during});
       }
-      j["measured_trace"] = t;
     }
-    WriteJsonFile(a.get("json"), j);
+    WriteJsonFile(a.get("json"), RunReportToJson(report));
     std::printf("wrote        %s\n", a.get("json").c_str());
   }
   return kExitOk;

@@ -14,6 +14,7 @@
 #include "fuzz_common.h"
 #include "memplan/analyzer.h"
 #include "memplan/planner.h"
+#include "memplan/run_report.h"
 
 namespace {
 
@@ -159,23 +160,34 @@ int main(int argc, char** argv) {
     Write("document", "plan-sweep.json", j.dump(1));
   }
 
-  // fuzz_document: a run as the executor writes it (the shape gui_document_test checks), and
+  // fuzz_document: a run as `memplan run --json --trace` writes it (memplan/run_report.h), and
   // a profile.
-  nlohmann::json run = {{"kind", "run"}, {"memplan_version", MEMPLAN_VERSION}, {"device", "cpu"}, {"steps", 3},
-                        {"measured_peak_bytes", 950}, {"predicted_peak_bytes", 900},
-                        {"step_seconds", {3.0, 1.5}}, {"recompute_seconds", {0.5, 0.25}},
-                        {"loss", {2.3, 2.2, 2.1}}, {"plan", some_plan},
-                        {"predicted_timeline", some_plan["timeline"]},
-                        {"measured_trace", {{{"phase", "setup"}, {"bytes_after", 100}, {"peak_during", 120}},
-                                            {{"phase", "forward"}, {"bytes_after", 800}, {"peak_during", 950}}}}};
+  RunReport report;
+  report.memplan_version = MEMPLAN_VERSION;
+  report.device = "cpu";
+  report.steps = 2;
+  report.measured_peak_bytes = 950;
+  report.predicted_peak_bytes = 900;
+  report.step_seconds = {3.0, 1.5};
+  report.recompute_seconds = {0.5, 0.25};
+  report.loss = {2.3, 2.2};
+  report.plan = some_plan;
+  report.plan.erase("timeline");
+  report.model = some_plan["model"].get<std::string>();
+  report.batch = some_plan["batch"].get<int64_t>();
+  report.micro_batches = 1;
+  report.seed = 0;
+  report.peak_bytes = std::vector<int64_t>{950, 950};
+  report.predicted_timeline = RunTimelineFromJson(some_plan["timeline"]);
+  report.measured_trace = std::vector<RunTraceEvent>{{"setup", "", "", 100, 120}, {"forward", "", "", 800, 950}};
+  const nlohmann::json run = RunReportToJson(report);
   Write("document", "run.json", run.dump(1));
-  run.erase("predicted_timeline");
-  run["trace"] = run["measured_trace"];
-  run.erase("measured_trace");
-  run["step_seconds"] = 1.5;
-  Write("document", "run-scalars.json", run.dump(1));
+  // The plain step, without a trace.
+  report.plan = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
+  report.measured_trace.reset();
+  Write("document", "run-plain.json", RunReportToJson(report).dump(1));
   nlohmann::json profile = {{"kind", "profile"}, {"memplan_version", MEMPLAN_VERSION}, {"device", "cpu"},
-                            {"measured_peak_bytes", 950}, {"measured_timeline", run["trace"]}};
+                            {"measured_peak_bytes", 950}, {"measured_timeline", run["measured_trace"]}};
   Write("document", "profile.json", profile.dump(1));
 
   // fuzz_cli: command lines, NUL-separated.

@@ -138,9 +138,10 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
                          {"overhead", 0.25},
                          {"checkpoints", {"t1", "t2"}}, {"sections", {{"n1", "n2"}, {"n3"}}}, {"feasible", true},
                          {"solve_seconds", 0.01},
-                         {"timeline", {{{"event", "setup"}, {"phase", "setup"}, {"bytes", 100}},
-                                       {{"event", "forward n1"}, {"phase", "forward"}, {"bytes", 900}, {"node", "n1"}},
-                                       {{"event", "recompute n1"}, {"phase", "recompute"}, {"bytes", 500}}}}};
+                         {"timeline", {{{"event", "setup"}, {"phase", "setup"}, {"bytes", 100}, {"bytes_after", 100}},
+                                       {{"event", "forward n1"}, {"phase", "forward"}, {"bytes", 900}, {"bytes_after", 800},
+                                        {"node", "n1"}},
+                                       {{"event", "recompute n1"}, {"phase", "recompute"}, {"bytes", 500}, {"bytes_after", 400}}}}};
   Item p = ItemFromJson(plan, "plan.json");
   EXPECT_EQ(p.kind, SourceKind::kPlan);
   EXPECT_EQ(p.strategy, "sqrt");
@@ -155,11 +156,13 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   EXPECT_EQ(p.timeline->peak_step, 1);
   EXPECT_EQ(p.timeline->phases[2], Phase::kRecompute);
 
-  nlohmann::json run = {{"kind", "run"}, {"device", "cpu"}, {"steps", 3}, {"measured_peak_bytes", 950},
-                        {"predicted_peak_bytes", 900}, {"step_seconds", 1.5}, {"recompute_seconds", 0.2},
-                        {"loss", {2.3, 2.2, 2.1}}, {"plan", plan},
-                        {"trace", {{{"phase", "setup"}, {"bytes_after", 100}, {"peak_during", 120}},
-                                   {{"phase", "forward"}, {"bytes_after", 800}, {"peak_during", 950}}}}};
+  // The fields DESIGN.md's contract requires of a run (memplan/run_report.h reads them).
+  nlohmann::json run = {{"kind", "run"}, {"memplan_version", "0.1.0"}, {"device", "cpu"}, {"steps", 3},
+                        {"measured_peak_bytes", 950}, {"predicted_peak_bytes", 900}, {"step_seconds", {2.0, 1.6, 1.5}},
+                        {"recompute_seconds", {0.3, 0.2, 0.2}}, {"loss", {2.3, 2.2, 2.1}}, {"plan", plan},
+                        {"measured_trace", {{{"phase", "setup"}, {"node", ""}, {"op", ""}, {"bytes_after", 100}, {"peak_during", 120}},
+                                            {{"phase", "forward"}, {"node", "n1"}, {"op", ""}, {"bytes_after", 800},
+                                             {"peak_during", 950}}}}};
   Item r = ItemFromJson(run, "run.json");
   EXPECT_EQ(r.kind, SourceKind::kRun);
   EXPECT_EQ(r.measured_peak_bytes, 950);
@@ -170,12 +173,11 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   ASSERT_TRUE(r.timeline);  // the plan's predicted timeline
   EXPECT_EQ(r.timeline->peak_bytes, 900);
 
-  // Per-step arrays (the last step is the steady state) and the executor's key names.
+  // The last step is the steady state; the run's own predicted timeline with the plain step.
   run["step_seconds"] = {3.0, 1.5};
   run["recompute_seconds"] = {0.5, 0.25};
+  run["loss"] = {2.3, 2.2};
   run["predicted_timeline"] = plan["timeline"];
-  run["measured_trace"] = run["trace"];
-  run.erase("trace");
   run["plan"] = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
   r = ItemFromJson(run, "run.json");
   EXPECT_DOUBLE_EQ(r.step_seconds, 1.5);
@@ -198,6 +200,7 @@ TEST(GuiDocument, BadFilesThrowNamingTheFile) {
       {"array.json", "[1, 2]", "JSON object"},
       {"badtimeline.json", "{\"kind\": \"analysis\", \"timeline\": [{\"bytes\": \"many\"}]}", "bytes"},
       {"badpeak.json", "{\"kind\": \"analysis\", \"peak_bytes\": \"big\"}", "peak_bytes"},
+      {"badrun.json", "{\"kind\": \"run\"}", "memplan_version"},
   };
   for (const Case& c : cases) {
     std::string path = WriteFile(c.name, c.text);

@@ -18,6 +18,8 @@
 #include <optional>
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "memplan/training_graph.h"
 
 namespace memplan {
@@ -147,6 +149,19 @@ Budget ParseBudget(const std::string& what, const std::string& text) {
     throw MemplanError(what + ": " + e.what());
   }
   return b;
+}
+
+int64_t JsonInt64(const nlohmann::json& value, const std::string& field) {
+  if (!value.is_number()) throw MemplanError("field '" + field + "' is not a number");
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (!(d > -9.2e18 && d < 9.2e18)) throw MemplanError("field '" + field + "' is out of range");
+    return static_cast<int64_t>(std::llround(d));
+  }
+  if (value.is_number_unsigned() && value.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+    throw MemplanError("field '" + field + "' is out of range");
+  }
+  return value.get<int64_t>();
 }
 
 std::pair<std::string, int64_t> ParseDimBinding(const std::string& what, const std::string& text) {

@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/run_report.h"
+
 namespace memplan::gui {
 
 namespace {
@@ -39,27 +41,12 @@ int CategoryFromName(const std::string& s) {
   return -1;
 }
 
-// A JSON number as an int64 (floats rounded). One outside int64's range is an error naming
-// the field: converting it would be undefined behaviour (found by fuzz_document).
-int64_t ToInt(const json& v, const std::string& key) {
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (!(d > -9.2e18 && d < 9.2e18)) throw MemplanError("field '" + key + "' is out of range");
-    return static_cast<int64_t>(std::llround(d));
-  }
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
-    throw MemplanError("field '" + key + "' is out of range");
-  }
-  return v.get<int64_t>();
-}
-
 // Field readers that accept a missing or null field (unknown) and reject a wrong type with a
 // message naming the field.
 int64_t GetInt(const json& j, const char* key, int64_t fallback = -1) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
-  return ToInt(*it, key);
+  return JsonInt64(*it, key);
 }
 double GetDouble(const json& j, const char* key, double fallback = -1) {
   auto it = j.find(key);
@@ -67,17 +54,6 @@ double GetDouble(const json& j, const char* key, double fallback = -1) {
   if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
   return it->get<double>();
 }
-// A number, or the last element of a per-step array (the steady-state step).
-double GetLastDouble(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it != j.end() && it->is_array()) {
-    if (it->empty()) return -1;
-    if (!it->back().is_number()) throw MemplanError(std::string("field '") + key + "' is not an array of numbers");
-    return it->back().get<double>();
-  }
-  return GetDouble(j, key);
-}
-
 std::string GetString(const json& j, const char* key) {
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return {};
@@ -97,7 +73,21 @@ std::vector<std::string> GetStrings(const json& j, const char* key) {
   return out;
 }
 
-std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::string& label, const char* bytes_key) {
+// Appends one step: `event` when given, else "phase node".
+void AddTimelinePoint(TimelineData& t, int64_t bytes, const std::string& phase, std::string event, std::string node) {
+  if (event.empty()) event = node.empty() ? phase : phase + " " + node;
+  if (bytes > t.peak_bytes || t.bytes.empty()) {
+    t.peak_bytes = bytes;
+    t.peak_step = static_cast<int64_t>(t.bytes.size());
+  }
+  t.bytes.push_back(bytes);
+  t.phases.push_back(PhaseFromName(phase));
+  t.events.push_back(std::move(event));
+  t.nodes.push_back(std::move(node));
+}
+
+// An analysis's or plan's "timeline".
+std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::string& label) {
   if (!arr.is_array()) throw MemplanError("field 'timeline' is not an array");
   auto t = std::make_shared<TimelineData>();
   t->label = label;
@@ -105,22 +95,10 @@ std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::strin
   for (size_t i = 0; i < arr.size(); ++i) {
     const json& p = arr[i];
     if (!p.is_object()) throw MemplanError("timeline entry " + std::to_string(i) + " is not an object");
-    int64_t b = GetInt(p, bytes_key, -1);
-    if (b < 0) b = GetInt(p, "bytes", -1);
+    int64_t b = GetInt(p, "bytes", -1);
     if (b < 0) b = GetInt(p, "bytes_after", -1);
     if (b < 0) throw MemplanError("timeline entry " + std::to_string(i) + " has no bytes");
-    t->bytes.push_back(b);
-    std::string phase = GetString(p, "phase");
-    t->phases.push_back(PhaseFromName(phase));
-    std::string node = GetString(p, "node");
-    std::string event = GetString(p, "event");
-    if (event.empty()) event = node.empty() ? phase : phase + " " + node;
-    t->events.push_back(std::move(event));
-    t->nodes.push_back(std::move(node));
-    if (b > t->peak_bytes || i == 0) {
-      t->peak_bytes = b;
-      t->peak_step = static_cast<int64_t>(i);
-    }
+    AddTimelinePoint(*t, b, GetString(p, "phase"), GetString(p, "event"), GetString(p, "node"));
   }
   return t;
 }
@@ -132,7 +110,7 @@ void ReadBreakdown(const json& j, Item& item) {
   for (const auto& [k, v] : j["breakdown"].items()) {
     int c = CategoryFromName(k);
     if (c < 0 || !v.is_number()) continue;
-    item.breakdown[c] = ToInt(v, "breakdown." + k);
+    item.breakdown[c] = JsonInt64(v, "breakdown." + k);
     item.has_breakdown = true;
   }
 }
@@ -198,7 +176,7 @@ void ReadPlanFields(const json& j, Item& item) {
     }
   }
   if (j.contains("timeline")) {
-    item.timeline = TimelineFromJson(j["timeline"], "plan " + item.strategy, "bytes");
+    item.timeline = TimelineFromJson(j["timeline"], "plan " + item.strategy);
   }
 }
 
@@ -214,7 +192,41 @@ void ReadAnalysisFields(const json& j, Item& item) {
   ReadBreakdown(j, item);
   item.bottlenecks = GetStrings(j, "bottlenecks");
   item.notes = GetStrings(j, "notes");
-  if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "analysis", "bytes");
+  if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "analysis");
+}
+
+// A run file, parsed by the run report's one reader.
+void ReadRun(const RunReport& r, Item& item) {
+  item.model = r.model.value_or("");
+  item.batch = r.batch.value_or(-1);
+  item.optimizer = r.optimizer.value_or("");
+  item.device = r.device;
+  item.steps = r.steps;
+  item.measured_peak_bytes = r.measured_peak_bytes;
+  item.run_predicted_peak_bytes = r.predicted_peak_bytes;
+  // The last step is the steady state.
+  item.step_seconds = r.step_seconds.empty() ? -1 : r.step_seconds.back();
+  item.recompute_seconds = r.recompute_seconds.empty() ? -1 : r.recompute_seconds.back();
+  item.losses = r.loss;
+  ReadPlanFields(r.plan, item);
+  if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
+  if (r.predicted_timeline) {
+    auto t = std::make_shared<TimelineData>();
+    t->label = "predicted";
+    for (const RunTimelinePoint& p : *r.predicted_timeline) {
+      AddTimelinePoint(*t, p.bytes, p.phase, p.event, p.node);
+    }
+    item.timeline = std::move(t);
+  }
+  // The measured trace: per event, the highest bytes seen during it.
+  if (r.measured_trace) {
+    auto t = std::make_shared<TimelineData>();
+    t->label = "measured";
+    for (const RunTraceEvent& e : *r.measured_trace) {
+      AddTimelinePoint(*t, e.peak_during, e.phase, "", e.node);
+    }
+    item.measured = std::move(t);
+  }
 }
 
 std::string ReadFile(const std::string& path) {
@@ -405,34 +417,7 @@ Item ItemFromJson(const json& j, const std::string& path) {
       ReadPlanFields(j, item);
     } else if (kind == "run") {
       item.kind = SourceKind::kRun;
-      item.model = GetString(j, "model");
-      item.batch = GetInt(j, "batch");
-      item.device = GetString(j, "device");
-      if (j.contains("steps") && j["steps"].is_array()) item.steps = static_cast<int64_t>(j["steps"].size());
-      else item.steps = GetInt(j, "steps");
-      item.measured_peak_bytes = GetInt(j, "measured_peak_bytes");
-      item.run_predicted_peak_bytes = GetInt(j, "predicted_peak_bytes");
-      item.step_seconds = GetLastDouble(j, "step_seconds");
-      item.recompute_seconds = GetLastDouble(j, "recompute_seconds");
-      if (item.optimizer.empty()) item.optimizer = GetString(j, "optimizer");
-      if (j.contains("loss") && j["loss"].is_array()) {
-        for (const json& l : j["loss"]) if (l.is_number()) item.losses.push_back(l.get<double>());
-      }
-      if (j.contains("plan") && j["plan"].is_object()) ReadPlanFields(j["plan"], item);
-      if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
-      for (const char* key : {"predicted_timeline", "timeline"}) {
-        if (j.contains(key)) {
-          item.timeline = TimelineFromJson(j[key], "predicted", "bytes");
-          break;
-        }
-      }
-      // The measured trace: per event, the highest bytes seen during it (or after it).
-      for (const char* key : {"measured_trace", "trace", "measured_timeline"}) {
-        if (j.contains(key) && j[key].is_array() && !j[key].empty()) {
-          item.measured = TimelineFromJson(j[key], "measured", "peak_during");
-          break;
-        }
-      }
+      ReadRun(RunReportFromJson(j), item);
     } else if (kind.empty()) {
       throw MemplanError("no \"kind\" field: not a memplan analysis, plan or run JSON");
     } else {

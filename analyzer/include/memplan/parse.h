@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace memplan {
 
 // A decimal integer in [min, max].
@@ -33,6 +35,13 @@ struct Budget {
 };
 constexpr double kMaxBudgetPercent = 1000;
 Budget ParseBudget(const std::string& what, const std::string& text);
+
+// A number read from one of memplan's JSON files as an int64, for the field `field` (named in
+// the error): an integer in int64's range, or a float rounded to the nearest whole number when
+// inside that range. A value that is not a number, a float beyond about +-9.2e18 or an unsigned
+// integer above INT64_MAX throws MemplanError naming `field` (converting those would be
+// undefined behaviour; found by fuzz_document).
+int64_t JsonInt64(const nlohmann::json& value, const std::string& field);
 
 // NAME=VALUE with a positive integer VALUE (--dim).
 std::pair<std::string, int64_t> ParseDimBinding(const std::string& what, const std::string& text);

@@ -1,0 +1,231 @@
+// The run JSON's one writer and one reader. No LibTorch here: the GUI links this.
+#include "memplan/run_report.h"
+
+#include <cmath>
+#include <limits>
+
+#include "memplan/parse.h"
+#include "memplan/training_graph.h"
+
+namespace memplan {
+namespace {
+
+using nlohmann::json;
+
+[[noreturn]] void Bad(const std::string& field, const std::string& why) {
+  throw MemplanError("field '" + field + "' " + why);
+}
+
+std::string Join(const std::string& prefix, const char* key) { return prefix.empty() ? key : prefix + "." + key; }
+
+const json& Required(const json& j, const std::string& prefix, const char* key) {
+  auto it = j.find(key);
+  if (it == j.end()) Bad(Join(prefix, key), "is missing");
+  return *it;
+}
+
+std::string String(const json& v, const std::string& field) {
+  if (!v.is_string()) Bad(field, "is not a string");
+  return v.get<std::string>();
+}
+
+// Byte counts, step counts and batches.
+int64_t Count(const json& v, const std::string& field) {
+  const int64_t n = JsonInt64(v, field);
+  if (n < 0) Bad(field, "is negative");
+  return n;
+}
+
+double Real(const json& v, const std::string& field) {
+  if (!v.is_number()) Bad(field, "is not a number");
+  return v.get<double>();
+}
+
+double Seconds(const json& v, const std::string& field) {
+  const double s = Real(v, field);
+  if (!(s >= 0) || !std::isfinite(s)) Bad(field, "is not a finite, non-negative number of seconds");
+  return s;
+}
+
+// nlohmann writes a non-finite double as null.
+double Loss(const json& v, const std::string& field) {
+  return v.is_null() ? std::numeric_limits<double>::quiet_NaN() : Real(v, field);
+}
+
+bool Bool(const json& v, const std::string& field) {
+  if (!v.is_boolean()) Bad(field, "is not true or false");
+  return v.get<bool>();
+}
+
+template <class Read>
+auto Array(const json& v, const std::string& field, Read read) {
+  if (!v.is_array()) Bad(field, "is not an array");
+  std::vector<decltype(read(v, field))> out;
+  out.reserve(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out.push_back(read(v[i], field + "[" + std::to_string(i) + "]"));
+  return out;
+}
+
+// A reader of arrays whose elements `read` reads.
+template <class Read>
+auto ArrayOf(Read read) {
+  return [read](const json& v, const std::string& field) { return Array(v, field, read); };
+}
+
+const json& Object(const json& v, const std::string& field) {
+  if (!v.is_object()) Bad(field, "is not an object");
+  return v;
+}
+
+// The required field `key` of the object `j` (itself the field `prefix`), read by `read`.
+template <class Read>
+auto Get(const json& j, const std::string& prefix, const char* key, Read read) {
+  return read(Required(j, prefix, key), Join(prefix, key));
+}
+
+template <class T, class Read>
+void ReadOptional(const json& j, const char* key, std::optional<T>& out, Read read) {
+  auto it = j.find(key);
+  if (it != j.end()) out = read(*it, key);
+}
+
+template <class T, class Write>
+void WriteOptional(json& j, const char* key, const std::optional<T>& v, Write write) {
+  if (v) j[key] = write(*v);
+}
+auto Same = [](const auto& v) { return json(v); };
+
+RunTimelinePoint TimelinePoint(const json& v, const std::string& field) {
+  Object(v, field);
+  RunTimelinePoint p;
+  p.event = Get(v, field, "event", String);
+  p.phase = Get(v, field, "phase", String);
+  p.bytes = Get(v, field, "bytes", Count);
+  p.bytes_after = Get(v, field, "bytes_after", Count);
+  if (v.contains("node")) p.node = String(v["node"], Join(field, "node"));
+  return p;
+}
+
+json TimelinePointToJson(const RunTimelinePoint& p) {
+  json j = {{"event", p.event}, {"phase", p.phase}, {"bytes", p.bytes}, {"bytes_after", p.bytes_after}};
+  if (!p.node.empty()) j["node"] = p.node;
+  return j;
+}
+
+RunTraceEvent TraceEvent(const json& v, const std::string& field) {
+  Object(v, field);
+  RunTraceEvent e;
+  e.phase = Get(v, field, "phase", String);
+  e.node = Get(v, field, "node", String);
+  e.op = Get(v, field, "op", String);
+  e.bytes_after = Get(v, field, "bytes_after", Count);
+  e.peak_during = Get(v, field, "peak_during", Count);
+  return e;
+}
+
+json TraceEventToJson(const RunTraceEvent& e) {
+  return {{"phase", e.phase}, {"node", e.node}, {"op", e.op}, {"bytes_after", e.bytes_after}, {"peak_during", e.peak_during}};
+}
+
+// The plan run: an object with the fields every plan summary has; the rest is the plan's.
+json PlanSummary(const json& v, const std::string& field) {
+  Object(v, field);
+  Get(v, field, "strategy", String);
+  Get(v, field, "checkpoints", ArrayOf(String));
+  Get(v, field, "sections", ArrayOf(ArrayOf(String)));
+  return v;
+}
+
+template <class T>
+void CheckPerStep(const std::optional<std::vector<T>>& v, const char* key, size_t steps) {
+  if (v && v->size() != steps) {
+    Bad(key, "has " + std::to_string(v->size()) + " entries but 'step_seconds' has " + std::to_string(steps));
+  }
+}
+
+}  // namespace
+
+std::vector<RunTimelinePoint> RunTimelineFromJson(const json& points) { return Array(points, "timeline", TimelinePoint); }
+
+json RunReportToJson(const RunReport& r) {
+  json j = {
+      {"kind", "run"},
+      {"memplan_version", r.memplan_version},
+      {"device", r.device},
+      {"steps", r.steps},
+      {"measured_peak_bytes", r.measured_peak_bytes},
+      {"predicted_peak_bytes", r.predicted_peak_bytes},
+      {"step_seconds", r.step_seconds},
+      {"recompute_seconds", r.recompute_seconds},
+      {"loss", r.loss},
+      {"plan", r.plan},
+  };
+  WriteOptional(j, "model", r.model, Same);
+  WriteOptional(j, "batch", r.batch, Same);
+  WriteOptional(j, "micro_batches", r.micro_batches, Same);
+  WriteOptional(j, "optimizer", r.optimizer, Same);
+  WriteOptional(j, "loss_kind", r.loss_kind, Same);
+  WriteOptional(j, "seed", r.seed, Same);
+  WriteOptional(j, "random_weights", r.random_weights, Same);
+  WriteOptional(j, "max_measured_peak_bytes", r.max_measured_peak_bytes, Same);
+  WriteOptional(j, "prediction_error", r.prediction_error, Same);
+  WriteOptional(j, "persistent_bytes", r.persistent_bytes, Same);
+  WriteOptional(j, "peak_bytes", r.peak_bytes, Same);
+  WriteOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, Same);
+  auto all = [](auto write) {
+    return [write](const auto& v) {
+      json out = json::array();
+      for (const auto& e : v) out.push_back(write(e));
+      return out;
+    };
+  };
+  WriteOptional(j, "predicted_timeline", r.predicted_timeline, all(TimelinePointToJson));
+  WriteOptional(j, "measured_trace", r.measured_trace, all(TraceEventToJson));
+  return j;
+}
+
+RunReport RunReportFromJson(const json& j) {
+  if (!j.is_object()) throw MemplanError("a run JSON is an object");
+  if (Get(j, "", "kind", String) != "run") Bad("kind", "is not \"run\"");
+  RunReport r;
+  r.memplan_version = Get(j, "", "memplan_version", String);
+  r.device = Get(j, "", "device", String);
+  r.steps = Get(j, "", "steps", Count);
+  r.measured_peak_bytes = Get(j, "", "measured_peak_bytes", Count);
+  r.predicted_peak_bytes = Get(j, "", "predicted_peak_bytes", Count);
+  r.step_seconds = Get(j, "", "step_seconds", ArrayOf(Seconds));
+  r.recompute_seconds = Get(j, "", "recompute_seconds", ArrayOf(Seconds));
+  r.loss = Get(j, "", "loss", ArrayOf(Loss));
+  r.plan = Get(j, "", "plan", PlanSummary);
+
+  ReadOptional(j, "model", r.model, String);
+  ReadOptional(j, "batch", r.batch, Count);
+  ReadOptional(j, "micro_batches", r.micro_batches, [](const json& v, const std::string& f) {
+    const int64_t k = JsonInt64(v, f);
+    if (k < 1) Bad(f, "is less than 1");
+    return k;
+  });
+  ReadOptional(j, "optimizer", r.optimizer, String);
+  ReadOptional(j, "loss_kind", r.loss_kind, String);
+  ReadOptional(j, "seed", r.seed, [](const json& v, const std::string& f) { return static_cast<uint64_t>(Count(v, f)); });
+  ReadOptional(j, "random_weights", r.random_weights, Bool);
+  ReadOptional(j, "max_measured_peak_bytes", r.max_measured_peak_bytes, Count);
+  ReadOptional(j, "prediction_error", r.prediction_error, Real);
+  ReadOptional(j, "persistent_bytes", r.persistent_bytes, Count);
+  ReadOptional(j, "peak_bytes", r.peak_bytes, ArrayOf(Count));
+  ReadOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, ArrayOf(Count));
+  ReadOptional(j, "predicted_timeline", r.predicted_timeline, ArrayOf(TimelinePoint));
+  ReadOptional(j, "measured_trace", r.measured_trace, ArrayOf(TraceEvent));
+
+  const size_t n = r.step_seconds.size();
+  CheckPerStep(std::optional(r.recompute_seconds), "recompute_seconds", n);
+  CheckPerStep(std::optional(r.loss), "loss", n);
+  CheckPerStep(r.peak_bytes, "peak_bytes", n);
+  CheckPerStep(r.reserved_peak_bytes, "reserved_peak_bytes", n);
+  return r;
+}
+
+void to_json(json& j, const RunReport& r) { j = RunReportToJson(r); }
+void from_json(const json& j, RunReport& r) { r = RunReportFromJson(j); }
+
+}  // namespace memplan
