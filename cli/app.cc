@@ -39,7 +39,7 @@ void PrintVersion() {
 }
 
 // A command this build lacks: it takes any arguments and says so.
-CLI::App* AddUnavailable(CLI::App& app, const std::string& name, const std::string& what) {
+[[maybe_unused]] CLI::App* AddUnavailable(CLI::App& app, const std::string& name, const std::string& what) {
   CLI::App* sub = app.add_subcommand(name, what + " (not in this build)");
   sub->prefix_command();
   sub->set_help_flag();
