@@ -15,8 +15,9 @@
 //      backward of the segment that produced the checkpoint.
 // Recompute cost: the forward FLOPs of every node in segments 0..K-2.
 //
-// Details the memory model fixes where the text above leaves room (BuildSegmentedSchedule
-// implements exactly these; the executor's natural LibTorch implementation matches them):
+// Details the memory model fixes where the text above leaves room (BuildSegmentedSchedule,
+// that is the analyzer's BuildScheduleFromCuts, implements exactly these, and the executor
+// carries out that schedule step by step):
 //   - Lifetimes are per storage: a view keeps its base tensor's storage alive.
 //   - Forward of segments 0..K-2 (no autograd): a tensor that no later segment reads is freed
 //     after its last reader; extras (dropout masks, batch-norm statistics, ...) live only
