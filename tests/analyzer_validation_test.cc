@@ -86,6 +86,17 @@ GraphBuilder ConvModel(std::vector<std::pair<std::string, testing::AttrValue>> a
   return b.Output("y");
 }
 
+// ---- graph structure ----
+
+// A node must produce its first output (found by fuzzing: a Where with no outputs reached the
+// FLOPs rule, which reads output 0).
+TEST(Validation, NodeWithoutOutputsIsRejected) {
+  GraphBuilder b = Trainable();
+  b.Node("Relu", {"y"}, {}).Output("y");
+  std::string e = LoadError(b.Bytes());
+  EXPECT_NE(e.find("node 'Relu_1' (Relu) has no first output"), std::string::npos) << e;
+}
+
 // ---- constants of the wrong rank or size in shape arithmetic ----
 
 TEST(Validation, EmptyConstantAsRangeLimitIsRejected) {

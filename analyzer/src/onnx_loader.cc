@@ -419,6 +419,11 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
                          " from a custom domain, which memplan has no rule for; export with standard ONNX ops");
     }
     for (const auto& a : np.attribute()) n.attributes[a.name()] = AttributeFromOnnx(a);
+    // Every ONNX op's first output is required; the rules read it.
+    if (np.output_size() == 0 || np.output(0).empty()) {
+      throw MemplanError(file + ": node '" + n.name + "' (" + n.op_type +
+                         ") has no first output; every ONNX op produces at least one tensor");
+    }
     for (const auto& o : np.output()) {
       if (o.empty()) { n.outputs.push_back(kNone); continue; }
       if (producer_of.count(o) || initializer_names.count(o)) {
