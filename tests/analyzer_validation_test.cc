@@ -97,6 +97,15 @@ TEST(Validation, NodeWithoutOutputsIsRejected) {
   EXPECT_NE(e.find("node 'Relu_1' (Relu) has no first output"), std::string::npos) << e;
 }
 
+TEST(Validation, LayerNormAxisOutOfRangeIsRejected) {
+  // y is [N, 4]: axis -3 names no dim (found by fuzzing: the saved-statistics rule read
+  // before the start of the shape).
+  GraphBuilder b = Trainable();
+  b.Param("g", {4}).Node("LayerNormalization", {"y", "g"}, {"z"}).Attr("axis", int64_t{-3}).Output("z");
+  std::string e = LoadError(b);
+  EXPECT_NE(e.find("axis -3 is out of range for input 'y' of rank 2"), std::string::npos) << e;
+}
+
 // ---- constants of the wrong rank or size in shape arithmetic ----
 
 TEST(Validation, EmptyConstantAsRangeLimitIsRejected) {

@@ -163,6 +163,7 @@ void ValidateConv(const InferContext& c);
 void ValidateConvTranspose(const InferContext& c);
 void ValidatePool(const InferContext& c);
 void ValidateFlatten(const InferContext& c);
+void ValidateLayerNorm(const InferContext& c);
 void ValidateContraction(const InferContext& c);
 
 }  // namespace memplan::rules

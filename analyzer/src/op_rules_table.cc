@@ -49,7 +49,7 @@ std::vector<OpRule> MakeRules() {
        .backward_factor = 1.5, .saves = SavesBatchNorm, .nondiff_inputs = Bits({3, 4}),
        .backward_workspace = BatchNormWorkspace},
       {.op_type = "LayerNormalization", .infer = InferLayerNorm, .flops = NormFlops,
-       .backward_factor = 1.5, .saves = SavesLayerNorm},
+       .backward_factor = 1.5, .saves = SavesLayerNorm, .validate = ValidateLayerNorm},
       {.op_type = "InstanceNormalization", .infer = InferSameAsInput, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesInstanceNorm},
       // Activations.

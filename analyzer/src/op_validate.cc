@@ -142,6 +142,16 @@ void ValidateFlatten(const InferContext& c) {
   }
 }
 
+// LayerNormalization normalizes the dims from `axis` on: it must name one of them.
+void ValidateLayerNorm(const InferContext& c) {
+  if (!c.known(0)) return;
+  int64_t r = c.rank(0), axis = c.node().attr_int("axis", -1);
+  if (axis < -r || axis >= r) {
+    c.reject("axis " + std::to_string(axis) + " is out of range for input '" + c.in(0).name + "' of rank " + std::to_string(r) +
+             " (use -" + std::to_string(r) + " to " + std::to_string(r - 1) + ")");
+  }
+}
+
 // MatMul and Gemm: both operands of one type (ONNX's constraint T).
 void ValidateContraction(const InferContext& c) {
   if (c.has(0) && c.has(1) && c.dtype(0) != DType::kUndefined && c.dtype(1) != DType::kUndefined &&
