@@ -2,7 +2,6 @@
 // and analysis (schedule, simulation, bottlenecks, JSON): what `memplan analyze` does.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <string>
 
 #include <nlohmann/json.hpp>
