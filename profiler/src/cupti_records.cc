@@ -1,0 +1,1 @@
+// CUPTI activity records -> Profile: filled in by the CUPTI backend work.
