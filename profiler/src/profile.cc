@@ -30,6 +30,14 @@ double Profile::RecomputeSeconds(int32_t segment) const {
   return total;
 }
 
+double Profile::PredictedRecomputeSeconds(int32_t segment) const {
+  double total = 0;
+  for (const NodeProfile& n : nodes) {
+    if (n.phase == Phase::kRecompute && (segment < 0 || n.segment == segment)) total += n.predicted_seconds;
+  }
+  return total;
+}
+
 double Profile::PhaseSeconds(Phase phase) const {
   double total = 0;
   for (const NodeProfile& n : nodes) {
@@ -84,6 +92,7 @@ void AggregateProfile(Profile& p) {
     n.phase = old.phase;
     n.segment = old.segment;
     n.device_seconds += old.device_seconds;
+    n.predicted_seconds += old.predicted_seconds;
   }
   p.nodes.clear();
   for (auto& [key, n] : totals) p.nodes.push_back(std::move(n));

@@ -69,6 +69,7 @@ NodeProfile NodeFromJson(const json& v, const std::string& field) {
   n.calls = Get(v, field, "calls", Count);
   n.seconds = Get(v, field, "seconds", Seconds);
   n.device_seconds = Get(v, field, "device_seconds", Seconds);
+  n.predicted_seconds = Get(v, field, "predicted_seconds", Seconds);
   n.allocated_bytes = Get(v, field, "allocated_bytes", Count);
   n.freed_bytes = Get(v, field, "freed_bytes", Count);
   return n;
@@ -104,7 +105,8 @@ json ProfileToJson(const Profile& p) {
   for (const NodeProfile& n : p.nodes) {
     nodes.push_back({{"node", n.node}, {"name", n.name}, {"op", n.op}, {"phase", PhaseName(n.phase)},
                      {"segment", n.segment}, {"calls", n.calls}, {"seconds", n.seconds},
-                     {"device_seconds", n.device_seconds}, {"allocated_bytes", n.allocated_bytes},
+                     {"device_seconds", n.device_seconds}, {"predicted_seconds", n.predicted_seconds},
+                     {"allocated_bytes", n.allocated_bytes},
                      {"freed_bytes", n.freed_bytes}});
   }
   json events = json::array();
@@ -130,6 +132,7 @@ json ProfileToJson(const Profile& p) {
       {"step_seconds", p.step_seconds},
       {"recompute_seconds", p.RecomputeSeconds()},
       {"recompute_seconds_per_segment", recompute},
+      {"predicted_recompute_seconds", p.PredictedRecomputeSeconds()},
       {"start_bytes", p.start_bytes},
       {"peak_bytes", p.peak_bytes},
       {"peak_time", p.peak_time},

@@ -54,6 +54,9 @@ struct NodeProfile {
   int64_t calls = 0;
   double seconds = 0;         // host wall time, exclusive of nested scopes
   double device_seconds = 0;  // CUDA: kernel time attributed to the scope; 0 on CPU
+  // The cost model's prediction for the same work (filled by whoever writes the profile;
+  // 0 when unknown).
+  double predicted_seconds = 0;
   int64_t allocated_bytes = 0;
   int64_t freed_bytes = 0;
 };
@@ -92,6 +95,8 @@ struct Profile {
   double RecomputeSeconds(int32_t segment = -1) const;
   // Exclusive seconds of every scope of a phase.
   double PhaseSeconds(Phase phase) const;
+  // The predicted counterpart of RecomputeSeconds.
+  double PredictedRecomputeSeconds(int32_t segment = -1) const;
 };
 
 // A backend records one step at a time. Every method may be called from any thread (autograd
