@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "document.h"
+#include "gui_test_profile.h"
 #include "testing/corpus.h"
 
 namespace memplan::gui {
@@ -201,6 +202,7 @@ TEST(GuiDocument, BadFilesThrowNamingTheFile) {
       {"badtimeline.json", "{\"kind\": \"analysis\", \"timeline\": [{\"bytes\": \"many\"}]}", "bytes"},
       {"badpeak.json", "{\"kind\": \"analysis\", \"peak_bytes\": \"big\"}", "peak_bytes"},
       {"badrun.json", "{\"kind\": \"run\"}", "memplan_version"},
+      {"badprofile.json", "{\"kind\": \"profile\"}", "field 'model' is missing"},
   };
   for (const Case& c : cases) {
     std::string path = WriteFile(c.name, c.text);
@@ -214,6 +216,155 @@ TEST(GuiDocument, BadFilesThrowNamingTheFile) {
     }
   }
   EXPECT_THROW(LoadItem(TempPath("does-not-exist.onnx")), MemplanError);
+}
+
+TEST(GuiDocument, ProfileOpensThroughTheProfilersReader) {
+  const Analysis a = Analyze(fixtures::ToyGraph());
+  const Profile written = fixtures::ProfileOfSchedule(a);
+  const std::string path = WriteFile("toy_profile.json", ProfileToJson(written).dump());
+  Item item = LoadItem(path);
+  EXPECT_EQ(item.kind, SourceKind::kProfile);
+  EXPECT_EQ(item.title, "gui_doc_toy_profile.json");
+  ASSERT_TRUE(item.profile);
+  EXPECT_EQ(item.profile->nodes.size(), written.nodes.size());
+  EXPECT_EQ(item.profile->slices.size(), written.slices.size());
+  EXPECT_EQ(item.profile->memory_events.size(), written.memory_events.size());
+  // Every scope's memory is the prediction, so the profile's peak is the analysis's.
+  EXPECT_EQ(item.measured_peak_bytes, written.peak_bytes);
+  EXPECT_EQ(item.measured_peak_bytes, a.timeline.peak_bytes);
+  EXPECT_DOUBLE_EQ(item.step_seconds, written.step_seconds);
+  EXPECT_EQ(item.recompute_seconds, 0);  // a plain step
+  EXPECT_EQ(item.batch, 2);
+  EXPECT_EQ(item.device, "cpu");
+  // A profile has no predicted timeline of its own: it overlays one.
+  EXPECT_FALSE(item.timeline);
+  EXPECT_FALSE(item.measured);
+  Profile warned = written;
+  warned.dropped_records = 12;
+  warned.warnings = {"CUPTI is unavailable"};
+  item = ItemFromJson(ProfileToJson(warned), "w.json");
+  ASSERT_EQ(item.notes.size(), 2u);
+  EXPECT_EQ(item.notes[0], "12 CUPTI records were dropped; times are incomplete");
+  EXPECT_EQ(item.notes[1], "CUPTI is unavailable");
+}
+
+TEST(GuiDocument, MalformedProfilesNameTheFileAndField) {
+  const nlohmann::json good = ProfileToJson(fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph())));
+  struct Case {
+    std::string name, field, expect;
+    nlohmann::json value;
+  } cases[] = {
+      {"p_row.json", "memory_events", "memory_events[0]", {{1, 2}}},
+      {"p_phase.json", "nodes", "nodes[0].phase", {{{"node", 0}, {"name", "n"}, {"op", "Relu"}, {"phase", "sideways"},
+                                                    {"segment", 0}, {"calls", 1}, {"seconds", 0.1}, {"device_seconds", 0},
+                                                    {"predicted_seconds", 0}, {"allocated_bytes", 0}, {"freed_bytes", 0}}}},
+      {"p_seconds.json", "step_seconds", "step_seconds", -1.0},
+      {"p_slices.json", "slices", "slices", "many"},
+  };
+  for (const Case& c : cases) {
+    nlohmann::json j = good;
+    j[c.field] = c.value;
+    const std::string path = WriteFile(c.name, j.dump());
+    try {
+      LoadItem(path);
+      ADD_FAILURE() << c.name << " loaded";
+    } catch (const MemplanError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(path), std::string::npos) << what;
+      EXPECT_NE(what.find(c.expect), std::string::npos) << c.name << ": " << what;
+    }
+  }
+  // Cut short: not valid JSON.
+  const std::string text = good.dump();
+  const std::string path = WriteFile("p_cut.json", text.substr(0, text.size() / 2));
+  EXPECT_THROW(LoadItem(path), MemplanError);
+}
+
+// The index of the step of `node` in `phase` (the first one).
+size_t StepOf(const Analysis& a, Phase phase, const std::string& node) {
+  for (size_t i = 0; i < a.schedule.steps.size(); ++i) {
+    const Step& s = a.schedule.steps[i];
+    if (s.phase == phase && s.node != kNone && a.graph.nodes[s.node].name == node) return i;
+  }
+  ADD_FAILURE() << "no " << PhaseName(phase) << " step of " << node;
+  return 0;
+}
+
+TEST(GuiDocument, MeasuredMemoryLiesOnThePredictedSteps) {
+  Item model = ItemFromAnalysis(Analyze(fixtures::ToyGraph()), "toy.onnx");
+  const Analysis& a = *model.analysis;
+  const std::vector<int64_t>& predicted = model.timeline->bytes;
+  // Memory exactly as predicted: the overlay is the prediction, step for step.
+  const Profile exact = fixtures::ProfileOfSchedule(a);
+  MeasuredOverlay m = MeasuredOnSteps(*model.timeline, exact, "measured");
+  ASSERT_TRUE(m.timeline);
+  EXPECT_EQ(m.steps, predicted.size());
+  EXPECT_EQ(m.matched_steps, predicted.size());
+  EXPECT_EQ(m.timeline->bytes, predicted);
+  EXPECT_EQ(m.timeline->peak_bytes, exact.peak_bytes);
+  EXPECT_EQ(m.timeline->label, "measured");
+  // A 64 B workspace inside the Relu's forward: that step reads 64 B more, no other.
+  const Profile workspace = fixtures::ProfileOfSchedule(a, /*workspace_bytes=*/64);
+  m = MeasuredOnSteps(*model.timeline, workspace, "measured");
+  const size_t relu = StepOf(a, Phase::kForward, "Relu_1");
+  ASSERT_EQ(m.timeline->size(), predicted.size());
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    EXPECT_EQ(m.timeline->bytes[i], predicted[i] + (i == relu ? 64 : 0)) << "step " << i << ": " << model.timeline->events[i];
+  }
+  // The analysis JSON names the steps' nodes the same way: the same overlay.
+  Item json = ItemFromJson(AnalysisToJson(a), "toy.json");
+  MeasuredOverlay from_json = MeasuredOnSteps(*json.timeline, workspace, "measured");
+  EXPECT_EQ(from_json.matched_steps, predicted.size());
+  EXPECT_EQ(from_json.timeline->bytes, m.timeline->bytes);
+}
+
+TEST(GuiDocument, MeasuredOverlayOfAnotherModelMatchesLittle) {
+  Item model = ItemFromAnalysis(Analyze(fixtures::ToyGraph()), "toy.onnx");
+  Profile other = fixtures::ProfileOfSchedule(*model.analysis);
+  for (NodeProfile& n : other.nodes) n.name = "other_" + n.name;
+  MeasuredOverlay m = MeasuredOnSteps(*model.timeline, other, "measured");
+  // Only the setup and optimizer steps, which name no node, find their scope.
+  EXPECT_EQ(m.matched_steps, 2u);
+  ASSERT_TRUE(m.timeline);
+  const size_t relu = StepOf(*model.analysis, Phase::kForward, "Relu_1");
+  EXPECT_EQ(m.timeline->bytes[relu], m.timeline->bytes[relu - 1]);  // the value before, repeated
+  EXPECT_NE(m.timeline->events[relu].find("not in the profile"), std::string::npos) << m.timeline->events[relu];
+  other.nodes.clear();
+  other.slices.clear();
+  EXPECT_FALSE(MeasuredOnSteps(*model.timeline, other, "measured").timeline);  // nothing matched
+}
+
+TEST(GuiDocument, MeasuredOverlayTakesTheKthStepOfAScopeAsMicroBatchK) {
+  // A predicted timeline of two micro-batches of one node, and their measured slices:
+  //   setup   [0, 1]: +100 B at 0.5             -> 100 B alive
+  //   MatMul_0 micro-batch 0 [1, 2]: +50, -50    -> 150 B at most
+  //   MatMul_0 micro-batch 1 [2, 3]: +80, -80    -> 180 B at most
+  TimelineData t;
+  const std::pair<Phase, std::string> steps[] = {{Phase::kSetup, ""}, {Phase::kForward, "MatMul_0"}, {Phase::kForward, "MatMul_0"}};
+  for (const auto& [phase, node] : steps) {
+    t.bytes.push_back(0);
+    t.phases.push_back(phase);
+    t.events.push_back(PhaseName(phase));
+    t.nodes.push_back(node);
+  }
+  Profile p;
+  p.micro_batches = 2;
+  NodeProfile n;
+  n.node = 0;
+  n.name = "MatMul_0";
+  p.nodes = {n};
+  p.slices = {{0, 1, {Phase::kSetup, kNone, 0, 0}, 0},
+              {1, 2, {Phase::kForward, 0, 0, 0}, 0},
+              {2, 3, {Phase::kForward, 0, 0, 1}, 0}};
+  p.memory_events = {{0.5, 100, 100, {Phase::kSetup, kNone, 0, 0}},
+                     {1.5, 50, 150, {Phase::kForward, 0, 0, 0}},
+                     {1.9, -50, 100, {Phase::kForward, 0, 0, 0}},
+                     {2.5, 80, 180, {Phase::kForward, 0, 0, 1}},
+                     {2.9, -80, 100, {Phase::kForward, 0, 0, 1}}};
+  MeasuredOverlay m = MeasuredOnSteps(t, p, "measured");
+  EXPECT_EQ(m.matched_steps, 3u);
+  EXPECT_EQ(m.timeline->bytes, (std::vector<int64_t>{100, 150, 180}));
+  EXPECT_EQ(m.timeline->peak_step, 2);
 }
 
 TEST(GuiDocument, DownsampleKeepsPeakAndOrder) {

@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <sstream>
+#include <tuple>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
@@ -247,6 +250,7 @@ const char* SourceKindName(SourceKind k) {
     case SourceKind::kAnalysis: return "analysis";
     case SourceKind::kPlan: return "plan";
     case SourceKind::kRun: return "run";
+    case SourceKind::kProfile: return "profile";
   }
   return "?";
 }
@@ -418,10 +422,12 @@ Item ItemFromJson(const json& j, const std::string& path) {
     } else if (kind == "run") {
       item.kind = SourceKind::kRun;
       ReadRun(RunReportFromJson(j), item);
+    } else if (kind == "profile") {
+      return ItemFromProfile(ProfileFromJson(j), path);
     } else if (kind.empty()) {
-      throw MemplanError("no \"kind\" field: not a memplan analysis, plan or run JSON");
+      throw MemplanError("no \"kind\" field: not a memplan analysis, plan, run or profile JSON");
     } else {
-      throw MemplanError("unknown kind \"" + kind + "\" (expected analysis, plan or run)");
+      throw MemplanError("unknown kind \"" + kind + "\" (expected analysis, plan, run or profile)");
     }
   } catch (const MemplanError& e) {
     throw MemplanError(path + ": " + e.what());
@@ -431,6 +437,95 @@ Item ItemFromJson(const json& j, const std::string& path) {
   if (item.timeline && !item.timeline->size()) item.timeline.reset();
   if (item.measured && !item.measured->size()) item.measured.reset();
   return item;
+}
+
+Item ItemFromProfile(Profile profile, const std::string& path) {
+  auto p = std::make_shared<const Profile>(std::move(profile));
+  Item item;
+  item.kind = SourceKind::kProfile;
+  item.path = path;
+  item.title = BaseName(path);
+  item.model = p->model;
+  item.batch = p->batch;
+  item.device = p->device;
+  item.step_seconds = p->step_seconds;
+  item.measured_peak_bytes = p->peak_bytes;
+  item.recompute_seconds = p->RecomputeSeconds();
+  if (p->dropped_records > 0) {
+    item.notes.push_back(std::to_string(p->dropped_records) + " CUPTI records were dropped; times are incomplete");
+  }
+  item.notes.insert(item.notes.end(), p->warnings.begin(), p->warnings.end());
+  item.profile = std::move(p);
+  return item;
+}
+
+bool HasDeviceTimes(const Profile& p) { return p.backend == "cupti"; }
+
+double MeasuredSeconds(const Profile& p, const NodeProfile& n) { return HasDeviceTimes(p) ? n.device_seconds : n.seconds; }
+
+MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p, const std::string& label) {
+  MeasuredOverlay out;
+  out.steps = predicted.size();
+  // The profile names its nodes from the graph; predicted timelines name them too.
+  std::unordered_map<std::string, NodeId> node_of;
+  for (const NodeProfile& n : p.nodes) {
+    if (n.node != kNone && !n.name.empty()) node_of.emplace(n.name, n.node);
+  }
+  // Bytes alive at a time: after the last memory event at or before it (events in time order).
+  std::vector<std::pair<double, int64_t>> alive;
+  alive.reserve(p.memory_events.size());
+  for (const MemoryEvent& e : p.memory_events) alive.emplace_back(e.time, e.bytes_after);
+  std::stable_sort(alive.begin(), alive.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  auto alive_at = [&](double t) {
+    auto it = std::upper_bound(alive.begin(), alive.end(), t, [](double x, const auto& e) { return x < e.first; });
+    return it == alive.begin() ? p.start_bytes : std::prev(it)->second;
+  };
+  // Per scope (phase, node, micro-batch): the highest bytes alive during its slices.
+  using Key = std::tuple<int, NodeId, int32_t>;
+  auto key_of = [](const ProfileScope& s) { return Key{static_cast<int>(s.phase), s.node, s.micro_batch}; };
+  std::map<Key, int64_t> during;
+  auto note = [&](const Key& k, int64_t bytes) {
+    auto [it, fresh] = during.emplace(k, bytes);
+    if (!fresh) it->second = std::max(it->second, bytes);
+  };
+  for (const ProfileSlice& s : p.slices) note(key_of(s.scope), alive_at(s.begin));
+  for (const MemoryEvent& e : p.memory_events) {
+    if (during.count(key_of(e.scope))) note(key_of(e.scope), e.bytes_after);
+  }
+
+  auto t = std::make_shared<TimelineData>();
+  t->label = label;
+  std::map<std::pair<int, NodeId>, int32_t> seen;  // the k-th step of a (phase, node): micro-batch k
+  int64_t previous = p.start_bytes;
+  for (size_t i = 0; i < predicted.size(); ++i) {
+    const Phase phase = predicted.phases[i];
+    const std::string& name = i < predicted.nodes.size() ? predicted.nodes[i] : std::string();
+    std::string event = i < predicted.events.size() ? predicted.events[i] : std::string();
+    NodeId node = kNone;
+    bool known = true;
+    if (!name.empty()) {
+      auto it = node_of.find(name);
+      known = it != node_of.end();
+      if (known) node = it->second;
+    }
+    auto found = during.end();
+    if (known) {
+      const int32_t k = seen[{static_cast<int>(phase), node}]++;
+      found = during.find(Key{static_cast<int>(phase), node, k});
+    }
+    int64_t bytes = previous;
+    if (found != during.end()) {
+      bytes = found->second;
+      ++out.matched_steps;
+    } else {
+      event += " (not in the profile: the value before)";
+    }
+    AddTimelinePoint(*t, bytes, PhaseName(phase), event, name);
+    t->phases.back() = phase;
+    previous = bytes;
+  }
+  if (out.matched_steps > 0) out.timeline = std::move(t);
+  return out;
 }
 
 Item LoadItem(const std::string& path, const ModelOptions& options) {

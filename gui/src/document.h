@@ -5,6 +5,9 @@
 // the analyzer's simulator (Simulate) or from the JSON the analyzer and planner wrote, and
 // recompute overheads from the planner (Plan::overhead(), its "overhead" fields). "Alive at
 // step" lists and lifetimes only read which buffers a schedule allocates and frees when.
+// Profiles are read by the profiler's one reader (ProfileFromJson); their per-phase and
+// recompute times are Profile's own sums, and the measured overlay only places the profile's
+// recorded bytes on the predicted steps.
 #pragma once
 
 #include <array>
@@ -16,11 +19,12 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "memplan/analyzer.h"
+#include "memplan/profiler.h"
 #include "memplan/training_graph.h"
 
 namespace memplan::gui {
 
-enum class SourceKind { kModel, kAnalysis, kPlan, kRun };
+enum class SourceKind { kModel, kAnalysis, kPlan, kRun, kProfile };
 const char* SourceKindName(SourceKind k);
 
 using CategoryBytes = std::array<int64_t, kNumMemoryCategories>;
@@ -94,7 +98,7 @@ struct Item {
   std::vector<ParetoPoint> sweep;
   std::vector<StrategyRow> strategies;
 
-  // Runs.
+  // Runs and profiles.
   std::string device;
   int64_t steps = -1;
   int64_t measured_peak_bytes = -1;
@@ -102,6 +106,11 @@ struct Item {
   double step_seconds = -1;
   double recompute_seconds = -1;
   std::vector<double> losses;
+
+  // Profiles ("kind": "profile"): the measured step as the profiler wrote it. The fields above
+  // repeat its headline numbers (device, step_seconds, measured_peak_bytes = peak_bytes,
+  // recompute_seconds = RecomputeSeconds()).
+  std::shared_ptr<const Profile> profile;
 
   std::vector<std::string> bottlenecks;
   std::vector<std::string> notes;
@@ -128,11 +137,33 @@ struct ModelOptions {
   LossKind loss = LossKind::kCrossEntropy;
 };
 
-// Opens a model (.onnx) or a memplan JSON file (analysis, plan, run), deciding by content.
-// Throws MemplanError whose message names the file and what is wrong.
+// Opens a model (.onnx) or a memplan JSON file (analysis, plan, run, profile), deciding by
+// content. Throws MemplanError whose message names the file and what is wrong.
 Item LoadItem(const std::string& path, const ModelOptions& options = {});
 Item ItemFromAnalysis(Analysis analysis, const std::string& path);
 Item ItemFromJson(const nlohmann::json& j, const std::string& path);
+Item ItemFromProfile(Profile profile, const std::string& path);
+
+// The time a profile measured for a node: its kernels' time when the CUPTI backend recorded
+// it (NodeProfile::device_seconds), else the host wall time (NodeProfile::seconds).
+bool HasDeviceTimes(const Profile& p);
+double MeasuredSeconds(const Profile& p, const NodeProfile& n);
+
+// A profile's measured memory on the steps of a predicted timeline, so that it overlays the
+// prediction step for step. Each predicted step names its phase and node; the profile's
+// slices of the same scope (phase, node, micro-batch: a node runs in one segment, so the
+// segment follows from the node; the k-th step of a (phase, node) is micro-batch k) give the
+// measured value: the highest bytes alive during those slices (alive at their start, and after
+// each of their memory events), the measured counterpart of the prediction's "during" bytes.
+// Nothing is added up: every value is one of the profile's recorded byte counts. A step whose
+// scope the profile lacks (another model or plan) repeats the previous value and is not
+// counted in `matched_steps`.
+struct MeasuredOverlay {
+  std::shared_ptr<const TimelineData> timeline;  // null when no step matched
+  size_t matched_steps = 0;
+  size_t steps = 0;
+};
+MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& profile, const std::string& label);
 
 // A timeline from a schedule and its simulation, with per-category bytes replayed from the
 // schedule's buffers.

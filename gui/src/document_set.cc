@@ -1,5 +1,7 @@
 #include "document_set.h"
 
+#include <QFileInfo>
+
 namespace memplan::gui {
 
 int DocumentSet::add(const QString& path) {
@@ -48,6 +50,30 @@ ItemPtr DocumentSet::runItem() const {
   ItemPtr last;
   for (const ItemPtr& p : slots_) if (p && p->kind == SourceKind::kRun) last = p;
   return last;
+}
+
+std::vector<ItemPtr> DocumentSet::profileItems() const {
+  std::vector<ItemPtr> out;
+  for (const ItemPtr& p : slots_) if (p && p->profile) out.push_back(p);
+  return out;
+}
+
+ItemPtr DocumentSet::profileFor(const ItemPtr& item) const {
+  std::vector<ItemPtr> profiles = profileItems();
+  if (profiles.empty()) return nullptr;
+  if (item) {
+    const QString model = QFileInfo(QString::fromStdString(item->model)).fileName();
+    for (auto it = profiles.rbegin(); it != profiles.rend(); ++it) {
+      if (!model.isEmpty() && QFileInfo(QString::fromStdString((*it)->model)).fileName() == model) return *it;
+    }
+  }
+  return profiles.back();
+}
+
+std::vector<ItemPtr> DocumentSet::compareItems() const {
+  std::vector<ItemPtr> out = timelineItems();
+  for (const ItemPtr& p : profileItems()) out.push_back(p);
+  return out;
 }
 
 std::vector<ItemPtr> DocumentSet::timelineItems() const {

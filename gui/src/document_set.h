@@ -1,6 +1,6 @@
 // The files the dashboard has open (one slot per path, in the order opened) and the plan
 // explorer's latest plan, with the choices every page makes from them: which item is "the
-// model", "the plan", "the run".
+// model", "the plan", "the run", "the profile".
 #pragma once
 
 #include <QString>
@@ -30,7 +30,12 @@ class DocumentSet {
   ItemPtr baseItem() const;            // the latest model, else the latest analysis
   ItemPtr planItem() const;            // the explorer's plan, else the latest plan file
   ItemPtr runItem() const;             // the latest run
+  std::vector<ItemPtr> profileItems() const;   // the profiles, in slot order
+  // The profile to overlay on `item`'s predicted timeline: the latest one of the same model
+  // (by file name), else the latest one.
+  ItemPtr profileFor(const ItemPtr& item) const;
   std::vector<ItemPtr> timelineItems() const;  // items with a timeline, in items() order
+  std::vector<ItemPtr> compareItems() const;   // timelineItems(), then the profiles
   std::vector<FileRow> fileRows() const;
 
  private:
