@@ -3,13 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <QAbstractItemModelTester>
+#include <QSortFilterProxyModel>
 #include <memory>
 #include <string>
 
+#include "gui_test_profile.h"
 #include "models/alive_model.h"
 #include "models/compare_models.h"
 #include "models/strategy_model.h"
 #include "models/summary_models.h"
+#include "models/time_models.h"
 
 namespace memplan::gui {
 namespace {
@@ -222,6 +225,180 @@ TEST(GuiModels, KeptSaysWhichPlanKeepsEachCheckpoint) {
   EXPECT_EQ(Text(model, 2, KeptModel::kKeptBy), "both");
   model.setItems(a, nullptr);
   EXPECT_EQ(model.rowCount(), 0);
+}
+
+ItemPtr ProfileItem(Profile p, const std::string& path) { return std::make_shared<const Item>(ItemFromProfile(std::move(p), path)); }
+
+// The row of a node (or "" for a phase-level row) in a phase.
+int RowOfNode(const NodeTimeModel& m, const std::string& name, Phase phase) {
+  for (int r = 0; r < m.rowCount(); ++r) {
+    const NodeProfile& n = m.rows()[r].node;
+    if (n.name == name && n.phase == phase) return r;
+  }
+  return -1;
+}
+
+TEST(GuiModels, NodeTimeShowsMeasuredAgainstPredicted) {
+  NodeTimeModel model;
+  auto tester = Attach(&model);
+  model.setProfile(std::make_shared<const Profile>(fixtures::HandMadeProfile()));
+  ASSERT_EQ(model.rowCount(), 8);  // every NodeProfile, the phase-level ones included
+  ASSERT_EQ(model.columnCount(), NodeTimeModel::kColumnCount);
+  int r = RowOfNode(model, "mm1", Phase::kForward);
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kNode), "mm1");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kOp), "MatMul");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kPhase), "forward");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured), "4.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kPredicted), "5.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "−1.00 ms");  // 4 - 5
+  EXPECT_DOUBLE_EQ(model.index(r, NodeTimeModel::kMeasured).data(Qt::UserRole).toDouble(), 0.004);
+  r = RowOfNode(model, "mm2", Phase::kForward);  // 6 ms measured, 3 ms predicted: twice as slow
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kSegment), "1");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "+3.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kRatio), "2.00×");
+  EXPECT_EQ(model.index(r, NodeTimeModel::kRatio).data(Qt::ForegroundRole).value<QColor>(), QColor(0xb0, 0x10, 0x10));
+  r = RowOfNode(model, "relu", Phase::kForward);  // predicted 0: unknown
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kPredicted), "—");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "—");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kRatio), "—");
+  r = RowOfNode(model, "", Phase::kBackward);
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kNode), "(the phase, outside nodes)");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured), "500.0 µs");
+  // Sorted by measured time through a proxy, as the page shows it: the backward mm2 first.
+  QSortFilterProxyModel proxy;
+  auto proxy_tester = Attach(&proxy);
+  proxy.setSourceModel(&model);
+  proxy.setSortRole(Qt::UserRole);
+  proxy.sort(NodeTimeModel::kMeasured, Qt::DescendingOrder);
+  EXPECT_EQ(Text(proxy, 0, NodeTimeModel::kNode), "mm2");
+  EXPECT_EQ(Text(proxy, 0, NodeTimeModel::kPhase), "backward");
+  EXPECT_EQ(Text(proxy, 7, NodeTimeModel::kMeasured), "500.0 µs");
+  // Unknown predictions sort below every known one.
+  proxy.sort(NodeTimeModel::kPredicted, Qt::DescendingOrder);
+  EXPECT_EQ(Text(proxy, 0, NodeTimeModel::kPredicted), "8.00 ms");
+  EXPECT_EQ(Text(proxy, 7, NodeTimeModel::kPredicted), "—");
+  // On CUDA the measured time is the kernels' (CUPTI) time.
+  Profile cuda = fixtures::HandMadeProfile();
+  cuda.backend = "cupti";
+  cuda.nodes[0].device_seconds = 0.0035;
+  model.setProfile(std::make_shared<const Profile>(cuda));
+  r = RowOfNode(model, "mm1", Phase::kForward);
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured), "3.50 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured, Qt::ToolTipRole), "kernels 3.50 ms (CUPTI) · host 4.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "−1.50 ms");  // 3.5 - 5
+  model.setProfile(nullptr);
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST(GuiModels, RecomputeTimePerSegment) {
+  RecomputeTimeModel model;
+  auto tester = Attach(&model);
+  Profile p = fixtures::HandMadeProfile();
+  p.nodes.push_back({/*node=*/2, "mm2", "MatMul", Phase::kRecompute, /*segment=*/1, /*calls=*/1, /*seconds=*/0.002,
+                     /*device_seconds=*/0, /*predicted_seconds=*/0.004, 0, 0});
+  model.setProfile(std::make_shared<const Profile>(p));
+  ASSERT_EQ(model.rowCount(), 3);  // segments 0 and 1, then all
+  // Segment 0: mm1 3 ms + relu 1 ms measured, 2.5 ms + 0.5 ms predicted (Profile::RecomputeSeconds(0)).
+  EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kSegment), "segment 0");
+  EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kMeasured), "4.00 ms");
+  EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kPredicted), "3.00 ms");
+  EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kDifference), "+1.00 ms");
+  EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kRatio), "1.33×");
+  EXPECT_EQ(Text(model, 1, RecomputeTimeModel::kSegment), "segment 1");
+  EXPECT_EQ(Text(model, 1, RecomputeTimeModel::kRatio), "0.50×");  // 2 ms of a predicted 4 ms
+  // All: 6 ms measured, 7 ms predicted.
+  EXPECT_EQ(Text(model, 2, RecomputeTimeModel::kSegment), "all segments");
+  EXPECT_EQ(Text(model, 2, RecomputeTimeModel::kMeasured), "6.00 ms");
+  EXPECT_EQ(Text(model, 2, RecomputeTimeModel::kPredicted), "7.00 ms");
+  // A plain step recomputes nothing: no rows.
+  Profile plain = fixtures::HandMadeProfile();
+  std::erase_if(plain.nodes, [](const NodeProfile& n) { return n.phase == Phase::kRecompute; });
+  model.setProfile(std::make_shared<const Profile>(plain));
+  EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST(GuiModels, CompareTwoProfiles) {
+  // B: the same step with a slower backward mm2 (10 ms instead of 8) and a 36 ms step.
+  Profile slower = fixtures::HandMadeProfile();
+  slower.step_seconds = 0.036;
+  slower.peak_bytes = 4 << 20;
+  for (NodeProfile& n : slower.nodes) {
+    if (n.name == "mm2" && n.phase == Phase::kBackward) n.seconds = 0.010;
+  }
+  CompareModel model;
+  auto tester = Attach(&model);
+  model.setItems(ProfileItem(fixtures::HandMadeProfile(), "a.json"), ProfileItem(slower, "b.json"));
+  int r = RowOf(model, "Step time");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, CompareModel::kA), "30.00 ms");
+  EXPECT_EQ(Text(model, r, CompareModel::kB), "36.00 ms");
+  EXPECT_EQ(Text(model, r, CompareModel::kDelta), "+6.00 ms (+20.0%)");
+  r = RowOf(model, "Measured peak");
+  EXPECT_EQ(Text(model, r, CompareModel::kA), "3.00 MiB");
+  EXPECT_EQ(Text(model, r, CompareModel::kDelta), "+1.00 MiB (+33.3%)");
+  // Backward: 0.5 ms outside nodes + mm2 (Profile::PhaseSeconds): 8.5 ms, then 10.5 ms.
+  r = RowOf(model, "Backward time");
+  EXPECT_EQ(Text(model, r, CompareModel::kA), "8.50 ms");
+  EXPECT_EQ(Text(model, r, CompareModel::kB), "10.50 ms");
+  EXPECT_EQ(Text(model, r, CompareModel::kDelta), "+2.00 ms (+23.5%)");
+  EXPECT_EQ(Text(model, RowOf(model, "Forward time"), CompareModel::kA), "11.00 ms");  // 4 + 1 + 6
+  EXPECT_EQ(Text(model, RowOf(model, "Recompute time"), CompareModel::kA), "4.00 ms");
+  EXPECT_EQ(Text(model, RowOf(model, "Predicted recompute time"), CompareModel::kA), "3.00 ms");
+  EXPECT_EQ(Text(model, RowOf(model, "Optimizer time"), CompareModel::kB), "2.00 ms");
+  EXPECT_EQ(RowOf(model, "CUDA reserved peak"), -1);  // CPU profiles
+  // A plan beside a model has no time rows.
+  model.setItems(TinyPlan(), TinyModel());
+  EXPECT_EQ(RowOf(model, "Step time"), -1);
+  EXPECT_EQ(RowOf(model, "Forward time"), -1);
+}
+
+TEST(GuiModels, NodeTimeDiffMatchesNodesAcrossSegmentations) {
+  // B: a plain step of the same model: no recompute, one segment, backward mm2 10 ms.
+  Profile plain = fixtures::HandMadeProfile();
+  std::erase_if(plain.nodes, [](const NodeProfile& n) { return n.phase == Phase::kRecompute; });
+  for (NodeProfile& n : plain.nodes) {
+    n.segment = 0;
+    if (n.name == "mm2" && n.phase == Phase::kBackward) n.seconds = 0.010;
+  }
+  NodeTimeDiffModel model;
+  auto tester = Attach(&model);
+  model.setItems(ProfileItem(fixtures::HandMadeProfile(), "a.json"), ProfileItem(plain, "b.json"));
+  // A's 8 rows; B's backward phase-level row is of segment 0, A's of segment 1: one more row.
+  ASSERT_EQ(model.rowCount(), 9);
+  auto row = [&](const std::string& name, const std::string& phase) {
+    for (int r = 0; r < model.rowCount(); ++r) {
+      if (Text(model, r, NodeTimeDiffModel::kNode) == name && Text(model, r, NodeTimeDiffModel::kPhase) == phase) return r;
+    }
+    return -1;
+  };
+  int r = row("mm2", "backward");  // matched though its segment differs (1 in A, 0 in B)
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kA), "8.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kB), "10.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kDelta), "+2.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kRatio), "1.25×");
+  r = row("mm2", "forward");
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kDelta), "+0.0 µs");
+  r = row("mm1", "recompute");  // only in A
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kB), "—");
+  EXPECT_EQ(Text(model, r, NodeTimeDiffModel::kDelta), "—");
+  EXPECT_GE(row("(the phase, segment 1)", "backward"), 0);
+  EXPECT_GE(row("(the phase, segment 0)", "backward"), 0);
+  model.setItems(ProfileItem(plain, "b.json"), TinyPlan());
+  EXPECT_EQ(model.rowCount(), 0);  // needs two profiles
+}
+
+TEST(GuiModels, SummaryShowsTheProfile) {
+  SummaryModel model;
+  auto tester = Attach(&model);
+  model.setItems(nullptr, nullptr, nullptr, ProfileItem(fixtures::HandMadeProfile(), "/data/p.json"));
+  EXPECT_EQ(Text(model, RowOf(model, "Model"), SummaryModel::kValue), "toy.onnx");
+  EXPECT_EQ(Text(model, RowOf(model, "Profile"), SummaryModel::kValue), "step 3 on cpu (cpu backend)");
+  EXPECT_EQ(Text(model, RowOf(model, "Profiled peak"), SummaryModel::kValue), "3.00 MiB");
+  EXPECT_EQ(Text(model, RowOf(model, "Profiled step time"), SummaryModel::kValue), "30.00 ms");
+  EXPECT_EQ(Text(model, RowOf(model, "Recompute measured / predicted"), SummaryModel::kValue), "4.00 ms / 3.00 ms");
+  EXPECT_EQ(Text(model, RowOf(model, "Profile"), SummaryModel::kFrom), "p.json");
+  EXPECT_EQ(RowOf(model, "Measured peak"), -1);  // no run: the profile says it
 }
 
 }  // namespace

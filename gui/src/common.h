@@ -23,6 +23,23 @@ inline QString SecondsText(double s) {
   return QStringLiteral("%1 s").arg(s, 0, 'f', 2);
 }
 
+// Durations of ops and steps: "12.3 µs", "4.56 ms", "1.234 s"; "—" for unknown (negative).
+inline QString DurationText(double s) {
+  if (s < 0) return QStringLiteral("\u2014");
+  if (s < 1e-3) return QStringLiteral("%1 µs").arg(s * 1e6, 0, 'f', 1);
+  if (s < 1) return QStringLiteral("%1 ms").arg(s * 1e3, 0, 'f', 2);
+  return QStringLiteral("%1 s").arg(s, 0, 'f', 3);
+}
+
+// "+1.20 ms (+3.4%)": b against a; "—" when either is unknown (negative).
+inline QString SignedDuration(double a, double b, bool with_percent = true) {
+  if (a < 0 || b < 0) return QStringLiteral("\u2014");
+  const double d = b - a;
+  QString s = (d < 0 ? QStringLiteral("−") : QStringLiteral("+")) + DurationText(d < 0 ? -d : d);
+  if (with_percent && a > 0) s += QStringLiteral(" (%1%2%)").arg(d < 0 ? "" : "+").arg(100.0 * d / a, 0, 'f', 1);
+  return s;
+}
+
 // "+1.2 MiB (+3.4%)": b against a.
 inline QString SignedBytes(int64_t a, int64_t b) {
   if (a < 0 || b < 0) return QStringLiteral("\u2014");
@@ -67,6 +84,10 @@ inline QString CategoryLabel(MemoryCategory c) {
   s.replace('_', ' ');
   return s;
 }
+
+// Series colors of the time views.
+inline QColor MeasuredColor() { return QColor(0x1f, 0x1f, 0x1f); }
+inline QColor PredictedColor() { return QColor(0x4e, 0x79, 0xa7); }
 
 inline QColor PhaseColor(Phase p) {
   switch (p) {

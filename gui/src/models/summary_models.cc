@@ -21,9 +21,9 @@ int64_t BreakdownPeakBytes(const Item& source) {
   return source.kind == SourceKind::kPlan ? source.plan_peak_bytes : source.baseline_peak_bytes;
 }
 
-std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run) {
+std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run, const ItemPtr& profile) {
   std::vector<SummaryRow> rows;
-  ItemPtr any = base ? base : plan ? plan : run;
+  ItemPtr any = base ? base : plan ? plan : run ? run : profile;
   if (!any) return rows;
   auto row = [&](const QString& k, const QString& v, const ItemPtr& src, const QString& tip = {}) {
     rows.push_back({k, v, tip.isEmpty() ? v : tip, src ? Q(src->title) : QString()});
@@ -61,8 +61,19 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
     row(QStringLiteral("Device"), Q(run->device), run);
     row(QStringLiteral("Step time / recompute"),
         QStringLiteral("%1 / %2").arg(SecondsText(run->step_seconds), SecondsText(run->recompute_seconds)), run);
-  } else {
+  } else if (!profile) {
     row(QStringLiteral("Measured peak"), QStringLiteral("\u2014 (no run open)"), nullptr);
+  }
+  if (profile && profile->profile) {
+    const Profile& p = *profile->profile;
+    row(QStringLiteral("Profile"),
+        QStringLiteral("step %1 on %2 (%3 backend)").arg(p.step + 1).arg(Q(p.device), Q(p.backend)), profile);
+    row(QStringLiteral("Profiled peak"), BytesQ(p.peak_bytes), profile);
+    row(QStringLiteral("Profiled step time"), DurationText(p.step_seconds), profile);
+    const double measured = p.RecomputeSeconds(), predicted = p.PredictedRecomputeSeconds();
+    row(QStringLiteral("Recompute measured / predicted"),
+        QStringLiteral("%1 / %2").arg(DurationText(measured), predicted > 0 || measured == 0 ? DurationText(predicted) : dash),
+        profile);
   }
   if (base && !base->bottlenecks.empty()) {
     QStringList names;

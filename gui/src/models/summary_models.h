@@ -25,14 +25,18 @@ ItemPtr BaselineSource(const ItemPtr& base, const ItemPtr& plan);
 ItemPtr BreakdownSource(const ItemPtr& base, const ItemPtr& plan);
 int64_t BreakdownPeakBytes(const Item& source);
 
-// What the summary shows for the latest model or analysis, plan and run (any may be null).
-std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run);
+// What the summary shows for the latest model or analysis, plan, run and profile (any may be
+// null).
+std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run,
+                                    const ItemPtr& profile = nullptr);
 
 class SummaryModel : public RowTableModel<SummaryRow> {
  public:
   enum Column { kQuantity, kValue, kFrom, kColumnCount };
   explicit SummaryModel(QObject* parent = nullptr);
-  void setItems(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run) { setRows(SummaryRows(base, plan, run)); }
+  void setItems(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run, const ItemPtr& profile = nullptr) {
+    setRows(SummaryRows(base, plan, run, profile));
+  }
 
  protected:
   Cell cell(const SummaryRow& row, int column) const override;
