@@ -5,7 +5,14 @@
 #include <sys/stat.h>
 
 #include <QAbstractItemModelTester>
+#include <QAbstractBarSeries>
 #include <QApplication>
+#include <QBarCategoryAxis>
+#include <QBarSet>
+#include <QChart>
+#include <QChartView>
+#include <QLineSeries>
+#include <QSortFilterProxyModel>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
@@ -14,9 +21,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common.h"
+#include "gui_test_profile.h"
 #include "lifetime_view.h"
 #include "main_window.h"
+#include "models/compare_models.h"
+#include "models/time_models.h"
+#include "pages/compare_page.h"
+#include "pages/time_page.h"
+#include "pages/timeline_page.h"
 #include "plan_worker.h"
+#include "profile_chart.h"
 #include "timeline_chart.h"
 #include "testing/corpus.h"
 
@@ -50,6 +65,13 @@ std::string AnalysisJson(const std::string& model, int64_t batch) {
   return path;
 }
 
+// A profile written as `memplan run --profile` writes it (ProfileToJson).
+QString ProfileJson(const Profile& p, const std::string& name) {
+  QString path = TempPath(name);
+  std::ofstream(path.toStdString()) << ProfileToJson(p).dump();
+  return path;
+}
+
 class GuiWindow : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -64,10 +86,11 @@ class GuiWindow : public ::testing::Test {
 };
 
 TEST_F(GuiWindow, EveryPageRendersTheModel) {
-  window_->openFiles({model_});
+  // With a profile, so that the time page has something to show.
+  window_->openFiles({model_, ProfileJson(fixtures::HandMadeProfile(), "hand.json")});
   ASSERT_TRUE(window_->waitForIdle(300000));
   EXPECT_TRUE(window_->errors().isEmpty()) << window_->errors().join("\n").toStdString();
-  ASSERT_EQ(window_->items().size(), 1u);
+  ASSERT_EQ(window_->items().size(), 2u);
   for (const QString& page : MainWindow::pageNames()) {
     ASSERT_TRUE(window_->setPage(page));
     QApplication::processEvents();
@@ -172,7 +195,8 @@ TEST_F(GuiWindow, ItemModelsPassTheTester) {
   for (QAbstractItemModel* m : window_->itemModels()) {
     testers.push_back(std::make_unique<QAbstractItemModelTester>(m, QAbstractItemModelTester::FailureReportingMode::Fatal));
   }
-  window_->openFiles({model_, plan_path, QString::fromStdString(AnalysisJson(model_.toStdString(), 8)), TempPath("nope.json")});
+  window_->openFiles({model_, plan_path, QString::fromStdString(AnalysisJson(model_.toStdString(), 8)), TempPath("nope.json"),
+                      ProfileJson(fixtures::HandMadeProfile(), "hand_a.json"), ProfileJson(fixtures::HandMadeProfile(), "hand_b.json")});
   ASSERT_TRUE(window_->waitForIdle(300000));
   window_->selectStep(3);
   for (QAbstractItemModel* m : window_->itemModels()) {
@@ -182,6 +206,173 @@ TEST_F(GuiWindow, ItemModelsPassTheTester) {
   }
   EXPECT_GT(window_->itemModels().at(0)->rowCount(), 5);  // the summary
   EXPECT_EQ(window_->itemModels().at(5)->rowCount(), 1);  // the plan's strategy table
+  EXPECT_EQ(window_->itemModels().at(9)->rowCount(), 8);  // the time page's nodes (sorted view)
+  EXPECT_EQ(window_->itemModels().at(10)->rowCount(), 2);  // recompute: segment 0, all
+  window_->comparePage()->choose("gui_w_hand_a.json (profile)", "gui_w_hand_b.json (profile)");
+  EXPECT_EQ(window_->itemModels().at(12)->rowCount(), 8);  // node times of A and B
+}
+
+TEST_F(GuiWindow, ProfileOverlaysThePredictedTimeline) {
+  // The toy model at the window's batch, and a profile of its step with a 64 B workspace in the
+  // Relu's forward that the analyzer does not know of.
+  const QString model = TempPath("toy.onnx");
+  fixtures::SaveToyModel(model.toStdString());
+  const Analysis a = Analyze(fixtures::ToyGraph(/*batch=*/8));
+  const QString profile = ProfileJson(fixtures::ProfileOfSchedule(a, /*workspace_bytes=*/64), "toy_profile.json");
+  window_->setModelOptions({/*batch=*/8, Optimizer::kSgd, LossKind::kSum});  // the toy graph's loss
+  window_->openFiles({model, profile});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  ASSERT_TRUE(window_->errors().isEmpty()) << window_->errors().join("\n").toStdString();
+  ItemPtr item = window_->timelinePage()->selectedItem();
+  ASSERT_TRUE(item && item->kind == SourceKind::kModel);
+  const MeasuredOverlay& overlay = window_->timelinePage()->profileOverlay();
+  ASSERT_TRUE(overlay.timeline);
+  EXPECT_EQ(overlay.matched_steps, item->timeline->size());
+  size_t relu = 0;
+  for (size_t i = 0; i < item->timeline->size(); ++i) {
+    if (item->timeline->phases[i] == Phase::kForward && item->timeline->nodes[i] == "Relu_1") relu = i;
+  }
+  ASSERT_GT(relu, 0u);
+  for (size_t i = 0; i < item->timeline->size(); ++i) {
+    EXPECT_EQ(overlay.timeline->bytes[i], item->timeline->bytes[i] + (i == relu ? 64 : 0)) << i;
+  }
+  // Drawn over the prediction, named, and in the hover text.
+  TimelineChart* chart = window_->timelineChart();
+  QStringList names;
+  for (QAbstractSeries* series : chart->chart()->series()) names << series->name();
+  EXPECT_TRUE(names.join("|").contains("measured (gui_w_toy_profile.json)")) << names.join("|").toStdString();
+  EXPECT_TRUE(chart->chart()->title().contains("measured")) << chart->chart()->title().toStdString();
+  const QString hover = chart->describeStep(static_cast<int64_t>(relu));
+  EXPECT_TRUE(hover.contains(QStringLiteral("measured (gui_w_toy_profile.json)</span>: <b>%1</b>")
+                                 .arg(BytesQ(item->timeline->bytes[relu] + 64))))
+      << hover.toStdString();
+  ASSERT_TRUE(window_->setPage("timeline"));
+  ExpectNotBlank(window_->grab().toImage(), "timeline with the measured overlay");
+}
+
+TEST_F(GuiWindow, ProfileOfAnotherModelIsNotOverlaid) {
+  window_->openFiles({model_, ProfileJson(fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph())), "toy2.json")});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  EXPECT_FALSE(window_->timelinePage()->profileOverlay().timeline);
+  EXPECT_TRUE(window_->timelineChart()->chart()->title().contains("is not a profile of this schedule"))
+      << window_->timelineChart()->chart()->title().toStdString();
+}
+
+TEST_F(GuiWindow, TimePageShowsMeasuredAgainstPredicted) {
+  window_->openFiles({ProfileJson(fixtures::HandMadeProfile(), "time.json")});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  ASSERT_TRUE(window_->setPage("time"));
+  TimePage* page = window_->timePage();
+  ASSERT_TRUE(page->selectedItem());
+  QSortFilterProxyModel* nodes = page->nodeProxy();
+  ASSERT_EQ(nodes->rowCount(), 8);
+  // The table opens sorted by measured time, slowest first.
+  EXPECT_EQ(nodes->index(0, NodeTimeModel::kNode).data().toString(), "mm2");
+  EXPECT_EQ(nodes->index(0, NodeTimeModel::kMeasured).data().toString(), "8.00 ms");
+  // The chart: the 6 nodes (phase-level rows left out), measured and predicted.
+  auto bars = [](QChartView* v) -> QAbstractBarSeries* {
+    for (QAbstractSeries* s : v->chart()->series()) if (auto* b = qobject_cast<QAbstractBarSeries*>(s)) return b;
+    return nullptr;
+  };
+  QAbstractBarSeries* series = bars(page->nodeChart());
+  ASSERT_TRUE(series);
+  ASSERT_EQ(series->count(), 2);
+  EXPECT_EQ(series->barSets().at(0)->count(), 6);
+  EXPECT_DOUBLE_EQ(series->barSets().at(0)->at(5), 8.0);  // the slowest, at the top: 8 ms
+  EXPECT_DOUBLE_EQ(series->barSets().at(1)->at(5), 8.0);  // predicted 8 ms
+  // Filtered to the recompute: two rows, two bars.
+  page->setPhaseFilter("recompute");
+  EXPECT_EQ(nodes->rowCount(), 2);
+  EXPECT_EQ(bars(page->nodeChart())->barSets().at(0)->count(), 2);
+  page->setPhaseFilter("");
+  EXPECT_EQ(nodes->rowCount(), 8);
+  // Recompute per segment: segment 0, 4 ms measured against 3 ms predicted.
+  series = bars(page->segmentChart());
+  ASSERT_TRUE(series);
+  ASSERT_EQ(series->count(), 2);
+  ASSERT_EQ(series->barSets().at(0)->count(), 1);
+  EXPECT_DOUBLE_EQ(series->barSets().at(0)->at(0), 4.0);
+  EXPECT_DOUBLE_EQ(series->barSets().at(1)->at(0), 3.0);
+  EXPECT_EQ(page->recomputeModel()->rowCount(), 2);
+  ExpectNotBlank(window_->grab().toImage(), "time page");
+  QString error;
+  const QString png = TempPath("time.png"), svg = TempPath("time.svg");
+  ASSERT_TRUE(window_->exportPage("time", png, &error)) << error.toStdString();
+  EXPECT_EQ(QImage(png).size(), page->charts()->size());
+  ExpectNotBlank(QImage(png), "exported time page");
+#ifdef MEMPLAN_GUI_HAVE_SVG
+  ASSERT_TRUE(window_->exportPage("time", svg, &error)) << error.toStdString();
+  QFile f(svg);
+  ASSERT_TRUE(f.open(QIODevice::ReadOnly));
+  QByteArray text = f.readAll();
+  EXPECT_TRUE(text.contains("<svg"));
+  EXPECT_TRUE(text.contains("slowest nodes"));
+  EXPECT_TRUE(text.contains("Recompute per segment"));
+#endif
+}
+
+TEST_F(GuiWindow, CompareTakesTwoProfiles) {
+  // The toy model's step at batch 2 and at batch 8.
+  const Profile small = fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph(2)));
+  const Profile large = fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph(8)));
+  ASSERT_LT(small.peak_bytes, large.peak_bytes);
+  window_->openFiles({ProfileJson(small, "b2.json"), ProfileJson(large, "b8.json")});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  ComparePage* page = window_->comparePage();
+  page->choose("gui_w_b2.json (profile)", "gui_w_b8.json (profile)");
+  EXPECT_EQ(page->shownChart(), page->profileChart());
+  EXPECT_EQ(page->profileChart()->plottedPeakBytes(), static_cast<double>(large.peak_bytes));
+  CompareModel* model = page->compareModel();
+  auto value = [&](const QString& quantity, int column) {
+    for (int r = 0; r < model->rowCount(); ++r) {
+      if (model->index(r, 0).data().toString() == quantity) return model->index(r, column).data().toString();
+    }
+    return QStringLiteral("no row");
+  };
+  EXPECT_EQ(value("Measured peak", CompareModel::kA), BytesQ(small.peak_bytes));
+  EXPECT_EQ(value("Measured peak", CompareModel::kB), BytesQ(large.peak_bytes));
+  EXPECT_EQ(value("Step time", CompareModel::kA), DurationText(small.step_seconds));
+  EXPECT_EQ(value("Forward time", CompareModel::kB), DurationText(large.PhaseSeconds(Phase::kForward)));
+  EXPECT_EQ(page->nodeTimeModel()->rowCount(), static_cast<int>(small.nodes.size()));  // the same nodes and phases
+  ASSERT_TRUE(window_->setPage("compare"));
+  ExpectNotBlank(window_->grab().toImage(), "compare two profiles");
+  QString error;
+  const QString png = TempPath("compare_profiles.png");
+  ASSERT_TRUE(window_->exportPage("compare", png, &error)) << error.toStdString();
+  EXPECT_EQ(QImage(png).size(), page->profileChart()->size());
+  // A profile beside the model: its memory on the model's steps, in the timeline chart.
+  const QString toy = TempPath("toy_b8.onnx");
+  fixtures::SaveToyModel(toy.toStdString());
+  window_->setModelOptions({/*batch=*/8, Optimizer::kSgd, LossKind::kSum});
+  window_->openFiles({toy});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  page->choose("gui_w_toy_b8.onnx (model)", "gui_w_b8.json (profile)");
+  EXPECT_EQ(page->shownChart(), page->chart());
+  QStringList names;
+  for (QAbstractSeries* series : page->chart()->chart()->series()) names << series->name();
+  EXPECT_TRUE(names.join("|").contains("B: gui_w_b8.json (profile) on A's steps")) << names.join("|").toStdString();
+}
+
+TEST_F(GuiWindow, MalformedProfilesShowAClearMessage) {
+  const QString fields = TempPath("bad_profile.json");
+  std::ofstream(fields.toStdString()) << R"({"kind": "profile", "memplan_version": "0.1.0", "model": "m.onnx"})";
+  nlohmann::json row = ProfileToJson(fixtures::HandMadeProfile());
+  row["memory_events"] = {{0.1, 100}};
+  const QString rows = TempPath("bad_profile_row.json");
+  std::ofstream(rows.toStdString()) << row.dump();
+  const QString good = ProfileJson(fixtures::HandMadeProfile(), "good_profile.json");
+  window_->openFiles({fields, rows, good});
+  ASSERT_TRUE(window_->waitForIdle(300000));
+  ASSERT_EQ(window_->errors().size(), 2);
+  EXPECT_TRUE(window_->bannerShown());
+  // In the order the loads finish.
+  const QString errors = window_->errors().join("\n");
+  EXPECT_TRUE(errors.contains(fields + ": field 'device' is missing")) << errors.toStdString();
+  EXPECT_TRUE(errors.contains(rows + ": field 'memory_events[0]' is not a row of 7 values")) << errors.toStdString();
+  EXPECT_TRUE(window_->bannerText().contains(rows.toHtmlEscaped()));
+  EXPECT_EQ(window_->items().size(), 1u);  // the good profile still opened
+  ASSERT_TRUE(window_->setPage("time"));
+  EXPECT_EQ(window_->timePage()->nodeProxy()->rowCount(), 8);
 }
 
 TEST_F(GuiWindow, ExportsPngAndSvg) {

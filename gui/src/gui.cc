@@ -44,12 +44,12 @@ GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
   app.add_option("--screenshot", a.screenshot, "render without a display (Qt's offscreen platform), write the picture and exit: "
                                                "0 when it was written and every file opened, 1 otherwise")
       ->type_name("OUT.png|OUT.svg");
-  app.add_option("--page", a.page, "the page to show (default summary)")->type_name("summary|timeline|lifetimes|plan|compare");
+  app.add_option("--page", a.page, "the page to show (default summary)")->type_name("summary|timeline|time|lifetimes|plan|compare");
   app.add_option("--size", size, "the window's size (default 1400x900)")->type_name("WxH");
   app.add_option("--budget", budget, "plan the first model for SIZE (or N% of its baseline peak) in the plan explorer")
       ->type_name("SIZE|PERCENT%");
   app.add_option("--strategy", a.strategy, "the planner for --budget (default auto)")->type_name("S");
-  app.add_option("files", a.files, "models and memplan JSON files to open")->type_name("MODEL.onnx|analysis.json|plan.json|run.json");
+  app.add_option("files", a.files, "models and memplan JSON files to open")->type_name("MODEL.onnx|analysis.json|plan.json|run.json|profile.json");
   for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.get_option("files")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   try {
@@ -72,7 +72,7 @@ GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
     a.height = static_cast<int>(ParseInteger("--size height", size.substr(x + 1), 1, 8000));
   }
   if (!gui::MainWindow::pageNames().contains(QString::fromStdString(a.page))) {
-    throw MemplanError("--page: no page '" + a.page + "' (summary, timeline, lifetimes, plan, compare)");
+    throw MemplanError("--page: no page '" + a.page + "' (" + gui::MainWindow::pageNames().join(", ").toStdString() + ")");
   }
   return a;
 }

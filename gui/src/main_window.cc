@@ -29,17 +29,19 @@
 #include "models/compare_models.h"
 #include "models/strategy_model.h"
 #include "models/summary_models.h"
+#include "models/time_models.h"
 #include "pages/compare_page.h"
 #include "pages/lifetimes_page.h"
 #include "pages/plan_page.h"
 #include "pages/summary_page.h"
+#include "pages/time_page.h"
 #include "pages/timeline_page.h"
 #include "timeline_chart.h"
 
 namespace memplan::gui {
 
 namespace {
-const char* kPages[] = {"summary", "timeline", "lifetimes", "plan", "compare"};
+const char* kPages[] = {"summary", "timeline", "time", "lifetimes", "plan", "compare"};
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -98,11 +100,13 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
 
   summary_ = new SummaryPage;
   timeline_ = new TimelinePage(docs_);
+  time_ = new TimePage(docs_);
   lifetimes_ = new LifetimesPage;
   plan_ = new PlanPage(docs_);
   compare_ = new ComparePage(docs_);
   tabs_->addTab(summary_, QStringLiteral("Summary"));
   tabs_->addTab(timeline_, QStringLiteral("Timeline"));
+  tabs_->addTab(time_, QStringLiteral("Time"));
   tabs_->addTab(lifetimes_, QStringLiteral("Lifetimes"));
   tabs_->addTab(plan_, QStringLiteral("Plan explorer"));
   tabs_->addTab(compare_, QStringLiteral("Compare"));
@@ -153,8 +157,10 @@ TimelineChart* MainWindow::compareChart() const { return compare_->chart(); }
 LifetimeView* MainWindow::lifetimeView() const { return lifetimes_->view(); }
 
 QList<QAbstractItemModel*> MainWindow::itemModels() const {
-  return {summary_->summaryModel(), summary_->breakdownModel(), summary_->filesModel(), timeline_->aliveModel(),
-          timeline_->aliveProxy(),  plan_->strategyModel(),    compare_->compareModel(), compare_->keptModel()};
+  return {summary_->summaryModel(),    summary_->breakdownModel(), summary_->filesModel(),    timeline_->aliveModel(),
+          timeline_->aliveProxy(),     plan_->strategyModel(),     compare_->compareModel(), compare_->keptModel(),
+          time_->nodeModel(),          time_->nodeProxy(),         time_->recomputeModel(),  compare_->nodeTimeModel(),
+          compare_->nodeTimeProxy()};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -239,6 +245,7 @@ void MainWindow::refreshAll() {
   summary_->refreshFiles(docs_);
   summary_->refresh(docs_);
   timeline_->refresh();
+  time_->refresh();
   refreshLifetimes();
   plan_->refresh();
   compare_->refresh();
@@ -251,7 +258,7 @@ void MainWindow::refreshLifetimes() { lifetimes_->refresh(timeline_->selectedIte
 
 void MainWindow::openDialog() {
   QStringList paths = QFileDialog::getOpenFileNames(this, QStringLiteral("Open models or memplan results"), QString(),
-                                                    QStringLiteral("Models and results (*.onnx *.json);;All files (*)"));
+                                                    QStringLiteral("Models, results and profiles (*.onnx *.json);;All files (*)"));
   openFiles(paths);
 }
 
@@ -270,7 +277,8 @@ bool MainWindow::exportPage(const QString& name, const QString& path, QString* e
   QWidget* w = nullptr;
   if (name == QLatin1String("timeline")) w = timelineChart();
   else if (name == QLatin1String("lifetimes")) w = lifetimeView();
-  else if (name == QLatin1String("compare")) w = compareChart();
+  else if (name == QLatin1String("compare")) w = compare_->shownChart();
+  else if (name == QLatin1String("time")) w = time_->charts();
   else if (name == QLatin1String("plan")) w = planChart();
   else w = page(name);
   if (!w) {

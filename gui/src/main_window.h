@@ -1,5 +1,5 @@
-// The dashboard window: assembles the pages (summary, timeline, lifetimes, plan explorer,
-// compare: gui/src/pages/), the toolbar and the open documents. Files open in a worker thread
+// The dashboard window: assembles the pages (summary, timeline, time, lifetimes, plan
+// explorer, compare: gui/src/pages/), the toolbar and the open documents. Files open in a worker thread
 // and failures show in a banner at the top.
 #pragma once
 
@@ -26,6 +26,7 @@ class PlanPage;
 class SummaryPage;
 class TimelineChart;
 class TimelinePage;
+class TimePage;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -39,7 +40,7 @@ class MainWindow : public QMainWindow {
   // Processes events until every load and re-plan finished; true when idle in time.
   bool waitForIdle(int timeout_ms);
 
-  static QStringList pageNames();  // summary, timeline, lifetimes, plan, compare
+  static QStringList pageNames();  // summary, timeline, time, lifetimes, plan, compare
   bool setPage(const QString& name);
   QString currentPageName() const;
   QWidget* page(const QString& name) const;
@@ -57,8 +58,13 @@ class MainWindow : public QMainWindow {
   TimelineChart* planChart() const;
   TimelineChart* compareChart() const;
   LifetimeView* lifetimeView() const;
-  // Summary, breakdown, files, alive, alive (sorted view), strategies, compare, kept.
+  // Summary, breakdown, files, alive, alive (sorted view), strategies, compare, kept, node
+  // time, node time (sorted view), recompute time, node time compare, node time compare
+  // (sorted view).
   QList<QAbstractItemModel*> itemModels() const;
+  TimelinePage* timelinePage() const { return timeline_; }
+  TimePage* timePage() const { return time_; }
+  ComparePage* comparePage() const { return compare_; }
   // What a click on the timeline does: list the tensors alive at `step`.
   void selectStep(int64_t step);
   // The plan explorer's controls (tests drive them).
@@ -91,6 +97,7 @@ class MainWindow : public QMainWindow {
 
   SummaryPage* summary_ = nullptr;
   TimelinePage* timeline_ = nullptr;
+  TimePage* time_ = nullptr;
   LifetimesPage* lifetimes_ = nullptr;
   PlanPage* plan_ = nullptr;
   ComparePage* compare_ = nullptr;

@@ -69,16 +69,18 @@ void SummaryPage::refreshFiles(const DocumentSet& docs) { files_model_->setRows(
 
 void SummaryPage::refresh(const DocumentSet& docs) {
   ItemPtr base = docs.baseItem(), plan = docs.planItem(), run = docs.runItem();
-  ItemPtr any = base ? base : plan ? plan : run;
+  std::vector<ItemPtr> profiles = docs.profileItems();
+  ItemPtr profile = profiles.empty() ? nullptr : profiles.back();
+  ItemPtr any = base ? base : plan ? plan : run ? run : profile;
   if (!any) {
-    headline_->setText(QStringLiteral("<b>No file open.</b> Open a model (.onnx) or a memplan analysis, plan or run "
-                                      "JSON file (toolbar: Open…, or <tt>memplan gui FILE...</tt>)."));
+    headline_->setText(QStringLiteral("<b>No file open.</b> Open a model (.onnx) or a memplan analysis, plan, run or "
+                                      "profile JSON file (toolbar: Open…, or <tt>memplan gui FILE...</tt>)."));
     summary_model_->setRows({});
     breakdown_model_->setRows({});
     breakdown_chart_->chart()->removeAllSeries();
     return;
   }
-  summary_model_->setItems(base, plan, run);
+  summary_model_->setItems(base, plan, run, profile);
 
   QString model = Q(any->model);
   ItemPtr baseline_src = BaselineSource(base, plan);
@@ -87,6 +89,7 @@ void SummaryPage::refresh(const DocumentSet& docs) {
   head += QStringLiteral(" · baseline peak <b>%1</b>").arg(BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1));
   if (plan) head += QStringLiteral(" · plan (%1) <b>%2</b> for a budget of %3").arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes));
   if (run) head += QStringLiteral(" · measured <b>%1</b>").arg(BytesQ(run->measured_peak_bytes));
+  else if (profile) head += QStringLiteral(" · profiled <b>%1</b>").arg(BytesQ(profile->measured_peak_bytes));
   headline_->setText(head);
   refreshBreakdown(docs);
 }

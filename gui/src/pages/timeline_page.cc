@@ -97,6 +97,7 @@ void TimelinePage::showSelected() {
   ItemPtr item = selectedItem();
   ItemPtr run = docs_.runItem();
   ItemPtr plan = docs_.planItem();
+  profile_overlay_ = {};
   if (!item) {
     chart_->setPrimary(nullptr, QStringLiteral("Memory timeline"));
     chart_->setOverlays({});
@@ -115,6 +116,27 @@ void TimelinePage::showSelected() {
   QString title = QStringLiteral("%1 — peak %2").arg(ItemLabel(*item), BytesQ(primary->peak_bytes));
   if (item->kind == SourceKind::kRun && item->measured_peak_bytes >= 0)
     title += QStringLiteral(", measured %1").arg(BytesQ(item->measured_peak_bytes));
+  // A profile's measured memory, placed on the predicted steps by scope (MeasuredOnSteps).
+  profile_overlay_ = {};
+  if (ItemPtr profile = docs_.profileFor(item); profile && item->timeline && primary == item->timeline) {
+    const QString label = QStringLiteral("measured (%1)").arg(Q(profile->title));
+    profile_overlay_ = MeasuredOnSteps(*item->timeline, *profile->profile, label.toStdString());
+    if (profile_overlay_.timeline && profile_overlay_.matched_steps * 2 >= profile_overlay_.steps) {
+      const QColor color = overlays.empty() ? QColor(0x11, 0x11, 0x11) : QColor(0xd6, 0x27, 0x28);
+      overlays.push_back({profile_overlay_.timeline, label, color});
+      title += QStringLiteral(", measured %1 (%2").arg(BytesQ(profile->measured_peak_bytes), Q(profile->title));
+      if (profile_overlay_.matched_steps < profile_overlay_.steps) {
+        title += QStringLiteral(", %1 of %2 steps").arg(profile_overlay_.matched_steps).arg(profile_overlay_.steps);
+      }
+      title += QStringLiteral(")");
+    } else {
+      title += QStringLiteral(" · %1 is not a profile of this schedule (%2 of %3 steps match)")
+                   .arg(Q(profile->title))
+                   .arg(profile_overlay_.matched_steps)
+                   .arg(profile_overlay_.steps);
+      profile_overlay_.timeline.reset();
+    }
+  }
   chart_->setPrimary(primary, title);
   chart_->setOverlays(std::move(overlays));
   chart_->setBudget(budget);

@@ -1,10 +1,12 @@
 // The timeline page: bytes alive over the schedule of one item (chosen in a combo box), the
-// measured trace over it, and the tensors alive at the clicked step.
+// measured trace of a run or the measured memory of a profile over it, and the tensors alive
+// at the clicked step.
 #pragma once
 
 #include <QWidget>
 #include <cstdint>
 
+#include "document.h"
 #include "loader.h"
 
 class QComboBox;
@@ -32,6 +34,9 @@ class TimelinePage : public QWidget {
   TimelineChart* chart() const { return chart_; }
   AliveModel* aliveModel() const { return alive_model_; }
   QSortFilterProxyModel* aliveProxy() const { return alive_proxy_; }
+  // The open profile's memory on the chosen item's steps (its timeline is null when none is
+  // drawn: no profile, or one of another model or plan).
+  const MeasuredOverlay& profileOverlay() const { return profile_overlay_; }
 
  signals:
   void itemChosen();  // the user (or chooseItem) picked another item
@@ -49,6 +54,7 @@ class TimelinePage : public QWidget {
   QLabel* range_label_ = nullptr;
   bool refreshing_ = false;
   int64_t selected_step_ = -1;
+  MeasuredOverlay profile_overlay_;
 };
 
 }  // namespace memplan::gui
