@@ -292,7 +292,8 @@ class CuptiProfiler final : public ProfilerBackend {
       open_.pop_back();
     }
     active_ = false;
-    // The executor synchronized the device before ending the step, so every record is complete.
+    // Forced: callers synchronize the device before EndStep (the executor does), so no record
+    // is still waiting for its end time.
     Drain(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     cupti::StepContext step;
     step.start_ns = start_ns_;
@@ -300,29 +301,10 @@ class CuptiProfiler final : public ProfilerBackend {
     step.device_id = static_cast<uint32_t>(device_);
     step.scopes = std::move(scopes_);
     step.slices = p.slices;
-    cupti::DeviceProfile d = converter_.Finish(step);
     scopes_.clear();
-
-    p.backend = "cupti";
-    p.memory_events = std::move(d.memory_events);
-    p.nodes.insert(p.nodes.end(), d.nodes.begin(), d.nodes.end());
-    p.dropped_records = dropped_;
-    const cupti::RecordCounts& n = d.counts;
-    if (dropped_ > 0) {
-      p.warnings.push_back("CUPTI dropped " + std::to_string(dropped_) +
-                           " activity records (no free buffer): device times and memory events are incomplete");
-    }
-    if (n.without_timestamps > 0) {
-      p.warnings.push_back("CUPTI could not time " + std::to_string(n.without_timestamps) +
-                           " kernels or copies: their device time is missing");
-    }
-    if (n.unattributed > 0) {
-      p.warnings.push_back(std::to_string(n.unattributed) +
-                           " device records (kernels, copies, memory) fell outside every scope: counted in setup");
-    }
     for (const std::string& w : standing_warnings_) p.warnings.push_back(w);
     for (const std::string& w : step_warnings_) p.warnings.push_back(w);
-    AggregateProfile(p);
+    cupti::MergeDeviceProfile(converter_.Finish(step), dropped_, p);
     return p;
   }
 

@@ -293,4 +293,25 @@ DeviceProfile RecordConverter::Finish(const StepContext& step) {
   return out;
 }
 
+void MergeDeviceProfile(DeviceProfile device, int64_t dropped_records, Profile& p) {
+  p.backend = "cupti";
+  p.memory_events = std::move(device.memory_events);
+  p.nodes.insert(p.nodes.end(), device.nodes.begin(), device.nodes.end());
+  p.dropped_records = dropped_records;
+  const RecordCounts& n = device.counts;
+  if (dropped_records > 0) {
+    p.warnings.push_back("CUPTI dropped " + std::to_string(dropped_records) +
+                         " activity records (no free buffer): device times and memory events are incomplete");
+  }
+  if (n.without_timestamps > 0) {
+    p.warnings.push_back("CUPTI could not time " + std::to_string(n.without_timestamps) +
+                         " kernels, copies or sets: their device time is missing");
+  }
+  if (n.unattributed > 0) {
+    p.warnings.push_back(std::to_string(n.unattributed) +
+                         " device records (kernels, copies, memory) fell outside every scope: counted in setup");
+  }
+  AggregateProfile(p);
+}
+
 }  // namespace memplan::cupti

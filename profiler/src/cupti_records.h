@@ -72,6 +72,11 @@ struct DeviceProfile {
   RecordCounts counts;
 };
 
+// Puts the device side into the host profile `p` of the same step (slices and host times
+// from the CPU backend): backend "cupti", the memory events, device seconds per node, the
+// dropped-record count and warnings from the counts; then AggregateProfile.
+void MergeDeviceProfile(DeviceProfile device, int64_t dropped_records, Profile& p);
+
 class RecordConverter {
  public:
   // Copies what it needs of one record (the buffer may be reused once Add returns).
