@@ -2,9 +2,8 @@
 // layouts CUDA 13's CUPTI writes) go through the converter in shuffled orders and must give
 // the hand-computed device seconds, memory events and peak; the backend itself must refuse
 // with a clear MemplanError where it cannot start (no driver here), never crash.
-#include <gtest/gtest.h>
-
 #include <dlfcn.h>
+#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
@@ -65,7 +64,8 @@ TEST(CuptiBackend, RefusesADeviceThatCannotExist) {
   EXPECT_NE(ErrorOf(-1).find("negative"), std::string::npos) << ErrorOf(-1);
   const std::string error = ErrorOf(4096);
   EXPECT_FALSE(error.empty());
-  EXPECT_NE(error.find(HasDriver() ? "does not exist" : "no CUDA driver"), std::string::npos) << error;
+  EXPECT_NE(error.find(HasDriver() ? "does not exist" : "no CUDA driver"), std::string::npos)
+      << error;
 }
 
 TEST(CuptiBackend, WithoutCuptiSaysSo) {
@@ -109,7 +109,8 @@ T Zeroed() {
   return r;
 }
 
-CUpti_ActivityKernel10 Kernel(uint32_t correlation, uint64_t start, uint64_t end, uint32_t device = 0) {
+CUpti_ActivityKernel10 Kernel(uint32_t correlation, uint64_t start, uint64_t end,
+                              uint32_t device = 0) {
   auto k = Zeroed<CUpti_ActivityKernel10>();
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.correlationId = correlation;
@@ -138,8 +139,9 @@ CUpti_ActivityMemset4 Memset(uint32_t correlation, uint64_t start, uint64_t end)
   return s;
 }
 
-CUpti_ActivityExternalCorrelation External(uint32_t correlation, uint64_t external,
-                                           CUpti_ExternalCorrelationKind kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
+CUpti_ActivityExternalCorrelation External(
+    uint32_t correlation, uint64_t external,
+    CUpti_ExternalCorrelationKind kind = CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) {
   auto e = Zeroed<CUpti_ActivityExternalCorrelation>();
   e.kind = CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION;
   e.externalKind = kind;
@@ -162,8 +164,8 @@ CUpti_ActivityMemory4 Segment(uint32_t correlation, uint64_t time, uint64_t addr
                               CUpti_ActivityMemoryKind kind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE) {
   auto m = Zeroed<CUpti_ActivityMemory4>();
   m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
-  m.memoryOperationType =
-      bytes > 0 ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
+  m.memoryOperationType = bytes > 0 ? CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION
+                                    : CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_RELEASE;
   m.memoryKind = kind;
   m.correlationId = correlation;
   m.address = address;
@@ -173,8 +175,9 @@ CUpti_ActivityMemory4 Segment(uint32_t correlation, uint64_t time, uint64_t addr
 }
 
 // cudaMallocAsync from pool `pool`, which holds `pool_size` bytes afterwards.
-CUpti_ActivityMemory4 AsyncAlloc(uint32_t correlation, uint64_t time, uint64_t pool, uint64_t pool_size,
-                                 CUpti_ActivityMemoryPoolType type = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
+CUpti_ActivityMemory4 AsyncAlloc(
+    uint32_t correlation, uint64_t time, uint64_t pool, uint64_t pool_size,
+    CUpti_ActivityMemoryPoolType type = CUPTI_ACTIVITY_MEMORY_POOL_TYPE_LOCAL) {
   auto m = Zeroed<CUpti_ActivityMemory4>();
   m.kind = CUPTI_ACTIVITY_KIND_MEMORY2;
   m.memoryOperationType = CUPTI_ACTIVITY_MEMORY_OPERATION_TYPE_ALLOCATION;
@@ -190,8 +193,8 @@ CUpti_ActivityMemory4 AsyncAlloc(uint32_t correlation, uint64_t time, uint64_t p
   return m;
 }
 
-CUpti_ActivityMemoryPool3 Pool(CUpti_ActivityMemoryPoolOperationType op, uint32_t correlation, uint64_t time,
-                               uint64_t pool, uint64_t size) {
+CUpti_ActivityMemoryPool3 Pool(CUpti_ActivityMemoryPoolOperationType op, uint32_t correlation,
+                               uint64_t time, uint64_t pool, uint64_t size) {
   auto p = Zeroed<CUpti_ActivityMemoryPool3>();
   p.kind = CUPTI_ACTIVITY_KIND_MEMORY_POOL;
   p.memoryPoolOperationType = op;
@@ -216,8 +219,10 @@ cupti::StepContext TwoPhaseStep() {
   step.start_bytes = 1000;
   step.device_id = 0;
   step.scopes = {{1, Fwd()}, {2, Fwd(3)}, {3, Bwd()}, {4, Bwd(3)}};
-  step.slices = {{0.000, 0.010, Fwd(), 0}, {0.001, 0.004, Fwd(3), 1},
-                 {0.010, 0.030, Bwd(), 0}, {0.012, 0.020, Bwd(3), 1}};
+  step.slices = {{0.000, 0.010, Fwd(), 0},
+                 {0.001, 0.004, Fwd(3), 1},
+                 {0.010, 0.030, Bwd(), 0},
+                 {0.012, 0.020, Bwd(3), 1}};
   return step;
 }
 
@@ -248,18 +253,22 @@ Records TwoPhaseRecords() {
 
   // Memory (correlation ids 20..29), alive from start_bytes = 1000:
   r.Add(Segment(29, kStart - 1000, 0xD000, 512));  // before the step: known, not an event
-  r.Add(Segment(20, At(2000), 0xA000, 2048));     // 2 ms   +2048 -> 3048, ext 2 forward node 3
+  r.Add(Segment(20, At(2000), 0xA000, 2048));      // 2 ms   +2048 -> 3048, ext 2 forward node 3
   r.Add(External(20, 2));
   r.Add(Segment(21, At(11000), 0xB000, 4096));  // 11 ms  +4096 -> 7144, ext 3 backward
   r.Add(External(21, 3));
-  r.Add(Segment(22, At(13000), 0xC000, 8192));  // 13 ms  +8192 -> 15336 (peak), ext 4 backward node 3
+  r.Add(
+      Segment(22, At(13000), 0xC000, 8192));  // 13 ms  +8192 -> 15336 (peak), ext 4 backward node 3
   r.Add(External(22, 4));
   r.Add(Segment(23, At(18000), 0xB000, -4096));  // 18 ms  -4096 -> 11240, ext 4 backward node 3
   r.Add(External(23, 4));
-  r.Add(Segment(24, At(25000), 0xC000, 0));  // 25 ms  -8192 (size from its cudaMalloc) -> 3048, by time: backward
-  r.Add(Segment(25, At(26000), 0xD000, 0));  // 26 ms  -512 (allocated before the step) -> 2536, ext 3 backward
+  r.Add(Segment(24, At(25000), 0xC000,
+                0));  // 25 ms  -8192 (size from its cudaMalloc) -> 3048, by time: backward
+  r.Add(Segment(25, At(26000), 0xD000,
+                0));  // 26 ms  -512 (allocated before the step) -> 2536, ext 3 backward
   r.Add(External(25, 3));
-  r.Add(Segment(26, At(3000), 0xE000, 1 << 20, CUPTI_ACTIVITY_MEMORY_KIND_PINNED));  // host memory: not counted
+  r.Add(Segment(26, At(3000), 0xE000, 1 << 20,
+                CUPTI_ACTIVITY_MEMORY_KIND_PINNED));  // host memory: not counted
   return r;
 }
 
@@ -304,8 +313,9 @@ TEST(CuptiRecords, AttributesDeviceTimeAndMemoryToScopesInAnyOrder) {
     cupti::MergeDeviceProfile(std::move(d), /*dropped_records=*/0, p);
     EXPECT_EQ(p.backend, "cupti");
     auto node = [&](Phase phase, NodeId id) -> const NodeProfile& {
-      auto it = std::find_if(p.nodes.begin(), p.nodes.end(),
-                             [&](const NodeProfile& np) { return np.phase == phase && np.node == id; });
+      auto it = std::find_if(p.nodes.begin(), p.nodes.end(), [&](const NodeProfile& np) {
+        return np.phase == phase && np.node == id;
+      });
       EXPECT_NE(it, p.nodes.end());
       return *it;
     };
@@ -352,15 +362,19 @@ TEST(CuptiRecords, MemoryPoolsCountWhatThePoolHolds) {
   // nothing unless the pool grows.
   Records r;
   const uint64_t P = 0x7000'0000, Q = 0x9000'0000, R = 0xB000'0000;
-  r.Add(Pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED, 1, At(1000), P, 4096));  // +4096 -> 4096
-  r.Add(AsyncAlloc(2, At(2000), P, 8192));                                              // grows: +4096 -> 8192
-  r.Add(AsyncAlloc(3, At(3000), P, 8192));                                              // served: no event
-  r.Add(Pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED, 4, At(4000), P, 2048));  // -6144 -> 2048
+  r.Add(Pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_CREATED, 1, At(1000), P,
+             4096));                        // +4096 -> 4096
+  r.Add(AsyncAlloc(2, At(2000), P, 8192));  // grows: +4096 -> 8192
+  r.Add(AsyncAlloc(3, At(3000), P, 8192));  // served: no event
+  r.Add(Pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED, 4, At(4000), P,
+             2048));  // -6144 -> 2048
   // Q existed before profiling: its first size is a baseline, then it grows by 50000.
   r.Add(AsyncAlloc(5, At(5000), Q, 100000));
-  r.Add(AsyncAlloc(6, At(6000), Q, 150000));                                              // +50000 -> 52048 (peak)
-  r.Add(Pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED, 7, At(7000), P, 0));  // -2048 -> 50000
-  r.Add(AsyncAlloc(8, At(8000), R, 1 << 30, CUPTI_ACTIVITY_MEMORY_POOL_TYPE_IMPORTED));  // another process's
+  r.Add(AsyncAlloc(6, At(6000), Q, 150000));  // +50000 -> 52048 (peak)
+  r.Add(Pool(CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED, 7, At(7000), P,
+             0));  // -2048 -> 50000
+  r.Add(AsyncAlloc(8, At(8000), R, 1 << 30,
+                   CUPTI_ACTIVITY_MEMORY_POOL_TYPE_IMPORTED));  // another process's
   for (uint32_t c = 1; c <= 8; ++c) r.Add(External(c, 1));
 
   for (unsigned seed : {0u, 5u, 9u}) {
@@ -421,15 +435,19 @@ TEST(CuptiRecords, KernelsStraddlingTheStepStartCountOnlyTheirPartInside) {
 }
 
 TEST(CuptiErrors, SayWhatHappenedAndWhatToDo) {
-  const std::string other = cupti::FailureMessage("cuptiSubscribe", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
-                                                  "CUPTI for Nsight Systems");
-  EXPECT_NE(other.find("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"), std::string::npos) << other;
+  const std::string other = cupti::FailureMessage(
+      "cuptiSubscribe", CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, "CUPTI for Nsight Systems");
+  EXPECT_NE(other.find("CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED"), std::string::npos)
+      << other;
   EXPECT_NE(other.find("another profiler is attached"), std::string::npos) << other;
   EXPECT_NE(other.find("'CUPTI for Nsight Systems'"), std::string::npos) << other;
   EXPECT_NE(other.find("PyTorch profiler"), std::string::npos) << other;
-  const std::string privileges = cupti::FailureMessage("cuptiActivityEnable", CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
-  EXPECT_NE(privileges.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos) << privileges;
-  EXPECT_NE(privileges.find("NVreg_RestrictProfilingToAdminUsers"), std::string::npos) << privileges;
+  const std::string privileges =
+      cupti::FailureMessage("cuptiActivityEnable", CUPTI_ERROR_INSUFFICIENT_PRIVILEGES);
+  EXPECT_NE(privileges.find("CUPTI_ERROR_INSUFFICIENT_PRIVILEGES"), std::string::npos)
+      << privileges;
+  EXPECT_NE(privileges.find("NVreg_RestrictProfilingToAdminUsers"), std::string::npos)
+      << privileges;
   const std::string unknown = cupti::FailureMessage("cuptiSubscribe", CUPTI_ERROR_UNKNOWN);
   EXPECT_NE(unknown.find("nvidia-smi"), std::string::npos) << unknown;
 }

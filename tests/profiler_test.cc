@@ -1,18 +1,17 @@
 // The profiler's torch-free core on small hand-made profiles: exclusive times of nested
 // scopes, the peak and per-node memory from memory events, the CPU backend, the profile JSON
 // round trip, and the Chrome trace-event export's required fields and nesting.
+#include "memplan/profiler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
-
-#include "memplan/profiler.h"
 
 namespace memplan {
 namespace {
@@ -56,8 +55,8 @@ Profile HandMade() {
       {23, 24, Scope(Phase::kRecompute, 2, 1, 1), 1},
   };
   p.memory_events = {
-      {2, 50, 150, Scope(Phase::kForward, 1)},    {6, 70, 220, Scope(Phase::kForward, 2)},
-      {13, -50, 170, Scope(Phase::kBackward, 1)}, {14, 100, 270, Scope(Phase::kBackward, 1)},
+      {2, 50, 150, Scope(Phase::kForward, 1)},     {6, 70, 220, Scope(Phase::kForward, 2)},
+      {13, -50, 170, Scope(Phase::kBackward, 1)},  {14, 100, 270, Scope(Phase::kBackward, 1)},
       {25.5, -170, 100, Scope(Phase::kOptimizer)},
   };
   p.warnings = {"a warning"};
@@ -212,7 +211,8 @@ TEST(ProfileJson, RejectionsNameTheField) {
 
 TEST(TraceEvents, HaveTheRequiredFieldsAndNest) {
   const Profile p = HandMade();
-  const std::vector<PredictedMemory> predicted = {{Scope(Phase::kForward, 1), 140}, {Scope(Phase::kBackward, 1), 260}};
+  const std::vector<PredictedMemory> predicted = {{Scope(Phase::kForward, 1), 140},
+                                                  {Scope(Phase::kBackward, 1), 260}};
   const json t = TraceEventsJson(p, predicted);
   ASSERT_TRUE(t.at("traceEvents").is_array());
   struct Span {
@@ -246,13 +246,15 @@ TEST(TraceEvents, HaveTheRequiredFieldsAndNest) {
   // On one track, two complete events are disjoint or one contains the other.
   const double eps = 1e-6;
   for (auto& [track, spans] : tracks) {
-    std::sort(spans.begin(), spans.end(),
-              [](const Span& a, const Span& b) { return a.ts < b.ts || (a.ts == b.ts && a.end > b.end); });
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return a.ts < b.ts || (a.ts == b.ts && a.end > b.end);
+    });
     std::vector<double> open_ends;
     for (const Span& s : spans) {
       while (!open_ends.empty() && open_ends.back() <= s.ts + eps) open_ends.pop_back();
       if (!open_ends.empty()) {
-        EXPECT_LE(s.end, open_ends.back() + eps) << "track " << track.second << " span [" << s.ts << ", " << s.end << ")";
+        EXPECT_LE(s.end, open_ends.back() + eps)
+            << "track " << track.second << " span [" << s.ts << ", " << s.end << ")";
       }
       open_ends.push_back(s.end);
     }

@@ -3,10 +3,13 @@
 // external correlation id pushed per scope (see cupti_records.h for the attribution rules and
 // the memory model). It needs no GPU to build or to refuse cleanly: without a driver,
 // libcupti answers CUPTI_ERROR_UNKNOWN to every call, so the backend asks the driver first.
+// CUPTI traces only from BeginStep to EndStep: the steps that are not profiled run at full
+// speed and leave no records to keep. Construction enables every kind once to refuse early.
 #include "memplan/profiler.h"
 
 #if MEMPLAN_HAVE_CUPTI
 
+#include <cupti.h>
 #include <dlfcn.h>
 
 #include <cstring>
@@ -16,8 +19,6 @@
 #include <thread>
 #include <unordered_map>
 #include <utility>
-
-#include <cupti.h>
 
 #include "cupti_errors.h"
 #include "cupti_records.h"
@@ -32,23 +33,30 @@ std::string ResultName(CUptiResult result) {
   return "CUPTI error " + std::to_string(static_cast<int>(result));
 }
 
-std::string FailureMessage(const std::string& call, CUptiResult result, const std::string& other_tool) {
-  const std::string what = "CUPTI cannot profile: " + call + " returned " + ResultName(result) + "; ";
+std::string FailureMessage(const std::string& call, CUptiResult result,
+                           const std::string& other_tool) {
+  const std::string what =
+      "CUPTI cannot profile: " + call + " returned " + ResultName(result) + "; ";
   switch (result) {
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:
       return what + "another profiler is attached to this process" +
              (other_tool.empty() ? "" : " ('" + other_tool + "')") +
-             " (Nsight Systems, Nsight Compute, the PyTorch profiler, cuda-gdb or compute-sanitizer; CUPTI allows "
+             " (Nsight Systems, Nsight Compute, the PyTorch profiler, cuda-gdb or "
+             "compute-sanitizer; CUPTI allows "
              "one): run memplan without it, or drop --profile and use that profiler's report";
     case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
-      return what + "this user may not profile the GPU: run as root, or ask the administrator to allow profiling "
-                    "(nvidia driver option NVreg_RestrictProfilingToAdminUsers=0)";
+      return what +
+             "this user may not profile the GPU: run as root, or ask the administrator to allow "
+             "profiling "
+             "(nvidia driver option NVreg_RestrictProfilingToAdminUsers=0)";
     case CUPTI_ERROR_NOT_INITIALIZED:
     case CUPTI_ERROR_INVALID_DEVICE:
     case CUPTI_ERROR_UNKNOWN:
-      return what + "no usable CUDA driver or device: check nvidia-smi and CUDA_VISIBLE_DEVICES, and that the "
-                    "driver supports the CUDA toolkit memplan was built with";
+      return what +
+             "no usable CUDA driver or device: check nvidia-smi and CUDA_VISIBLE_DEVICES, and that "
+             "the "
+             "driver supports the CUDA toolkit memplan was built with";
     case CUPTI_ERROR_NOT_COMPATIBLE:
     case CUPTI_ERROR_NOT_SUPPORTED:
     case CUPTI_ERROR_VIRTUALIZED_DEVICE_NOT_SUPPORTED:
@@ -57,8 +65,9 @@ std::string FailureMessage(const std::string& call, CUptiResult result, const st
     case CUPTI_ERROR_SLI_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_WSL_DEVICE_NOT_SUPPORTED:
     case CUPTI_ERROR_CONFIDENTIAL_COMPUTING_NOT_SUPPORTED:
-      return what + "CUPTI does not trace this device or driver setup: profile without --profile's device "
-                    "times, or on another GPU";
+      return what +
+             "CUPTI does not trace this device or driver setup: profile without --profile's device "
+             "times, or on another GPU";
     default:
       return what + "profile without --profile, or report this with the output of nvidia-smi";
   }
@@ -74,7 +83,8 @@ std::string DriverProblem(int device) {
   void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     const char* err = dlerror();
-    return std::string("no CUDA driver on this machine (libcuda.so.1 does not load: ") + (err ? err : "not found") +
+    return std::string("no CUDA driver on this machine (libcuda.so.1 does not load: ") +
+           (err ? err : "not found") +
            "); profile on a machine with an NVIDIA GPU and driver, or with --device cpu";
   }
   // The driver stays loaded: CUPTI and LibTorch use it.
@@ -86,7 +96,8 @@ std::string DriverProblem(int device) {
   auto count = reinterpret_cast<CountFn>(dlsym(lib, "cuDeviceGetCount"));
   auto version = reinterpret_cast<VersionFn>(dlsym(lib, "cuDriverGetVersion"));
   auto error_string = reinterpret_cast<ErrorFn>(dlsym(lib, "cuGetErrorString"));
-  if (!init || !count || !version) return "the CUDA driver library (libcuda.so.1) lacks cuInit; reinstall the NVIDIA driver";
+  if (!init || !count || !version)
+    return "the CUDA driver library (libcuda.so.1) lacks cuInit; reinstall the NVIDIA driver";
   auto text = [&](CUresult r) {
     const char* s = nullptr;
     if (error_string && error_string(r, &s) == CUDA_SUCCESS && s) return std::string(s);
@@ -94,22 +105,25 @@ std::string DriverProblem(int device) {
   };
   if (CUresult r = init(0); r != CUDA_SUCCESS) {
     if (r == CUDA_ERROR_NO_DEVICE) {
-      return "the CUDA driver sees no device (cuInit: " + text(r) + "); check nvidia-smi and CUDA_VISIBLE_DEVICES";
+      return "the CUDA driver sees no device (cuInit: " + text(r) +
+             "); check nvidia-smi and CUDA_VISIBLE_DEVICES";
     }
     return "the CUDA driver does not start (cuInit: " + text(r) + "); check nvidia-smi";
   }
   int v = 0;
   if (version(&v) == CUDA_SUCCESS && v / 1000 < CUDA_VERSION / 1000) {
-    return "the NVIDIA driver supports CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) +
-           ", older than the CUDA " + std::to_string(CUDA_VERSION / 1000) +
+    return "the NVIDIA driver supports CUDA " + std::to_string(v / 1000) + "." +
+           std::to_string(v % 1000 / 10) + ", older than the CUDA " +
+           std::to_string(CUDA_VERSION / 1000) +
            " toolkit whose CUPTI memplan was built with; update the driver";
   }
   int n = 0;
-  if (CUresult r = count(&n); r != CUDA_SUCCESS) return "the CUDA driver cannot count devices (" + text(r) + ")";
+  if (CUresult r = count(&n); r != CUDA_SUCCESS)
+    return "the CUDA driver cannot count devices (" + text(r) + ")";
   if (n == 0) return "no CUDA device is visible; check nvidia-smi and CUDA_VISIBLE_DEVICES";
   if (device < 0 || device >= n) {
-    return "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) + " visible: cuda:0" +
-           (n > 1 ? "..cuda:" + std::to_string(n - 1) : "") + ")";
+    return "CUDA device " + std::to_string(device) + " does not exist (" + std::to_string(n) +
+           " visible: cuda:0" + (n > 1 ? "..cuda:" + std::to_string(n - 1) : "") + ")";
   }
   return "";
 }
@@ -159,12 +173,14 @@ class BufferRegistry {
       spare_.pop_back();
       return b;
     }
-    return static_cast<uint8_t*>(::operator new(kBytes, std::align_val_t{8}, std::nothrow));
+    return static_cast<uint8_t*>(::operator new (kBytes, std::align_val_t{8}, std::nothrow));
   }
   void Complete(uint8_t* data, size_t valid) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (accepting_) completed_.push_back({data, valid});
-    else Recycle(data);
+    if (accepting_)
+      completed_.push_back({data, valid});
+    else
+      Recycle(data);
   }
 
   std::vector<Completed> Take() {
@@ -177,11 +193,13 @@ class BufferRegistry {
   }
 
  private:
-  static void Free(uint8_t* data) { ::operator delete(data, std::align_val_t{8}); }
+  static void Free(uint8_t* data) { ::operator delete (data, std::align_val_t{8}); }
   void Recycle(uint8_t* data) {
     if (!data) return;
-    if (spare_.size() < kKeep) spare_.push_back(data);
-    else Free(data);
+    if (spare_.size() < kKeep)
+      spare_.push_back(data);
+    else
+      Free(data);
   }
 
   std::mutex mu_;
@@ -209,8 +227,12 @@ void CUPTIAPI OnCallback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const vo
 // attaches them to (kernels that libraries launch through the driver API included) and the
 // host time of each launch for work launched outside any pushed id.
 constexpr CUpti_ActivityKind kRequiredKinds[] = {
-    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,  CUPTI_ACTIVITY_KIND_MEMSET,
-    CUPTI_ACTIVITY_KIND_MEMORY2,           CUPTI_ACTIVITY_KIND_RUNTIME, CUPTI_ACTIVITY_KIND_DRIVER,
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_MEMORY2,
+    CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER,
     CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
 };
 
@@ -218,8 +240,9 @@ class CuptiProfiler final : public ProfilerBackend {
  public:
   explicit CuptiProfiler(int device) : device_(device) {
     if (!BufferRegistry::Get().Claim()) {
-      throw MemplanError("CUPTI cannot profile: another memplan CUPTI profiler is active in this process (CUPTI "
-                         "allows one); end it first");
+      throw MemplanError(
+          "CUPTI cannot profile: another memplan CUPTI profiler is active in this process (CUPTI "
+          "allows one); end it first");
     }
     try {
       Start();
@@ -231,10 +254,7 @@ class CuptiProfiler final : public ProfilerBackend {
 
   ~CuptiProfiler() override {
     std::lock_guard<std::mutex> lock(mu_);
-    while (!open_.empty()) {
-      Pop(open_.back());
-      open_.pop_back();
-    }
+    CloseOpen();
     Teardown();
   }
 
@@ -243,13 +263,14 @@ class CuptiProfiler final : public ProfilerBackend {
   void BeginStep(int64_t start_bytes) override {
     std::lock_guard<std::mutex> lock(mu_);
     PayOwedPops();
-    // What ran between steps only updates the known segment and pool sizes.
+    // Anything left from before only updates the known segment and pool sizes.
     Drain(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     converter_.Settle();
     dropped_ = 0;
     step_warnings_.clear();
+    Trace(true);
+    CloseOpen();  // a step begun without ending the last
     scopes_.clear();
-    open_.clear();
     start_bytes_ = start_bytes;
     host_->BeginStep(start_bytes);
     // Right after the host clock's start: device times count from (about) the same instant.
@@ -264,7 +285,8 @@ class CuptiProfiler final : public ProfilerBackend {
     host_->Enter(scope);
     const uint64_t id = next_id_++;
     scopes_.emplace(id, scope);
-    const bool pushed = cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id) == CUPTI_SUCCESS;
+    const bool pushed = cuptiActivityPushExternalCorrelationId(
+                            CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id) == CUPTI_SUCCESS;
     open_.push_back({scope, std::this_thread::get_id(), pushed});
   }
 
@@ -287,11 +309,9 @@ class CuptiProfiler final : public ProfilerBackend {
   Profile EndStep() override {
     std::lock_guard<std::mutex> lock(mu_);
     Profile p = host_->EndStep();
-    while (!open_.empty()) {
-      Pop(open_.back());
-      open_.pop_back();
-    }
+    CloseOpen();
     active_ = false;
+    Trace(false);
     // Forced: callers synchronize the device before EndStep (the executor does), so no record
     // is still waiting for its end time.
     Drain(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
@@ -316,7 +336,9 @@ class CuptiProfiler final : public ProfilerBackend {
   };
 
   void Start() {
-    if (device_ < 0) throw MemplanError("CUPTI cannot profile: CUDA device index " + std::to_string(device_) + " is negative");
+    if (device_ < 0)
+      throw MemplanError("CUPTI cannot profile: CUDA device index " + std::to_string(device_) +
+                         " is negative");
     if (std::string problem = DriverProblem(device_); !problem.empty()) {
       throw MemplanError("CUPTI cannot profile cuda:" + std::to_string(device_) + ": " + problem);
     }
@@ -339,30 +361,55 @@ class CuptiProfiler final : public ProfilerBackend {
       subscriber_ = nullptr;
       throw MemplanError(cupti::FailureMessage("cuptiSubscribe", r, other_tool));
     }
-    if ((r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted)) != CUPTI_SUCCESS) {
+    if ((r = cuptiActivityRegisterCallbacks(OnBufferRequested, OnBufferCompleted)) !=
+        CUPTI_SUCCESS) {
       throw MemplanError(cupti::FailureMessage("cuptiActivityRegisterCallbacks", r));
     }
     BufferRegistry::Get().Accept();
+    tracing_ = true;
     for (CUpti_ActivityKind kind : kRequiredKinds) {
       if ((r = cuptiActivityEnable(kind)) != CUPTI_SUCCESS) {
-        throw MemplanError(cupti::FailureMessage("cuptiActivityEnable(kind " + std::to_string(kind) + ")", r));
+        throw MemplanError(
+            cupti::FailureMessage("cuptiActivityEnable(kind " + std::to_string(kind) + ")", r));
       }
-      enabled_.push_back(kind);
+      kinds_.push_back(kind);
     }
     // Pools only matter under cudaMallocAsync (PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync).
     if ((r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMORY_POOL)) == CUPTI_SUCCESS) {
-      enabled_.push_back(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
+      kinds_.push_back(CUPTI_ACTIVITY_KIND_MEMORY_POOL);
     } else {
-      standing_warnings_.push_back("CUPTI does not trace memory pools here (" + cupti::ResultName(r) +
-                                   "): growth of cudaMallocAsync pools is missing from the memory events");
+      standing_warnings_.push_back(
+          "CUPTI does not trace memory pools here (" + cupti::ResultName(r) +
+          "): growth of cudaMallocAsync pools is missing from the memory events");
     }
+    Trace(false);
+    Drain(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    converter_.Settle();
+  }
+
+  // Turns the validated kinds on or off.
+  void Trace(bool on) {
+    if (on == tracing_) return;
+    for (CUpti_ActivityKind kind : kinds_) {
+      const CUptiResult r = on ? cuptiActivityEnable(kind) : cuptiActivityDisable(kind);
+      if (r != CUPTI_SUCCESS) {
+        step_warnings_.push_back(std::string(on ? "cuptiActivityEnable" : "cuptiActivityDisable") +
+                                 "(kind " + std::to_string(kind) + ") returned " +
+                                 cupti::ResultName(r) + ": device records may be missing");
+      }
+    }
+    tracing_ = on;
   }
 
   // Undoes whatever Start did, in reverse.
   void Teardown() {
-    for (auto it = enabled_.rbegin(); it != enabled_.rend(); ++it) cuptiActivityDisable(*it);
-    if (!enabled_.empty()) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // returns CUPTI's buffers
-    enabled_.clear();
+    if (tracing_) {
+      for (auto it = kinds_.rbegin(); it != kinds_.rend(); ++it) cuptiActivityDisable(*it);
+      tracing_ = false;
+    }
+    if (!kinds_.empty())
+      cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);  // returns CUPTI's buffers
+    kinds_.clear();
     if (subscriber_) cuptiUnsubscribe(subscriber_);
     subscriber_ = nullptr;
     BufferRegistry::Get().Unclaim();
@@ -384,7 +431,8 @@ class CuptiProfiler final : public ProfilerBackend {
       registry.Release(b.data);
     }
     size_t dropped = 0;
-    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS) dropped_ += static_cast<int64_t>(dropped);
+    if (cuptiActivityGetNumDroppedRecords(nullptr, 0, &dropped) == CUPTI_SUCCESS)
+      dropped_ += static_cast<int64_t>(dropped);
   }
 
   // CUPTI keeps one id stack per thread: a scope exited on another thread than the one that
@@ -399,10 +447,17 @@ class CuptiProfiler final : public ProfilerBackend {
       ++owed_pops_[o.thread];
     }
   }
+  void CloseOpen() {
+    while (!open_.empty()) {
+      Pop(open_.back());
+      open_.pop_back();
+    }
+  }
   void PayOwedPops() {
     auto it = owed_pops_.find(std::this_thread::get_id());
     if (it == owed_pops_.end()) return;
-    for (int i = 0; i < it->second; ++i) cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
+    for (int i = 0; i < it->second; ++i)
+      cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, nullptr);
     owed_pops_.erase(it);
   }
 
@@ -410,13 +465,15 @@ class CuptiProfiler final : public ProfilerBackend {
   const int device_;
   std::unique_ptr<ProfilerBackend> host_ = MakeCpuProfiler();
   CUpti_SubscriberHandle subscriber_ = nullptr;
-  std::vector<CUpti_ActivityKind> enabled_;
+  std::vector<CUpti_ActivityKind> kinds_;       // the kinds CUPTI accepted at construction
+  bool tracing_ = false;                        // whether they are enabled now
   std::vector<std::string> standing_warnings_;  // for every step (what CUPTI cannot trace here)
   std::vector<std::string> step_warnings_;
   bool active_ = false;
   uint64_t start_ns_ = 0;
   int64_t start_bytes_ = 0;
-  uint64_t next_id_ = 1;  // external ids are never reused, so late records of a past step match no scope
+  uint64_t next_id_ =
+      1;  // external ids are never reused, so late records of a past step match no scope
   std::unordered_map<uint64_t, ProfileScope> scopes_;
   std::vector<Open> open_;  // entered and not yet exited, outermost first
   std::map<std::thread::id, int> owed_pops_;
@@ -442,8 +499,10 @@ bool ProfilerHasCupti() { return false; }
 
 std::unique_ptr<ProfilerBackend> MakeCuptiProfiler(int) {
   throw MemplanError(
-      "this memplan was built without CUPTI (no CUDA toolkit CUPTI at build time, or MEMPLAN_WITH_CUPTI=OFF): no "
-      "device times or memory events; rebuild with the CUDA toolkit's CUPTI, or profile host times on the CPU");
+      "this memplan was built without CUPTI (no CUDA toolkit CUPTI at build time, or "
+      "MEMPLAN_WITH_CUPTI=OFF): no "
+      "device times or memory events; rebuild with the CUDA toolkit's CUPTI, or profile host times "
+      "on the CPU");
 }
 
 }  // namespace memplan

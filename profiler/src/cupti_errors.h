@@ -2,9 +2,9 @@
 // compiled only with MEMPLAN_HAVE_CUPTI; pure functions, so tests check them without a GPU.
 #pragma once
 
-#include <string>
-
 #include <cupti_result.h>
+
+#include <string>
 
 namespace memplan::cupti {
 
@@ -14,6 +14,7 @@ std::string ResultName(CUptiResult result);
 
 // The MemplanError message for CUPTI call `call` failing with `result`: its result string and
 // what to do. `other_tool`: the subscriber CUPTI named when another one is attached.
-std::string FailureMessage(const std::string& call, CUptiResult result, const std::string& other_tool = "");
+std::string FailureMessage(const std::string& call, CUptiResult result,
+                           const std::string& other_tool = "");
 
 }  // namespace memplan::cupti

@@ -33,10 +33,12 @@ const uint64_t* Find(const std::vector<std::pair<uint32_t, uint64_t>>& sorted, u
 // For each time, the index of the innermost slice [begin, end) containing it, or -1. Slices
 // are in start order and nest (the backend keeps one stack per step), so a sweep over the
 // sorted times with a stack of open slices finds each in one pass.
-std::vector<int64_t> InnermostSlices(const std::vector<ProfileSlice>& slices, const std::vector<double>& times) {
+std::vector<int64_t> InnermostSlices(const std::vector<ProfileSlice>& slices,
+                                     const std::vector<double>& times) {
   std::vector<size_t> order(times.size());
   std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return times[a] < times[b]; });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return times[a] < times[b]; });
   std::vector<int64_t> found(times.size(), -1);
   std::vector<size_t> open;
   size_t next = 0;
@@ -114,9 +116,14 @@ void RecordConverter::Add(const CUpti_Activity* record) {
           op.op = MemoryOp::kPoolSize;
           op.pool_created = true;
           break;
-        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED: op.op = MemoryOp::kPoolSize; break;
-        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED: op.op = MemoryOp::kPoolDestroy; break;
-        default: return;
+        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_TRIMMED:
+          op.op = MemoryOp::kPoolSize;
+          break;
+        case CUPTI_ACTIVITY_MEMORY_POOL_OPERATION_TYPE_DESTROYED:
+          op.op = MemoryOp::kPoolDestroy;
+          break;
+        default:
+          return;
       }
       memory_.push_back(op);
       break;
@@ -124,7 +131,8 @@ void RecordConverter::Add(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
       const auto e = Read<CUpti_ActivityExternalCorrelation>(record);
       // Other tools may push ids of other kinds on the same thread.
-      if (e.externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0) external_.emplace_back(e.correlationId, e.externalId);
+      if (e.externalKind == CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0)
+        external_.emplace_back(e.correlationId, e.externalId);
       break;
     }
     case CUPTI_ACTIVITY_KIND_RUNTIME:
@@ -133,7 +141,9 @@ void RecordConverter::Add(const CUpti_Activity* record) {
       api_start_.emplace_back(a.correlationId, a.start);
       break;
     }
-    default: ++ignored_; break;
+    default:
+      ++ignored_;
+      break;
   }
 }
 
@@ -170,8 +180,9 @@ int64_t RecordConverter::Apply(const Memory& m) {
 }
 
 void RecordConverter::Settle() {
-  std::stable_sort(memory_.begin(), memory_.end(),
-                   [](const Memory& a, const Memory& b) { return std::tie(a.time, a.seq) < std::tie(b.time, b.seq); });
+  std::stable_sort(memory_.begin(), memory_.end(), [](const Memory& a, const Memory& b) {
+    return std::tie(a.time, a.seq) < std::tie(b.time, b.seq);
+  });
   for (const Memory& m : memory_) Apply(m);
   work_.clear();
   memory_.clear();
@@ -198,8 +209,9 @@ DeviceProfile RecordConverter::Finish(const StepContext& step) {
 
   // 1. Memory, in time order: every operation updates the known sizes; those of the step on
   //    the device become events.
-  std::stable_sort(memory_.begin(), memory_.end(),
-                   [](const Memory& a, const Memory& b) { return std::tie(a.time, a.seq) < std::tie(b.time, b.seq); });
+  std::stable_sort(memory_.begin(), memory_.end(), [](const Memory& a, const Memory& b) {
+    return std::tie(a.time, a.seq) < std::tie(b.time, b.seq);
+  });
   std::vector<uint32_t> event_correlation;
   std::vector<uint64_t> event_time;
   int64_t alive = step.start_bytes;
@@ -241,11 +253,15 @@ DeviceProfile RecordConverter::Finish(const StepContext& step) {
     const uint64_t start = std::max(w.start, step.start_ns);
     timed.push_back({static_cast<double>(w.end - start) * 1e-9, {}});
     timed_ids.emplace_back(w.correlation, w.start);
-    if (w.kind == CUPTI_ACTIVITY_KIND_MEMCPY) ++n.memcpys;
-    else if (w.kind == CUPTI_ACTIVITY_KIND_MEMSET) ++n.memsets;
-    else ++n.kernels;
+    if (w.kind == CUPTI_ACTIVITY_KIND_MEMCPY)
+      ++n.memcpys;
+    else if (w.kind == CUPTI_ACTIVITY_KIND_MEMSET)
+      ++n.memsets;
+    else
+      ++n.kernels;
   }
-  for (size_t i = 0; i < timed.size(); ++i) targets.push_back({timed_ids[i].first, timed_ids[i].second, &timed[i].scope});
+  for (size_t i = 0; i < timed.size(); ++i)
+    targets.push_back({timed_ids[i].first, timed_ids[i].second, &timed[i].scope});
 
   // 3. Scopes: the external id, else the host slice open at the launching call.
   std::vector<double> times;
@@ -300,16 +316,18 @@ void MergeDeviceProfile(DeviceProfile device, int64_t dropped_records, Profile& 
   p.dropped_records = dropped_records;
   const RecordCounts& n = device.counts;
   if (dropped_records > 0) {
-    p.warnings.push_back("CUPTI dropped " + std::to_string(dropped_records) +
-                         " activity records (no free buffer): device times and memory events are incomplete");
+    p.warnings.push_back(
+        "CUPTI dropped " + std::to_string(dropped_records) +
+        " activity records (no free buffer): device times and memory events are incomplete");
   }
   if (n.without_timestamps > 0) {
     p.warnings.push_back("CUPTI could not time " + std::to_string(n.without_timestamps) +
                          " kernels, copies or sets: their device time is missing");
   }
   if (n.unattributed > 0) {
-    p.warnings.push_back(std::to_string(n.unattributed) +
-                         " device records (kernels, copies, memory) fell outside every scope: counted in setup");
+    p.warnings.push_back(
+        std::to_string(n.unattributed) +
+        " device records (kernels, copies, memory) fell outside every scope: counted in setup");
   }
   AggregateProfile(p);
 }

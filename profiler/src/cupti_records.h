@@ -32,12 +32,12 @@
 //   steps), so that later frees and pool changes are measured against the right sizes.
 #pragma once
 
+#include <cupti_activity.h>
+
 #include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <cupti_activity.h>
 
 #include "memplan/profiler.h"
 
@@ -54,13 +54,13 @@ struct StepContext {
 
 // Counts a backend turns into warnings.
 struct RecordCounts {
-  int64_t kernels = 0;  // kernels, copies and sets of the step on the device
+  int64_t kernels = 0;  // kernels, copies and sets of the step on the device, by kind
   int64_t memcpys = 0;
   int64_t memsets = 0;
-  int64_t memory = 0;           // MEMORY2 and MEMORY_POOL records that became events
-  int64_t by_external_id = 0;   // attributed through an external correlation id
-  int64_t by_time = 0;          // attributed through the host slice open at their time
-  int64_t unattributed = 0;     // neither: given to the default scope
+  int64_t memory = 0;              // MEMORY2 and MEMORY_POOL records that became events
+  int64_t by_external_id = 0;      // attributed through an external correlation id
+  int64_t by_time = 0;             // attributed through the host slice open at their time
+  int64_t unattributed = 0;        // neither: given to the default scope
   int64_t without_timestamps = 0;  // kernels/copies/sets CUPTI could not time (skipped)
   int64_t other_devices = 0;       // skipped
   int64_t ignored = 0;             // records of kinds the converter does not read
@@ -114,7 +114,7 @@ class RecordConverter {
 
   std::vector<Work> work_;
   std::vector<Memory> memory_;
-  std::vector<std::pair<uint32_t, uint64_t>> external_;  // correlation id -> external id
+  std::vector<std::pair<uint32_t, uint64_t>> external_;   // correlation id -> external id
   std::vector<std::pair<uint32_t, uint64_t>> api_start_;  // correlation id -> API call start
   uint64_t seq_ = 0;
   int64_t ignored_ = 0;
