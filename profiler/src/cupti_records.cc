@@ -179,16 +179,24 @@ int64_t RecordConverter::Apply(const Memory& m) {
   return 0;
 }
 
-void RecordConverter::Settle() {
+void RecordConverter::SortMemory() {
   std::stable_sort(memory_.begin(), memory_.end(), [](const Memory& a, const Memory& b) {
     return std::tie(a.time, a.seq) < std::tie(b.time, b.seq);
   });
-  for (const Memory& m : memory_) Apply(m);
+}
+
+void RecordConverter::Clear() {
   work_.clear();
   memory_.clear();
   external_.clear();
   api_start_.clear();
   ignored_ = 0;
+}
+
+void RecordConverter::Settle() {
+  SortMemory();
+  for (const Memory& m : memory_) Apply(m);
+  Clear();
 }
 
 DeviceProfile RecordConverter::Finish(const StepContext& step) {
@@ -209,9 +217,7 @@ DeviceProfile RecordConverter::Finish(const StepContext& step) {
 
   // 1. Memory, in time order: every operation updates the known sizes; those of the step on
   //    the device become events.
-  std::stable_sort(memory_.begin(), memory_.end(), [](const Memory& a, const Memory& b) {
-    return std::tie(a.time, a.seq) < std::tie(b.time, b.seq);
-  });
+  SortMemory();
   std::vector<uint32_t> event_correlation;
   std::vector<uint64_t> event_time;
   int64_t alive = step.start_bytes;
@@ -301,11 +307,7 @@ DeviceProfile RecordConverter::Finish(const StepContext& step) {
   }
   for (auto& [key, p] : totals) out.nodes.push_back(std::move(p));
 
-  work_.clear();
-  memory_.clear();
-  external_.clear();
-  api_start_.clear();
-  ignored_ = 0;
+  Clear();
   return out;
 }
 

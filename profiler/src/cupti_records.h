@@ -108,6 +108,8 @@ class RecordConverter {
     bool pool_created = false;  // kPoolSize from a creation record: the size is all new
   };
 
+  void SortMemory();  // by time, then arrival
+  void Clear();       // the records, not what they taught about segments and pools
   // Applies one memory operation to the known segment and pool sizes; returns the change
   // of bytes held.
   int64_t Apply(const Memory& m);
