@@ -365,6 +365,14 @@ TEST(GuiDocument, MeasuredOverlayTakesTheKthStepOfAScopeAsMicroBatchK) {
   EXPECT_EQ(m.matched_steps, 3u);
   EXPECT_EQ(m.timeline->bytes, (std::vector<int64_t>{100, 150, 180}));
   EXPECT_EQ(m.timeline->peak_step, 2);
+  // The CPU backend puts an event with no scope open in the default (setup) scope: outside every
+  // setup slice, it is not the setup's.
+  p.memory_events.insert(p.memory_events.begin() + 3, {1.95, 200, 300, {Phase::kSetup, kNone, 0, 0}});
+  p.memory_events.insert(p.memory_events.begin() + 4, {1.96, -200, 100, {Phase::kSetup, kNone, 0, 0}});
+  EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes, (std::vector<int64_t>{100, 150, 180}));
+  // CUPTI stamps events with device time: they count by their scope alone.
+  p.backend = "cupti";
+  EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes, (std::vector<int64_t>{300, 150, 180}));
 }
 
 TEST(GuiDocument, DownsampleKeepsPeakAndOrder) {

@@ -26,6 +26,7 @@ inline QString SecondsText(double s) {
 // Durations of ops and steps: "12.3 µs", "4.56 ms", "1.234 s"; "—" for unknown (negative).
 inline QString DurationText(double s) {
   if (s < 0) return QStringLiteral("\u2014");
+  if (s == 0) return QStringLiteral("0");
   if (s < 1e-3) return QStringLiteral("%1 µs").arg(s * 1e6, 0, 'f', 1);
   if (s < 1) return QStringLiteral("%1 ms").arg(s * 1e3, 0, 'f', 2);
   return QStringLiteral("%1 s").arg(s, 0, 'f', 3);
@@ -85,8 +86,9 @@ inline QString CategoryLabel(MemoryCategory c) {
   return s;
 }
 
-// Series colors of the time views.
+// Series colors of the time views, and of a profile's memory over a predicted timeline.
 inline QColor MeasuredColor() { return QColor(0x1f, 0x1f, 0x1f); }
+inline QColor ProfileOverlayColor() { return QColor(0xd6, 0x27, 0x28); }
 inline QColor PredictedColor() { return QColor(0x4e, 0x79, 0xa7); }
 
 inline QColor PhaseColor(Phase p) {

@@ -484,13 +484,36 @@ MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p,
   using Key = std::tuple<int, NodeId, int32_t>;
   auto key_of = [](const ProfileScope& s) { return Key{static_cast<int>(s.phase), s.node, s.micro_batch}; };
   std::map<Key, int64_t> during;
+  std::map<Key, std::vector<std::pair<double, double>>> windows;  // each key's slices, in start order
   auto note = [&](const Key& k, int64_t bytes) {
     auto [it, fresh] = during.emplace(k, bytes);
     if (!fresh) it->second = std::max(it->second, bytes);
   };
-  for (const ProfileSlice& s : p.slices) note(key_of(s.scope), alive_at(s.begin));
+  for (const ProfileSlice& s : p.slices) {
+    note(key_of(s.scope), alive_at(s.begin));
+    windows[key_of(s.scope)].emplace_back(s.begin, s.end);
+  }
+  for (auto& [key, w] : windows) std::stable_sort(w.begin(), w.end());
+  // The CPU backend records an event in the innermost open scope, at host time, and in the
+  // default (setup) scope when none is open: such an event lies in no slice of its scope and
+  // belongs to none. CUPTI attributes events by correlation id and stamps them with the
+  // device's time, which need not fall inside the host slice: they count by scope alone.
+  const bool by_scope_alone = HasDeviceTimes(p);
+  auto inside = [](const std::vector<std::pair<double, double>>& w, double t) {
+    auto it = std::upper_bound(w.begin(), w.end(), t, [](double x, const auto& s) { return x < s.first; });
+    // The last slice that began by `t`, or the one before it (a slice of the same scope nested
+    // one level up).
+    for (int back = 0; back < 2 && it != w.begin(); ++back) {
+      --it;
+      if (t <= it->second) return true;
+    }
+    return false;
+  };
   for (const MemoryEvent& e : p.memory_events) {
-    if (during.count(key_of(e.scope))) note(key_of(e.scope), e.bytes_after);
+    const Key k = key_of(e.scope);
+    auto w = windows.find(k);
+    if (w == windows.end() || !(by_scope_alone || inside(w->second, e.time))) continue;
+    note(k, e.bytes_after);
   }
 
   auto t = std::make_shared<TimelineData>();

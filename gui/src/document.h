@@ -154,7 +154,8 @@ double MeasuredSeconds(const Profile& p, const NodeProfile& n);
 // slices of the same scope (phase, node, micro-batch: a node runs in one segment, so the
 // segment follows from the node; the k-th step of a (phase, node) is micro-batch k) give the
 // measured value: the highest bytes alive during those slices (alive at their start, and after
-// each of their memory events), the measured counterpart of the prediction's "during" bytes.
+// each memory event of the scope inside them; on CUPTI, after each event of the scope), the
+// measured counterpart of the prediction's "during" bytes.
 // Nothing is added up: every value is one of the profile's recorded byte counts. A step whose
 // scope the profile lacks (another model or plan) repeats the previous value and is not
 // counted in `matched_steps`.

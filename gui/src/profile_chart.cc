@@ -48,7 +48,7 @@ void ProfileMemoryChart::rebuild() {
   }
   if (lines_.empty()) return;
   const ByteUnit unit = UnitFor(max_bytes);
-  const bool ms = max_seconds < 10;
+  const bool ms = max_seconds < 2;
   const double time_scale = ms ? 1e3 : 1;
   auto* ax = new QValueAxis;
   ax->setRange(0, std::max(max_seconds * time_scale, 1e-3));

@@ -122,9 +122,12 @@ void TimelinePage::showSelected() {
     const QString label = QStringLiteral("measured (%1)").arg(Q(profile->title));
     profile_overlay_ = MeasuredOnSteps(*item->timeline, *profile->profile, label.toStdString());
     if (profile_overlay_.timeline && profile_overlay_.matched_steps * 2 >= profile_overlay_.steps) {
-      const QColor color = overlays.empty() ? QColor(0x11, 0x11, 0x11) : QColor(0xd6, 0x27, 0x28);
-      overlays.push_back({profile_overlay_.timeline, label, color});
+      // A colour of its own: where measured and predicted agree, it traces the prediction's edge.
+      overlays.push_back({profile_overlay_.timeline, label, ProfileOverlayColor()});
       title += QStringLiteral(", measured %1 (%2").arg(BytesQ(profile->measured_peak_bytes), Q(profile->title));
+      if (profile->profile->micro_batches > 1) {
+        title += QStringLiteral(", its first of %1 micro-batches").arg(profile->profile->micro_batches);
+      }
       if (profile_overlay_.matched_steps < profile_overlay_.steps) {
         title += QStringLiteral(", %1 of %2 steps").arg(profile_overlay_.matched_steps).arg(profile_overlay_.steps);
       }
