@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "memplan/analyzer.h"
+#include "memplan/lifetimes.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -259,6 +260,49 @@ TEST(TrainingMemory, CudaPolicyRoundsTo512) {
   // 1 B -> 512 B, 513 B -> 1024 B.
   EXPECT_EQ(Simulate(s, {AllocatorPolicy::kCudaCaching}).peak_bytes, 512 + 1024);
   EXPECT_EQ(Simulate(s).peak_bytes, 514);
+}
+
+// A hand-made schedule: a (setup, never freed), b (forward 1 -> backward 3), c allocated by a
+// recompute step 2 and freed by it, then b again in step 4.
+Schedule HandSchedule() {
+  Schedule s;
+  const BufferId a = s.AddBuffer({"a", 10, MemoryCategory::kParameter, kNone});
+  const BufferId b = s.AddBuffer({"b", 20, MemoryCategory::kActivation, kNone});
+  const BufferId c = s.AddBuffer({"c", 30, MemoryCategory::kActivation, kNone});
+  s.steps = {Step{Phase::kSetup, kNone, {a}, {}, {}}, Step{Phase::kForward, 0, {b}, {}, {}},
+             Step{Phase::kRecompute, 0, {c}, {c}, {}}, Step{Phase::kBackward, 0, {}, {b}, {}},
+             Step{Phase::kBackward, 1, {b}, {b}, {}}};
+  return s;
+}
+
+TEST(BufferLifetimes, SpansRunFromAllocationToFree) {
+  const std::vector<BufferSpan> spans = BufferSpans(HandSchedule());
+  ASSERT_EQ(spans.size(), 4u);  // a, b, c, and b's second allocation
+  EXPECT_EQ(spans[0].buffer, 0);
+  EXPECT_EQ(spans[0].free_step, -1) << "never freed";
+  EXPECT_EQ(spans[1].buffer, 1);
+  EXPECT_EQ(spans[1].alloc_step, 1);
+  EXPECT_EQ(spans[1].free_step, 3);
+  EXPECT_TRUE(spans[2].recomputed);
+  EXPECT_EQ(spans[2].alloc_step, 2);
+  EXPECT_EQ(spans[2].free_step, 2);
+  EXPECT_EQ(spans[3].alloc_step, 4);
+  EXPECT_FALSE(spans[3].recomputed);
+}
+
+TEST(BufferLifetimes, AliveDuringAStepIncludesWhatItFrees) {
+  const Schedule s = HandSchedule();
+  EXPECT_EQ(AliveDuring(s, 0), (std::vector<BufferId>{0}));
+  EXPECT_EQ(AliveDuring(s, 2), (std::vector<BufferId>{0, 1, 2})) << "c lives within step 2";
+  EXPECT_EQ(AliveDuring(s, 3), (std::vector<BufferId>{0, 1})) << "b is freed by step 3, after its work";
+  EXPECT_EQ(AliveDuring(s, 4), (std::vector<BufferId>{0, 1}));
+  // The same sums as the simulator's bytes_during: 10, 30, 60, 30, 30.
+  const MemoryTimeline t = Simulate(s);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    int64_t bytes = 0;
+    for (BufferId b : AliveDuring(s, i)) bytes += s.buffers[b].bytes;
+    EXPECT_EQ(bytes, t.bytes_during[i]) << "step " << i;
+  }
 }
 
 }  // namespace

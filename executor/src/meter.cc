@@ -139,6 +139,7 @@ class CudaMeter final : public MemoryMeter {
   void ResetPeak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(index_); }
   void SetLimit(int64_t l) override { limit_ = l; }
   int64_t limit() const override { return limit_; }
+  void ReleaseCachedBlocks() override { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
  private:
   int index_;

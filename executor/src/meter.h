@@ -30,6 +30,9 @@ class MemoryMeter {
   // The CPU meter reports every allocation and free to `observer` (nullptr: none) while it is
   // set; other meters ignore it (their profilers see memory themselves).
   virtual void SetObserver(ProfilerBackend* observer) {}
+  // CUDA: returns the caching allocator's unused blocks to the driver, so that a profiled
+  // step's allocations reach cudaMalloc, where CUPTI sees them. No-op elsewhere.
+  virtual void ReleaseCachedBlocks() {}
 };
 
 // Whether a LibTorch error message is an out-of-memory failure.

@@ -615,6 +615,9 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   profiling_ = profiler_ && step == (opt_.profile_step < 0 ? opt_.steps - 1 : opt_.profile_step) ? profiler_.get() : nullptr;
   BackwardTracer& tracer = Tracer();
   if (profiling_) {
+    // On CUDA the profiled step starts with an empty cache: otherwise its allocations reuse
+    // earlier steps' blocks and CUPTI's memory records stay empty.
+    meter_.ReleaseCachedBlocks();
     profiling_->BeginStep(meter_.current());
     meter_.SetObserver(profiling_);
     std::lock_guard<std::mutex> lock(tracer.mu);
