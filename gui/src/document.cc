@@ -451,10 +451,7 @@ Item ItemFromProfile(Profile profile, const std::string& path) {
   item.step_seconds = p->step_seconds;
   item.measured_peak_bytes = p->peak_bytes;
   item.recompute_seconds = p->RecomputeSeconds();
-  if (p->dropped_records > 0) {
-    item.notes.push_back(std::to_string(p->dropped_records) + " CUPTI records were dropped; times are incomplete");
-  }
-  item.notes.insert(item.notes.end(), p->warnings.begin(), p->warnings.end());
+  item.notes = p->warnings;  // the backend's (dropped CUPTI records among them)
   item.profile = std::move(p);
   return item;
 }
