@@ -23,8 +23,8 @@ LoadOptions ToyOptions(int64_t batch) {
   return o;
 }
 
-NodeProfile Node(NodeId id, const char* name, const char* op, Phase phase, int32_t segment, double seconds,
-                 double predicted) {
+NodeProfile Node(NodeId id, const char* name, const char* op, Phase phase, int32_t segment,
+                 double seconds, double predicted) {
   NodeProfile n;
   n.node = id;
   n.name = name;

@@ -44,7 +44,8 @@ void ProfileMemoryChart::rebuild() {
     if (!l.profile) continue;
     max_bytes = std::max({max_bytes, l.profile->peak_bytes, l.profile->start_bytes});
     max_seconds = std::max(max_seconds, l.profile->step_seconds);
-    for (const MemoryEvent& e : l.profile->memory_events) max_seconds = std::max(max_seconds, e.time);
+    for (const MemoryEvent& e : l.profile->memory_events)
+      max_seconds = std::max(max_seconds, e.time);
   }
   if (lines_.empty()) return;
   const ByteUnit unit = UnitFor(max_bytes);
@@ -53,7 +54,8 @@ void ProfileMemoryChart::rebuild() {
   auto* ax = new QValueAxis;
   ax->setRange(0, std::max(max_seconds * time_scale, 1e-3));
   ax->applyNiceNumbers();
-  ax->setTitleText(ms ? QStringLiteral("time from the start of the step (ms)") : QStringLiteral("time from the start of the step (s)"));
+  ax->setTitleText(ms ? QStringLiteral("time from the start of the step (ms)")
+                      : QStringLiteral("time from the start of the step (s)"));
   ax->setLabelFormat(QStringLiteral("%g"));
   auto* ay = new QValueAxis;
   ay->setRange(0, static_cast<double>(max_bytes) / unit.divisor * 1.08);
@@ -85,7 +87,8 @@ void ProfileMemoryChart::rebuild() {
     pts.append(QPointF(std::max(p.step_seconds * time_scale, pts.back().x()), level));
     line->replace(pts);
     plotted_points_ += pts.size();
-    line->setName(QStringLiteral("%1 · peak %2 · step %3").arg(l.label, BytesQ(p.peak_bytes), DurationText(p.step_seconds)));
+    line->setName(QStringLiteral("%1 · peak %2 · step %3")
+                      .arg(l.label, BytesQ(p.peak_bytes), DurationText(p.step_seconds)));
     line->setPen(QPen(l.color, 1.5));
     c->addSeries(line);
     line->attachAxis(ax);

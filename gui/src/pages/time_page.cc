@@ -40,7 +40,9 @@ TimeUnit TimeUnitFor(double max_seconds) {
   return {1e6, QStringLiteral("µs")};
 }
 
-QString Elide(const QString& s, int max_chars) { return s.size() <= max_chars ? s : QStringLiteral("…") + s.right(max_chars - 1); }
+QString Elide(const QString& s, int max_chars) {
+  return s.size() <= max_chars ? s : QStringLiteral("…") + s.right(max_chars - 1);
+}
 
 QChartView* MakeChartView() {
   auto* v = new QChartView(new QChart);
@@ -59,7 +61,8 @@ QBarSet* MakeSet(const QString& name, QColor color) {
   return set;
 }
 
-const Phase kPhases[] = {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer};
+const Phase kPhases[] = {Phase::kSetup,    Phase::kForward,   Phase::kLoss,
+                         Phase::kBackward, Phase::kRecompute, Phase::kOptimizer};
 
 }  // namespace
 
@@ -73,7 +76,8 @@ TimePage::TimePage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   controls->addWidget(new QLabel(QStringLiteral(" Phase")));
   phase_combo_ = new QComboBox;
   phase_combo_->addItem(QStringLiteral("all"), QString());
-  for (Phase p : kPhases) phase_combo_->addItem(QString::fromLatin1(PhaseName(p)), QString::fromLatin1(PhaseName(p)));
+  for (Phase p : kPhases)
+    phase_combo_->addItem(QString::fromLatin1(PhaseName(p)), QString::fromLatin1(PhaseName(p)));
   controls->addWidget(phase_combo_);
   controls->addStretch(1);
   v->addLayout(controls);
@@ -124,8 +128,9 @@ TimePage::TimePage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   });
   connect(phase_combo_, &QComboBox::currentIndexChanged, this, [this] {
     const QString phase = phase_combo_->currentData().toString();
-    node_proxy_->setFilterRegularExpression(phase.isEmpty() ? QRegularExpression()
-                                                            : QRegularExpression(QStringLiteral("^%1$").arg(phase)));
+    node_proxy_->setFilterRegularExpression(
+        phase.isEmpty() ? QRegularExpression()
+                        : QRegularExpression(QStringLiteral("^%1$").arg(phase)));
     refreshNodeChart();
   });
   showSelected();
@@ -156,24 +161,32 @@ void TimePage::showSelected() {
   node_model_->setProfile(p);
   recompute_model_->setProfile(p);
   if (!p) {
-    headline_->setText(QStringLiteral("<b>No profile open.</b> Profile a step with <tt>memplan run MODEL [--plan PLAN.json] "
-                                      "--profile OUT.json</tt> and open OUT.json to see measured against predicted time."));
+    headline_->setText(QStringLiteral(
+        "<b>No profile open.</b> Profile a step with <tt>memplan run MODEL [--plan PLAN.json] "
+        "--profile OUT.json</tt> and open OUT.json to see measured against predicted time."));
   } else {
     QStringList parts;
-    parts << QStringLiteral("<b>%1</b> · step %2 (%3)").arg(QFileInfo(Q(p->model)).fileName().toHtmlEscaped(), DurationText(p->step_seconds),
-                                                        HasDeviceTimes(*p) ? QStringLiteral("kernel times from CUPTI")
-                                                                           : QStringLiteral("host times"));
+    parts << QStringLiteral("<b>%1</b> · step %2 (%3)")
+                 .arg(QFileInfo(Q(p->model)).fileName().toHtmlEscaped(),
+                      DurationText(p->step_seconds),
+                      HasDeviceTimes(*p) ? QStringLiteral("kernel times from CUPTI")
+                                         : QStringLiteral("host times"));
     for (Phase ph : kPhases) {
       const double s = p->PhaseSeconds(ph);
-      if (s > 0) parts << QStringLiteral("%1 %2").arg(QString::fromLatin1(PhaseName(ph)), DurationText(s));
+      if (s > 0)
+        parts << QStringLiteral("%1 %2").arg(QString::fromLatin1(PhaseName(ph)), DurationText(s));
     }
     parts << QStringLiteral("peak %1").arg(BytesQ(p->peak_bytes));
     QString head = parts.join(QStringLiteral(" · "));
-    head += QStringLiteral("<br><span style='color:gray'>%1 backend on %2, batch %3%4</span>")
-                .arg(Q(p->backend).toHtmlEscaped(), Q(p->device).toHtmlEscaped())
-                .arg(p->batch)
-                .arg(p->micro_batches > 1 ? QStringLiteral(" in %1 micro-batches").arg(p->micro_batches) : QString());
-    for (const std::string& note : item->notes) head += QStringLiteral("<br><span style='color:#b01010'>%1</span>").arg(Q(note).toHtmlEscaped());
+    head +=
+        QStringLiteral("<br><span style='color:gray'>%1 backend on %2, batch %3%4</span>")
+            .arg(Q(p->backend).toHtmlEscaped(), Q(p->device).toHtmlEscaped())
+            .arg(p->batch)
+            .arg(p->micro_batches > 1 ? QStringLiteral(" in %1 micro-batches").arg(p->micro_batches)
+                                      : QString());
+    for (const std::string& note : item->notes)
+      head +=
+          QStringLiteral("<br><span style='color:#b01010'>%1</span>").arg(Q(note).toHtmlEscaped());
     headline_->setText(head);
   }
   refreshNodeChart();
@@ -197,7 +210,9 @@ void TimePage::refreshNodeChart() {
     rows.push_back(&r);
     predicted_any = predicted_any || r.node.predicted_seconds > 0;
   }
-  std::stable_sort(rows.begin(), rows.end(), [](const NodeTimeRow* a, const NodeTimeRow* b) { return a->measured > b->measured; });
+  std::stable_sort(rows.begin(), rows.end(), [](const NodeTimeRow* a, const NodeTimeRow* b) {
+    return a->measured > b->measured;
+  });
   if (rows.size() > static_cast<size_t>(kChartNodes)) rows.resize(kChartNodes);
   const QString where = phase.isEmpty() ? QString() : QStringLiteral(" of the %1").arg(phase);
   if (rows.empty()) {
@@ -205,9 +220,11 @@ void TimePage::refreshNodeChart() {
     return;
   }
   double max_s = 0;
-  for (const NodeTimeRow* r : rows) max_s = std::max({max_s, r->measured, r->node.predicted_seconds});
+  for (const NodeTimeRow* r : rows)
+    max_s = std::max({max_s, r->measured, r->node.predicted_seconds});
   const TimeUnit unit = TimeUnitFor(max_s);
-  QBarSet* measured = MakeSet(HasDeviceTimes(*item->profile) ? QStringLiteral("measured (kernels)") : QStringLiteral("measured (host)"),
+  QBarSet* measured = MakeSet(HasDeviceTimes(*item->profile) ? QStringLiteral("measured (kernels)")
+                                                             : QStringLiteral("measured (host)"),
                               MeasuredColor());
   QBarSet* predicted = MakeSet(QStringLiteral("predicted (cost model)"), PredictedColor());
   QStringList categories;
@@ -219,8 +236,10 @@ void TimePage::refreshNodeChart() {
   }
   auto* series = new QHorizontalBarSeries;
   series->append(measured);
-  if (predicted_any) series->append(predicted);
-  else delete predicted;
+  if (predicted_any)
+    series->append(predicted);
+  else
+    delete predicted;
   series->setBarWidth(0.8);
   c->addSeries(series);
   auto* ay = new QBarCategoryAxis;
@@ -238,8 +257,11 @@ void TimePage::refreshNodeChart() {
   c->addAxis(ax, Qt::AlignBottom);
   series->attachAxis(ay);
   series->attachAxis(ax);
-  c->setTitle(QStringLiteral("The %1 slowest nodes%2: measured%3").arg(rows.size()).arg(where,
-              predicted_any ? QStringLiteral(" vs predicted") : QStringLiteral(" (this profile has no predictions)")));
+  c->setTitle(QStringLiteral("The %1 slowest nodes%2: measured%3")
+                  .arg(rows.size())
+                  .arg(where, predicted_any
+                                  ? QStringLiteral(" vs predicted")
+                                  : QStringLiteral(" (this profile has no predictions)")));
 }
 
 void TimePage::refreshSegmentChart() {
@@ -264,10 +286,12 @@ void TimePage::refreshSegmentChart() {
   if (recomputes) {
     bool predicted_any = false;
     for (const auto& b : bars) predicted_any = predicted_any || b.second.second > 0;
-    if (predicted_any) predicted = MakeSet(QStringLiteral("predicted (cost model)"), PredictedColor());
+    if (predicted_any)
+      predicted = MakeSet(QStringLiteral("predicted (cost model)"), PredictedColor());
     c->setTitle(QStringLiteral("Recompute per segment: %1 measured vs %2 predicted")
                     .arg(DurationText(p.RecomputeSeconds()),
-                         predicted_any ? DurationText(p.PredictedRecomputeSeconds()) : QStringLiteral("\u2014")));
+                         predicted_any ? DurationText(p.PredictedRecomputeSeconds())
+                                       : QStringLiteral("\u2014")));
   } else {
     // A plan without recompute: the time per phase instead of an empty chart.
     for (Phase ph : kPhases) {
@@ -306,8 +330,10 @@ void TimePage::refreshSegmentChart() {
   c->addAxis(ay, Qt::AlignLeft);
   series->attachAxis(ax);
   series->attachAxis(ay);
-  if (!recomputes) c->legend()->setVisible(false);
-  else c->legend()->setVisible(true);
+  if (!recomputes)
+    c->legend()->setVisible(false);
+  else
+    c->legend()->setVisible(true);
 }
 
 }  // namespace memplan::gui
