@@ -346,6 +346,14 @@ TEST(GuiModels, CompareTwoProfiles) {
   EXPECT_EQ(Text(model, RowOf(model, "Predicted recompute time"), CompareModel::kA), "3.00 ms");
   EXPECT_EQ(Text(model, RowOf(model, "Optimizer time"), CompareModel::kB), "2.00 ms");
   EXPECT_EQ(RowOf(model, "CUDA reserved peak"), -1);  // CPU profiles
+  // CUDA: the phases' times are the host's; the caching allocator's reserved peak is there.
+  Profile cuda = slower;
+  cuda.backend = "cupti";
+  cuda.cuda_reserved_peak_bytes = 6 << 20;
+  model.setItems(ProfileItem(fixtures::HandMadeProfile(), "a.json"), ProfileItem(cuda, "b.json"));
+  EXPECT_EQ(Text(model, RowOf(model, "Backward time (host)"), CompareModel::kB), "10.50 ms");
+  EXPECT_EQ(Text(model, RowOf(model, "CUDA reserved peak"), CompareModel::kB), "6.00 MiB");
+  EXPECT_EQ(Text(model, RowOf(model, "CUDA reserved peak"), CompareModel::kA), "\u2014");  // A ran on the CPU
   // A plan beside a model has no time rows.
   model.setItems(TinyPlan(), TinyModel());
   EXPECT_EQ(RowOf(model, "Step time"), -1);

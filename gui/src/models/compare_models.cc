@@ -23,7 +23,8 @@ int64_t BytesOf(CompareQuantity q, const ItemPtr& p) {
     case CompareQuantity::kMeasuredPeak: return p->measured_peak_bytes;
     case CompareQuantity::kBudget: return p->budget_bytes;
     case CompareQuantity::kBaselinePeak: return p->baseline_peak_bytes;
-    case CompareQuantity::kCudaReservedPeak: return p->profile ? p->profile->cuda_reserved_peak_bytes : -1;
+    case CompareQuantity::kCudaReservedPeak:  // 0 off CUDA: not measured
+      return p->profile && p->profile->cuda_reserved_peak_bytes > 0 ? p->profile->cuda_reserved_peak_bytes : -1;
     default: return -1;
   }
 }
@@ -135,7 +136,12 @@ void CompareModel::setItems(ItemPtr a, ItemPtr b) {
 
 Cell CompareModel::cell(const CompareQuantity& q, int column) const {
   switch (column) {
-    case kQuantity: return TextCell(QuantityName(q));
+    case kQuantity: {
+      // Profile::PhaseSeconds is host time; on CUDA the kernels run behind it.
+      auto on_device = [](const ItemPtr& p) { return p && p->profile && HasDeviceTimes(*p->profile); };
+      const bool phase = q >= CompareQuantity::kForwardTime && q <= CompareQuantity::kOptimizerTime;
+      return TextCell(QuantityName(q) + (phase && (on_device(a_) || on_device(b_)) ? QStringLiteral(" (host)") : QString()));
+    }
     case kA: return ValueCell(q, a_);
     case kB: return ValueCell(q, b_);
     case kDelta:
