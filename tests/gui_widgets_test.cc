@@ -495,6 +495,18 @@ TEST(GuiHeadless, ScreenshotWritesAPngAndExits) {
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
 }
 
+TEST(GuiHeadless, ScreenshotOfTheTimePage) {
+  const std::string profile = ProfileJson(fixtures::HandMadeProfile(), "headless_profile.json").toStdString();
+  const std::string out = TempPath("headless_time.png").toStdString();
+  std::remove(out.c_str());
+  const std::string cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI + " gui --screenshot '" + out +
+                          "' --page time --size 1200x800 '" + profile + "' > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  QImage image(QString::fromStdString(out));
+  EXPECT_EQ(image.size(), QSize(1200, 800));
+  ExpectNotBlank(image, "headless time page");
+}
+
 // Arguments are parsed as strictly as the command line's: exit 1 before any window opens.
 TEST(GuiHeadless, BadArgumentsExitOne) {
   for (const char* args : {"--strategy bogus", "--size 2147483648x900", "--size 0x900", "--budget ..5",
