@@ -14,6 +14,7 @@
 #include "fuzz_common.h"
 #include "memplan/analyzer.h"
 #include "memplan/planner.h"
+#include "memplan/profiler.h"
 #include "memplan/run_report.h"
 
 namespace {
@@ -186,9 +187,23 @@ int main(int argc, char** argv) {
   report.plan = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
   report.measured_trace.reset();
   Write("document", "run-plain.json", RunReportToJson(report).dump(1));
-  nlohmann::json profile = {{"kind", "profile"}, {"memplan_version", MEMPLAN_VERSION}, {"device", "cpu"},
-                            {"measured_peak_bytes", 950}, {"measured_timeline", run["measured_trace"]}};
-  Write("document", "profile.json", profile.dump(1));
+  // A profile as `memplan run --profile` writes it (memplan/profiler.h): nested scopes, memory
+  // events, a recompute segment.
+  Profile profile;
+  profile.model = report.model.value_or("m.onnx");
+  profile.device = "cpu";
+  profile.backend = "cpu";
+  profile.step = 1;
+  profile.batch = report.batch.value_or(1);
+  profile.start_bytes = 100;
+  profile.step_seconds = 1.0;
+  profile.slices = {{0.0, 0.4, {Phase::kForward, kNone, 0, 0}, 0}, {0.1, 0.3, {Phase::kForward, 0, 0, 0}, 1},
+                    {0.4, 0.6, {Phase::kRecompute, kNone, 0, 0}, 0}, {0.45, 0.55, {Phase::kRecompute, 0, 0, 0}, 1},
+                    {0.6, 0.9, {Phase::kBackward, 0, 0, 0}, 0}, {0.9, 1.0, {Phase::kOptimizer, kNone, 0, 0}, 0}};
+  profile.memory_events = {{0.15, 800, 900, {Phase::kForward, 0, 0, 0}}, {0.5, 50, 950, {Phase::kRecompute, 0, 0, 0}},
+                           {0.7, -850, 100, {Phase::kBackward, 0, 0, 0}}};
+  AggregateProfile(profile);
+  Write("document", "profile.json", ProfileToJson(profile).dump(1));
 
   // fuzz_cli: command lines, NUL-separated.
   const std::vector<std::vector<std::string>> lines = {
