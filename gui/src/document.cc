@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "memplan/lifetimes.h"
 #include "memplan/run_report.h"
 
 namespace memplan::gui {
@@ -282,16 +283,10 @@ std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy p
 }
 
 std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step, AllocatorPolicy policy) {
-  std::vector<char> alive(s.buffers.size(), 0);
-  for (size_t i = 0; i <= step && i < s.steps.size(); ++i) {
-    for (BufferId b : s.steps[i].allocs) alive[b] = 1;
-    if (i < step) for (BufferId b : s.steps[i].frees) alive[b] = 0;
-  }
   std::vector<AliveBuffer> out;
-  for (size_t b = 0; b < s.buffers.size(); ++b) {
-    if (!alive[b]) continue;
+  for (BufferId b : AliveDuring(s, step)) {
     const Buffer& buf = s.buffers[b];
-    out.push_back({static_cast<BufferId>(b), buf.name, buf.category, AccountedBytes(buf.bytes, policy)});
+    out.push_back({b, buf.name, buf.category, AccountedBytes(buf.bytes, policy)});
   }
   std::stable_sort(out.begin(), out.end(), [](const AliveBuffer& a, const AliveBuffer& b) { return a.bytes > b.bytes; });
   return out;
@@ -303,27 +298,12 @@ std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorI
   const int32_t first = std::max(0, options.first_step);
   const int32_t last = options.last_step < 0 ? n - 1 : std::min(options.last_step, n - 1);
   std::vector<LifetimeSpan> spans;
-  std::vector<int32_t> open(s.buffers.size(), -1);
-  for (int32_t i = 0; i < n; ++i) {
-    for (BufferId b : s.steps[i].allocs) open[b] = i;
-    for (BufferId b : s.steps[i].frees) {
-      if (open[b] < 0) continue;
-      LifetimeSpan sp;
-      sp.buffer = b;
-      sp.begin = open[b];
-      sp.end = i;
-      sp.recomputed = s.steps[open[b]].phase == Phase::kRecompute;
-      spans.push_back(sp);
-      open[b] = -1;
-    }
-  }
-  for (size_t b = 0; b < s.buffers.size(); ++b) {
-    if (open[b] < 0) continue;
+  for (const BufferSpan& b : BufferSpans(s)) {
     LifetimeSpan sp;
-    sp.buffer = static_cast<BufferId>(b);
-    sp.begin = open[b];
-    sp.end = n - 1;
-    sp.recomputed = s.steps[open[b]].phase == Phase::kRecompute;
+    sp.buffer = b.buffer;
+    sp.begin = b.alloc_step;
+    sp.end = b.free_step < 0 ? n - 1 : b.free_step;  // alive to the end of the step
+    sp.recomputed = b.recomputed;
     spans.push_back(sp);
   }
   // Choose the largest buffers with a span in the range.
