@@ -216,6 +216,26 @@ TEST(GuiDocument, BadFilesThrowNamingTheFile) {
   EXPECT_THROW(LoadItem(TempPath("does-not-exist.onnx")), MemplanError);
 }
 
+TEST(GuiDocument, AModelAbove2GiBIsRefusedBeforeItIsRead) {
+  // Sparse, 3 GiB (3221225472 bytes): read, it would take seconds and 3 GiB of memory.
+  const std::string path = TempPath("huge.onnx");
+  std::remove(path.c_str());
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.seekp((int64_t{3} << 30) - 1);
+    f.put('\0');
+  }
+  try {
+    LoadItem(path);
+    ADD_FAILURE() << "a 3 GiB model loaded";
+  } catch (const MemplanError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find(path + " is 3.00 GiB (3221225472 bytes)"), std::string::npos) << what;
+    EXPECT_NE(what.find("save_as_external_data=True"), std::string::npos) << what;
+  }
+  std::remove(path.c_str());
+}
+
 TEST(GuiDocument, DownsampleKeepsPeakAndOrder) {
   std::vector<int64_t> v(60000);
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 7919) % 10007);
