@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "memplan/parse.h"
 
@@ -29,6 +31,51 @@ int64_t Args::get_bytes(const std::string& f, int64_t fallback) const {
   } catch (const MemplanError& e) {
     throw MemplanError("--" + f + ": " + e.what());
   }
+}
+
+namespace {
+
+// A cgroup limit file's number of bytes; 0 when absent, "max" or not a plain number.
+int64_t ReadLimitFile(const std::string& path) {
+  std::ifstream in(path);
+  std::string text;
+  if (!in || !std::getline(in, text) || text.empty() || text.size() > 19) return 0;
+  int64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return 0;
+    v = v * 10 + (c - '0');
+  }
+  return v;
+}
+
+}  // namespace
+
+HostMemory HostMemoryLimit() {
+  HostMemory m;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 && pages <= INT64_MAX / page) {
+    m.bytes = static_cast<int64_t>(pages) * page;
+    m.source = "physical memory";
+  }
+  std::vector<std::string> files = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  // This process's own group: "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup.
+  std::ifstream groups("/proc/self/cgroup");
+  for (std::string line; std::getline(groups, line);) {
+    const size_t a = line.find(':'), b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
+    if (path.empty() || path == "/" || path.find("..") != std::string::npos) continue;
+    if (controllers.empty()) files.push_back("/sys/fs/cgroup" + path + "/memory.max");
+    if (controllers == "memory") files.push_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+  }
+  for (const std::string& f : files) {
+    const int64_t limit = ReadLimitFile(f);
+    if (limit > 0 && (m.bytes == 0 || limit < m.bytes)) {
+      m.bytes = limit;
+      m.source = "the cgroup limit in " + f;
+    }
+  }
+  return m;
 }
 
 void AddValue(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help) {

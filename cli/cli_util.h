@@ -52,6 +52,15 @@ constexpr const char* kAllowOutsideFlag = "allow-external-data-outside-model-dir
 void AddLoadOptions(CLI::App& sub);
 LoadOptions LoadOptionsFromArgs(const Args& a);
 
+// The memory a process on this machine can use at most: the physical RAM, or the cgroup's
+// limit when it is lower (cgroup v2 memory.max, v1 memory.limit_in_bytes, of the root and of
+// this process's own group). `source` says which ("physical memory" or the limit's file).
+struct HostMemory {
+  int64_t bytes = 0;  // 0: unknown
+  std::string source;
+};
+HostMemory HostMemoryLimit();
+
 // The values `sub` was given. An option it does not know, or a missing or second MODEL.onnx,
 // is a MemplanError naming it.
 Args ArgsOf(const CLI::App& sub);

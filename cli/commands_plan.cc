@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -138,7 +139,10 @@ int RunPlan(const Args& a) {
   const BudgetPlan result = PlanForBudget(g, graph_at_batch, CostModel{}, request);
   const Plan& plan = result.plan;
 
-  const TrainingGraph plan_graph = graph_at_batch(plan.batch);
+  // The graph the plan describes: the one loaded, unless the plan splits the batch.
+  std::optional<TrainingGraph> micro_graph;
+  if (plan.batch != g.batch) micro_graph = graph_at_batch(plan.batch);
+  const TrainingGraph& plan_graph = micro_graph ? *micro_graph : g;
   if (a.has("json")) {
     nlohmann::json j = PlanToJson(plan, plan_graph);
     if (sweep) j["sweep"] = SweepToJson(result.sweep);

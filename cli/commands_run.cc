@@ -41,6 +41,22 @@ std::string Pct(double v) {
   return buf;
 }
 
+// A CPU step whose predicted peak exceeds what the machine can hold would be killed by the
+// kernel's OOM killer part-way (or swap for minutes): refused before any allocation. With
+// --memory-limit the user's limit applies instead (the meter fails the allocation beyond it).
+void CheckFitsHostMemory(const Args& a, const TrainingGraph& g, const RunOptions& opt, int64_t peak) {
+  if (a.has("memory-limit") || opt.device.rfind("cpu", 0) != 0) return;
+  const HostMemory host = HostMemoryLimit();
+  if (host.bytes <= 0 || peak <= host.bytes) return;
+  const std::string batch = std::to_string(g.batch * opt.micro_batches);
+  throw MemplanError(g.model_path + ": the predicted peak of a training step at batch " + batch + " is " +
+                     FormatBytes(peak) + ", more than the " + FormatBytes(host.bytes) + " this machine can use (" +
+                     host.source + "); the run would be killed for lack of memory. Make it fit with `memplan plan " +
+                     g.model_path + " --batch " + batch + " --budget " + std::to_string(host.bytes / 10 * 9 >> 20) + "MiB" +
+                     " --json PLAN.json` and run with --plan PLAN.json, or use a smaller --batch " +
+                     "(--memory-limit SIZE runs anyway, failing at SIZE)");
+}
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app) {
@@ -146,6 +162,7 @@ int RunRun(const Args& a) {
   CheckSegments(g, opt.segments);
   if (opt.segments.size() <= 1 && opt.micro_batches <= 1) schedule = BuildTrainingSchedule(g);
   MemoryTimeline predicted = Simulate(schedule);
+  CheckFitsHostMemory(a, g, opt, predicted.peak_bytes);
 
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
               static_cast<long long>(g.batch * opt.micro_batches), OptimizerName(g.optimizer), LossKindName(g.loss_kind));

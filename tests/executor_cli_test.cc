@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -271,6 +272,47 @@ TEST(RunCli, OutOfRangeOptionsAreRejected) {
     EXPECT_NE(r.out.find(expect), std::string::npos) << args << "\n" << r.out;
     EXPECT_FALSE(Exists(out)) << args;
   }
+}
+
+// A batch whose step cannot fit in this machine's memory is refused before anything is
+// allocated (not killed by the kernel part-way). Batch 2^45 of the tiny model, at the loss's
+// backward: x [2^45, 8] float, 2^50 B = 1024 TiB; the target [2^45] int64, 256 TiB; the
+// loss's saved log-probabilities [2^45, 4] float, 512 TiB; y's gradient, 512 TiB; the loss
+// backward's workspace (y's size), 512 TiB; w, its gradient and the loss's, 260 B: 2816 TiB,
+// more than any machine has.
+TEST(RunCli, ABatchBeyondTheMachinesMemoryIsRefusedUpFront) {
+  std::string model = TinyModel("tiny_huge_batch.onnx");
+  std::string out = Tmp("huge_batch.json");
+  auto start = std::chrono::steady_clock::now();
+  Result r = Cli("run " + model + " --batch 35184372088832 --steps 1 --random-weights --json " + out);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find(model + ": the predicted peak of a training step at batch 35184372088832 is 2816.00 TiB, more than the"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("this machine can use"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("memplan plan " + model + " --batch 35184372088832 --budget"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("or use a smaller --batch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 1/1"), std::string::npos) << r.out;  // no step started
+  EXPECT_FALSE(Exists(out));
+  EXPECT_LT(seconds, 30);
+}
+
+// With --memory-limit the user's limit applies instead: the run starts, and the allocation
+// beyond the limit fails as out of memory (the 1024 TiB input is refused, never allocated).
+TEST(RunCli, WithAMemoryLimitTheLimitDecides) {
+  std::string model = TinyModel("tiny_limit.onnx");
+  std::string out = Tmp("limit.json");
+  Result r = Cli("run " + model + " --batch 35184372088832 --steps 1 --random-weights --memory-limit 1MiB --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_EQ(r.out.find("this machine can use"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("out of memory in the setup"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exceeds the memory limit of 1048576 bytes"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+  // A batch that fits runs under a limit above its peak.
+  r = Cli("run " + model + " --batch 4 --steps 1 --random-weights --memory-limit 1MiB --json " + out);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(Exists(out));
 }
 
 TEST(RunCli, PlanWhoseKindIsNotAStringIsNotAPlan) {

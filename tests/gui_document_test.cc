@@ -370,6 +370,25 @@ TEST(GuiDocument, MeasuredOverlayTakesTheKthStepOfAScopeAsMicroBatchK) {
   // CUPTI stamps events with device time: they count by their scope alone.
   p.backend = "cupti";
   EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes, (std::vector<int64_t>{300, 150, 180}));
+
+TEST(GuiDocument, AModelAbove2GiBIsRefusedBeforeItIsRead) {
+  // Sparse, 3 GiB (3221225472 bytes): read, it would take seconds and 3 GiB of memory.
+  const std::string path = TempPath("huge.onnx");
+  std::remove(path.c_str());
+  {
+    std::ofstream f(path, std::ios::binary);
+    f.seekp((int64_t{3} << 30) - 1);
+    f.put('\0');
+  }
+  try {
+    LoadItem(path);
+    ADD_FAILURE() << "a 3 GiB model loaded";
+  } catch (const MemplanError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find(path + " is 3.00 GiB (3221225472 bytes)"), std::string::npos) << what;
+    EXPECT_NE(what.find("save_as_external_data=True"), std::string::npos) << what;
+  }
+  std::remove(path.c_str());
 }
 
 TEST(GuiDocument, DownsampleKeepsPeakAndOrder) {

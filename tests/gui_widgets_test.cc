@@ -34,6 +34,7 @@
 #include "profile_chart.h"
 #include "timeline_chart.h"
 #include "testing/corpus.h"
+#include "testing/graph_builder.h"
 
 namespace memplan::gui {
 namespace {
@@ -420,6 +421,62 @@ TEST_F(GuiWindow, PlanExplorerReplansInAWorker) {
   EXPECT_EQ(reloaded.kind, SourceKind::kPlan);
   EXPECT_EQ(reloaded.plan_peak_bytes, plan->plan_peak_bytes);
   EXPECT_EQ(reloaded.checkpoints, plan->checkpoints);
+}
+
+// The batch box shows the batch of what is open, not the batch the window started with.
+class GuiBatchBox : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    testing::GraphBuilder b;
+    b.Input("x", {-1, 8}).Param("w", {8, 4}).Node("MatMul", {"x", "w"}, {"y"}).Output("y");
+    model_ = TempPath("batch_box_tiny.onnx").toStdString();
+    b.Save(model_);
+  }
+  // The analysis JSON of the tiny model at `batch`, as `memplan analyze --json` writes it.
+  std::string AnalysisAt(int64_t batch) {
+    LoadOptions o;
+    o.batch = batch;
+    std::string path = TempPath("batch_box_b" + std::to_string(batch) + ".json").toStdString();
+    std::ofstream(path) << AnalysisToJson(Analyze(LoadTrainingGraph(model_, o))).dump();
+    return path;
+  }
+  std::string model_;
+};
+
+TEST_F(GuiBatchBox, ShowsTheBatchOfAnOpenAnalysis) {
+  MainWindow window;  // models open at batch 1
+  ASSERT_EQ(window.batchBoxValue(), 1);
+  window.openFiles({QString::fromStdString(AnalysisAt(16))});
+  ASSERT_TRUE(window.waitForIdle(60000));
+  ASSERT_EQ(window.items().size(), 1u);
+  EXPECT_EQ(window.items().at(0)->batch, 16);
+  EXPECT_EQ(window.batchBoxValue(), 16);
+  EXPECT_EQ(window.modelOptions().batch, 16);
+  // A model opened next is analyzed at the batch the box shows.
+  window.openFiles({QString::fromStdString(model_)});
+  ASSERT_TRUE(window.waitForIdle(60000));
+  ASSERT_EQ(window.items().size(), 2u);
+  EXPECT_EQ(window.items().at(1)->kind, SourceKind::kModel);
+  EXPECT_EQ(window.items().at(1)->batch, 16);
+  EXPECT_EQ(window.batchBoxValue(), 16);
+}
+
+TEST_F(GuiBatchBox, ShowsBatchesAboveTheOldLimitOf65536) {
+  MainWindow window;
+  window.openFiles({QString::fromStdString(AnalysisAt(100000))});
+  ASSERT_TRUE(window.waitForIdle(60000));
+  EXPECT_EQ(window.batchBoxValue(), 100000);
+}
+
+TEST_F(GuiBatchBox, AModelOpenedAtABatchShowsIt) {
+  MainWindow window;
+  window.setModelOptions({/*batch=*/4});
+  EXPECT_EQ(window.batchBoxValue(), 4);
+  window.openFiles({QString::fromStdString(model_)});
+  ASSERT_TRUE(window.waitForIdle(60000));
+  ASSERT_EQ(window.items().size(), 1u);
+  EXPECT_EQ(window.items().at(0)->batch, 4);
+  EXPECT_EQ(window.batchBoxValue(), 4);
 }
 
 TEST(GuiScale, DeepTransformerTimelineIsDownsampledExactly) {

@@ -17,6 +17,7 @@
 #include <unordered_map>
 
 #include "loader_internal.h"
+#include "memplan/analyzer.h"
 #include "memplan/onnx_convert.h"
 #include "memplan/parse.h"
 #include "op_rules.h"
@@ -70,6 +71,97 @@ void ReadRaw(const std::string& raw, int64_t n, std::vector<double>* f, std::vec
     T v;
     std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
     if (f) f->push_back(static_cast<double>(v)); else i->push_back(static_cast<int64_t>(v));
+  }
+}
+
+// A varint at bytes[*pos] (protobuf's wire format); false when it is cut off or too long.
+bool ReadVarint(const std::string& bytes, size_t* pos, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && *pos < bytes.size(); shift += 7) {
+    const uint8_t b = static_cast<uint8_t>(bytes[(*pos)++]);
+    *value |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if (!(b & 0x80)) return true;
+  }
+  return false;
+}
+
+// Why protobuf refused `bytes`, when the fields' sizes tell: a length-delimited field of the
+// ModelProto (the graph, or one of the graph's initializers) that claims more bytes than
+// protobuf can parse. Empty when no field claims that much.
+std::string OversizedFieldMessage(const std::string& bytes, size_t begin, size_t end, int depth,
+                                  const std::string& file) {
+  size_t pos = begin;
+  while (pos < end) {
+    uint64_t tag = 0, length = 0;
+    if (!ReadVarint(bytes, &pos, &tag)) return "";
+    const uint64_t field = tag >> 3;
+    switch (tag & 7) {
+      case 0: if (!ReadVarint(bytes, &pos, &length)) return ""; break;
+      case 1: pos += 8; break;
+      case 5: pos += 4; break;
+      case 2: {
+        if (!ReadVarint(bytes, &pos, &length) || pos > end) return "";
+        // ModelProto.graph is field 7; GraphProto.initializer is field 5.
+        const std::string what = depth == 0 && field == 7   ? "its graph"
+                                 : depth == 1 && field == 5 ? "an initializer of its graph"
+                                                            : "field " + std::to_string(field);
+        if (length > static_cast<uint64_t>(kMaxOnnxFileBytes)) {
+          return file + ": " + what + " claims " + FormatBytes(length > INT64_MAX ? INT64_MAX : static_cast<int64_t>(length)) +
+                 " (" + std::to_string(length) + " bytes), more than the 2 GiB protobuf can parse. A model this large " +
+                 "must keep its weights as external data: save it with onnx.save(model, path, save_as_external_data=True) " +
+                 "(or torch.onnx.export(..., external_data=True))";
+        }
+        if (length > end - pos) return "";
+        if (depth == 0 && field == 7) {
+          std::string inner = OversizedFieldMessage(bytes, pos, pos + length, 1, file);
+          if (!inner.empty()) return inner;
+        }
+        pos += length;
+        break;
+      }
+      default: return "";
+    }
+  }
+  return "";
+}
+
+// Graphs larger than this are refused before protobuf parses them: a million nodes take
+// `memplan plan` about 20 s and 3 GB, growing linearly, and a 2 GiB file could hold a
+// hundred million tiny nodes whose parse alone would exhaust the memory.
+constexpr int64_t kMaxGraphNodes = 2'000'000;
+constexpr int64_t kMaxGraphInitializers = 2'000'000;
+
+// The number of nodes (GraphProto field 1) and initializers (field 5) of the ModelProto's
+// graph (field 7), read from the wire format without parsing. Malformed bytes end the count
+// early (protobuf then refuses them).
+void CountGraphEntries(const std::string& bytes, int64_t* nodes, int64_t* initializers) {
+  *nodes = *initializers = 0;
+  auto skip = [&](size_t* pos, size_t end, uint64_t tag, size_t* body, uint64_t* length) {
+    switch (tag & 7) {
+      case 0: return ReadVarint(bytes, pos, length);
+      case 1: *pos += 8; return *pos <= end;
+      case 5: *pos += 4; return *pos <= end;
+      case 2:
+        if (!ReadVarint(bytes, pos, length) || *pos > end || *length > end - *pos) return false;
+        *body = *pos;
+        *pos += *length;
+        return true;
+      default: return false;
+    }
+  };
+  size_t pos = 0;
+  while (pos < bytes.size()) {
+    uint64_t tag = 0, length = 0;
+    size_t body = 0;
+    if (!ReadVarint(bytes, &pos, &tag) || !skip(&pos, bytes.size(), tag, &body, &length)) return;
+    if (tag != ((7 << 3) | 2)) continue;
+    for (size_t g = body; g < body + length;) {
+      uint64_t inner_tag = 0, inner_length = 0;
+      size_t inner_body = 0;
+      if (!ReadVarint(bytes, &g, &inner_tag) || !skip(&g, body + length, inner_tag, &inner_body, &inner_length)) return;
+      if (inner_tag == ((1 << 3) | 2)) ++*nodes;
+      if (inner_tag == ((5 << 3) | 2)) ++*initializers;
+    }
   }
 }
 
@@ -325,7 +417,25 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   }
   onnx::ModelProto model;
   if (bytes.empty()) throw MemplanError(file + " is empty: it is not an ONNX model");
+  CheckOnnxFileSize(file, static_cast<int64_t>(bytes.size()));
+  {
+    int64_t nodes = 0, initializers = 0;
+    CountGraphEntries(bytes, &nodes, &initializers);
+    const std::string fix =
+        "; analyze a part of the model (onnx.utils.extract_model) or a configuration with fewer layers: time and "
+        "memory grow linearly with the graph";
+    if (nodes > kMaxGraphNodes) {
+      throw MemplanError(file + " has a graph of " + std::to_string(nodes) + " nodes; memplan handles at most " +
+                         std::to_string(kMaxGraphNodes) + " (a million take `memplan plan` about 20 s and 3 GB)" + fix);
+    }
+    if (initializers > kMaxGraphInitializers) {
+      throw MemplanError(file + " has " + std::to_string(initializers) + " initializers; memplan handles at most " +
+                         std::to_string(kMaxGraphInitializers) + fix);
+    }
+  }
   if (!model.ParseFromString(bytes)) {
+    std::string oversized = OversizedFieldMessage(bytes, 0, bytes.size(), 0, file);
+    if (!oversized.empty()) throw MemplanError(oversized);
     throw MemplanError(file + " is not a valid ONNX model (the protobuf does not parse: the file is "
                        "truncated or not ONNX); re-export it");
   }
@@ -378,17 +488,25 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
 
   // Tensors: every named value.
   std::unordered_map<std::string, TensorId> ids;
+  {
+    // Reserved up front: growing these one element at a time copies every Tensor and Node
+    // on each reallocation (a million-node graph).
+    size_t names = static_cast<size_t>(graph.initializer_size()) + static_cast<size_t>(graph.input_size());
+    for (const auto& np : graph.node()) names += static_cast<size_t>(np.output_size());
+    ids.reserve(names);
+    g.tensors.reserve(names + 3);  // and the loss, its target
+    g.nodes.reserve(static_cast<size_t>(graph.node_size()) + 1);
+  }
   auto tensor_id = [&](const std::string& name) {
-    auto it = ids.find(name);
-    if (it != ids.end()) return it->second;
+    auto [it, fresh] = ids.try_emplace(name, static_cast<TensorId>(g.tensors.size()));
+    if (!fresh) return it->second;
     Tensor t;
-    t.id = static_cast<TensorId>(g.tensors.size());
+    t.id = it->second;
     t.storage = t.id;
     t.name = name;
     t.shape = {-1};
-    g.tensors.push_back(t);
-    ids[name] = t.id;
-    return t.id;
+    g.tensors.push_back(std::move(t));
+    return it->second;
   };
   for (const auto& init : graph.initializer()) {
     Tensor& t = g.tensors[tensor_id(init.name())];
@@ -407,7 +525,8 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
 
   // Nodes, then a topological order (ONNX requires one; we do not trust it).
   std::vector<Node> raw;
-  std::unordered_map<std::string, int> producer_of;
+  raw.reserve(static_cast<size_t>(graph.node_size()));
+  std::vector<int> producer_of;  // per tensor: the index in `raw` of the node producing it, or -1
   for (int k = 0; k < graph.node_size(); ++k) {
     const onnx::NodeProto& np = graph.node(k);
     Node n;
@@ -426,27 +545,32 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     }
     for (const auto& o : np.output()) {
       if (o.empty()) { n.outputs.push_back(kNone); continue; }
-      if (producer_of.count(o) || initializer_names.count(o)) {
+      const TensorId id = tensor_id(o);
+      producer_of.resize(g.tensors.size(), -1);
+      // Initializers are the only constants so far.
+      if (producer_of[id] >= 0 || g.tensors[id].category == TensorCategory::kConstant) {
         throw MemplanError(file + ": tensor '" + o + "' is produced twice (by node '" + n.name + "' and another)");
       }
-      producer_of[o] = static_cast<int>(raw.size());
-      n.outputs.push_back(tensor_id(o));
+      producer_of[id] = static_cast<int>(raw.size());
+      n.outputs.push_back(id);
     }
     raw.push_back(std::move(n));
   }
+  producer_of.resize(g.tensors.size(), -1);
   std::vector<std::vector<int>> succ(raw.size());
   std::vector<int> indegree(raw.size(), 0);
   for (int k = 0; k < static_cast<int>(raw.size()); ++k) {
     const onnx::NodeProto& np = graph.node(k);
     for (const auto& in : np.input()) {
       if (in.empty()) { raw[k].inputs.push_back(kNone); continue; }
-      auto p = producer_of.find(in);
-      if (p == producer_of.end() && !ids.count(in)) {
+      // Every name a node produces, every graph input and every initializer has an id by now.
+      auto it = ids.find(in);
+      if (it == ids.end()) {
         throw MemplanError(file + ": node '" + raw[k].name + "' (" + raw[k].op_type + ") reads tensor '" + in +
                            "', which no node produces and which is neither a graph input nor an initializer");
       }
-      raw[k].inputs.push_back(tensor_id(in));
-      if (p != producer_of.end()) { succ[p->second].push_back(k); ++indegree[k]; }
+      raw[k].inputs.push_back(it->second);
+      if (const int p = producer_of[it->second]; p >= 0) { succ[p].push_back(k); ++indegree[k]; }
     }
   }
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;  // keep file order
@@ -519,8 +643,15 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   }
   // ONNX's answers are hints; our rules (run in ResolveShapes) recompute every node and
   // fall back to these only where a rule cannot.
-  g.tensors.shrink_to_fit();
   return g;
+}
+
+void CheckOnnxFileSize(const std::string& path, int64_t size) {
+  if (size <= kMaxOnnxFileBytes) return;
+  throw MemplanError(path + " is " + FormatBytes(size) + " (" + std::to_string(size) +
+                     " bytes); protobuf cannot parse an ONNX file larger than 2 GiB. Store the weights as external "
+                     "data: onnx.save(model, path, save_as_external_data=True) (or torch.onnx.export(..., "
+                     "external_data=True)) keeps the .onnx file small");
 }
 
 TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& options) {
@@ -529,11 +660,26 @@ TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& opti
     throw MemplanError("cannot open model '" + path + "': " + std::strerror(errno));
   }
   if (S_ISDIR(st.st_mode)) throw MemplanError("'" + path + "' is a directory, not an ONNX model file");
+  // Before reading a byte: a file protobuf cannot parse is refused at once.
+  if (S_ISREG(st.st_mode)) CheckOnnxFileSize(path, static_cast<int64_t>(st.st_size));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MemplanError("cannot open model '" + path + "': " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return LoadTrainingGraphFromBytes(ss.str(), path, options);
+  // Read in one piece (no stream copies), and never more than protobuf could parse: a pipe or
+  // a device (/dev/zero) stops at the limit instead of filling memory.
+  std::string bytes;
+  const size_t chunk = 1 << 20;
+  while (in) {
+    const size_t had = bytes.size();
+    const size_t want = S_ISREG(st.st_mode) && had == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : chunk;
+    bytes.resize(had + want);
+    in.read(bytes.data() + had, static_cast<std::streamsize>(want));
+    bytes.resize(had + static_cast<size_t>(in.gcount()));
+    if (static_cast<int64_t>(bytes.size()) > kMaxOnnxFileBytes) {
+      CheckOnnxFileSize(path, static_cast<int64_t>(bytes.size()));
+    }
+  }
+  if (in.bad()) throw MemplanError("cannot read model '" + path + "': " + std::strerror(errno));
+  return LoadTrainingGraphFromBytes(bytes, path, options);
 }
 
 TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,

@@ -529,10 +529,13 @@ MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p,
 }
 
 Item LoadItem(const std::string& path, const ModelOptions& options) {
+  bool is_json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
+  // A model protobuf cannot parse is refused before its gigabytes are read.
+  struct stat st;
+  if (!is_json_name && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) CheckOnnxFileSize(path, st.st_size);
   std::string bytes = ReadFile(path);
   size_t first = bytes.find_first_not_of(" \t\r\n");
   bool looks_json = first != std::string::npos && (bytes[first] == '{' || bytes[first] == '[');
-  bool is_json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   if (looks_json || is_json_name) {
     json j;
     try {

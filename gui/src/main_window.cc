@@ -1,5 +1,8 @@
 #include "main_window.h"
 
+#include <algorithm>
+#include <climits>
+
 #include <QAction>
 #include <QApplication>
 #include <QBuffer>
@@ -42,6 +45,9 @@ namespace memplan::gui {
 
 namespace {
 const char* kPages[] = {"summary", "timeline", "time", "lifetimes", "plan", "compare"};
+
+// A batch as the box can show it (a QSpinBox holds an int).
+int SpinBatch(int64_t batch) { return static_cast<int>(std::clamp<int64_t>(batch, 1, INT_MAX)); }
 }  // namespace
 
 MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
@@ -59,8 +65,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tb->addSeparator();
   tb->addWidget(new QLabel(QStringLiteral(" Batch ")));
   batch_spin_ = new QSpinBox;
-  batch_spin_->setRange(1, 1 << 16);
-  batch_spin_->setValue(static_cast<int>(options_.batch));
+  batch_spin_->setRange(1, INT_MAX);
+  batch_spin_->setValue(SpinBatch(options_.batch));
   tb->addWidget(batch_spin_);
   tb->addWidget(new QLabel(QStringLiteral(" Optimizer ")));
   optimizer_combo_ = new QComboBox;
@@ -127,7 +133,7 @@ MainWindow::~MainWindow() {
 
 void MainWindow::setModelOptions(const ModelOptions& options) {
   options_ = options;
-  batch_spin_->setValue(static_cast<int>(options.batch));
+  batch_spin_->setValue(SpinBatch(options.batch));
   optimizer_combo_->setCurrentText(QString::fromLatin1(OptimizerName(options.optimizer)));
 }
 
@@ -200,6 +206,7 @@ bool MainWindow::waitForIdle(int timeout_ms) {
 void MainWindow::onLoaded(int slot, ItemPtr item) {
   if (slot < 0 || slot >= docs_.size()) return;
   docs_.setLoaded(slot, std::move(item));
+  showOpenBatch();
   refreshAll();
   emit itemsChanged();
 }
@@ -216,6 +223,19 @@ void MainWindow::onPlanned(ItemPtr item) {
   refreshAll();
   // The timeline and lifetimes follow the explorer's plan.
   timeline_->chooseItem(ItemLabel(*item));
+}
+
+int MainWindow::batchBoxValue() const { return batch_spin_->value(); }
+
+// The batch box shows the batch of the item the summary describes (the model or analysis,
+// else the plan, else the run), not the batch the window started with: an analysis made at
+// batch 16 shows 16. Models opened or re-analyzed next use the same batch.
+void MainWindow::showOpenBatch() {
+  ItemPtr base = docs_.baseItem(), plan = docs_.planItem(), run = docs_.runItem();
+  ItemPtr shown = base ? base : plan ? plan : run;
+  if (!shown || shown->batch < 1) return;
+  options_.batch = shown->batch;
+  batch_spin_->setValue(SpinBatch(shown->batch));
 }
 
 void MainWindow::showError(const QString& message) {

@@ -35,7 +35,10 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   void setModelOptions(const ModelOptions& options);
+  // The batch models open at. Once a file is open, the batch box shows its batch (of the
+  // item the summary describes) and models opened next use it too.
   const ModelOptions& modelOptions() const { return options_; }
+  int batchBoxValue() const;
   void openFiles(const QStringList& paths);
   // Processes events until every load and re-plan finished; true when idle in time.
   bool waitForIdle(int timeout_ms);
@@ -78,6 +81,7 @@ class MainWindow : public QMainWindow {
   void onFailed(int slot, const QString& path, const QString& message);
   void onPlanned(ItemPtr item);
   void showError(const QString& message);
+  void showOpenBatch();
   void refreshAll();
   void refreshLifetimes();
   void reanalyze();

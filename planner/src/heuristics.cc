@@ -121,13 +121,14 @@ Plan RunSqrt(Context& ctx, const PlanOptions& o) {
   std::vector<NodeId> cuts;
   for (int i = 1; i < k; ++i) {
     const NodeId target = static_cast<NodeId>((static_cast<int64_t>(i) * n) / k);
-    // The nearest bottleneck within the window, else the cheapest crossing in it.
+    // The nearest bottleneck within the window (the sorted list's neighbours of the target;
+    // the lower one on a tie), else the cheapest crossing in it.
     NodeId best = kNone;
-    for (NodeId b : bottlenecks) {
-      if (std::abs(b - target) <= window &&
-          (best == kNone || std::abs(b - target) < std::abs(best - target)))
-        best = b;
-    }
+    auto above = std::lower_bound(bottlenecks.begin(), bottlenecks.end(), target);
+    if (above != bottlenecks.begin() && target - *(above - 1) <= window) best = *(above - 1);
+    if (above != bottlenecks.end() && *above - target <= window &&
+        (best == kNone || *above - target < target - best))
+      best = *above;
     if (best == kNone) {
       auto lo = std::lower_bound(positions.begin(), positions.end(), target - window);
       for (auto it = lo; it != positions.end() && *it <= target + window; ++it) {

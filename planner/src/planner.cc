@@ -35,10 +35,12 @@ Context::Context(const TrainingGraph& g, const CostModel& cost, const PlanOption
   facts_ = ComputeGraphFacts(*graph_);
   if (facts_.loss_node == kNone)
     throw MemplanError(g.model_path + ": the graph has no loss to plan for");
-  baseline_ = Simulate(BuildTrainingSchedule(*graph_), options_.simulator).peak_bytes;
+  fingerprint_ = ModelFingerprint(*graph_);
+  baseline_ = Simulate(BuildScheduleFromCuts(*graph_, facts_, {}), options_.simulator).peak_bytes;
 }
 
 const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_positions) {
+  max_candidates = CappedCutCandidates(max_candidates, static_cast<int>(graph_->nodes.size()));
   std::unique_ptr<Tables>& t = tables_[max_candidates];
   if (!t || t->costs.limit < limit) {
     t = std::make_unique<Tables>();
@@ -52,7 +54,7 @@ const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_
 
 Plan Context::Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,
                      Clock::time_point start) const {
-  Plan p = ReplaySegmentation(*graph_, strategy, cuts, budget, baseline_, options_.simulator);
+  Plan p = ReplaySegmentation(*graph_, facts_, fingerprint_, strategy, cuts, budget, baseline_, options_.simulator);
   p.solve_seconds = SecondsSince(start);
   return p;
 }

@@ -35,6 +35,7 @@ class Context {
   TrainingGraph costed_;
   const TrainingGraph* graph_;
   GraphFacts facts_;
+  std::string fingerprint_;  // ModelFingerprint of the graph
   PlanOptions options_;
   int64_t baseline_ = 0;
   struct Tables {
@@ -43,6 +44,13 @@ class Context {
   };
   std::map<int, std::unique_ptr<Tables>> tables_;
 };
+
+// memplan::ReplaySegmentation with the graph's facts and fingerprint already computed (a
+// context replays every strategy's plan of one graph; on large graphs computing them again
+// costs as much as the schedule).
+Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
+                        const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget_bytes,
+                        int64_t baseline_peak_bytes, const SimulatorOptions& sim);
 
 using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start);

@@ -112,6 +112,12 @@ std::vector<int64_t> CrossingBytes(const TrainingGraph& g, const GraphFacts& f) 
   return out;
 }
 
+int CappedCutCandidates(int max_candidates, int num_nodes) {
+  const int64_t affordable = std::max<int64_t>(kMinCutCandidates, kMaxSweepSteps / std::max(1, num_nodes));
+  if (max_candidates <= 0) return static_cast<int>(std::min<int64_t>(affordable, INT32_MAX));
+  return static_cast<int>(std::min<int64_t>(max_candidates, affordable));
+}
+
 std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts& f, int max_count,
                                         bool* all_positions) {
   std::vector<NodeId> distinct = DistinctCutPositions(g, f);

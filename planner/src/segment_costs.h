@@ -84,6 +84,15 @@ std::vector<NodeId> DistinctCutPositions(const TrainingGraph& g, const GraphFact
 std::vector<NodeId> SelectCutCandidates(const TrainingGraph& g, const GraphFacts& facts,
                                         int max_count, bool* all_positions = nullptr);
 
+// Each row of a table sweeps the nodes after its start, so a table over M candidates of an
+// N-node graph costs about M x N steps. The candidates are capped so that this stays within
+// kMaxSweepSteps (a few seconds): max_candidates on graphs up to kMaxSweepSteps /
+// max_candidates nodes, fewer on larger ones (50 on a million nodes), never fewer than
+// kMinCutCandidates.
+constexpr int64_t kMaxSweepSteps = 50'000'000;
+constexpr int kMinCutCandidates = 16;
+int CappedCutCandidates(int max_candidates, int num_nodes);
+
 // Positions right after the producer of each bottleneck tensor (FindBottlenecks), valid cuts only.
 std::vector<NodeId> BottleneckCuts(const TrainingGraph& g, const GraphFacts& facts);
 

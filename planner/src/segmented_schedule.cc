@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "graph_facts.h"
+#include "planner_internal.h"
 #include "memplan/plan.h"
 
 namespace memplan {
@@ -107,16 +108,25 @@ double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
 Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+  return planner::ReplaySegmentation(g, planner::ComputeGraphFacts(g), ModelFingerprint(g), strategy, cuts,
+                                     budget_bytes, baseline_peak_bytes, sim);
+}
+
+namespace planner {
+
+Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
+                        const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget_bytes,
+                        int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
   Plan p;
   p.strategy = strategy;
   p.model_path = g.model_path;
   p.batch = g.batch;
-  p.model_fingerprint = ModelFingerprint(g);
+  p.model_fingerprint = fingerprint;
   p.budget_bytes = budget_bytes;
   p.segments = cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts);
   CheckCuts(g, cuts);
   p.checkpoints = cuts.empty() ? std::vector<TensorId>{} : SegmentCheckpoints(g, p.segments);
-  p.schedule = planner::BuildScheduleFromCuts(g, planner::ComputeGraphFacts(g), cuts);
+  p.schedule = BuildScheduleFromCuts(g, facts, cuts);
   p.timeline = Simulate(p.schedule, sim);
   p.predicted_peak_bytes = p.timeline.peak_bytes;
   p.baseline_peak_bytes = baseline_peak_bytes;
@@ -125,5 +135,7 @@ Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
   p.feasible = budget_bytes <= 0 || p.predicted_peak_bytes <= budget_bytes;
   return p;
 }
+
+}  // namespace planner
 
 }  // namespace memplan

@@ -197,6 +197,13 @@ struct LoadOptions {
 // the node or tensor at fault.
 TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& options = {});
 
+// Protobuf parses at most 2 GiB - 1 bytes (a message's size is an int): a larger .onnx file
+// cannot be read at all, and a model that big must keep its weights as external data.
+constexpr int64_t kMaxOnnxFileBytes = 2147483647;
+// Throws MemplanError, naming `path` and saying to store the weights as external data, when
+// `size` exceeds kMaxOnnxFileBytes. LoadTrainingGraph checks the file's size before reading it.
+void CheckOnnxFileSize(const std::string& path, int64_t size);
+
 // The same from serialized ModelProto bytes (tests build models in memory).
 TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,
                                          const LoadOptions& options = {});

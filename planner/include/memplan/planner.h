@@ -51,7 +51,9 @@ struct PlanOptions {
   // most this many distinct positions (neighbours that are interchangeable count once) use
   // every one, and the result is optimal over all segmentations; larger graphs use the
   // bottleneck cuts, the positions where the bytes crossing the cut are a local minimum, and
-  // evenly spaced fill up to this many.
+  // evenly spaced fill up to this many. Very large graphs get fewer (segment_costs.h:
+  // CappedCutCandidates keeps candidates x nodes within a few seconds' work, e.g. 50 on a
+  // million-node graph); the plan's notes give the number used.
   int max_cut_candidates = 4000;
   // `optimal`: the most checkpoint states (which crossing tensors are already held) the DP
   // keeps per position; beyond it the DP keeps the smallest and the plan notes that it may
