@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -50,6 +51,14 @@ constexpr const char* kAllowOutsideFlag = "allow-external-data-outside-model-dir
 // --batch, --dim, --loss, --optimizer, --allow-external-data-outside-model-dir.
 void AddLoadOptions(CLI::App& sub);
 LoadOptions LoadOptionsFromArgs(const Args& a);
+
+// A JSON file the user named (`what`: "profile", "plan"); a MemplanError names the file when it
+// cannot be read or is not JSON.
+nlohmann::json ReadJsonInput(const std::string& path, const std::string& what);
+
+// memplan's cache folder: $XDG_CACHE_HOME/memplan, else $HOME/.cache/memplan; empty when
+// neither variable is set.
+std::string CacheDirectory();
 
 // The values `sub` was given. An option it does not know, or a missing or second MODEL.onnx,
 // is a MemplanError naming it.
