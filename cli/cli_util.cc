@@ -1,7 +1,10 @@
 #include "cli_util.h"
 
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -111,6 +114,22 @@ Args ArgsOf(const CLI::App& sub) {
     throw MemplanError("expects one MODEL.onnx, got " + (got.empty() ? "none" : got) + help);
   }
   return a;
+}
+
+void CheckOutputPaths(const Args& a, std::initializer_list<const char*> options) {
+  for (const char* option : options) {
+    if (!a.has(option)) continue;
+    const std::filesystem::path path(a.get(option));
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      throw MemplanError("--" + std::string(option) + " " + path.string() + " is a folder; name a file to write");
+    }
+    const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    if (!std::filesystem::is_directory(folder, ec) || ::access(folder.c_str(), W_OK) != 0) {
+      throw MemplanError("--" + std::string(option) + " " + path.string() + ": the folder '" + folder.string() +
+                         "' does not exist or is not writable");
+    }
+  }
 }
 
 }  // namespace memplan::cli

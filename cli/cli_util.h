@@ -3,6 +3,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <initializer_list>
 #include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -63,5 +64,9 @@ std::string CacheDirectory();
 // The values `sub` was given. An option it does not know, or a missing or second MODEL.onnx,
 // is a MemplanError naming it.
 Args ArgsOf(const CLI::App& sub);
+// Fails before any work when an output file (the values of `options`) cannot be written: its
+// folder is missing or read-only, or it names a folder. A long run must not end in "cannot
+// write".
+void CheckOutputPaths(const Args& a, std::initializer_list<const char*> options);
 
 }  // namespace memplan::cli

@@ -56,6 +56,8 @@ CLI::App* AddRunCommand(CLI::App& app) {
   AddValue(*sub, "threads", "N", "intra-op threads");
   AddValue(*sub, "memory-limit", "SIZE", "fail like an out-of-memory device above this many bytes");
   AddFlag(*sub, "trace", "record the memory after every node into the JSON");
+  AddValue(*sub, "profile", "OUT.json", "profile the last step: time and memory per node and phase (CUPTI on CUDA)");
+  AddValue(*sub, "trace-events", "OUT.json", "profile the last step as a Chrome trace-event file (opens in ui.perfetto.dev)");
   AddLoadOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the run as JSON");
   return sub;
@@ -63,6 +65,7 @@ CLI::App* AddRunCommand(CLI::App& app) {
 
 int RunRun(const Args& a) {
   const std::string model = a.positional[0];
+  CheckOutputPaths(a, {"json", "profile", "trace-events"});
 
   // The plan decides batch, loss and optimizer unless the user names them.
   nlohmann::json plan_json;
@@ -109,6 +112,7 @@ int RunRun(const Args& a) {
   opt.learning_rate = a.get_real("lr", opt.learning_rate, /*min=*/0, /*max=*/kMaxLearningRate);
   opt.memory_limit_bytes = a.get_bytes("memory-limit", opt.memory_limit_bytes);
   opt.trace = a.has("trace");
+  opt.profile = a.has("profile") || a.has("trace-events");
   if (a.has("input")) {
     for (const std::string& kv : a.flags.at("input")) {
       size_t eq = kv.find('=');
@@ -169,6 +173,22 @@ int RunRun(const Args& a) {
   std::printf("measured     %s peak (last step)\n", FormatBytes(r.measured_peak_bytes).c_str());
   std::printf("prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
 
+  if (r.profile) {
+    std::printf("%s", FormatProfileSummary(*r.profile).c_str());
+    if (a.has("profile")) {
+      WriteJsonFile(a.get("profile"), ProfileToJson(*r.profile));
+      std::printf("wrote        %s\n", a.get("profile").c_str());
+    }
+    if (a.has("trace-events")) {
+      std::vector<int32_t> segment_of_node(g.nodes.size(), 0);
+      for (size_t k = 0; k < opt.segments.size(); ++k) {
+        for (NodeId n : opt.segments[k]) segment_of_node[n] = static_cast<int32_t>(k);
+      }
+      WriteJsonFile(a.get("trace-events"),
+                    TraceEventsJson(*r.profile, PredictedMemoryOf(schedule, predicted, segment_of_node)));
+      std::printf("wrote        %s (open in ui.perfetto.dev)\n", a.get("trace-events").c_str());
+    }
+  }
   if (a.has("json")) {
     RunReport report;
     report.memplan_version = MEMPLAN_VERSION;

@@ -13,6 +13,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include "memplan/profiler.h"
 #include "testing/corpus.h"
 #include "testing/graph_builder.h"
 
@@ -85,6 +86,38 @@ TEST(RunCli, RunsAPlanFromMemplanPlan) {
   EXPECT_EQ(j["plan"]["strategy"], "sqrt");
   EXPECT_GT(j["plan"]["sections"].size(), 1u);
   EXPECT_GT(j["recompute_seconds"][0].get<double>(), 0.0);
+}
+
+TEST(RunCli, WritesAProfileAndAPerfettoTrace) {
+  std::string model = testing::CorpusModel("gpt");
+  std::string plan = Tmp("gpt_prof_plan.json"), out = Tmp("gpt_prof_run.json");
+  std::string profile = Tmp("gpt_profile.json"), trace = Tmp("gpt_trace.json");
+  Result p = Cli("plan " + model + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan);
+  ASSERT_EQ(p.code, 0) << p.out;
+  Result r = Cli("run " + model + " --plan " + plan + " --steps 2 --random-weights --json " + out + " --profile " +
+                 profile + " --trace-events " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("slowest ops"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recompute per segment"), std::string::npos) << r.out;
+  const Profile prof = ProfileFromJson(ReadJson(profile));
+  const nlohmann::json run = ReadJson(out);
+  EXPECT_EQ(prof.step, 1) << "the last step is profiled";
+  EXPECT_EQ(prof.peak_bytes, run["measured_peak_bytes"].get<int64_t>()) << "the same step, the same allocator";
+  EXPECT_GT(prof.RecomputeSeconds(), 0);
+  const nlohmann::json t = ReadJson(trace);
+  EXPECT_TRUE(t["traceEvents"].is_array());
+  EXPECT_GT(t["traceEvents"].size(), prof.slices.size());
+}
+
+TEST(RunCli, AnUnwritableOutputFailsBeforeTraining) {
+  std::string model = testing::CorpusModel("gpt");
+  std::string profile = Tmp("never_profile.json");
+  Result r = Cli("run " + model + " --batch 1 --random-weights --profile " + profile +
+                 " --trace-events /nonexistent-folder/trace.json");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent-folder"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("step 1/"), std::string::npos) << "no step ran: " << r.out;
+  EXPECT_FALSE(Exists(profile));
 }
 
 TEST(RunCli, RunsAMicroBatchedPlan) {

@@ -11,12 +11,12 @@ target_link_libraries(executor_tests PRIVATE memplan_executor memplan_testing GT
 gtest_discover_tests(executor_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
 
 if(TARGET memplan_planner)
-  add_executable(executor_budget_tests executor_budget_test.cc executor_schedule_test.cc)
+  add_executable(executor_budget_tests executor_budget_test.cc executor_schedule_test.cc executor_profile_test.cc)
   target_link_libraries(executor_budget_tests PRIVATE memplan_executor memplan_planner memplan_testing GTest::gtest_main)
   gtest_discover_tests(executor_budget_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
 
   add_executable(executor_cli_tests executor_cli_test.cc)
-  target_link_libraries(executor_cli_tests PRIVATE memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
+  target_link_libraries(executor_cli_tests PRIVATE memplan_profiler memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
   add_dependencies(executor_cli_tests memplan)
   gtest_discover_tests(executor_cli_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
 endif()

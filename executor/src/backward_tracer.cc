@@ -8,9 +8,16 @@ BackwardTracer& Tracer() {
   static BackwardTracer t;
   return t;
 }
-std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction&) {
+std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction& fn) {
   BackwardTracer& t = Tracer();
   std::lock_guard<std::mutex> lock(t.mu);
+  if (t.profiler) {
+    const int64_t seq = fn.seqNr();
+    const NodeId n = t.NodeOf(seq);
+    ProfileScope scope{Phase::kBackward, n, 0, t.micro_batch};
+    if (n != kNone && t.segment_of) scope.segment = (*t.segment_of)[n];
+    t.profiler->Enter(scope);
+  }
   if (!t.active) return nullptr;
   int64_t between = t.meter->peak();
   if (between > t.last_end_bytes) {
@@ -25,10 +32,11 @@ std::unique_ptr<at::ObserverContext> TraceStart(const at::RecordFunction&) {
 void TraceEnd(const at::RecordFunction& fn, at::ObserverContext*) {
   BackwardTracer& t = Tracer();
   std::lock_guard<std::mutex> lock(t.mu);
-  if (!t.active) return;
   int64_t seq = fn.seqNr();
   NodeId n = t.NodeOf(seq);
   if (seq >= 0) t.last = n;
+  if (t.profiler) t.profiler->Exit();
+  if (!t.active) return;
   t.events->push_back({t.phase, n, fn.name(), t.meter->current(), t.meter->peak(), {}});
   *t.step_peak = std::max(*t.step_peak, t.meter->peak());
   t.meter->ResetPeak();

@@ -19,6 +19,7 @@ namespace memplan::exec {
 
 // The backward trace: maps autograd sequence numbers to IR nodes and records the allocator
 // after each backward function.
+// The profile's backward scopes come from the same callbacks.
 struct BackwardTracer {
   std::mutex mu;
   bool active = false;
@@ -29,6 +30,10 @@ struct BackwardTracer {
   NodeId last = kNone;
   int64_t last_end_bytes = 0;
   std::string phase = "backward";
+  // --profile: each backward function is a scope of the profiler while it is set.
+  ProfilerBackend* profiler = nullptr;
+  const std::vector<int>* segment_of = nullptr;  // node -> plan segment
+  int32_t micro_batch = 0;
 
   NodeId NodeOf(int64_t seq) {
     if (seq < 0) return last;  // AccumulateGrad: belongs to the op that produced the gradient

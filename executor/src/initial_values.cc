@@ -6,18 +6,10 @@
 #include <string>
 
 #include "kernels.h"
+#include "memplan/hash.h"
 #include "memplan/onnx_convert.h"
 
 namespace memplan::exec {
-namespace {
-
-uint64_t HashString(const std::string& s) {  // FNV-1a: a stable seed per tensor name
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : s) h = (h ^ ch) * 1099511628211ULL;
-  return h;
-}
-
-}  // namespace
 
 at::Tensor FromConstValue(const ConstValue& v) {
   at::ScalarType st = ScalarTypeOf(v.dtype);
@@ -49,7 +41,7 @@ at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData
   // one, shifts zero; running variances one, means zero.
   *random = true;
   at::ScalarType st = ScalarTypeOf(t.dtype);
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(SplitMix64(seed ^ HashString(t.name)));
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(SplitMix64(seed ^ Fnv1aOf(t.name)));
   for (NodeId c : t.consumers) {
     const Node& n = g.nodes[c];
     for (size_t s = 0; s < n.inputs.size(); ++s) {

@@ -1,5 +1,7 @@
 #include "meter.h"
 
+#include "memplan/profiler.h"
+
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -62,6 +64,7 @@ class CountingAllocator final : public c10::Allocator {
       std::lock_guard<std::mutex> lock(mu_);
       live_[data] = e;
     }
+    if (ProfilerBackend* o = observer_.load()) o->OnMemory(bytes, now);
     return c10::DataPtr(data, data, &Delete, device);
   }
   c10::DeleterFnPtr raw_deleter() const override { return &Delete; }
@@ -71,6 +74,7 @@ class CountingAllocator final : public c10::Allocator {
   void ResetPeak() { peak_.store(current_.load()); }
   void SetLimit(int64_t l) { limit_.store(l); }
   int64_t limit() const { return limit_.load(); }
+  void SetObserver(ProfilerBackend* o) { observer_.store(o); }
 
  private:
   struct Entry {
@@ -88,7 +92,8 @@ class CountingAllocator final : public c10::Allocator {
       e = it->second;
       self->live_.erase(it);
     }
-    self->current_.fetch_sub(e.bytes);
+    const int64_t now = self->current_.fetch_sub(e.bytes) - e.bytes;
+    if (ProfilerBackend* o = self->observer_.load()) o->OnMemory(-e.bytes, now);
     if (e.deleter) e.deleter(e.context);
   }
 
@@ -99,6 +104,7 @@ class CountingAllocator final : public c10::Allocator {
   mutable std::atomic<int64_t> current_{0};
   mutable std::atomic<int64_t> peak_{0};
   std::atomic<int64_t> limit_{0};
+  std::atomic<ProfilerBackend*> observer_{nullptr};
 };
 
 class CpuMeter final : public MemoryMeter {
@@ -112,6 +118,7 @@ class CpuMeter final : public MemoryMeter {
   void ResetPeak() override { alloc_.ResetPeak(); }
   void SetLimit(int64_t l) override { alloc_.SetLimit(l); }
   int64_t limit() const override { return alloc_.limit(); }
+  void SetObserver(ProfilerBackend* o) override { alloc_.SetObserver(o); }
 
  private:
   CountingAllocator alloc_;
@@ -132,6 +139,7 @@ class CudaMeter final : public MemoryMeter {
   void ResetPeak() override { c10::cuda::CUDACachingAllocator::resetPeakStats(index_); }
   void SetLimit(int64_t l) override { limit_ = l; }
   int64_t limit() const override { return limit_; }
+  void ReleaseCachedBlocks() override { c10::cuda::CUDACachingAllocator::emptyCache(); }
 
  private:
   int index_;

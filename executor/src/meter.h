@@ -7,6 +7,10 @@
 #include <cstdint>
 #include <string>
 
+namespace memplan {
+class ProfilerBackend;
+}
+
 namespace memplan::exec {
 
 class MemoryMeter {
@@ -23,6 +27,12 @@ class MemoryMeter {
   // An allocation that would take `current` above `limit` (> 0) throws out of memory.
   virtual void SetLimit(int64_t limit) = 0;
   virtual int64_t limit() const = 0;
+  // The CPU meter reports every allocation and free to `observer` (nullptr: none) while it is
+  // set; other meters ignore it (their profilers see memory themselves).
+  virtual void SetObserver(ProfilerBackend* observer) {}
+  // CUDA: returns the caching allocator's unused blocks to the driver, so that a profiled
+  // step's allocations reach cudaMalloc, where CUPTI sees them. No-op elsewhere.
+  virtual void ReleaseCachedBlocks() {}
 };
 
 // Whether a LibTorch error message is an out-of-memory failure.

@@ -85,6 +85,22 @@ c10::Device ParseDevice(const std::string& s) {
   throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + s + "')");
 }
 
+// A profiler scope for the duration of a block (no-op without a profiler).
+class ProfileGuard {
+ public:
+  ProfileGuard(ProfilerBackend* p, const ProfileScope& scope) : p_(p) {
+    if (p_) p_->Enter(scope);
+  }
+  ~ProfileGuard() {
+    if (p_) p_->Exit();
+  }
+  ProfileGuard(const ProfileGuard&) = delete;
+  ProfileGuard& operator=(const ProfileGuard&) = delete;
+
+ private:
+  ProfilerBackend* p_;
+};
+
 // Where the step is, for error messages.
 struct Location {
   std::string phase = "setup";
@@ -96,6 +112,10 @@ class Trainer {
   Trainer(const TrainingGraph& g, const RunOptions& o)
       : g_(g), opt_(o), device_(ParseDevice(o.device)), meter_(MemoryMeter::For(device_)) {}
 
+  ~Trainer() {
+    StopObserving();
+    meter_.SetObserver(nullptr);
+  }
   RunResult Run();
 
  private:
@@ -113,6 +133,13 @@ class Trainer {
   void OptimizerStep(int64_t step);
   void SeedFor(int64_t step, NodeId node);
   void NoteTrace(const std::string& phase, NodeId node);
+  void MakeProfiler();
+  // Removes the backward observer and the allocator's observer (also when a step fails: the
+  // meter outlives this trainer).
+  void StopObserving();
+  ProfileScope Scope(Phase phase, NodeId node = kNone, int32_t segment = 0) const {
+    return {phase, node, segment, static_cast<int32_t>(micro_)};
+  }
 
   const TrainingGraph& g_;
   RunOptions opt_;
@@ -147,6 +174,11 @@ class Trainer {
   bool tracing_ = false;
   int64_t trace_peak_ = 0;
   std::vector<TraceEvent> trace_;
+  std::unique_ptr<ProfilerBackend> profiler_;  // RunOptions::profile
+  ProfilerBackend* profiling_ = nullptr;       // profiler_ during the profiled step
+  std::optional<Profile> profile_;
+  std::string profiler_warning_;
+  at::CallbackHandle callback_ = 0;  // the backward functions' observer, while tracing or profiling
   double recompute_seconds_ = 0;
   std::map<std::string, std::vector<float>> last_gradients_;
 };
@@ -438,10 +470,13 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     call.batch_row_offset = micro_ * g_.batch;
     call.training_mode = DropoutIsActive(n, g_.tensors);  // Dropout's mode: the analyzer's rule
   }
-  uint64_t seq0 = tracing_ ? at::sequence_number::peek() : 0;
+  const bool map_backward = tracing_ || profiling_;
+  uint64_t seq0 = map_backward ? at::sequence_number::peek() : 0;
+  const Phase phase = recompute ? Phase::kRecompute : (n.id == g_.tensors[g_.loss].producer ? Phase::kLoss : Phase::kForward);
+  ProfileGuard scope(profiling_, Scope(phase, n.id, segment_of_[n.id]));
   std::vector<at::Tensor> outs = (*kernels_[n.id])(call);
   call.in.clear();
-  if (tracing_ && at::sequence_number::peek() != seq0) {
+  if (map_backward && at::sequence_number::peek() != seq0) {
     std::lock_guard<std::mutex> lock(Tracer().mu);
     Tracer().seq_to_node[seq0] = n.id;
   }
@@ -543,19 +578,62 @@ void Trainer::OptimizerStep(int64_t step) {
   NoteTrace("optimizer", kNone);
 }
 
+void Trainer::StopObserving() {
+  BackwardTracer& tracer = Tracer();
+  {
+    std::lock_guard<std::mutex> lock(tracer.mu);
+    tracer.active = false;
+    tracer.profiler = nullptr;
+  }
+  if (callback_) at::removeCallback(callback_);
+  callback_ = 0;
+}
+
+void Trainer::MakeProfiler() {
+  if (!opt_.profile) return;
+  if (device_.is_cpu()) {
+    profiler_ = MakeCpuProfiler();
+    return;
+  }
+  try {
+    profiler_ = MakeCuptiProfiler(device_.has_index() ? device_.index() : 0);
+  } catch (const MemplanError& e) {
+    // Host times are still worth having; the profile says what is missing.
+    profiler_ = MakeCpuProfiler();
+    profiler_warning_ = std::string("CUPTI is unavailable (") + e.what() +
+                        "): host times only, no device times or memory events";
+  }
+}
+
 void Trainer::Step(int64_t step, StepStats* stats) {
   step_ = step;
   tracing_ = opt_.trace && step == (opt_.trace_step < 0 ? opt_.steps - 1 : opt_.trace_step);
   recompute_seconds_ = 0;
+  micro_ = 0;
   meter_.ResetPeak();
   trace_peak_ = 0;
+  profiling_ = profiler_ && step == (opt_.profile_step < 0 ? opt_.steps - 1 : opt_.profile_step) ? profiler_.get() : nullptr;
+  BackwardTracer& tracer = Tracer();
+  if (profiling_) {
+    // On CUDA the profiled step starts with an empty cache: otherwise its allocations reuse
+    // earlier steps' blocks and CUPTI's memory records stay empty.
+    meter_.ReleaseCachedBlocks();
+    profiling_->BeginStep(meter_.current());
+    meter_.SetObserver(profiling_);
+    std::lock_guard<std::mutex> lock(tracer.mu);
+    tracer.seq_to_node.clear();
+    tracer.segment_of = &segment_of_;
+  }
   auto t0 = Clock::now();
   {
+    ProfileGuard scope(profiling_, Scope(Phase::kSetup));
     c10::AutoGradMode no_grad(false);
     for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
   }
-  BackwardTracer& tracer = Tracer();
-  at::CallbackHandle handle = 0;
+  if (tracing_ || profiling_) {
+    callback_ = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
+                                       .scopes({at::RecordScope::BACKWARD_FUNCTION}));
+  }
   if (tracing_) {
     trace_.clear();
     tracer.seq_to_node.clear();
@@ -565,18 +643,22 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     tracer.last_end_bytes = INT64_MAX;
     trace_.push_back({"setup", kNone, "", meter_.current(), meter_.peak(), {}});
     meter_.ResetPeak();
-    handle = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
-                                       .scopes({at::RecordScope::BACKWARD_FUNCTION}));
   }
   const size_t K = segments_.size();
   const int64_t micro_batches = opt_.micro_batches;
   double loss_value = 0;
   for (int64_t m = 0; m < micro_batches; ++m) {
-    SelectMicroBatch(m);
+    micro_ = m;
+    {
+      ProfileGuard scope(profiling_, Scope(Phase::kSetup));
+      SelectMicroBatch(m);
+    }
     // 1. Forward: segments 0..K-2 without autograd, the last with.
     where_.phase = "forward";
-    for (size_t s = 0; s + 1 < K; ++s) Forward(s, /*grad=*/false, /*recompute=*/false);
-    Forward(K - 1, /*grad=*/true, /*recompute=*/false);
+    for (size_t s = 0; s < K; ++s) {
+      ProfileGuard scope(profiling_, Scope(Phase::kForward, kNone, static_cast<int32_t>(s)));
+      Forward(s, /*grad=*/s + 1 == K, /*recompute=*/false);
+    }
     loss_ = values_[g_.loss].defined() ? values_[g_.loss] : persistent_[g_.loss];
     values_[g_.loss].reset();
     double micro_loss = loss_.item<double>();
@@ -589,8 +671,13 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       tracer.active = tracing_ && m + 1 == micro_batches;
       tracer.phase = "backward";
       tracer.last_end_bytes = meter_.current();
+      tracer.profiler = profiling_;
+      tracer.micro_batch = static_cast<int32_t>(m);
     }
-    Backward(K - 1);
+    {
+      ProfileGuard scope(profiling_, Scope(Phase::kBackward, kNone, static_cast<int32_t>(K - 1)));
+      Backward(K - 1);
+    }
     for (size_t s = K - 1; s-- > 0;) {
       where_.phase = "recompute";
       {
@@ -598,25 +685,30 @@ void Trainer::Step(int64_t step, StepStats* stats) {
         tracer.active = false;
       }
       auto r0 = Clock::now();
-      Forward(s, /*grad=*/true, /*recompute=*/true);
+      {
+        ProfileGuard scope(profiling_, Scope(Phase::kRecompute, kNone, static_cast<int32_t>(s)));
+        Forward(s, /*grad=*/true, /*recompute=*/true);
+      }
       recompute_seconds_ += Seconds(r0, Clock::now());
       {
         std::lock_guard<std::mutex> lock(tracer.mu);
         tracer.active = tracing_ && m + 1 == micro_batches;
       }
+      ProfileGuard scope(profiling_, Scope(Phase::kBackward, kNone, static_cast<int32_t>(s)));
       Backward(s);
     }
   }
-  SelectMicroBatch(0);
+  micro_ = 0;
   {
-    std::lock_guard<std::mutex> lock(tracer.mu);
-    tracer.active = false;
+    ProfileGuard scope(profiling_, Scope(Phase::kSetup));
+    SelectMicroBatch(0);
   }
-  if (tracing_) at::removeCallback(handle);
+  StopObserving();
   int64_t peak = std::max(meter_.peak(), trace_peak_);
   int64_t reserved = meter_.reserved_peak();
   if (opt_.keep_gradients && step + 1 == opt_.steps) {
     // Copied outside the measured region.
+    meter_.SetObserver(nullptr);
     meter_.ResetPeak();
     for (TensorId p : trained_) {
       at::Tensor gr = persistent_[p].grad().detach().to(at::kCPU).to(at::kFloat).contiguous();
@@ -624,8 +716,12 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       last_gradients_[g_.tensors[p].name] = std::vector<float>(d, d + gr.numel());
     }
     meter_.ResetPeak();
+    meter_.SetObserver(profiling_);
   }
-  OptimizerStep(step);
+  {
+    ProfileGuard scope(profiling_, Scope(Phase::kOptimizer));
+    OptimizerStep(step);
+  }
   peak = std::max({peak, meter_.peak(), trace_peak_});
   reserved = std::max(reserved, meter_.reserved_peak());
   exec::Synchronize(device_);  // the step time covers the device's work
@@ -636,6 +732,23 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   stats->recompute_seconds = recompute_seconds_;
   stats->peak_bytes = peak;
   stats->reserved_peak_bytes = device_.is_cuda() ? reserved : peak;
+  if (profiling_) {
+    meter_.SetObserver(nullptr);
+    Profile p = profiling_->EndStep();
+    profiling_ = nullptr;
+    p.model = g_.model_path;
+    p.device = device_.str() + " (" + ExecutorBackendDescription() + ")";
+    p.step = step;
+    p.batch = g_.batch * opt_.micro_batches;
+    p.micro_batches = opt_.micro_batches;
+    if (device_.is_cuda()) {
+      p.cuda_allocated_peak_bytes = peak;
+      p.cuda_reserved_peak_bytes = reserved;
+    }
+    if (!profiler_warning_.empty()) p.warnings.push_back(profiler_warning_);
+    NameProfileNodes(g_, p);
+    profile_ = std::move(p);
+  }
   where_.phase = "between steps";
 }
 
@@ -646,6 +759,7 @@ RunResult Trainer::Run() {
   meter_.SetLimit(opt_.memory_limit_bytes);
   try {
     Setup();
+    MakeProfiler();
     result.persistent_bytes = meter_.current();
     for (int64_t s = 0; s < opt_.steps; ++s) {
       StepStats st;
@@ -655,6 +769,8 @@ RunResult Trainer::Run() {
       if (opt_.on_step) opt_.on_step(st);
     }
   } catch (const c10::Error& e) {
+    StopObserving();
+    meter_.SetObserver(nullptr);
     std::string what = e.what_without_backtrace();
     std::string first = what.substr(0, what.find('\n'));
     std::string at = where_.phase;
@@ -680,6 +796,7 @@ RunResult Trainer::Run() {
   meter_.SetLimit(0);
   result.measured_peak_bytes = result.steps.back().peak_bytes;
   result.trace = std::move(trace_);
+  result.profile = std::move(profile_);
   result.gradients = std::move(last_gradients_);
   if (opt_.keep_gradients) {
     for (const Tensor& t : g_.tensors) {

@@ -5,36 +5,12 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include "memplan/hash.h"
 #include "memplan/plan.h"
 #include "memplan/planner.h"
 
 namespace memplan {
-namespace {
 
-class Fnv1a {
- public:
-  void Add(const void* data, size_t n) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    for (size_t i = 0; i < n; ++i) {
-      h_ ^= p[i];
-      h_ *= 1099511628211ull;
-    }
-  }
-  void Add(const std::string& s) {
-    Add(s.data(), s.size());
-    Add(int64_t{-7});  // separator, so that ("ab","c") != ("a","bc")
-  }
-  void Add(int64_t v) { Add(&v, sizeof v); }
-  uint64_t value() const { return h_; }
-
- private:
-  uint64_t h_ = 1469598103934665603ull;
-};
-
-}  // namespace
-
-// The graph's nodes and tensors, and the shapes of its initializers, which do not depend on
-// the batch: equal for one model loaded at any batch or --dim.
 // The graph's nodes, edges and tensor names and dtypes; every tensor's shape, or only the
 // initializers' (batch-independent) ones.
 std::string GraphFingerprint(const TrainingGraph& g, bool every_shape, Fnv1a h) {

@@ -146,9 +146,6 @@ std::string FormatProfileSummary(const Profile& p, int slowest) {
              n.name + "'\n";
     }
   }
-  if (p.dropped_records > 0) {
-    out += "  warning: " + std::to_string(p.dropped_records) + " CUPTI records were dropped; times are incomplete\n";
-  }
   for (const std::string& w : p.warnings) out += "  warning: " + w + "\n";
   return out;
 }

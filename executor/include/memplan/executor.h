@@ -19,9 +19,11 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "memplan/profiler.h"
 #include "memplan/training_graph.h"
 
 namespace memplan {
@@ -75,6 +77,10 @@ struct RunOptions {
   int64_t memory_limit_bytes = 0;
   bool trace = false;           // record a TraceEvent per executed node (slower)
   int64_t trace_step = -1;      // the step to trace (-1: the last)
+  // Profile one step (memplan/profiler.h): time and memory per node and phase. On CPU the
+  // counting allocator and a steady clock; on CUDA the CUPTI backend.
+  bool profile = false;
+  int64_t profile_step = -1;    // the step to profile (-1: the last)
   bool keep_gradients = false;  // copy the parameter gradients of the last step into the result
   // Called after every step (progress lines).
   std::function<void(const StepStats&)> on_step;
@@ -87,6 +93,7 @@ struct RunResult {
   int64_t max_peak_bytes = 0;       // the highest over all steps
   int64_t persistent_bytes = 0;     // alive between steps (parameters, gradients, state, batch)
   std::vector<TraceEvent> trace;
+  std::optional<Profile> profile;  // RunOptions::profile
   // Parameter name -> its gradient after the last step's backward (keep_gradients).
   std::map<std::string, std::vector<float>> gradients;
   // Non-trainable float initializers (batch-norm running statistics) after the run
