@@ -64,6 +64,25 @@ TEST(PlannerTime, RooflineIsTheSlowerOfComputeAndMemoryPlusTheOverhead) {
   EXPECT_NEAR(RooflineSeconds(g, g.nodes[3], rates), 1.101e-3, 1e-12);
 }
 
+TEST(PlannerTime, AFoldedNodeIsNotRunAndCostsNothing) {
+  // x [1, 100] -> Shape -> s (known at analysis time: [1, 100]) -> Reshape(x, s) -> Mul(w) -> Relu.
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100});
+  b.Node("Shape", {"x"}, {"s"}).Node("Reshape", {"x", "s"}, {"y"}).Node("Mul", {"y", "w"}, {"z"});
+  b.Node("Relu", {"z"}, {"r"}).Output("r");
+  TrainingGraph g = testing::LoadSum(b);
+  ASSERT_EQ(g.nodes[0].op_type, "Shape");
+  EXPECT_TRUE(NodeIsFolded(g, g.nodes[0]));
+  EXPECT_FALSE(NodeIsFolded(g, g.nodes[2]));
+  EXPECT_DOUBLE_EQ(RooflineSeconds(g, g.nodes[0], Rates(1e6, 4e6, 1e-3)), 0);
+  // A profile never lists it: it counts as folded, not as missing.
+  Calibration c = CalibrateNodeSeconds(g, {"p.json", 1, {{"Relu_3", "Relu", 1e-3}}}, Rates(1e6, 4e6, 1e-3));
+  EXPECT_EQ(c.measured_nodes, 1);
+  EXPECT_EQ(c.folded_nodes, 1);
+  EXPECT_EQ(c.missing_nodes, 3);  // Reshape_1, Mul_2 and the loss
+  EXPECT_DOUBLE_EQ(c.node_seconds(g, g.nodes[0]), 0);
+}
+
 TEST(PlannerTime, PredictNodeSecondsUsesTheCostModel) {
   TrainingGraph g = MatMulReluReshape();
   CostModel cost;

@@ -88,7 +88,16 @@ double NodeBytesMoved(const TrainingGraph& g, const Node& n) {
   return bytes;
 }
 
+bool NodeIsFolded(const TrainingGraph& g, const Node& n) {
+  if (n.outputs.empty()) return false;
+  for (TensorId o : n.outputs) {
+    if (o != kNone && g.tensors[o].category != TensorCategory::kConstant) return false;
+  }
+  return true;
+}
+
 double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates) {
+  if (NodeIsFolded(g, n)) return 0;
   const double compute = rates.flops_per_second > 0 ? n.forward_flops / rates.flops_per_second : 0;
   const double memory = rates.bytes_per_second > 0 ? NodeBytesMoved(g, n) / rates.bytes_per_second : 0;
   return std::max(compute, memory) + rates.op_overhead_seconds;
@@ -133,7 +142,7 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
   for (const Node& n : g.nodes) {
     auto it = seconds.find(n.name);
     if (it == seconds.end()) {
-      ++c.missing_nodes;
+      ++(NodeIsFolded(g, n) ? c.folded_nodes : c.missing_nodes);
       continue;
     }
     ++c.measured_nodes;
@@ -156,9 +165,10 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
   std::snprintf(buf, sizeof buf, "%.3g", ratio);
   c.notes.push_back("times calibrated by " + src + ": " + std::to_string(c.measured_nodes) + " of " +
                     std::to_string(g.nodes.size()) + " nodes measured" +
-                    (c.missing_nodes > 0 ? ", the other " + std::to_string(c.missing_nodes) + " at the roofline x " + buf +
+                    (c.missing_nodes > 0 ? ", " + std::to_string(c.missing_nodes) + " at the roofline x " + buf +
                                                " (the median measured / roofline)"
-                                         : ""));
+                                         : "") +
+                    (c.folded_nodes > 0 ? ", " + std::to_string(c.folded_nodes) + " folded to constants (not run)" : ""));
   if (measured.batch > 0 && measured.batch != g.batch) {
     c.notes.push_back(src + " was measured at batch " + std::to_string(measured.batch) + "; its times are scaled "
                       "linearly to batch " + std::to_string(g.batch));

@@ -52,9 +52,14 @@ MachineRates MachineRatesFromJson(const nlohmann::json& j);
 // at the graph's tensor bytes. An op whose outputs are all views of its inputs (Reshape,
 // Transpose, Slice, ...) moves nothing.
 double NodeBytesMoved(const TrainingGraph& g, const Node& n);
+// Whether every output of `n` was folded to a constant at analysis time (shape arithmetic:
+// Constant, Shape, ... of known value). The executor computes such nodes once before training
+// and never runs them in a step.
+bool NodeIsFolded(const TrainingGraph& g, const Node& n);
 // The roofline forward time of `n`:
-//   max(forward FLOPs / flops_per_second, bytes moved / bytes_per_second) + op_overhead_seconds.
-// Pointwise and normalisation ops are memory-bound here where FLOPs alone would call them free.
+//   max(forward FLOPs / flops_per_second, bytes moved / bytes_per_second) + op_overhead_seconds,
+// and 0 for a folded node. Pointwise and normalisation ops are memory-bound here where FLOPs
+// alone would call them free.
 double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates);
 
 // Forward seconds of node `n` of graph `g`. It takes the graph because a node's time depends
@@ -107,6 +112,7 @@ struct Calibration {
   double median_ratio = 1;
   int measured_nodes = 0;  // nodes of the graph the measurement covers
   int missing_nodes = 0;   // nodes of the graph it lacks (roofline x median_ratio)
+  int folded_nodes = 0;    // nodes it lacks because they never run (NodeIsFolded: 0 s)
   // For the summary: the batch scaling, the coverage.
   std::vector<std::string> notes;
 };
