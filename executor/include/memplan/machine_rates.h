@@ -20,7 +20,8 @@ std::string MachineRatesKey(const std::string& device);
 //     the executor runs a pointwise op (a fresh output from its allocator);
 //   op_overhead_seconds: at::add on one-element tensors that require grad, with autograd on,
 //     as recompute runs its ops.
-// Each figure is the median of five timed repetitions after a warm-up. Throws MemplanError
+// Each figure is the fastest of five timed repetitions after a warm-up (other processes on the
+// machine only slow a repetition down). Throws MemplanError
 // when the device cannot be used.
 MachineRates MeasureMachineRates(const std::string& device);
 
