@@ -10,10 +10,14 @@ calibration profile is the per-node median of --profiles profiled runs (written 
 for `memplan plan --costs`), and the measured recompute is reported both as the last of
 --steps steps and as the median of steps 2..N (step 1 warms up).
 
+--threads N runs every command with OMP_NUM_THREADS=N (the rates are then measured, and
+cached, for N threads too): on a machine whose cores other work shares, one thread per run
+avoids the stragglers that make a two-thread step take twice as long now and then.
+
 Prints a markdown table; --json writes the rows.
 
 usage: time_model.py [--memplan BUILD/cli/memplan] [--models DIR] [--only NAME,...]
-                     [--budgets 50,75] [--steps 5] [--profiles 3] [--json OUT]
+                     [--budgets 50,75] [--steps 5] [--profiles 3] [--threads N] [--json OUT]
 """
 import argparse
 import json
@@ -24,7 +28,7 @@ import sys
 import tempfile
 
 # Model -> batch (CPU: a step of a few seconds on two cores).
-BATCHES = {"resnet50": 16, "vit_b_16": 4, "gpt": 8, "mobilenet_v2": 16, "resnet18": 32, "efficientnet_b0": 8}
+BATCHES = {"resnet50": 16, "vit_b_16": 8, "gpt": 8, "mobilenet_v2": 16, "resnet18": 32, "efficientnet_b0": 8}
 
 
 def run(cmd, ok=(0,)):
@@ -69,9 +73,12 @@ def main():
     ap.add_argument("--budgets", default="50,75")
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--profiles", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     models = [m for m in BATCHES if not a.only or m in a.only.split(",")]
+    if a.threads > 0:
+        os.environ["OMP_NUM_THREADS"] = str(a.threads)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for m in models:
