@@ -3,8 +3,10 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "memplan/parse.h"
@@ -115,6 +117,26 @@ LoadOptions LoadOptionsFromArgs(const Args& a) {
   if (a.has("loss")) o.loss = ParseLossKind(a.get("loss"));
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
   return o;
+}
+
+nlohmann::json ReadJsonInput(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MemplanError("cannot open " + what + " '" + PrintableText(path) + "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  try {
+    return nlohmann::json::parse(ss.str());
+  } catch (const nlohmann::json::exception& e) {
+    throw MemplanError(what + " '" + PrintableText(path) + "' is not valid JSON: " + e.what());
+  }
+}
+
+std::string CacheDirectory() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && *xdg) return std::string(xdg) + "/memplan";
+  const char* home = std::getenv("HOME");
+  if (home && *home) return std::string(home) + "/.cache/memplan";
+  return "";
 }
 
 Args ArgsOf(const CLI::App& sub) {

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <initializer_list>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,13 @@ struct HostMemory {
   std::string source;
 };
 HostMemory HostMemoryLimit();
+// A JSON file the user named (`what`: "profile", "plan"); a MemplanError names the file when it
+// cannot be read or is not JSON.
+nlohmann::json ReadJsonInput(const std::string& path, const std::string& what);
+
+// memplan's cache folder: $XDG_CACHE_HOME/memplan, else $HOME/.cache/memplan; empty when
+// neither variable is set.
+std::string CacheDirectory();
 
 // The values `sub` was given. An option it does not know, or a missing or second MODEL.onnx,
 // is a MemplanError naming it.

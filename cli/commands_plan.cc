@@ -2,12 +2,19 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdint>
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli_util.h"
 #include "commands.h"
+#include "memplan/parse.h"
 #include "memplan/planner.h"
+#include "memplan/profiler.h"
+#ifdef MEMPLAN_HAVE_EXECUTOR
+#include "memplan/machine_rates.h"
+#endif
 
 namespace memplan::cli {
 namespace {
@@ -36,7 +43,147 @@ std::string Percent(double ratio) {
   return buf;
 }
 
-void PrintPlan(const Plan& p, const TrainingGraph& g) {
+// How the plan's seconds were predicted: the roofline's rates and, with --costs, the profile.
+struct TimeModel {
+  MachineRates rates;
+  std::string rates_source;  // measured now, read from the cache, or the defaults
+  std::string costs;         // the --costs profile ("" without)
+  std::vector<std::string> notes;
+
+  std::string Describe() const {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%.3g FLOP/s, %.3g B/s, %.3g us per op", rates.flops_per_second,
+                  rates.bytes_per_second, rates.op_overhead_seconds * 1e6);
+    const std::string roofline = std::string("roofline at ") + buf + ", " + rates_source;
+    return costs.empty() ? roofline : "calibrated by " + costs + "; other nodes: " + roofline;
+  }
+  nlohmann::json ToJson() const {
+    return {{"rates", MachineRatesToJson(rates)},
+            {"rates_source", rates_source},
+            {"costs", costs.empty() ? nlohmann::json(nullptr) : nlohmann::json(costs)}};
+  }
+};
+
+bool IsDeviceName(const std::string& d) {
+  if (d == "cpu" || d == "cuda") return true;
+  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
+  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// The rates of `device`: from the cache (CacheDirectory()/machine_rates.json, one entry per
+// MachineRatesKey), else measured once and cached; without LibTorch, or when the device cannot
+// be measured here, DefaultMachineRates.
+MachineRates RatesFor(const std::string& device, std::string* source) {
+#ifdef MEMPLAN_HAVE_EXECUTOR
+  std::string key;
+  try {
+    key = MachineRatesKey(device);
+  } catch (const MemplanError& e) {
+    *source = std::string("default rates: ") + e.what();
+    return DefaultMachineRates(device);
+  }
+  const std::string dir = CacheDirectory();
+  const std::string path = dir.empty() ? "" : dir + "/machine_rates.json";
+  nlohmann::json cache = nlohmann::json::object();
+  std::error_code ec;
+  if (!path.empty() && std::filesystem::exists(path, ec)) {
+    try {
+      cache = ReadJsonInput(path, "rates cache");
+      if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache["rates"].is_object() &&
+          cache["rates"].contains(key)) {
+        *source = "measured, cached in " + path;
+        return MachineRatesFromJson(cache["rates"][key]);
+      }
+    } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
+    }
+    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" || !cache["rates"].is_object()) {
+      cache = nlohmann::json::object();
+    }
+  }
+  MachineRates r = MeasureMachineRates(device);
+  *source = "measured now";
+  if (!path.empty()) {
+    try {
+      std::filesystem::create_directories(dir);
+      cache["kind"] = "machine_rates";
+      cache["memplan_version"] = MEMPLAN_VERSION;
+      cache["rates"][key] = MachineRatesToJson(r);
+      WriteJsonFile(path, cache);
+      *source += ", cached in " + path;
+    } catch (const std::exception& e) {
+      *source += std::string(" (not cached: ") + e.what() + ")";
+    }
+  }
+  return r;
+#else
+  *source = "default rates: this memplan has no LibTorch to measure them";
+  return DefaultMachineRates(device);
+#endif
+}
+
+// The forward times a profile measured: per node, its recompute scopes when it has any (they
+// run with autograd, as recompute does), else its forward scopes; seconds per call, at the
+// profile's micro-batch size.
+MeasuredTimes MeasuredTimesOf(const Profile& profile, const std::string& path) {
+  struct Sum {
+    std::string op;
+    double seconds[2] = {0, 0};  // forward, recompute
+    int64_t calls[2] = {0, 0};
+  };
+  std::map<std::string, Sum> sums;
+  std::vector<std::string> order;
+  for (const NodeProfile& n : profile.nodes) {
+    if (n.node == kNone || (n.phase != Phase::kForward && n.phase != Phase::kRecompute)) continue;
+    if (n.name.empty()) {
+      throw MemplanError("profile '" + PrintableText(path) + "': node " + std::to_string(n.node) +
+                         " has no name; write the profile with `memplan run --profile`");
+    }
+    auto [it, added] = sums.try_emplace(n.name);
+    if (added) order.push_back(n.name);
+    it->second.op = n.op;
+    const int k = n.phase == Phase::kRecompute ? 1 : 0;
+    it->second.seconds[k] += n.seconds;
+    it->second.calls[k] += n.calls;
+  }
+  MeasuredTimes m;
+  m.source = path;
+  m.batch = profile.batch / std::max<int64_t>(1, profile.micro_batches);
+  for (const std::string& name : order) {
+    const Sum& s = sums[name];
+    const int k = s.calls[1] > 0 ? 1 : 0;
+    if (s.calls[k] <= 0) continue;
+    m.nodes.push_back({name, s.op, s.seconds[k] / static_cast<double>(s.calls[k])});
+  }
+  return m;
+}
+
+TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
+  const std::string device = a.get("device", "cpu");
+  if (!IsDeviceName(device)) throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + PrintableText(device) + "')");
+  TimeModel t;
+  t.rates = RatesFor(device, &t.rates_source);
+  cost.node_seconds = RooflineNodeSeconds(t.rates);
+  if (!a.has("costs")) return t;
+  t.costs = a.get("costs");
+  Profile profile;
+  try {
+    profile = ProfileFromJson(ReadJsonInput(t.costs, "profile"));
+  } catch (const MemplanError& e) {
+    const std::string what = e.what();
+    throw MemplanError(what.find(t.costs) != std::string::npos ? "--costs: " + what
+                                                               : "--costs '" + PrintableText(t.costs) + "': " + what);
+  }
+  Calibration c = CalibrateNodeSeconds(g, MeasuredTimesOf(profile, t.costs), t.rates);
+  cost.node_seconds = c.node_seconds;
+  t.notes = c.notes;
+  if (!profile.device.empty() && profile.device.rfind(device, 0) != 0) {
+    t.notes.push_back(t.costs + " was measured on " + profile.device + "; the nodes it lacks are priced at " +
+                      device + "'s rates");
+  }
+  return t;
+}
+
+void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
               g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches), OptimizerName(g.optimizer));
   std::printf("strategy     %s\n", p.strategy.c_str());
@@ -61,6 +208,7 @@ void PrintPlan(const Plan& p, const TrainingGraph& g) {
   }
   std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n",
               Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
+  std::printf("recompute    %.3g s predicted (%s)\n", p.predicted_recompute_seconds, time.Describe().c_str());
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
   std::printf("solve time   %.3f s\n", p.solve_seconds);
   for (const std::string& n : p.notes) std::printf("note         %s\n", n.c_str());
@@ -69,12 +217,12 @@ void PrintPlan(const Plan& p, const TrainingGraph& g) {
 void PrintSweep(const SweepResult& s) {
   std::printf("\nbudget sweep (Pareto points, baseline %s):\n",
               FormatBytes(s.baseline_peak_bytes).c_str());
-  std::printf("  %-12s %-11s %-12s %9s %6s %8s %9s\n", "budget", "strategy", "peak", "overhead",
-              "ckpts", "sections", "solve s");
+  std::printf("  %-12s %-11s %-12s %9s %11s %6s %8s %9s\n", "budget", "strategy", "peak", "overhead",
+              "recompute s", "ckpts", "sections", "solve s");
   for (const SweepPoint& p : s.points) {
-    std::printf("  %-12s %-11s %-12s %9s %6d %8d %9.3f\n", FormatBytes(p.budget_bytes).c_str(),
+    std::printf("  %-12s %-11s %-12s %9s %11.3g %6d %8d %9.3f\n", FormatBytes(p.budget_bytes).c_str(),
                 p.strategy.c_str(), FormatBytes(p.peak_bytes).c_str(), Percent(p.overhead).c_str(),
-                p.num_checkpoints, p.num_sections, p.solve_seconds);
+                p.recompute_seconds, p.num_checkpoints, p.num_sections, p.solve_seconds);
   }
   std::printf("smallest feasible budget: %s (%s)\n", FormatBytes(s.min_budget_bytes).c_str(),
               s.min_budget_strategy.c_str());
@@ -93,6 +241,10 @@ CLI::App* AddPlanCommand(CLI::App& app) {
   AddFlag(*sub, "sweep", "also print the budget sweep (Pareto points); without --budget, plan for the smallest budget");
   AddValue(*sub, "micro-batches", "K|auto", "split the batch into K micro-batches (default auto: only when no plan fits)");
   AddValue(*sub, "time-limit", "SECONDS", "the milp solver's time limit");
+  AddValue(*sub, "device", "cpu|cuda[:K]",
+           "the device whose rates predict the recompute seconds (default cpu; measured once and cached)");
+  AddValue(*sub, "costs", "PROFILE.json",
+           "calibrate the predicted seconds with a profile of this model on this device (memplan run --profile)");
   AddLoadOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the plan as JSON");
   return sub;
@@ -136,8 +288,11 @@ int RunPlan(const Args& a) {
     o.batch = batch;
     return LoadTrainingGraph(a.positional[0], o);
   };
-  const BudgetPlan result = PlanForBudget(g, graph_at_batch, CostModel{}, request);
-  const Plan& plan = result.plan;
+  CostModel cost;
+  const TimeModel time = TimeModelFor(a, g, cost);
+  const BudgetPlan result = PlanForBudget(g, graph_at_batch, cost, request);
+  Plan plan = result.plan;
+  plan.notes.insert(plan.notes.end(), time.notes.begin(), time.notes.end());
 
   // The graph the plan describes: the one loaded, unless the plan splits the batch.
   std::optional<TrainingGraph> micro_graph;
@@ -145,6 +300,7 @@ int RunPlan(const Args& a) {
   const TrainingGraph& plan_graph = micro_graph ? *micro_graph : g;
   if (a.has("json")) {
     nlohmann::json j = PlanToJson(plan, plan_graph);
+    j["time_model"] = time.ToJson();
     if (sweep) j["sweep"] = SweepToJson(result.sweep);
     if (!plan.feasible) {
       j["smallest_budget_bytes"] = result.smallest_budget_bytes();
@@ -152,7 +308,7 @@ int RunPlan(const Args& a) {
     }
     WriteJsonFile(a.get("json"), j);
   }
-  PrintPlan(plan, plan_graph);
+  PrintPlan(plan, plan_graph, time);
   if (sweep) PrintSweep(result.sweep);
   if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
   if (!plan.feasible) {

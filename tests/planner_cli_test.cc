@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "memplan/profiler.h"
 #include "testing/cli_runner.h"
 #include "testing/graph_builder.h"
 
@@ -43,8 +44,8 @@ TEST_F(PlannerCli, PlanFitsWritesJsonAndPrintsTheSummary) {
   std::string json = dir_ + "/plan.json";
   CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s :
-       {"baseline", "plan peak", "budget", "overhead", "checkpoints", "sections", "solve time"}) {
+  for (const char* s : {"baseline", "plan peak", "budget", "overhead", "recompute", "checkpoints", "sections",
+                        "solve time"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
@@ -54,6 +55,8 @@ TEST_F(PlannerCli, PlanFitsWritesJsonAndPrintsTheSummary) {
   EXPECT_TRUE(j["feasible"].get<bool>());
   EXPECT_LE(j["predicted_peak_bytes"].get<int64_t>(), j["budget_bytes"].get<int64_t>());
   EXPECT_GT(j["sections"].size(), 1u);
+  EXPECT_GT(j["predicted_recompute_seconds"].get<double>(), 0);
+  EXPECT_TRUE(j["time_model"]["costs"].is_null());
 }
 
 TEST_F(PlannerCli, NothingFitsExitsTwoAndNamesTheSmallestBudget) {
@@ -93,14 +96,124 @@ TEST_F(PlannerCli, BadInputIsExitOneWithoutAFile) {
   }
 }
 
+// A profile of the chain model measured at `batch`: `forward_ms` per call for each of its nodes
+// in the forward phase (one call), and `recompute_ms` per call in recompute (two calls; 0: none).
+std::string WriteChainProfile(const std::string& path, int64_t batch, double forward_ms, double recompute_ms,
+                              const std::vector<std::pair<std::string, std::string>>& nodes) {
+  Profile p;
+  p.model = "chain.onnx";
+  p.device = "cpu";
+  p.backend = "cpu";
+  p.batch = batch;
+  NodeId id = 0;
+  for (const auto& [name, op] : nodes) {
+    NodeProfile n;
+    n.node = id++;
+    n.name = name;
+    n.op = op;
+    n.phase = Phase::kForward;
+    n.calls = 1;
+    n.seconds = forward_ms * 1e-3;
+    p.nodes.push_back(n);
+    if (recompute_ms > 0) {
+      n.phase = Phase::kRecompute;
+      n.calls = 2;
+      n.seconds = 2 * recompute_ms * 1e-3;
+      p.nodes.push_back(n);
+    }
+  }
+  std::ofstream(path) << ProfileToJson(p).dump();
+  return path;
+}
+
+std::vector<std::pair<std::string, std::string>> ChainNodes() {
+  std::vector<std::pair<std::string, std::string>> nodes = {{"Mul_0", "Mul"}};
+  for (int i = 1; i <= 12; ++i) nodes.push_back({"Relu_" + std::to_string(i), "Relu"});
+  return nodes;
+}
+
+// Nodes before the last section: what the plan recomputes.
+size_t RecomputedNodes(const nlohmann::json& plan) {
+  size_t n = 0;
+  for (size_t k = 0; k + 1 < plan["sections"].size(); ++k) n += plan["sections"][k].size();
+  return n;
+}
+
+TEST_F(PlannerCli, CostsCalibrateThePredictedRecomputeSeconds) {
+  // Forward 5 ms a call, recompute 2 ms a call: recompute runs as recompute does, so 2 ms.
+  const std::string profile = WriteChainProfile(dir_ + "/chain.profile.json", /*batch=*/8, 5, 2, ChainNodes());
+  const std::string json = dir_ + "/plan.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --costs " + profile + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("calibrated by " + profile), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  ASSERT_GT(RecomputedNodes(j), 0u);
+  EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(), 2e-3 * static_cast<double>(RecomputedNodes(j)), 1e-12);
+  EXPECT_EQ(j["time_model"]["costs"], profile);
+}
+
+TEST_F(PlannerCli, CostsMeasuredAtAnotherBatchScaleLinearly) {
+  // 1 ms a call at batch 4 is 2 ms at batch 8.
+  const std::string profile = WriteChainProfile(dir_ + "/chain4.profile.json", /*batch=*/4, 1, 0, ChainNodes());
+  const std::string json = dir_ + "/plan.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --costs " + profile + " --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("scaled linearly to batch 8"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(), 2e-3 * static_cast<double>(RecomputedNodes(j)), 1e-12);
+}
+
+TEST_F(PlannerCli, CostsOfAnotherModelAreAnErrorNamingTheFile) {
+  const std::string other =
+      WriteChainProfile(dir_ + "/resnet.profile.json", 8, 1, 0, {{"Conv_0", "Conv"}, {"Relu_1", "Relu"}});
+  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + other, "resnet.profile.json");
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --costs " + other);
+  EXPECT_NE(r.err.find("another model"), std::string::npos) << r.err;
+  // Not a profile, or no file at all.
+  std::ofstream(dir_ + "/plan-not-profile.json") << R"({"kind": "plan"})";
+  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + dir_ + "/plan-not-profile.json", "plan-not-profile.json");
+  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + dir_ + "/none.json", "none.json");
+}
+
+TEST_F(PlannerCli, MachineRatesAreMeasuredOnceAndCached) {
+  // A cache of this test's own, so that its rates can be edited.
+  struct Env {
+    explicit Env(const std::string& dir) { ::setenv("XDG_CACHE_HOME", dir.c_str(), 1); }
+    ~Env() { ::unsetenv("XDG_CACHE_HOME"); }
+  } env(dir_);
+  const std::string json = dir_ + "/plan.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  const std::string cache = dir_ + "/memplan/machine_rates.json";
+  if (!j["time_model"]["rates"]["measured"].get<bool>()) {  // a build without LibTorch
+    EXPECT_NE(r.out.find("default rates"), std::string::npos) << r.out;
+    EXPECT_FALSE(FileExists(cache));
+    return;
+  }
+  EXPECT_NE(r.out.find("measured now, cached in " + cache), std::string::npos) << r.out;
+  nlohmann::json c = nlohmann::json::parse(ReadFile(cache));
+  EXPECT_EQ(c["kind"], "machine_rates");
+  ASSERT_EQ(c["rates"].size(), 1u);
+  // The second run reads the cache: edited rates show in its summary.
+  c["rates"].begin().value()["flops_per_second"] = 1234e6;
+  std::ofstream(cache) << c.dump();
+  r = Run(model_ + " --batch 8 --budget 70%");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("1.23e+09 FLOP/s"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("measured, cached in " + cache), std::string::npos) << r.out;
+}
+
 TEST_F(PlannerCli, SweepPrintsAParetoTableAndPutsItInTheJson) {
   std::string json = dir_ + "/plan.json";
   CliResult r = Run(model_ + " --batch 8 --sweep --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("budget sweep"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("smallest feasible budget"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recompute s"), std::string::npos) << r.out;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   ASSERT_TRUE(j.contains("sweep"));
+  EXPECT_TRUE(j["sweep"]["points"][0].contains("predicted_recompute_seconds"));
   const nlohmann::json& points = j["sweep"]["points"];
   ASSERT_GE(points.size(), 2u);
   EXPECT_EQ(points.front()["budget_bytes"], j["sweep"]["baseline_peak_bytes"]);

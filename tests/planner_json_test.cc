@@ -81,6 +81,47 @@ TEST(PlannerJson, RoundTripReproducesThePlan) {
   EXPECT_EQ(PlanToJson(q, g)["sections"], j["sections"]);
 }
 
+// Node i takes (i + 1) ms: a cut after node 3 recomputes 1 + 2 + 3 + 4 = 10 ms.
+CostModel MillisecondsById() {
+  CostModel cost;
+  cost.node_seconds = [](const TrainingGraph&, const Node& n) { return 1e-3 * static_cast<double>(n.id + 1); };
+  return cost;
+}
+
+TEST(PlannerJson, PredictedRecomputeSecondsRoundTrip) {
+  TrainingGraph g = Load(ChainBuilder(8));
+  PlanOptions o;
+  o.strategy = "manual";
+  o.checkpoints = {"h3"};  // produced by node 3 (Relu_3)
+  Plan p = MakePlan(g, MillisecondsById(), o);
+  ASSERT_DOUBLE_EQ(p.predicted_recompute_seconds, 10e-3);
+  nlohmann::json j = nlohmann::json::parse(PlanToJson(p, g).dump());
+  EXPECT_DOUBLE_EQ(j["predicted_recompute_seconds"].get<double>(), 10e-3);
+  EXPECT_DOUBLE_EQ(PlanFromJson(j, g).predicted_recompute_seconds, 10e-3);
+  // Plans written before the field existed read back with 0.
+  j.erase("predicted_recompute_seconds");
+  EXPECT_DOUBLE_EQ(PlanFromJson(j, g).predicted_recompute_seconds, 0);
+  for (const nlohmann::json& bad : {nlohmann::json(-1.0), nlohmann::json("fast")}) {
+    j["predicted_recompute_seconds"] = bad;
+    EXPECT_NE(ErrorOf(j, g).find("predicted_recompute_seconds"), std::string::npos) << ErrorOf(j, g);
+  }
+}
+
+TEST(PlannerJson, PredictedRecomputeSecondsOfMicroBatchesRoundTrip) {
+  // Planned as 2 micro-batches of 2: the file holds the whole step's seconds, 2 x 10 ms.
+  GraphBuilder b = ChainBuilder(8);
+  PlanOptions o;
+  o.strategy = "manual";
+  o.checkpoints = {"h3"};
+  Plan p = PlanMicroBatched([&](int64_t batch) { return Load(b, batch); }, /*batch=*/4, MillisecondsById(), o,
+                            /*micro_batches=*/2);
+  ASSERT_EQ(p.micro_batches, 2);
+  ASSERT_DOUBLE_EQ(p.predicted_recompute_seconds, 20e-3);
+  TrainingGraph micro = Load(b, 2);
+  nlohmann::json j = nlohmann::json::parse(PlanToJson(p, micro).dump());
+  EXPECT_DOUBLE_EQ(PlanFromJson(j, micro).predicted_recompute_seconds, 20e-3);
+}
+
 TEST(PlannerJson, TheBaselinePlanHasOneSection) {
   TrainingGraph g = Load(ChainBuilder(3));
   Plan p = PlanNone(g, {}, PlanOptions{});

@@ -6,8 +6,10 @@ add_executable(planner_tests
   planner_corpus_test.cc       # every strategy on every corpus model; DP tables == replay
   planner_cli_test.cc          # memplan plan: exit codes, summary, JSON
   planner_microbatch_test.cc   # micro-batching: hand-computed peaks, search, corpus at 50%
+  planner_time_test.cc         # roofline seconds, predicted recompute seconds, calibration
 )
-target_link_libraries(planner_tests PRIVATE memplan_planner memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
+# memplan_profiler: the CLI tests write profiles for `plan --costs`.
+target_link_libraries(planner_tests PRIVATE memplan_planner memplan_profiler memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
 # White-box tests of the DP tables read the planner's private headers.
 target_include_directories(planner_tests PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
 add_dependencies(planner_tests memplan)

@@ -116,6 +116,7 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= p.budget_bytes;
   p.recompute_flops *= static_cast<double>(micro_batches);
   p.forward_flops *= static_cast<double>(micro_batches);
+  p.predicted_recompute_seconds *= static_cast<double>(micro_batches);
   p.notes.push_back("the batch of " + std::to_string(micro.batch * micro_batches) + " runs as " +
                     std::to_string(micro_batches) + " micro-batches of " + std::to_string(micro.batch) +
                     " with gradient accumulation (batch-norm statistics are per micro-batch)");

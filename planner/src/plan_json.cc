@@ -1,6 +1,7 @@
 // Plan (de)serialisation and the model fingerprint.
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
@@ -81,6 +82,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"baseline_peak_bytes", p.baseline_peak_bytes},
       {"recompute_flops", p.recompute_flops},
       {"forward_flops", p.forward_flops},
+      {"predicted_recompute_seconds", p.predicted_recompute_seconds},
       {"overhead", p.overhead()},
       {"checkpoints", std::move(checkpoints)},
       {"sections", std::move(sections)},
@@ -244,6 +246,17 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
       }
     }
     ApplyMicroBatches(p, g, micro_batches, {});
+    // A prediction of the cost model the plan was made with (absent in older plans: 0).
+    if (j.contains("predicted_recompute_seconds")) {
+      const nlohmann::json& s = j["predicted_recompute_seconds"];
+      if (!s.is_number() || !std::isfinite(s.get<double>()) || s.get<double>() < 0) {
+        throw MemplanError("the plan's \"predicted_recompute_seconds\" must be a number of seconds >= 0, not " +
+                           s.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; re-plan with `memplan plan`");
+      }
+      p.predicted_recompute_seconds = s.get<double>();
+    } else {
+      p.predicted_recompute_seconds = 0;
+    }
     p.solve_seconds = j.value("solve_seconds", 0.0);
     if (j.contains("notes")) p.notes = j.at("notes").get<std::vector<std::string>>();
     return p;

@@ -37,6 +37,10 @@ Context::Context(const TrainingGraph& g, const CostModel& cost, const PlanOption
     throw MemplanError(g.model_path + ": the graph has no loss to plan for");
   fingerprint_ = ModelFingerprint(*graph_);
   baseline_ = Simulate(BuildScheduleFromCuts(*graph_, facts_, {}), options_.simulator).peak_bytes;
+  // Seconds on the costed graph: the bytes and FLOPs the plans describe.
+  CostModel seconds_only;
+  seconds_only.node_seconds = cost.node_seconds;
+  node_seconds_ = PredictNodeSeconds(*graph_, seconds_only);
 }
 
 const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_positions) {
@@ -55,6 +59,7 @@ const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_
 Plan Context::Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,
                      Clock::time_point start) const {
   Plan p = ReplaySegmentation(*graph_, facts_, fingerprint_, strategy, cuts, budget, baseline_, options_.simulator);
+  p.predicted_recompute_seconds = RecomputeSeconds(node_seconds_, cuts);
   p.solve_seconds = SecondsSince(start);
   return p;
 }
@@ -284,6 +289,7 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
     pt.strategy = p.strategy;
     pt.peak_bytes = p.predicted_peak_bytes;
     pt.recompute_flops = p.recompute_flops;
+    pt.recompute_seconds = p.predicted_recompute_seconds;
     pt.overhead = p.overhead();
     pt.num_checkpoints = static_cast<int>(p.checkpoints.size());
     pt.num_sections = p.num_sections();
@@ -312,6 +318,7 @@ nlohmann::json SweepToJson(const SweepResult& s) {
                       {"strategy", p.strategy},
                       {"peak_bytes", p.peak_bytes},
                       {"recompute_flops", p.recompute_flops},
+                      {"predicted_recompute_seconds", p.recompute_seconds},
                       {"overhead", p.overhead},
                       {"checkpoints", p.num_checkpoints},
                       {"sections", p.num_sections},

@@ -22,6 +22,9 @@ class Context {
   const GraphFacts& facts() const { return facts_; }
   const PlanOptions& options() const { return options_; }
   int64_t baseline_peak() const { return baseline_; }
+  // The cost model's forward seconds per node (PredictNodeSeconds), for the plans' predicted
+  // recompute seconds.
+  const std::vector<double>& node_seconds() const { return node_seconds_; }
   // Tables over SelectCutCandidates(max_candidates), exact for budgets up to `limit`;
   // `all_positions` says whether the candidates are every distinct position. Cached: a
   // table computed for a larger limit serves a smaller one.
@@ -38,6 +41,7 @@ class Context {
   std::string fingerprint_;  // ModelFingerprint of the graph
   PlanOptions options_;
   int64_t baseline_ = 0;
+  std::vector<double> node_seconds_;
   struct Tables {
     SegmentCosts costs;
     bool all_positions = false;

@@ -105,6 +105,13 @@ double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
   return flops;
 }
 
+double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vector<NodeId>& cuts) {
+  double seconds = 0;
+  if (cuts.empty()) return 0;
+  for (NodeId n = 0; n < cuts.back() && n < static_cast<NodeId>(node_seconds.size()); ++n) seconds += node_seconds[n];
+  return seconds;
+}
+
 Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim) {

@@ -64,6 +64,9 @@ struct Plan {
   int64_t baseline_peak_bytes = 0;            // peak of the plain training step
   double recompute_flops = 0;
   double forward_flops = 0;
+  // The cost model's seconds for the same recompute (CostModel::node_seconds summed over
+  // segments 0..K-2, times the micro-batches): a prediction the strategies do not optimise.
+  double predicted_recompute_seconds = 0;
   // What the model cannot yet replay exactly, kept free under the budget (see
   // SegmentBorderMargin): a plan with several segments is feasible when
   // predicted_peak_bytes + margin_bytes <= budget_bytes.
@@ -96,11 +99,15 @@ std::vector<NodeId> CutsFromSegments(const TrainingGraph& g,
 // Forward FLOPs recomputed by a segmentation: every node before the last cut.
 double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts);
 
+// The same for seconds: the sum of node_seconds[n] (indexed by NodeId) before the last cut.
+double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vector<NodeId>& cuts);
+
 // A stable hash of the graph's structure and shapes (node ops, tensor shapes, batch).
 std::string ModelFingerprint(const TrainingGraph& g);
 
 // Replays a segmentation: schedule, timeline, checkpoints, FLOPs, feasibility. The one way
-// every strategy (and PlanFromJson) fills a Plan.
+// every strategy (and PlanFromJson) fills a Plan. The predicted recompute seconds are the
+// caller's (the planner's Context fills them from its cost model, PlanFromJson from the file).
 Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
@@ -115,7 +122,8 @@ int64_t PlanGraphBatch(const nlohmann::json& j);
 int64_t PlanMicroBatches(const nlohmann::json& j);
 
 // Validates that the plan was made for `g` (fingerprint, batch, node names); throws
-// MemplanError naming what does not match and what to do.
+// MemplanError naming what does not match and what to do. predicted_recompute_seconds is the
+// file's (0 when a plan written before it lacks the field).
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g);
 
 }  // namespace memplan

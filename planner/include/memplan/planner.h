@@ -24,6 +24,51 @@
 
 namespace memplan {
 
+// The rates of one machine (a device and the LibTorch that drives it) for the roofline time
+// model (RooflineSeconds). The executor measures them (memplan/machine_rates.h) and the
+// command line caches them; the defaults here are what a plan reports without a measurement.
+struct MachineRates {
+  // Dense contraction work (matmul, conv, gemm): FLOPs per second.
+  double flops_per_second = 0;
+  // Memory bandwidth: bytes read plus written per second by a large out-of-place pointwise op.
+  double bytes_per_second = 0;
+  // The fixed cost of running one op (dispatch, allocation, autograd bookkeeping).
+  double op_overhead_seconds = 0;
+  // What the rates describe ("cpu (LibTorch 2.9.1, 2 threads)"), and whether they were
+  // measured on it (false: DefaultMachineRates).
+  std::string device;
+  bool measured = false;
+};
+// Documented guesses, used when nothing was measured (a build without LibTorch):
+//   cpu:  100 GFLOP/s, 10 GB/s, 10 us per op (a few cores of a current x86 server);
+//   cuda: 50 TFLOP/s, 2 TB/s, 20 us per op (an A100/H100-class GPU; TF32 matmul, HBM).
+// `device` is "cpu", "cuda" or "cuda:K"; anything else gets the cpu figures.
+MachineRates DefaultMachineRates(const std::string& device);
+nlohmann::json MachineRatesToJson(const MachineRates& r);
+// Throws MemplanError naming the bad field (rates must be finite and > 0, overhead >= 0).
+MachineRates MachineRatesFromJson(const nlohmann::json& j);
+
+// Bytes the forward of `n` moves through memory: its inputs read plus its outputs written,
+// at the graph's tensor bytes. An op whose outputs are all views of its inputs (Reshape,
+// Transpose, Slice, ...) moves nothing.
+double NodeBytesMoved(const TrainingGraph& g, const Node& n);
+// Whether every output of `n` was folded to a constant at analysis time (shape arithmetic:
+// Constant, Shape, ... of known value). The executor computes such nodes once before training
+// and never runs them in a step.
+bool NodeIsFolded(const TrainingGraph& g, const Node& n);
+// The roofline forward time of `n`:
+//   max(forward FLOPs / flops_per_second, bytes moved / bytes_per_second) + op_overhead_seconds,
+// and 0 for a folded node. Pointwise and normalisation ops are memory-bound here where FLOPs
+// alone would call them free.
+double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates);
+
+// Forward seconds of node `n` of graph `g`. It takes the graph because a node's time depends
+// on its tensors and on the batch the graph was loaded at: micro-batching plans the same model
+// at smaller batches with one CostModel.
+using NodeSecondsFn = std::function<double(const TrainingGraph& g, const Node& n)>;
+// RooflineSeconds at `rates`.
+NodeSecondsFn RooflineNodeSeconds(const MachineRates& rates);
+
 // What the planner needs to know about a graph, injectable so that tests can use toy numbers.
 // An empty function means the graph's own value.
 struct CostModel {
@@ -31,11 +76,51 @@ struct CostModel {
   std::function<int64_t(const Tensor&)> tensor_bytes;
   // Forward FLOPs of a node: what recomputing it costs.
   std::function<double(const Node&)> node_flops;
+  // Forward seconds of a node, as recompute runs it (with autograd). Plans report the predicted
+  // recompute seconds from it; the strategies still minimise FLOPs. Called with the graph after
+  // tensor_bytes and node_flops were applied. Empty: the roofline at DefaultMachineRates("cpu").
+  NodeSecondsFn node_seconds;
 };
 
 // A copy of `g` with the cost model's bytes and FLOPs written into it (tensor bytes, node
 // forward FLOPs). Plans made with a cost model describe this graph.
 TrainingGraph ApplyCostModel(const TrainingGraph& g, const CostModel& cost);
+
+// The cost model's forward seconds of every node of `g`, indexed by NodeId (node_seconds on
+// the graph ApplyCostModel makes). What a run's profile reports as NodeProfile::predicted_seconds
+// for its forward and recompute scopes (per call, at the graph's batch).
+std::vector<double> PredictNodeSeconds(const TrainingGraph& g, const CostModel& cost);
+
+// Forward times measured on a model (the command line reads them from a profile).
+struct MeasuredNodeTime {
+  std::string name;  // the node's name
+  std::string op;    // its op type (a node of the same name and another op is another model's)
+  double seconds = 0;  // forward seconds per call, with autograd (as recompute runs it)
+};
+struct MeasuredTimes {
+  std::string source;  // where they come from (a file name), for messages
+  int64_t batch = 0;   // the batch each call ran at (the micro-batch size)
+  std::vector<MeasuredNodeTime> nodes;
+};
+// A cost model's node_seconds calibrated by measurement, and what the calibration did.
+struct Calibration {
+  // A measured node takes its measured seconds, scaled linearly by the batch of the graph it is
+  // asked about over the measured batch. Any other node takes its roofline seconds at `rates`
+  // times median_ratio.
+  NodeSecondsFn node_seconds;
+  // The median over the measured nodes of measured / roofline seconds (at the graph's batch).
+  double median_ratio = 1;
+  int measured_nodes = 0;  // nodes of the graph the measurement covers
+  int missing_nodes = 0;   // nodes of the graph it lacks (roofline x median_ratio)
+  int folded_nodes = 0;    // nodes it lacks because they never run (NodeIsFolded: 0 s)
+  // For the summary: the batch scaling, the coverage.
+  std::vector<std::string> notes;
+};
+// Calibrates against `measured` taken on the model of `g` (any batch). Throws MemplanError
+// naming measured.source when it is another model's: a node name `g` does not have, or a name
+// whose op differs, or no node at all.
+Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& measured,
+                                 const MachineRates& rates);
 
 struct PlanOptions {
   // The memory budget for the whole training step (peak bytes alive). <= 0: no budget
@@ -138,6 +223,7 @@ struct SweepPoint {
   std::string strategy;  // the strategy whose plan this is
   int64_t peak_bytes = 0;
   double recompute_flops = 0;
+  double recompute_seconds = 0;  // the plan's predicted_recompute_seconds
   double overhead = 0;  // recompute FLOPs / forward FLOPs
   int num_checkpoints = 0;
   int num_sections = 0;

@@ -1,0 +1,28 @@
+// The machine's rates for the planner's roofline time model (memplan/planner.h's MachineRates),
+// measured with the LibTorch the executor runs. The command line caches them per key.
+#pragma once
+
+#include <string>
+
+#include "memplan/planner.h"
+
+namespace memplan {
+
+// What identifies a measurement: the host name, the device ("cpu", "cuda:0") with its thread
+// count (CPU) or its name (GPU), and the LibTorch version. Throws MemplanError for a device
+// this build cannot use.
+std::string MachineRatesKey(const std::string& device);
+
+// A micro-benchmark on `device` ("cpu", "cuda" or "cuda:K"), about a second:
+//   flops_per_second: the best of at::matmul on square float32 matrices of 256, 512 and 1024
+//     (2 n^3 FLOPs each);
+//   bytes_per_second: at::add of two 16 MiB float32 tensors into a new one (48 MiB moved), as
+//     the executor runs a pointwise op (a fresh output from its allocator);
+//   op_overhead_seconds: at::add on one-element tensors that require grad, with autograd on,
+//     as recompute runs its ops.
+// Each figure is the fastest of five timed repetitions after a warm-up (other processes on the
+// machine only slow a repetition down). Throws MemplanError
+// when the device cannot be used.
+MachineRates MeasureMachineRates(const std::string& device);
+
+}  // namespace memplan

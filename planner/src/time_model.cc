@@ -1,0 +1,179 @@
+// The time model: a roofline from FLOPs and bytes moved at a machine's rates, and its
+// calibration by measured per-node times.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "memplan/planner.h"
+
+namespace memplan {
+
+MachineRates DefaultMachineRates(const std::string& device) {
+  MachineRates r;
+  if (device == "cuda" || device.rfind("cuda:", 0) == 0) {
+    r.flops_per_second = 50e12;
+    r.bytes_per_second = 2e12;
+    r.op_overhead_seconds = 20e-6;
+  } else {
+    r.flops_per_second = 100e9;
+    r.bytes_per_second = 10e9;
+    r.op_overhead_seconds = 10e-6;
+  }
+  r.device = device;
+  r.measured = false;
+  return r;
+}
+
+nlohmann::json MachineRatesToJson(const MachineRates& r) {
+  return {{"device", r.device},
+          {"measured", r.measured},
+          {"flops_per_second", r.flops_per_second},
+          {"bytes_per_second", r.bytes_per_second},
+          {"op_overhead_seconds", r.op_overhead_seconds}};
+}
+
+namespace {
+
+double Rate(const nlohmann::json& j, const char* key, bool may_be_zero) {
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_number()) {
+    throw MemplanError(std::string("machine rates: \"") + key + "\" must be a number");
+  }
+  const double v = it->get<double>();
+  if (!std::isfinite(v) || v < 0 || (v == 0 && !may_be_zero)) {
+    throw MemplanError(std::string("machine rates: \"") + key + "\" must be finite and " +
+                       (may_be_zero ? ">= 0" : "> 0") + ", not " + it->dump());
+  }
+  return v;
+}
+
+}  // namespace
+
+MachineRates MachineRatesFromJson(const nlohmann::json& j) {
+  if (!j.is_object()) throw MemplanError("machine rates: expected a JSON object");
+  MachineRates r;
+  r.flops_per_second = Rate(j, "flops_per_second", false);
+  r.bytes_per_second = Rate(j, "bytes_per_second", false);
+  r.op_overhead_seconds = Rate(j, "op_overhead_seconds", true);
+  auto device = j.find("device");
+  if (device != j.end()) {
+    if (!device->is_string()) throw MemplanError("machine rates: \"device\" must be a string");
+    r.device = device->get<std::string>();
+  }
+  auto measured = j.find("measured");
+  if (measured != j.end()) {
+    if (!measured->is_boolean()) throw MemplanError("machine rates: \"measured\" must be true or false");
+    r.measured = measured->get<bool>();
+  }
+  return r;
+}
+
+double NodeBytesMoved(const TrainingGraph& g, const Node& n) {
+  bool writes = false;
+  double bytes = 0;
+  for (TensorId o : n.outputs) {
+    if (o == kNone || g.tensors[o].is_view()) continue;
+    writes = true;
+    bytes += static_cast<double>(g.tensors[o].bytes);
+  }
+  // A view op only makes a new header for its input's storage.
+  if (!writes) return 0;
+  std::set<TensorId> read;
+  for (TensorId i : n.inputs) {
+    if (i != kNone && read.insert(i).second) bytes += static_cast<double>(g.tensors[i].bytes);
+  }
+  return bytes;
+}
+
+bool NodeIsFolded(const TrainingGraph& g, const Node& n) {
+  if (n.outputs.empty()) return false;
+  for (TensorId o : n.outputs) {
+    if (o != kNone && g.tensors[o].category != TensorCategory::kConstant) return false;
+  }
+  return true;
+}
+
+double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates) {
+  if (NodeIsFolded(g, n)) return 0;
+  const double compute = rates.flops_per_second > 0 ? n.forward_flops / rates.flops_per_second : 0;
+  const double memory = rates.bytes_per_second > 0 ? NodeBytesMoved(g, n) / rates.bytes_per_second : 0;
+  return std::max(compute, memory) + rates.op_overhead_seconds;
+}
+
+NodeSecondsFn RooflineNodeSeconds(const MachineRates& rates) {
+  return [rates](const TrainingGraph& g, const Node& n) { return RooflineSeconds(g, n, rates); };
+}
+
+std::vector<double> PredictNodeSeconds(const TrainingGraph& g, const CostModel& cost) {
+  const bool costed = cost.tensor_bytes || cost.node_flops;
+  const TrainingGraph applied = costed ? ApplyCostModel(g, cost) : TrainingGraph{};
+  const TrainingGraph& graph = costed ? applied : g;
+  const NodeSecondsFn seconds = cost.node_seconds ? cost.node_seconds : RooflineNodeSeconds(DefaultMachineRates("cpu"));
+  std::vector<double> out(graph.nodes.size());
+  for (const Node& n : graph.nodes) out[n.id] = seconds(graph, n);
+  return out;
+}
+
+Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& measured, const MachineRates& rates) {
+  const std::string& src = measured.source.empty() ? std::string("the measured times") : measured.source;
+  if (measured.nodes.empty()) {
+    throw MemplanError(src + " has no forward or recompute time of any node; profile the model with "
+                             "`memplan run " + g.model_path + " --profile " + src + "`");
+  }
+  // 1. Every measured node must be a node of this graph with the same op.
+  std::map<std::string, double> seconds;  // per call, at the measured batch
+  for (const MeasuredNodeTime& m : measured.nodes) {
+    const NodeId id = g.FindNode(m.name);
+    if (id == kNone || (!m.op.empty() && g.nodes[id].op_type != m.op)) {
+      throw MemplanError(src + " is a profile of another model: its node '" + m.name + "' (" + m.op + ") " +
+                         (id == kNone ? "is not a node of " + g.model_path
+                                      : "is a " + g.nodes[id].op_type + " in " + g.model_path) +
+                         "; profile this model with `memplan run " + g.model_path + " --profile " + src + "`");
+    }
+    seconds[m.name] = m.seconds;
+  }
+  // 2. Times scale linearly with the batch of the graph asked about.
+  const double measured_batch = static_cast<double>(measured.batch > 0 ? measured.batch : g.batch);
+  Calibration c;
+  std::vector<double> ratios;
+  for (const Node& n : g.nodes) {
+    auto it = seconds.find(n.name);
+    if (it == seconds.end()) {
+      ++(NodeIsFolded(g, n) ? c.folded_nodes : c.missing_nodes);
+      continue;
+    }
+    ++c.measured_nodes;
+    const double roofline = RooflineSeconds(g, n, rates);
+    if (roofline > 0) ratios.push_back(it->second * static_cast<double>(g.batch) / measured_batch / roofline);
+  }
+  // 3. The median ratio prices the nodes the measurement lacks.
+  if (!ratios.empty()) {
+    std::sort(ratios.begin(), ratios.end());
+    const size_t mid = ratios.size() / 2;
+    c.median_ratio = ratios.size() % 2 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2;
+  }
+  const double ratio = c.median_ratio;
+  c.node_seconds = [seconds, measured_batch, rates, ratio](const TrainingGraph& graph, const Node& n) {
+    auto it = seconds.find(n.name);
+    if (it != seconds.end()) return it->second * static_cast<double>(graph.batch) / measured_batch;
+    return RooflineSeconds(graph, n, rates) * ratio;
+  };
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3g", ratio);
+  c.notes.push_back("times calibrated by " + src + ": " + std::to_string(c.measured_nodes) + " of " +
+                    std::to_string(g.nodes.size()) + " nodes measured" +
+                    (c.missing_nodes > 0 ? ", " + std::to_string(c.missing_nodes) + " at the roofline x " + buf +
+                                               " (the median measured / roofline)"
+                                         : "") +
+                    (c.folded_nodes > 0 ? ", " + std::to_string(c.folded_nodes) + " folded to constants (not run)" : ""));
+  if (measured.batch > 0 && measured.batch != g.batch) {
+    c.notes.push_back(src + " was measured at batch " + std::to_string(measured.batch) + "; its times are scaled "
+                      "linearly to batch " + std::to_string(g.batch));
+  }
+  return c;
+}
+
+}  // namespace memplan
