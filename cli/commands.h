@@ -6,6 +6,10 @@
 
 #include "cli_util.h"
 
+namespace memplan {
+struct MachineRates;
+}
+
 namespace memplan::cli {
 
 CLI::App* AddAnalyzeCommand(CLI::App& app);
@@ -15,6 +19,9 @@ int RunOps(const Args& a);
 // In commands_plan.cc when the planner is built.
 CLI::App* AddPlanCommand(CLI::App& app);
 int RunPlan(const Args& a);
+// The roofline rates of `device` (cpu, cuda, cuda:K): cached, else measured once with LibTorch,
+// else the documented defaults; `source` says which.
+MachineRates RatesFor(const std::string& device, std::string* source);
 // In commands_run.cc when the executor is built.
 CLI::App* AddRunCommand(CLI::App& app);
 int RunRun(const Args& a);

@@ -70,56 +70,6 @@ bool IsDeviceName(const std::string& d) {
   return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-// The rates of `device`: from the cache (CacheDirectory()/machine_rates.json, one entry per
-// MachineRatesKey), else measured once and cached; without LibTorch, or when the device cannot
-// be measured here, DefaultMachineRates.
-MachineRates RatesFor(const std::string& device, std::string* source) {
-#ifdef MEMPLAN_HAVE_EXECUTOR
-  std::string key;
-  try {
-    key = MachineRatesKey(device);
-  } catch (const MemplanError& e) {
-    *source = std::string("default rates: ") + e.what();
-    return DefaultMachineRates(device);
-  }
-  const std::string dir = CacheDirectory();
-  const std::string path = dir.empty() ? "" : dir + "/machine_rates.json";
-  nlohmann::json cache = nlohmann::json::object();
-  std::error_code ec;
-  if (!path.empty() && std::filesystem::exists(path, ec)) {
-    try {
-      cache = ReadJsonInput(path, "rates cache");
-      if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache["rates"].is_object() &&
-          cache["rates"].contains(key)) {
-        *source = "measured, cached in " + path;
-        return MachineRatesFromJson(cache["rates"][key]);
-      }
-    } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
-    }
-    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" || !cache["rates"].is_object()) {
-      cache = nlohmann::json::object();
-    }
-  }
-  MachineRates r = MeasureMachineRates(device);
-  *source = "measured now";
-  if (!path.empty()) {
-    try {
-      std::filesystem::create_directories(dir);
-      cache["kind"] = "machine_rates";
-      cache["memplan_version"] = MEMPLAN_VERSION;
-      cache["rates"][key] = MachineRatesToJson(r);
-      WriteJsonFile(path, cache);
-      *source += ", cached in " + path;
-    } catch (const std::exception& e) {
-      *source += std::string(" (not cached: ") + e.what() + ")";
-    }
-  }
-  return r;
-#else
-  *source = "default rates: this memplan has no LibTorch to measure them";
-  return DefaultMachineRates(device);
-#endif
-}
 
 // The forward times a profile measured: per node, its recompute scopes when it has any (they
 // run with autograd, as recompute does), else its forward scopes; seconds per call, at the
@@ -229,6 +179,57 @@ void PrintSweep(const SweepResult& s) {
 }
 
 }  // namespace
+
+// The rates of `device`: from the cache (CacheDirectory()/machine_rates.json, one entry per
+// MachineRatesKey), else measured once and cached; without LibTorch, or when the device cannot
+// be measured here, DefaultMachineRates.
+MachineRates RatesFor(const std::string& device, std::string* source) {
+#ifdef MEMPLAN_HAVE_EXECUTOR
+  std::string key;
+  try {
+    key = MachineRatesKey(device);
+  } catch (const MemplanError& e) {
+    *source = std::string("default rates: ") + e.what();
+    return DefaultMachineRates(device);
+  }
+  const std::string dir = CacheDirectory();
+  const std::string path = dir.empty() ? "" : dir + "/machine_rates.json";
+  nlohmann::json cache = nlohmann::json::object();
+  std::error_code ec;
+  if (!path.empty() && std::filesystem::exists(path, ec)) {
+    try {
+      cache = ReadJsonInput(path, "rates cache");
+      if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache["rates"].is_object() &&
+          cache["rates"].contains(key)) {
+        *source = "measured, cached in " + path;
+        return MachineRatesFromJson(cache["rates"][key]);
+      }
+    } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
+    }
+    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" || !cache["rates"].is_object()) {
+      cache = nlohmann::json::object();
+    }
+  }
+  MachineRates r = MeasureMachineRates(device);
+  *source = "measured now";
+  if (!path.empty()) {
+    try {
+      std::filesystem::create_directories(dir);
+      cache["kind"] = "machine_rates";
+      cache["memplan_version"] = MEMPLAN_VERSION;
+      cache["rates"][key] = MachineRatesToJson(r);
+      WriteJsonFile(path, cache);
+      *source += ", cached in " + path;
+    } catch (const std::exception& e) {
+      *source += std::string(" (not cached: ") + e.what() + ")";
+    }
+  }
+  return r;
+#else
+  *source = "default rates: this memplan has no LibTorch to measure them";
+  return DefaultMachineRates(device);
+#endif
+}
 
 CLI::App* AddPlanCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("plan", "choose checkpoints, sections and micro-batches so that a training step fits a budget");

@@ -13,6 +13,7 @@
 #include "memplan/run_report.h"
 #ifdef MEMPLAN_HAVE_PLANNER
 #include "memplan/plan.h"
+#include "memplan/planner.h"
 #endif
 
 namespace memplan::cli {
@@ -191,6 +192,17 @@ int RunRun(const Args& a) {
   std::printf("prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
 
   if (r.profile) {
+#ifdef MEMPLAN_HAVE_PLANNER
+    // The time model's prediction beside each measured forward and recompute scope.
+    std::string rates_source;
+    CostModel cost;
+    cost.node_seconds = RooflineNodeSeconds(RatesFor(opt.device, &rates_source));
+    const std::vector<double> predicted_seconds = PredictNodeSeconds(g, cost);
+    for (NodeProfile& n : r.profile->nodes) {
+      const bool forward = n.phase == Phase::kForward || n.phase == Phase::kLoss || n.phase == Phase::kRecompute;
+      if (forward && n.node != kNone) n.predicted_seconds = predicted_seconds[n.node] * static_cast<double>(n.calls);
+    }
+#endif
     std::printf("%s", FormatProfileSummary(*r.profile).c_str());
     if (a.has("profile")) {
       WriteJsonFile(a.get("profile"), ProfileToJson(*r.profile));

@@ -370,6 +370,7 @@ TEST(GuiDocument, MeasuredOverlayTakesTheKthStepOfAScopeAsMicroBatchK) {
   // CUPTI stamps events with device time: they count by their scope alone.
   p.backend = "cupti";
   EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes, (std::vector<int64_t>{300, 150, 180}));
+}
 
 TEST(GuiDocument, AModelAbove2GiBIsRefusedBeforeItIsRead) {
   // Sparse, 3 GiB (3221225472 bytes): read, it would take seconds and 3 GiB of memory.

@@ -128,7 +128,11 @@ std::string FormatProfileSummary(const Profile& p, int slowest) {
   }
   if (!per_segment.empty()) {
     out += "  recompute per segment:";
-    for (const auto& [seg, s] : per_segment) out += " [" + std::to_string(seg) + "] " + Seconds(s);
+    for (const auto& [seg, s] : per_segment) {
+      out += " [" + std::to_string(seg) + "] " + Seconds(s);
+      const double predicted = p.PredictedRecomputeSeconds(seg);
+      if (predicted > 0) out += " (predicted " + Seconds(predicted) + ")";
+    }
     out += "\n";
   }
   std::vector<const NodeProfile*> ops;
