@@ -16,8 +16,10 @@ namespace memplan::gui {
 namespace {
 
 // Without the timings, which differ from run to run.
+// Solve time differs per run; the CLI also records which machine rates priced its seconds.
 nlohmann::json WithoutTimes(nlohmann::json j) {
   j.erase("solve_seconds");
+  j.erase("time_model");
   return j;
 }
 
