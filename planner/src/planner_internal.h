@@ -56,6 +56,11 @@ Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts, const s
                         const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim);
 
+// memplan::ReplaySelective on the context's facts.
+Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
+                     const std::string& strategy, std::vector<TensorId> recomputed, int64_t budget_bytes,
+                     int64_t baseline_peak_bytes, const SimulatorOptions& sim);
+
 using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start);
 

@@ -33,6 +33,25 @@
 //   - The gradient logic per node is the plain step's (GradientFlow), in the same reverse
 //     order; only the frees above are deferred.
 // The peak of a plan with one segment equals the plain training step's peak exactly.
+//
+// Selective recompute (`recomputed` non-empty; one segment): the plain step, except that each
+// activation storage in `recomputed` (a tensor with its own storage, not produced by the loss
+// node) is dropped after the forward and recomputed when the backward needs it:
+//   - Forward: runs with autograd as in the plain step, but no backward op saves a dropped
+//     storage (or a view of it): it is freed after its last forward reader. A kept storage that
+//     recomputation reads lives until its last such read (or its plain end, if later).
+//   - Backward, node by node in the plain step's order. Before node m's backward step, each
+//     dropped storage that m's backward reads and that is not held is recomputed: its producer
+//     runs again without autograd (batch-norm statistics not updated, dropout with the forward's
+//     mask), after its own dropped inputs (and views of them), recursively, in producer order.
+//     Outputs of a recomputed node that are already held are computed and discarded.
+//   - A recomputed storage stays held until the backward step of the last node (in backward
+//     order) that saved it; if no backward step still to run saved it (it was only an input of
+//     the chain), it is freed after the chain. Two consumers therefore share one recompute while
+//     both are still to run; a storage needed again after it was freed is recomputed again.
+// Recompute cost: the forward of every recompute step of the schedule (a node can run more
+// than once). The executor carries this out with saved-tensor hooks (executor/README.md).
+// Selective recompute does not combine with segments yet; it does with micro-batching.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -58,6 +77,9 @@ struct Plan {
   int64_t budget_bytes = 0;
   std::vector<std::vector<NodeId>> segments;  // contiguous partition of the node order
   std::vector<TensorId> checkpoints;          // tensors crossing segment borders (derived)
+  // Selective recompute: the activation storages dropped after the forward and recomputed in
+  // the backward (root tensors, ascending). Empty for segmented plans.
+  std::vector<TensorId> recomputed;
   Schedule schedule;                          // the replayed schedule
   MemoryTimeline timeline;                    // Simulate(schedule)
   int64_t predicted_peak_bytes = 0;           // timeline.peak_bytes
@@ -101,6 +123,20 @@ double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts);
 
 // The same for seconds: the sum of node_seconds[n] (indexed by NodeId) before the last cut.
 double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vector<NodeId>& cuts);
+
+// The activation storages a selective plan may drop: tensors with their own storage that some
+// backward op saves (directly or through a view), not produced by the loss node.
+std::vector<TensorId> RecomputableTensors(const TrainingGraph& g);
+
+// Replays selective recompute of `recomputed` (see above): schedule, timeline, FLOPs of every
+// recompute step, feasibility. Throws MemplanError naming a tensor that cannot be recomputed.
+Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy, const std::vector<TensorId>& recomputed,
+                     int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
+
+// Forward FLOPs, and the same in seconds (node_seconds indexed by NodeId), of every recompute
+// step of a schedule.
+double ScheduleRecomputeFlops(const TrainingGraph& g, const Schedule& s);
+double ScheduleRecomputeSeconds(const std::vector<double>& node_seconds, const Schedule& s);
 
 // A stable hash of the graph's structure and shapes (node ops, tensor shapes, batch).
 std::string ModelFingerprint(const TrainingGraph& g);

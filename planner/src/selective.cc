@@ -1,0 +1,68 @@
+// Selective recompute (plan.h): which activation storages may be dropped, and the replay that
+// turns a set of dropped storages into a Plan.
+#include <algorithm>
+
+#include "graph_facts.h"
+#include "memplan/plan.h"
+#include "planner_internal.h"
+
+namespace memplan {
+
+std::vector<TensorId> RecomputableTensors(const TrainingGraph& g) {
+  GraphFacts f = ComputeGraphFacts(g);
+  std::vector<TensorId> out;
+  for (const GraphFacts::Root& r : f.root) {
+    if (r.first_saver != kNone && r.producer != f.loss_node) out.push_back(r.tensor);
+  }
+  return out;
+}
+
+double ScheduleRecomputeFlops(const TrainingGraph& g, const Schedule& s) {
+  double flops = 0;
+  for (const Step& step : s.steps) {
+    if (step.phase == Phase::kRecompute && step.node != kNone) flops += g.nodes[step.node].forward_flops;
+  }
+  return flops;
+}
+
+double ScheduleRecomputeSeconds(const std::vector<double>& node_seconds, const Schedule& s) {
+  double seconds = 0;
+  for (const Step& step : s.steps) {
+    if (step.phase == Phase::kRecompute && step.node >= 0 && step.node < static_cast<NodeId>(node_seconds.size()))
+      seconds += node_seconds[step.node];
+  }
+  return seconds;
+}
+
+Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy, const std::vector<TensorId>& recomputed,
+                     int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+  return planner::ReplaySelective(g, ComputeGraphFacts(g), ModelFingerprint(g), strategy, recomputed, budget_bytes,
+                                  baseline_peak_bytes, sim);
+}
+
+namespace planner {
+
+Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
+                     const std::string& strategy, std::vector<TensorId> recomputed, int64_t budget_bytes,
+                     int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+  std::sort(recomputed.begin(), recomputed.end());
+  recomputed.erase(std::unique(recomputed.begin(), recomputed.end()), recomputed.end());
+  Plan p;
+  p.strategy = strategy;
+  p.model_path = g.model_path;
+  p.batch = g.batch;
+  p.model_fingerprint = fingerprint;
+  p.budget_bytes = budget_bytes;
+  p.schedule = BuildSelectiveSchedule(g, facts, recomputed);
+  p.recomputed = std::move(recomputed);
+  p.timeline = Simulate(p.schedule, sim);
+  p.predicted_peak_bytes = p.timeline.peak_bytes;
+  p.baseline_peak_bytes = baseline_peak_bytes;
+  p.recompute_flops = ScheduleRecomputeFlops(g, p.schedule);
+  p.forward_flops = g.forward_flops();
+  p.feasible = budget_bytes <= 0 || p.predicted_peak_bytes <= budget_bytes;
+  return p;
+}
+
+}  // namespace planner
+}  // namespace memplan
