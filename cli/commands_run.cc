@@ -153,6 +153,7 @@ int RunRun(const Args& a) {
   if (a.has("plan")) {
     Plan p = PlanFromJson(plan_json, g);
     opt.segments = p.segments;
+    opt.recomputed = p.recomputed;
     opt.micro_batches = p.micro_batches;
     schedule = p.schedule;
     strategy = p.strategy;
@@ -161,7 +162,7 @@ int RunRun(const Args& a) {
   }
 #endif
   CheckSegments(g, opt.segments);
-  if (opt.segments.size() <= 1 && opt.micro_batches <= 1) schedule = BuildTrainingSchedule(g);
+  if (opt.segments.size() <= 1 && opt.recomputed.empty() && opt.micro_batches <= 1) schedule = BuildTrainingSchedule(g);
   MemoryTimeline predicted = Simulate(schedule);
   CheckFitsHostMemory(a, g, opt, predicted.peak_bytes);
 
@@ -169,6 +170,7 @@ int RunRun(const Args& a) {
               static_cast<long long>(g.batch * opt.micro_batches), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
   std::printf("plan         %s (%zu segment%s", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
               opt.segments.size() > 1 ? "s" : "");
+  if (!opt.recomputed.empty()) std::printf(", %zu tensors recomputed", opt.recomputed.size());
   if (opt.micro_batches > 1) {
     std::printf(", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches), static_cast<long long>(g.batch));
   }

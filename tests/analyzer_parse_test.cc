@@ -2,7 +2,12 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <thread>
 
 #include <climits>
 #include <cstdlib>
@@ -194,6 +199,29 @@ TEST_F(AtomicWrite, ADirectoryIsNotReplaced) {
   std::string e = ErrorOf([&] { WriteFileAtomically(dir_ + "/d", "x"); });
   EXPECT_TRUE(Contains(e, "it is a directory")) << e;
   EXPECT_EQ(Entries(), 1);
+}
+
+// A writer killed while the temporary exists (Ctrl-C, a batch scheduler's SIGTERM) leaves
+// neither the temporary nor a partial file: the handler removes it and re-raises the signal.
+TEST_F(AtomicWrite, ASignalWhileWritingRemovesTheTemporary) {
+  const std::string out = dir_ + "/out.json";
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Large enough that the write is still going when the parent sees the temporary.
+    WriteFileAtomically(out, std::string(size_t{768} << 20, 'x'));
+    ::_exit(0);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (Entries() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  ::kill(child, SIGTERM);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "the writer finished before the signal: " << status;
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  EXPECT_EQ(Entries(), 0) << "a temporary or a partial out.json is left";
 }
 
 }  // namespace

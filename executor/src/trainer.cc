@@ -17,6 +17,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <unordered_map>
@@ -29,6 +30,8 @@
 #include "meter.h"
 #include "backward_tracer.h"
 #include "initial_values.h"
+#include "memplan/storage_facts.h"
+#include "saved_tensors.h"
 #include "tensor_io.h"
 
 namespace memplan {
@@ -107,6 +110,19 @@ struct Location {
   NodeId node = kNone;
 };
 
+class Trainer;
+
+// The trainer's side of the saved-tensor hooks (saved_tensors.h), owned apart from the trainer
+// so that hooks outliving it (a graph released after a failed step) find nobody.
+class SavedTensorBridge final : public exec::SavedTensorOwner {
+ public:
+  explicit SavedTensorBridge(Trainer* t) : trainer(t) {}
+  void Packed(std::shared_ptr<exec::SavedSlot> slot) override;
+  at::Tensor Unpack(const exec::SavedSlot& slot) override;
+  void Released(const exec::SavedSlot& slot) override;
+  Trainer* trainer;
+};
+
 class Trainer {
  public:
   Trainer(const TrainingGraph& g, const RunOptions& o)
@@ -115,6 +131,7 @@ class Trainer {
   ~Trainer() {
     StopObserving();
     meter_.SetObserver(nullptr);
+    if (bridge_) bridge_->trainer = nullptr;
   }
   RunResult Run();
 
@@ -132,6 +149,19 @@ class Trainer {
   void Backward(size_t segment);
   void OptimizerStep(int64_t step);
   void SeedFor(int64_t step, NodeId node);
+  void SetupRandom(const Node& n, OpCall* call);
+  // Selective recompute (RunOptions::recomputed), carried out through saved-tensor hooks.
+  friend class SavedTensorBridge;
+  bool Selective() const { return !opt_.recomputed.empty(); }
+  void ResolveSaved();
+  void ForgetDroppedStorage(TensorId t);
+  at::Tensor UnpackSaved(const exec::SavedSlot& slot);
+  void ReleaseSaved(TensorId root);
+  at::Tensor Recomputed(TensorId root);
+  at::Tensor RecomputeInput(TensorId t);
+  std::vector<at::Tensor> RecomputeNode(const Node& n);
+  void StartSelectiveBackward();
+  void EndSelectiveBackward();
   void NoteTrace(const std::string& phase, NodeId node);
   void MakeProfiler();
   // Removes the backward observer and the allocator's observer (also when a step fails: the
@@ -181,7 +211,34 @@ class Trainer {
   at::CallbackHandle callback_ = 0;  // the backward functions' observer, while tracing or profiling
   double recompute_seconds_ = 0;
   std::map<std::string, std::vector<float>> last_gradients_;
+
+  // Selective recompute. dropped_: per tensor, a storage the plan recomputes (roots only).
+  std::vector<bool> dropped_;
+  std::vector<std::vector<TensorId>> sharing_;  // per storage root: the tensors sharing it
+  // Live dropped storages of this forward, by storage: what a saved tensor is a view of.
+  std::unordered_map<const c10::StorageImpl*, TensorId> dropped_storage_;
+  std::vector<std::shared_ptr<exec::SavedSlot>> pending_;  // saved during the node running
+  std::vector<at::Tensor> recomputed_;  // per dropped root: held between its saver's backwards
+  std::vector<int> savers_left_;        // per dropped root: recomputable slots not yet released
+  std::vector<std::vector<int64_t>> dropped_strides_;  // per dropped root: its forward layout
+  std::vector<TensorId> chain_;         // roots recomputed by the current unpack
+  // Per kept storage root: the recompute steps that read it (the schedule's count) and how many
+  // are still to come this micro-batch; the executor holds it until the last.
+  std::vector<int> recompute_reads_, recompute_reads_left_;
+  int recompute_depth_ = 0;
+  std::shared_ptr<SavedTensorBridge> bridge_;
 };
+
+void SavedTensorBridge::Packed(std::shared_ptr<exec::SavedSlot> slot) {
+  if (trainer) trainer->pending_.push_back(std::move(slot));
+}
+at::Tensor SavedTensorBridge::Unpack(const exec::SavedSlot& slot) {
+  if (!trainer) throw MemplanError("internal error: a recomputable tensor was read after its run ended");
+  return trainer->UnpackSaved(slot);
+}
+void SavedTensorBridge::Released(const exec::SavedSlot& slot) {
+  if (trainer) trainer->ReleaseSaved(slot.root);
+}
 
 at::Tensor Trainer::Value(TensorId id) const {
   if (persistent_[id].defined()) return persistent_[id];
@@ -220,6 +277,19 @@ void Trainer::Setup() {
   CheckExecutorSupports(g_);
   if (g_.loss == kNone) throw MemplanError(g_.model_path + ": the graph has no loss");
   CheckSegments(g_, opt_.segments);
+  if (Selective()) {
+    if (opt_.segments.size() > 1) {
+      throw MemplanError("the plan both recomputes tensors selectively and cuts the model into " +
+                         std::to_string(opt_.segments.size()) + " segments, which memplan does not combine; re-plan with `memplan plan`");
+    }
+    dropped_.assign(g_.tensors.size(), false);
+    for (TensorId t : opt_.recomputed) {
+      if (t < 0 || t >= static_cast<TensorId>(g_.tensors.size())) throw MemplanError("the plan recomputes a tensor the model lacks");
+      dropped_[t] = true;
+    }
+    exec::InstallSavedTensorEngine();
+    bridge_ = std::make_shared<SavedTensorBridge>(this);
+  }
   segments_ = opt_.segments;
   if (segments_.empty()) {
     segments_.emplace_back();
@@ -354,13 +424,36 @@ void Trainer::FollowSchedule() {
   const size_t nt = g_.tensors.size(), nn = g_.nodes.size(), ns = segments_.size();
   segment_of_.assign(nn, 0);
   for (size_t s = 0; s < ns; ++s) for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
-  const Schedule schedule = BuildSegmentedSchedule(g_, opt_.segments);
+  // Selective plans: BuildSelectiveSchedule validates the tensors (a view, the loss's output).
+  const Schedule schedule = Selective() ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
+                                        : BuildSegmentedSchedule(g_, opt_.segments);
   // A buffer holds one storage; the executor holds a value per tensor sharing it. The loss is
   // the backward's root, held by Step() itself.
-  std::vector<std::vector<TensorId>> sharing(nt);
+  sharing_.assign(nt, {});
+  std::vector<std::vector<TensorId>>& sharing = sharing_;
   for (const Tensor& t : g_.tensors) {
     if (t.is_persistent() || t.producer == kNone || t.storage == g_.tensors[g_.loss].storage) continue;
     sharing[t.storage].push_back(t.id);
+  }
+  if (Selective()) {
+    // Recompute runs inside autograd's backward, when a saved tensor is read, not at the
+    // schedule's steps; a kept storage it reads is held until the last recompute step that reads
+    // it (counted here), which is when the schedule frees it or hands it to the backward.
+    recompute_reads_.assign(nt, 0);
+    for (const memplan::Step& step : schedule.steps) {
+      if (step.phase != Phase::kRecompute || step.node == kNone) continue;
+      std::set<TensorId> read;
+      for (TensorId i : g_.nodes[step.node].inputs) {
+        if (i == kNone || g_.tensors[i].is_persistent()) continue;
+        const TensorId root = g_.tensors[i].storage;
+        if (!g_.tensors[root].is_persistent() && !dropped_[root]) read.insert(root);
+      }
+      for (TensorId r : read) ++recompute_reads_[r];
+    }
+    recompute_reads_left_ = recompute_reads_;
+    recomputed_.assign(nt, at::Tensor());
+    savers_left_.assign(nt, 0);
+    dropped_strides_.assign(nt, {});
   }
   auto tensors_of = [&](BufferId b) -> const std::vector<TensorId>& {
     static const std::vector<TensorId> none;
@@ -386,7 +479,7 @@ void Trainer::FollowSchedule() {
       continue;
     }
     const bool forward = step.phase == Phase::kForward || step.phase == Phase::kLoss;
-    if (!forward && step.phase != Phase::kRecompute) continue;
+    if (!forward && (step.phase != Phase::kRecompute || Selective())) continue;
     std::vector<TensorId>& release = (forward ? release_forward_ : release_recompute_)[step.node];
     for (const auto* list : {&step.frees, &step.handed_to_backward}) {
       for (BufferId b : *list) for (TensorId t : tensors_of(b)) release.push_back(t);
@@ -448,6 +541,17 @@ void Trainer::NoteTrace(const std::string& phase, NodeId node) {
   meter_.ResetPeak();
 }
 
+void Trainer::SetupRandom(const Node& n, OpCall* call) {
+  if (!exec::IsRandomOp(n.op_type)) return;
+  // Seeded by (step, node) and drawn row by row over the whole batch: a recompute, or a
+  // micro-batch, draws exactly the forward's values.
+  SeedFor(step_ * opt_.micro_batches + micro_, n.id);
+  call->random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL + static_cast<uint64_t>(n.id)));
+  call->batch_rows = g_.batch;
+  call->batch_row_offset = micro_ * g_.batch;
+  call->training_mode = DropoutIsActive(n, g_.tensors);  // Dropout's mode: the analyzer's rule
+}
+
 void Trainer::RunNode(const Node& n, bool recompute) {
   where_.node = n.id;
   if (skip_node_[n.id]) {
@@ -463,13 +567,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   call.update_running_stats = !recompute;
   call.in.reserve(n.inputs.size());
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
-  if (exec::IsRandomOp(n.op_type)) {
-    SeedFor(step_ * opt_.micro_batches + micro_, n.id);
-    call.random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL + static_cast<uint64_t>(n.id)));
-    call.batch_rows = g_.batch;
-    call.batch_row_offset = micro_ * g_.batch;
-    call.training_mode = DropoutIsActive(n, g_.tensors);  // Dropout's mode: the analyzer's rule
-  }
+  SetupRandom(n, &call);
   const bool map_backward = tracing_ || profiling_;
   uint64_t seq0 = map_backward ? at::sequence_number::peek() : 0;
   const Phase phase = recompute ? Phase::kRecompute : (n.id == g_.tensors[g_.loss].producer ? Phase::kLoss : Phase::kForward);
@@ -492,11 +590,173 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     values_[o] = std::move(outs[k]);
   }
   outs.clear();
-  for (TensorId t : (recompute ? release_recompute_ : release_forward_)[n.id]) values_[t].reset();
+  if (Selective() && !recompute) {
+    for (TensorId o : n.outputs) {
+      if (o != kNone && dropped_[o] && values_[o].defined()) {
+        dropped_storage_[values_[o].storage().unsafeGetStorageImpl()] = o;
+        dropped_strides_[o] = values_[o].strides().vec();
+      }
+    }
+    ResolveSaved();
+  }
+  for (TensorId t : (recompute ? release_recompute_ : release_forward_)[n.id]) {
+    if (Selective()) ForgetDroppedStorage(t);
+    values_[t].reset();
+  }
+}
+
+// What the node just run saved for backward: a view of a dropped storage becomes a reference
+// to it (recomputed when read); anything else stays held, as autograd holds it.
+void Trainer::ResolveSaved() {
+  for (const std::shared_ptr<exec::SavedSlot>& slot : pending_) {
+    const at::Tensor& held = slot->held;
+    if (!held.defined() || !held.has_storage()) continue;
+    auto it = dropped_storage_.find(held.storage().unsafeGetStorageImpl());
+    if (it == dropped_storage_.end()) continue;
+    const at::Tensor& base = values_[it->second];
+    if (held.scalar_type() != base.scalar_type()) continue;  // a reinterpretation: keep it
+    slot->root = it->second;
+    slot->sizes = held.sizes().vec();
+    slot->strides = held.strides().vec();
+    slot->offset = held.storage_offset() - base.storage_offset();
+    slot->held.reset();
+    ++savers_left_[it->second];
+  }
+  pending_.clear();
+}
+
+void Trainer::ForgetDroppedStorage(TensorId t) {
+  if (!dropped_[t] || !values_[t].defined()) return;
+  dropped_storage_.erase(values_[t].storage().unsafeGetStorageImpl());
+}
+
+at::Tensor Trainer::UnpackSaved(const exec::SavedSlot& slot) {
+  at::Tensor base = Recomputed(slot.root);
+  return base.as_strided(slot.sizes, slot.strides, base.storage_offset() + slot.offset);
+}
+
+// The last backward function that saved `root` is done with it (plan.h: held until the backward
+// of its last saver).
+void Trainer::ReleaseSaved(TensorId root) {
+  if (--savers_left_[root] <= 0) recomputed_[root].reset();
+}
+
+// A dropped storage, recomputed without autograd from what is held, recursively.
+at::Tensor Trainer::Recomputed(TensorId root) {
+  if (recomputed_[root].defined()) return recomputed_[root];
+  const bool outermost = recompute_depth_ == 0;
+  auto t0 = Clock::now();
+  ++recompute_depth_;
+  std::vector<at::Tensor> outs;
+  try {
+    outs = RecomputeNode(g_.nodes[g_.tensors[root].producer]);
+  } catch (...) {
+    --recompute_depth_;
+    throw;
+  }
+  --recompute_depth_;
+  at::Tensor value = recomputed_[root];
+  if (!value.defined()) {
+    throw MemplanError("internal error: recomputing '" + g_.tensors[root].name + "' did not produce it");
+  }
+  if (outermost) {
+    // A storage recomputed only as an input of the chain: no backward still to run saved it.
+    for (TensorId r : chain_) {
+      if (savers_left_[r] <= 0) recomputed_[r].reset();
+    }
+    chain_.clear();
+    recompute_seconds_ += Seconds(t0, Clock::now());
+  }
+  return value;
+}
+
+at::Tensor Trainer::RecomputeInput(TensorId t) {
+  if (persistent_[t].defined()) return persistent_[t];
+  const TensorId root = g_.tensors[t].storage;
+  if (root == t && dropped_[t]) return Recomputed(t);
+  if (!dropped_[root] && values_[t].defined()) return values_[t];
+  if (ckpt_[t].defined()) return ckpt_[t];
+  // A view of a dropped storage, or of a parameter the forward let go: views cost nothing, so
+  // their producer runs again.
+  const Node& p = g_.nodes[g_.tensors[t].producer];
+  std::vector<at::Tensor> outs = RecomputeNode(p);
+  for (size_t k = 0; k < p.outputs.size() && k < outs.size(); ++k) {
+    if (p.outputs[k] == t) return outs[k];
+  }
+  throw MemplanError("internal error: recomputing " + p.op_type + " node '" + p.name + "' did not produce '" +
+                     g_.tensors[t].name + "'");
+}
+
+// Runs `n` again without autograd (batch-norm statistics untouched, dropout with the forward's
+// mask). Dropped storages it produces are kept for the backward; the rest is returned only.
+std::vector<at::Tensor> Trainer::RecomputeNode(const Node& n) {
+  c10::AutoGradMode no_grad(false);
+  where_.node = n.id;
+  OpCall call;
+  call.node = &n;
+  call.opset = g_.opset;
+  call.tensor_attrs = &tensor_attrs_[n.id];
+  call.update_running_stats = false;
+  call.in.reserve(n.inputs.size());
+  for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : RecomputeInput(i));
+  SetupRandom(n, &call);
+  std::vector<at::Tensor> outs;
+  {
+    ProfileGuard scope(profiling_, Scope(Phase::kRecompute, n.id, segment_of_[n.id]));
+    outs = (*kernels_[n.id])(call);
+  }
+  call.in.clear();
+  for (size_t k = 0; k < n.outputs.size() && k < outs.size(); ++k) {
+    const TensorId o = n.outputs[k];
+    if (o == kNone || !outs[k].defined()) continue;
+    if (outs[k].device() != device_) outs[k] = outs[k].to(device_);
+    if (dropped_[o] && !recomputed_[o].defined()) {
+      // Saved views are rebuilt on the forward's layout; a kernel that lays out differently
+      // when run again gets it back by a copy.
+      if (!dropped_strides_[o].empty() && outs[k].strides().vec() != dropped_strides_[o]) {
+        outs[k] = at::empty_strided(outs[k].sizes(), dropped_strides_[o], outs[k].options()).copy_(outs[k]);
+      }
+      recomputed_[o] = outs[k];
+      chain_.push_back(o);
+    }
+  }
+  // Kept storages this recompute read: held until their last recompute step.
+  std::set<TensorId> read;
+  for (TensorId i : n.inputs) {
+    if (i == kNone || g_.tensors[i].is_persistent()) continue;
+    const TensorId root = g_.tensors[i].storage;
+    if (!g_.tensors[root].is_persistent() && !dropped_[root]) read.insert(root);
+  }
+  for (TensorId r : read) {
+    if (recompute_reads_left_[r] > 0 && --recompute_reads_left_[r] == 0) {
+      for (TensorId t : sharing_[r]) values_[t].reset();
+    }
+  }
+  return outs;
+}
+
+void Trainer::StartSelectiveBackward() { recompute_reads_left_ = recompute_reads_; }
+
+void Trainer::EndSelectiveBackward() {
+  // Everything the backward held for recompute is released with its last saver; what autograd
+  // never read (a saver whose gradient was not needed) goes now.
+  std::fill(recomputed_.begin(), recomputed_.end(), at::Tensor());
+  std::fill(savers_left_.begin(), savers_left_.end(), 0);
+  chain_.clear();
+  for (size_t r = 0; r < recompute_reads_left_.size(); ++r) {
+    if (recompute_reads_left_[r] > 0) {
+      for (TensorId t : sharing_[r]) values_[t].reset();
+    }
+  }
+  dropped_storage_.clear();
+  pending_.clear();
 }
 
 void Trainer::Forward(size_t segment, bool grad, bool recompute) {
   c10::AutoGradMode mode(grad);
+  // Selective plans: what autograd saves goes through the trainer (saved_tensors.h).
+  std::optional<exec::SaveTensorsThrough> hooks;
+  if (Selective() && grad && !recompute) hooks.emplace(bridge_);
   for (NodeId id : segments_[segment]) {
     RunNode(g_.nodes[id], recompute);
     NoteTrace(recompute ? "recompute" : (id == g_.tensors[g_.loss].producer ? "loss" : "forward"), id);
@@ -676,7 +936,9 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     }
     {
       ProfileGuard scope(profiling_, Scope(Phase::kBackward, kNone, static_cast<int32_t>(K - 1)));
+      if (Selective()) StartSelectiveBackward();
       Backward(K - 1);
+      if (Selective()) EndSelectiveBackward();
     }
     for (size_t s = K - 1; s-- > 0;) {
       where_.phase = "recompute";

@@ -61,6 +61,9 @@ struct RunOptions {
   double learning_rate = 1e-3;
   // A contiguous partition of the node order (a plan's segments); empty: the plain step.
   std::vector<std::vector<NodeId>> segments;
+  // Selective recompute (plan.h): the activation storages (root tensors) dropped after the
+  // forward and recomputed when the backward reads them. Needs one segment.
+  std::vector<TensorId> recomputed;
   // Micro-batching (plan.h): the graph is loaded at the micro-batch size; the step runs
   // `micro_batches` of them over one resident batch (slices along the first dimension of
   // every input), accumulating gradients (each loss scaled by 1/micro_batches), then steps
