@@ -14,6 +14,7 @@
 
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
+#include "memplan/plan.h"
 #include "testing/corpus.h"
 #include "testing/graph_builder.h"
 
@@ -298,6 +299,93 @@ TEST(ExecutorPlans, GptPlanGivesThePlainStepsGradients) {
     ExpectSameStep(plain, planned, "gpt, " + std::to_string(k) + " segments");
     EXPECT_GT(planned.steps[0].recompute_seconds, 0.0);
   }
+}
+
+// Selective recompute (plan.h): a dropped storage is recomputed without autograd when the
+// backward reads it, through saved-tensor hooks. The math is the plain step's: same losses and
+// gradients, the forward's dropout masks, batch-norm statistics updated once.
+TEST(ExecutorSelective, EachDroppedTensorGivesThePlainStepsGradients) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/4});
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult plain = RunTraining(g, o);
+  const std::vector<TensorId> candidates = RecomputableTensors(g);
+  ASSERT_GE(candidates.size(), 6u);  // conv, BN, relu, dropout outputs and the masks' kin
+  for (TensorId t : candidates) {
+    o.recomputed = {t};
+    RunResult planned = RunTraining(g, o);
+    ExpectSameStep(plain, planned, "recomputing " + g.tensors[t].name);
+    EXPECT_GT(planned.steps[1].recompute_seconds, 0.0) << g.tensors[t].name;
+  }
+  o.recomputed = candidates;
+  ExpectSameStep(plain, RunTraining(g, o), "recomputing every candidate");
+}
+
+TEST(ExecutorSelective, MicroBatchesWithDroppedTensorsGiveTheFullBatchsStep) {
+  GraphBuilder b = DropoutMlp();
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult full = RunTraining(b.Load({/*batch=*/8}), o);
+  TrainingGraph micro = b.Load({/*batch=*/4});
+  o.micro_batches = 2;
+  o.recomputed = RecomputableTensors(micro);
+  ExpectSameStep(full, RunTraining(micro, o), "2 micro-batches, every candidate recomputed");
+}
+
+TEST(ExecutorSelective, SegmentsAndDroppedTensorsAreRefused) {
+  GraphBuilder b = Mlp();
+  TrainingGraph g = b.Load({/*batch=*/4});
+  RunOptions o = Options(b, 1);
+  o.segments = {{0, 1}, {2, 3}};
+  o.recomputed = RecomputableTensors(g);
+  try {
+    RunTraining(g, o);
+    FAIL() << "expected an error";
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("does not combine"), std::string::npos) << e.what();
+  }
+}
+
+// The measured peak of a selective plan is its replay's (the schedule is what the executor
+// does), on real models: every candidate dropped, and every other one.
+TEST(ExecutorSelective, MeasuredPeakIsTheReplayedPeak) {
+  struct Case { const char* model; int64_t batch; };
+  for (Case c : {Case{"gpt", 2}, Case{"resnet18", 4}, Case{"mobilenet_v2", 2}}) {
+    TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(c.model), {/*batch=*/c.batch});
+    std::vector<TensorId> all = RecomputableTensors(g);
+    std::vector<TensorId> half;
+    for (size_t i = 0; i < all.size(); i += 2) half.push_back(all[i]);
+    for (const std::vector<TensorId>* set : {&all, &half}) {
+      Plan p = ReplaySelective(g, "test", *set, 0, 0);
+      RunOptions o;
+      o.random_weights = true;
+      o.steps = 2;
+      o.recomputed = *set;
+      RunResult r = RunTraining(g, o);
+      const double err = static_cast<double>(p.predicted_peak_bytes - r.measured_peak_bytes) /
+                         static_cast<double>(r.measured_peak_bytes);
+      std::printf("selective %-14s batch %lld, %zu of %zu dropped: predicted %lld, measured %lld (%+.3f%%), plain %lld\n",
+                  c.model, static_cast<long long>(c.batch), set->size(), all.size(),
+                  static_cast<long long>(p.predicted_peak_bytes), static_cast<long long>(r.measured_peak_bytes), 100 * err,
+                  static_cast<long long>(Simulate(BuildTrainingSchedule(g)).peak_bytes));
+      EXPECT_LE(std::fabs(err), 0.01) << c.model << ", " << set->size() << " dropped";
+    }
+  }
+}
+
+TEST(ExecutorSelective, GptGradientsWithDroppedTensors) {
+  TrainingGraph g = LoadTrainingGraph(testing::CorpusModel("gpt"), {/*batch=*/1});
+  RunOptions o;
+  o.random_weights = true;
+  o.steps = 1;
+  o.keep_gradients = true;
+  o.seed = 11;
+  RunResult plain = RunTraining(g, o);
+  o.recomputed = RecomputableTensors(g);
+  RunResult planned = RunTraining(g, o);
+  ExpectSameStep(plain, planned, "gpt, every candidate recomputed");
+  EXPECT_GT(planned.steps[0].recompute_seconds, 0.0);
 }
 
 // One set of ops: whatever memplan can analyze and plan, it can also run, and the executor

@@ -440,13 +440,14 @@ Outs GlobalMaxPool(const OpCall& c) { return {at::amax(c.x(0), SpatialDims(c.x(0
 struct MaskedScale : public torch::autograd::Function<MaskedScale> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& mask,
                             double scale) {
-    ctx->saved_data["mask"] = mask;
+    // A saved variable, not saved_data: saved-tensor hooks (selective recompute) must see it.
+    ctx->save_for_backward({mask});
     ctx->saved_data["scale"] = scale;
     return x.mul(mask).mul_(scale);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
-    at::Tensor mask = ctx->saved_data["mask"].toTensor();
+    at::Tensor mask = ctx->get_saved_variables()[0];
     double scale = ctx->saved_data["scale"].toDouble();
     return {grad[0].mul(mask).mul_(scale), at::Tensor(), at::Tensor()};
   }
