@@ -62,7 +62,7 @@ fuzz: deps
 	    -DMEMPLAN_BUILD_BENCH=OFF; \
 	fi
 	cmake --build $(FUZZ_BUILD_DIR) -j $(JOBS) --target make_seeds fuzz_onnx fuzz_plan fuzz_document fuzz_cli
-	FUZZ_SECONDS=$(FUZZ_SECONDS) bash fuzz/run.sh $(FUZZ_BUILD_DIR)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) MEMPLAN_MODEL_CACHE=$(MODEL_CACHE) bash fuzz/run.sh $(FUZZ_BUILD_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -16,6 +16,13 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
 "$work/make_seeds" "$work/seeds" > /dev/null || exit 1
+# Real exports as ONNX seeds too (the graph files only: weights are external data). Small ones
+# only: libFuzzer's input length follows the largest seed, and a large one slows every run.
+models=${MEMPLAN_MODEL_CACHE:-}
+if [ -n "$models" ] && [ -d "$models" ]; then
+  find "$models" -maxdepth 1 -name '*.onnx' -size -200k -exec cp {} "$work/seeds/onnx/" \;
+  echo "fuzz: onnx seeds include $(find "$models" -maxdepth 1 -name '*.onnx' -size -200k | wc -l) exported models from $models"
+fi
 
 dict_of() {
   case $1 in
