@@ -197,6 +197,39 @@ TEST(RunCli, TrainsOnTheUsersTensors) {
   EXPECT_NE(r.out.find("input_ids"), std::string::npos) << r.out;
 }
 
+// An --input .pb whose data lives in an external file: like a model's initializers, it may
+// only read files inside its own folder, and its offset and length must be numbers (issue 13).
+void WriteExternalIds(const std::string& path, const std::string& location, const std::string& offset) {
+  onnx::TensorProto t;
+  t.set_name("input_ids");
+  t.set_data_type(onnx::TensorProto::INT64);
+  t.add_dims(1);
+  t.add_dims(128);
+  t.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto* kv = t.add_external_data();
+  kv->set_key("location");
+  kv->set_value(location);
+  kv = t.add_external_data();
+  kv->set_key("offset");
+  kv->set_value(offset);
+  std::ofstream(path, std::ios::binary) << t.SerializeAsString();
+}
+
+TEST(RunCli, InputFilesReadNothingOutsideTheirFolder) {
+  const std::string gpt = testing::CorpusModel("gpt");
+  const std::string escape = Tmp("escape_ids.pb"), bad_offset = Tmp("offset_ids.pb"), out = Tmp("escape.json");
+  WriteExternalIds(escape, "../../../usr/bin/python3", "0");
+  Result r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + escape + " --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("outside the model's folder"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("../../../usr/bin/python3"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::ifstream(out).good()) << "no output file on a refused input";
+  WriteExternalIds(bad_offset, "ids.bin", "abc");
+  r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + bad_offset);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("offset"), std::string::npos) << r.out;
+}
+
 TEST(RunCli, BadArgumentsAreUserErrors) {
   std::string gpt = testing::CorpusModel("gpt");
   EXPECT_EQ(Cli("run " + gpt + " --steps 0 --random-weights").code, 1);
