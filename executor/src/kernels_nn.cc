@@ -11,6 +11,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
 
 #include <torch/csrc/autograd/custom_function.h>
 
@@ -413,6 +414,35 @@ Outs AveragePool(const OpCall& c) {
       default: c.Fail("AveragePool over " + std::to_string(kernel.size()) + " spatial dimensions is not supported");
     }
   };
+  if (std::any_of(g.dilation.begin(), g.dilation.end(), [](int64_t d) { return d != 1; })) {
+    // Dilated windows (opset 19), which LibTorch's avg_pool lacks: a window sum by a dilated
+    // convolution with a kernel of ones, divided by each window's count. Ceil mode extends the
+    // input at the end (counted in no window); explicit pads count when count_include_pad.
+    size_t nd = kernel.size();
+    std::vector<int64_t> extra(nd, 0), zero(nd, 0);
+    for (size_t d = 0; d < nd; ++d) {
+      int64_t in = x.size(static_cast<int64_t>(d) + 2), s = g.stride[d];
+      int64_t eff = (kernel[d] - 1) * g.dilation[d] + 1, span = in + g.begin[d] + g.end[d] - eff;
+      int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+      if (ceil_mode && (o - 1) * s >= in + g.begin[d]) --o;  // a window starts inside the input
+      extra[d] = std::max<int64_t>(0, (o - 1) * s + eff - (in + g.begin[d] + g.end[d]));
+    }
+    std::vector<int64_t> extra_list;
+    for (size_t i = nd; i-- > 0;) { extra_list.push_back(0); extra_list.push_back(extra[i]); }
+    std::vector<int64_t> flat = {-1, 1}, ones_shape = {1, 1}, kshape = {1, 1};
+    for (int64_t d = 2; d < x.dim(); ++d) { flat.push_back(x.size(d)); ones_shape.push_back(x.size(d)); }
+    kshape.insert(kshape.end(), kernel.begin(), kernel.end());
+    at::Tensor w = at::ones(kshape, x.options());
+    auto window_sum = [&](const at::Tensor& t) {
+      return at::convolution(t, w, {}, g.stride, zero, g.dilation, false, zero, 1);
+    };
+    at::Tensor padded = at::constant_pad_nd(at::constant_pad_nd(x.reshape(flat), g.PadList(), 0), extra_list, 0);
+    at::Tensor mask = at::constant_pad_nd(at::ones(ones_shape, x.options()), g.PadList(), include_pad ? 1 : 0);
+    at::Tensor y = at::div(window_sum(padded), window_sum(at::constant_pad_nd(mask, extra_list, 0)));
+    std::vector<int64_t> out = {x.size(0), x.size(1)};
+    for (int64_t d = 2; d < y.dim(); ++d) out.push_back(y.size(d));
+    return {y.reshape(out)};
+  }
   if (NativePads(g, kernel)) return {pool(x, g.begin, include_pad)};
   std::vector<int64_t> zero(kernel.size(), 0);
   at::Tensor padded = at::constant_pad_nd(x, g.PadList(), 0);
@@ -489,6 +519,7 @@ Outs Dropout(const OpCall& c) {
 struct ResizeSpec {
   std::vector<int64_t> out;
   std::vector<double> scale;  // out / in, or the given scales
+  std::vector<int64_t> axes;  // the axes that scales, sizes and roi name (opset 18); empty: all
 };
 
 ResizeSpec ResizeTarget(const OpCall& c, const at::Tensor& x, bool upsample_op) {
@@ -513,6 +544,45 @@ ResizeSpec ResizeTarget(const OpCall& c, const at::Tensor& x, bool upsample_op) 
       scales.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     }
   }
+  // Opset 18: scales and sizes for `axes` only; the other axes keep their size.
+  if (!upsample_op) {
+    for (int64_t a : c.attr_ints("axes")) s.axes.push_back(NormAxis(a, r, c));
+  }
+  if (!s.axes.empty()) {
+    size_t n = s.axes.size();
+    if ((!sizes.empty() && sizes.size() != n) || (sizes.empty() && scales.size() != n)) {
+      c.Fail("Resize scales or sizes do not match its axes");
+    }
+    std::vector<int64_t> full_sizes(x.sizes().begin(), x.sizes().end());
+    std::vector<double> full_scales(r, 1.0);
+    for (size_t i = 0; i < n; ++i) {
+      if (!sizes.empty()) full_sizes[s.axes[i]] = sizes[i];
+      else full_scales[s.axes[i]] = scales[i];
+    }
+    if (!sizes.empty()) sizes = full_sizes;
+    else scales = full_scales;
+  }
+  std::string policy = upsample_op ? "stretch" : c.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (!sizes.empty() && policy != "stretch") {
+    // One scale for the resized axes: the largest that fits in sizes (not_larger) or the
+    // smallest that covers them (not_smaller); out = round-half-up(scale x in).
+    if (static_cast<int64_t>(sizes.size()) != r) c.Fail("Resize sizes do not match the input rank");
+    if (policy != "not_larger" && policy != "not_smaller") c.Fail("Resize keep_aspect_ratio_policy '" + policy + "' is not supported");
+    std::vector<int64_t> resized = s.axes;
+    if (resized.empty()) { resized.resize(r); std::iota(resized.begin(), resized.end(), 0); }
+    double scale = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
+    for (int64_t a : resized) {
+      double f = static_cast<double>(sizes[a]) / static_cast<double>(x.size(a));
+      scale = policy == "not_larger" ? std::min(scale, f) : std::max(scale, f);
+    }
+    s.out.assign(x.sizes().begin(), x.sizes().end());
+    s.scale.assign(r, 1.0);
+    for (int64_t a : resized) {
+      s.out[a] = static_cast<int64_t>(std::floor(scale * static_cast<double>(x.size(a)) + 0.5));
+      s.scale[a] = scale;
+    }
+    return s;
+  }
   if (!sizes.empty()) {
     if (static_cast<int64_t>(sizes.size()) != r) c.Fail("Resize sizes do not match the input rank");
     s.out = sizes;
@@ -529,6 +599,12 @@ double SourceCoordinate(const std::string& mode, int64_t i, double scale, int64_
                         double roi_end) {
   double x = static_cast<double>(i);
   if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
+  if (mode == "half_pixel_symmetric") {
+    // half_pixel, shifted so that the output stays centred when out != scale x in.
+    double adjustment = static_cast<double>(out) / (scale * static_cast<double>(in));
+    double center = static_cast<double>(in) / 2;
+    return center * (1 - adjustment) + (x + 0.5) / scale - 0.5;
+  }
   if (mode == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / scale - 0.5 : 0.0;
   if (mode == "align_corners") {
     // ONNX's reference uses the unrounded output length (in x scale).
@@ -563,12 +639,45 @@ struct Taps {
 Taps AxisTaps(const OpCall& c, const std::string& mode, const std::string& coord, const std::string& nearest,
               int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
   int ntaps = mode == "nearest" ? 1 : mode == "cubic" ? 4 : 2;
+  double a = c.attr_float("cubic_coeff_a", -0.75);
+  bool exclude = c.attr_int("exclude_outside", 0) != 0;
+  if (mode != "nearest" && scale < 1 && c.attr_int("antialias", 0) != 0) {
+    // Antialiased downsampling (opset 18): the linear or cubic filter stretched by 1 / scale,
+    // over n taps around the source coordinate, normalised to sum 1 (ONNX's reference).
+    int64_t start = static_cast<int64_t>(std::floor((mode == "cubic" ? -2.0 : -1.0) / scale)) + 1;
+    int64_t n = 2 - 2 * start;
+    Taps t;
+    t.idx.assign(n, std::vector<int64_t>(out));
+    t.w.assign(n, std::vector<double>(out));
+    t.outside.assign(out, false);
+    auto filter = [&](double v) {
+      v = std::abs(v);
+      if (mode == "linear") return std::clamp(1 - v, 0.0, 1.0);
+      if (v <= 1) return ((a + 2) * v - (a + 3)) * v * v + 1;
+      return v < 2 ? ((a * v - 5 * a) * v + 8 * a) * v - 4 * a : 0.0;
+    };
+    for (int64_t i = 0; i < out; ++i) {
+      double x = SourceCoordinate(coord, i, scale, in, out, roi_start, roi_end);
+      double f = std::floor(x);
+      double ratio = x == f ? 1.0 : x - f;
+      int64_t first = static_cast<int64_t>(f) + (x == f ? -n / 2 : -n / 2 + 1);
+      double sum = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        int64_t j = first + k;
+        double w = filter(scale * static_cast<double>(start + k - ratio));
+        if (exclude && (j < 0 || j >= in)) w = 0;
+        t.w[k][i] = w;
+        t.idx[k][i] = std::clamp<int64_t>(j, 0, in - 1);
+        sum += w;
+      }
+      for (int64_t k = 0; k < n; ++k) t.w[k][i] = sum != 0 ? t.w[k][i] / sum : 0;
+    }
+    return t;
+  }
   Taps t;
   t.idx.assign(ntaps, std::vector<int64_t>(out));
   t.w.assign(ntaps, std::vector<double>(out));
   t.outside.assign(out, false);
-  double a = c.attr_float("cubic_coeff_a", -0.75);
-  bool exclude = c.attr_int("exclude_outside", 0) != 0;
   for (int64_t i = 0; i < out; ++i) {
     double x = SourceCoordinate(coord, i, scale, in, out, roi_start, roi_end);
     if (coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) t.outside[i] = true;
@@ -617,7 +726,7 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
   std::vector<int64_t> spatial_out(s.out.begin() + std::min<int64_t>(2, r), s.out.end());
   bool given_scales = !c.has(3) || c.in[3].numel() == 0;
   std::vector<double> spatial_scales(s.scale.begin() + std::min<int64_t>(2, r), s.scale.end());
-  if (mode == "linear" && spatial_only && (coord == "half_pixel" || coord == "pytorch_half_pixel") &&
+  if (mode == "linear" && spatial_only && c.attr_int("antialias", 0) == 0 && (coord == "half_pixel" || coord == "pytorch_half_pixel") &&
       std::all_of(spatial_out.begin(), spatial_out.end(), [](int64_t v) { return v > 1; })) {
     auto scale_arg = given_scales ? c10::optional<at::ArrayRef<double>>(spatial_scales) : c10::nullopt;
     auto size_arg = given_scales ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(spatial_out);
@@ -629,6 +738,14 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
     if (!c.has(1)) c.Fail("Resize tf_crop_and_resize needs the roi input");
     at::Tensor t = c.in[1].to(at::kDouble).contiguous();
     roi.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
+    if (!s.axes.empty()) {  // roi for `axes` only: the others are whole (0 to 1)
+      size_t n = s.axes.size();
+      if (roi.size() != 2 * n) c.Fail("Resize roi does not have 2 x axes values");
+      std::vector<double> full(2 * r, 0.0);
+      std::fill(full.begin() + r, full.end(), 1.0);
+      for (size_t i = 0; i < n; ++i) { full[s.axes[i]] = roi[i]; full[s.axes[i] + r] = roi[i + n]; }
+      roi = full;
+    }
     if (static_cast<int64_t>(roi.size()) != 2 * r) c.Fail("Resize roi does not have 2 x rank values");
   }
   at::Tensor y = at::isFloatingType(x.scalar_type()) ? x : x.to(at::kFloat);

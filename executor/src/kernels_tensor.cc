@@ -256,14 +256,38 @@ Outs ReduceSum(const OpCall& c) {
   if (r.noop) return {x};
   return {KeepType(at::sum(x, r.axes, r.keep), x)};
 }
+// Max or min over an empty set (opset 18): the identity of the reduction, the type's lowest
+// value for max and its largest for min (-inf/inf for floats, false/true for bool). Undefined
+// when no reduced axis is empty.
+at::Tensor EmptyExtremum(const at::Tensor& x, const ReduceArgs& r, bool max) {
+  if (std::none_of(r.axes.begin(), r.axes.end(), [&](int64_t a) { return x.size(a) == 0; })) return {};
+  std::vector<int64_t> shape;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    bool reduced = std::find(r.axes.begin(), r.axes.end(), d) != r.axes.end();
+    if (!reduced) shape.push_back(x.size(d));
+    else if (r.keep) shape.push_back(1);
+  }
+  at::Scalar fill;
+  if (x.scalar_type() == at::kBool) {
+    fill = !max;
+  } else {
+    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "EmptyExtremum", [&] {
+      using L = std::numeric_limits<scalar_t>;
+      fill = L::has_infinity ? (max ? -L::infinity() : L::infinity()) : (max ? L::lowest() : L::max());
+    });
+  }
+  return at::full(shape, fill, x.options());
+}
 Outs ReduceMax(const OpCall& c) {
   ReduceArgs r = GetReduceArgs(c);
   if (r.noop) return {c.x(0)};
+  if (at::Tensor e = EmptyExtremum(c.x(0), r, true); e.defined()) return {e};
   return {at::amax(c.x(0), r.axes, r.keep)};
 }
 Outs ReduceMin(const OpCall& c) {
   ReduceArgs r = GetReduceArgs(c);
   if (r.noop) return {c.x(0)};
+  if (at::Tensor e = EmptyExtremum(c.x(0), r, false); e.defined()) return {e};
   return {at::amin(c.x(0), r.axes, r.keep)};
 }
 Outs ReduceProd(const OpCall& c) {
@@ -565,6 +589,19 @@ Outs ScatterND(const OpCall& c) {
     }
     return {out};
   }
+  if (red == "max" || red == "min") {
+    // Over the first k axes flattened into one: index_reduce keeps the data where no update
+    // lands and reduces duplicates.
+    int64_t k = static_cast<int64_t>(indices.size());
+    at::Tensor linear = at::zeros_like(indices.get(0).value());
+    for (int64_t j = 0; j < k; ++j) linear = at::add(at::mul(linear, data.size(j)), indices.get(j).value());
+    std::vector<int64_t> flat = {-1}, ushape = {linear.numel()};
+    for (int64_t d = k; d < data.dim(); ++d) { flat.push_back(data.size(d)); ushape.push_back(data.size(d)); }
+    at::Tensor out = data.reshape(flat).index_reduce(0, linear.reshape({-1}), c.x(2).reshape(ushape),
+                                                     red == "max" ? "amax" : "amin", true);
+    return {out.reshape(data.sizes())};
+  }
+  if (red != "none" && red != "add") c.Fail("ScatterND reduction '" + red + "' is not supported");
   return {at::index_put(data, indices, c.x(2), red == "add")};
 }
 
@@ -575,6 +612,8 @@ Outs ScatterElements(const OpCall& c) {
   std::string red = c.attr_string("reduction", "none");
   if (red == "add") return {at::scatter_add(data, axis, idx, c.x(2))};
   if (red == "mul") return {at::scatter(data, axis, idx, c.x(2), "multiply")};
+  if (red == "max" || red == "min") return {at::scatter_reduce(data, axis, idx, c.x(2), red == "max" ? "amax" : "amin", true)};
+  if (red != "none") c.Fail("ScatterElements reduction '" + red + "' is not supported");
   return {at::scatter(data, axis, idx, c.x(2))};
 }
 
@@ -601,6 +640,15 @@ Outs Pad(const OpCall& c) {
   int64_t first = r;
   for (int64_t d = 0; d < r; ++d) if (begin[d] != 0 || end[d] != 0) { first = d; break; }
   if (first == r) return {mode == "constant" ? x.clone() : x.clone()};
+  if (mode == "wrap") {  // opset 19: the axis repeats periodically (negative pads crop)
+    at::Tensor y = x;
+    for (int64_t d = first; d < r; ++d) {
+      if (begin[d] == 0 && end[d] == 0) continue;
+      at::Tensor idx = at::remainder(at::arange(-begin[d], x.size(d) + end[d], x.options().dtype(at::kLong)), x.size(d));
+      y = at::index_select(y, d, idx);
+    }
+    return {y};
+  }
   std::vector<int64_t> list;
   for (int64_t d = r - 1; d >= first; --d) { list.push_back(begin[d]); list.push_back(end[d]); }
   if (mode == "constant") return {at::constant_pad_nd(x, list, value)};
@@ -638,8 +686,21 @@ Outs TopK(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   int64_t k = c.has(1) ? ToInts(c.in[1]).at(0) : c.attr_int("k", 1);
   int64_t axis = NormAxis(c.attr_int("axis", -1), x.dim(), c);
-  auto [v, i] = at::topk(x, k, axis, c.attr_int("largest", 1) != 0, true);
+  bool largest = c.attr_int("largest", 1) != 0;
+  auto [v, i] = at::topk(x, k, axis, largest, true);
   if (!c.attr_int("sorted", 1)) {}  // sorted output is a valid answer either way
+  // ONNX orders equal values by index; LibTorch's topk does not. Where the top k hold equal
+  // values, or the k-th value also occurs outside them, the indices come from a stable sort
+  // (the values are the same either way).
+  if (k > 0) {
+    at::NoGradGuard no_grad;
+    bool ties = k > 1 && at::eq(v.narrow(axis, 1, k - 1), v.narrow(axis, 0, k - 1)).any().item<bool>();
+    if (!ties && k < x.size(axis)) {
+      at::Tensor kth = v.narrow(axis, k - 1, 1);
+      ties = at::gt(at::eq(x, kth).sum(axis), at::eq(v, kth).sum(axis)).any().item<bool>();
+    }
+    if (ties) i = std::get<1>(at::sort(x, true, axis, largest)).narrow(axis, 0, k).contiguous();
+  }
   return {v, i};
 }
 
@@ -719,7 +780,9 @@ Outs SpaceToDepth(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   int64_t b = c.attr_int("blocksize", 1);
   int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
-  at::Tensor t = x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4});
+  at::Tensor t = c.attr_string("mode", "DCR") == "CRD"  // opset 25+: the inverse of DepthToSpace's CRD
+                     ? x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 1, 3, 5, 2, 4})
+                     : x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4});
   return {t.reshape({n, ch * b * b, h / b, w / b})};
 }
 
