@@ -1,10 +1,19 @@
 # Executor tests (included by tests/CMakeLists.txt when memplan_executor exists).
+# The ONNX backend node cases of the pinned onnx (the wheel carries their generators, not their
+# data): written once into the model cache (the script skips when the cache holds its onnx
+# version's cases); the conformance test reads them beside Debian's ONNX 1.12 cases.
+set(MEMPLAN_ONNX_NODE_CASES "${MEMPLAN_MODEL_CACHE}/onnx-node-cases")
+add_test(NAME export_onnx_node_cases
+  COMMAND ${MEMPLAN_PYTHON} ${PROJECT_SOURCE_DIR}/samples/onnx_node_cases.py --out ${MEMPLAN_ONNX_NODE_CASES})
+set_tests_properties(export_onnx_node_cases PROPERTIES FIXTURES_SETUP onnx_node_cases TIMEOUT 600)
+
 add_executable(executor_conformance_tests executor_conformance_test.cc)
 target_link_libraries(executor_conformance_tests PRIVATE memplan_executor GTest::gtest_main)
-# One ctest entry for its ~1,000 gtest cases (one per ONNX backend case): a process per case
-# would load LibTorch a thousand times. Failures are listed by case name in the output.
+target_compile_definitions(executor_conformance_tests PRIVATE MEMPLAN_ONNX_NODE_CASES="${MEMPLAN_ONNX_NODE_CASES}")
+# One ctest entry for its ~2,900 gtest cases (one per ONNX backend case): a process per case
+# would load LibTorch thousands of times. Failures are listed by case name in the output.
 add_test(NAME executor_conformance COMMAND executor_conformance_tests --gtest_brief=1)
-set_tests_properties(executor_conformance PROPERTIES TIMEOUT 900)
+set_tests_properties(executor_conformance PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED onnx_node_cases)
 
 add_executable(executor_tests executor_training_test.cc executor_accuracy_test.cc)
 target_link_libraries(executor_tests PRIVATE memplan_executor memplan_testing GTest::gtest_main)
