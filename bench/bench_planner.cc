@@ -1,7 +1,8 @@
-// Planner quality and speed on real models: one table. For each model at a realistic batch and
+// Planner quality and speed on real models: two tables. For each model at a realistic batch and
 // budgets of 75/50/35% of the plain step's peak: every strategy's recompute overhead
 // (recompute FLOPs / forward FLOPs) and replayed peak, optimal's and milp's solve times, and
-// optimal's gap to milp where CBC proves its optimum.
+// optimal's gap to milp where CBC proves its optimum. Then selective recompute against optimal
+// in predicted recompute seconds (and resnet50, vit_b_16, gpt at batch 16, issue 11's table).
 //   bench_planner [MODEL_DIR] [--models a,b,...] [--milp-seconds S] [--milp-max-nodes N]
 //   [--milp-candidates N]
 #include <sys/stat.h>
@@ -165,5 +166,62 @@ int main(int argc, char** argv) {
       "time limit, not proven); gap pp = overhead of optimal restricted to the same candidates "
       "minus milp's, in "
       "percentage points; speedup = milp's solve time / that optimal's\n");
+
+  // Selective recompute (issue 11) against optimal's segments: predicted recompute seconds at
+  // the default cpu rates, the replayed peak, and the time to plan; the batch as above, then
+  // issue 11's batch of 16.
+  std::printf(
+      "\nselective vs optimal: predicted recompute s (roofline, default cpu rates) / replayed peak "
+      "%% of "
+      "baseline (x: over budget)\n");
+  std::printf("%-15s %5s %5s %6s | %-14s %8s | %-14s %8s | %7s\n", "model", "nodes", "batch",
+              "budget", "optimal", "opt ms", "selective", "sel ms", "ratio");
+  auto seconds_cell = [](const Plan& p) {
+    char buf[32];
+    const double peak = 100.0 * static_cast<double>(p.predicted_peak_bytes) /
+                        static_cast<double>(p.baseline_peak_bytes);
+    if (p.feasible)
+      std::snprintf(buf, sizeof buf, "%7.3f/%3.0f", p.predicted_recompute_seconds, peak);
+    else
+      std::snprintf(buf, sizeof buf, "      x/%3.0f", peak);
+    return std::string(buf);
+  };
+  std::vector<std::pair<std::string, int64_t>> runs;
+  for (const std::string& name : models) runs.push_back({name, Batch(name)});
+  for (const char* name : {"resnet50", "vit_b_16", "gpt"}) {
+    if (std::find(models.begin(), models.end(), name) != models.end() && Batch(name) != 16)
+      runs.push_back({name, 16});
+  }
+  for (const auto& [name, batch] : runs) {
+    std::string path = dir + "/" + name + ".onnx";
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) continue;
+    LoadOptions lo;
+    lo.batch = batch;
+    TrainingGraph g = LoadTrainingGraph(path, lo);
+    const CostModel cost;
+    PlanOptions o;
+    const int64_t baseline = PlanNone(g, cost, o).predicted_peak_bytes;
+    for (int percent : {75, 50, 35}) {
+      o.budget_bytes = baseline * percent / 100;
+      o.strategy = "optimal";
+      Plan opt = MakePlan(g, cost, o);
+      o.strategy = "selective";
+      Plan sel = MakePlan(g, cost, o);
+      std::string ratio = "-";
+      if (opt.feasible && sel.feasible && opt.predicted_recompute_seconds > 0) {
+        char buf[16];
+        std::snprintf(buf, sizeof buf, "%.2f",
+                      sel.predicted_recompute_seconds / opt.predicted_recompute_seconds);
+        ratio = buf;
+      }
+      std::printf("%-15s %5zu %5lld %5d%% | %-14s %8.1f | %-14s %8.1f | %7s\n", name.c_str(),
+                  g.nodes.size(), static_cast<long long>(g.batch), percent,
+                  seconds_cell(opt).c_str(), 1000 * opt.solve_seconds, seconds_cell(sel).c_str(),
+                  1000 * sel.solve_seconds, ratio.c_str());
+      std::fflush(stdout);
+    }
+  }
+  std::printf("ratio = selective's predicted recompute seconds / optimal's, where both fit\n");
   return 0;
 }

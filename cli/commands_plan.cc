@@ -133,6 +133,38 @@ TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
   return t;
 }
 
+// Selective recompute: how many saved activations are kept and recomputed, and the largest
+// recomputed storages.
+void PrintRecomputed(const Plan& p, const TrainingGraph& g) {
+  const std::vector<TensorId> saved = RecomputableTensors(g);
+  int64_t saved_bytes = 0, recomputed_bytes = 0;
+  size_t recomputed_saved = 0;
+  for (TensorId t : saved) saved_bytes += g.tensors[t].bytes;
+  for (TensorId t : p.recomputed) {
+    if (!std::binary_search(saved.begin(), saved.end(), t)) continue;
+    ++recomputed_saved;
+    recomputed_bytes += g.tensors[t].bytes;
+  }
+  std::printf("recomputed   %zu of %zu saved activations (%s of %s); %zu kept (%s)\n",
+              recomputed_saved, saved.size(), FormatBytes(recomputed_bytes).c_str(),
+              FormatBytes(saved_bytes).c_str(), saved.size() - recomputed_saved,
+              FormatBytes(saved_bytes - recomputed_bytes).c_str());
+  if (p.recomputed.size() > recomputed_saved) {
+    std::printf("             and %zu unsaved storages, recomputed only as inputs of those\n",
+                p.recomputed.size() - recomputed_saved);
+  }
+  std::vector<TensorId> largest = p.recomputed;
+  std::stable_sort(largest.begin(), largest.end(),
+                   [&](TensorId a, TensorId b) { return g.tensors[a].bytes > g.tensors[b].bytes; });
+  if (largest.size() > 5) largest.resize(5);
+  std::string list;
+  for (TensorId t : largest) {
+    list += (list.empty() ? "" : ", ") + PrintableText(g.tensors[t].name) + " (" +
+            FormatBytes(g.tensors[t].bytes) + ")";
+  }
+  if (!list.empty()) std::printf("largest      %s\n", list.c_str());
+}
+
 void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
               g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches), OptimizerName(g.optimizer));
@@ -160,6 +192,7 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
               Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
   std::printf("recompute    %.3g s predicted (%s)\n", p.predicted_recompute_seconds, time.Describe().c_str());
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
+  if (!p.recomputed.empty() || p.strategy == "selective") PrintRecomputed(p, g);
   std::printf("solve time   %.3f s\n", p.solve_seconds);
   for (const std::string& n : p.notes) std::printf("note         %s\n", n.c_str());
 }

@@ -7,7 +7,7 @@ add_executable(planner_tests
   planner_cli_test.cc          # memplan plan: exit codes, summary, JSON
   planner_microbatch_test.cc   # micro-batching: hand-computed peaks, search, corpus at 50%
   planner_time_test.cc         # roofline seconds, predicted recompute seconds, calibration
-  planner_selective_test.cc    # selective recompute: hand-computed peaks, corpus consistency
+  planner_selective_test.cc    # selective recompute: hand-computed peaks and plans, brute force, JSON, corpus
 )
 # memplan_profiler: the CLI tests write profiles for `plan --costs`.
 target_link_libraries(planner_tests PRIVATE memplan_planner memplan_profiler memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)

@@ -48,6 +48,8 @@ std::string ModelFingerprint(const TrainingGraph& g) {
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
   nlohmann::json checkpoints = nlohmann::json::array();
   for (TensorId t : p.checkpoints) checkpoints.push_back(g.tensors[t].name);
+  nlohmann::json recomputed = nlohmann::json::array();
+  for (TensorId t : p.recomputed) recomputed.push_back(g.tensors[t].name);
   nlohmann::json sections = nlohmann::json::array();
   if (p.segments.empty()) {
     nlohmann::json all = nlohmann::json::array();
@@ -86,6 +88,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"overhead", p.overhead()},
       {"checkpoints", std::move(checkpoints)},
       {"sections", std::move(sections)},
+      {"recomputed", std::move(recomputed)},
       {"margin_bytes", p.margin_bytes},
       {"feasible", p.feasible},
       {"solve_seconds", p.solve_seconds},
@@ -158,9 +161,10 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
     const std::string strategy = String(j, "strategy");
     const std::vector<std::string>& known = StrategyNames();
     if (strategy == "auto" || std::find(known.begin(), known.end(), strategy) == known.end()) {
-      throw MemplanError("the plan's strategy '" + strategy +
-                         "' is not one memplan makes (none, manual, speed, bottleneck, sqrt, sections, optimal, "
-                         "milp); re-plan with `memplan plan`");
+      throw MemplanError(
+          "the plan's strategy '" + strategy +
+          "' is not one memplan makes (none, manual, speed, bottleneck, sqrt, sections, optimal, "
+          "milp, selective); re-plan with `memplan plan`");
     }
     Field(j, "batch");
     const int64_t micro_batches = PlanMicroBatches(j);
@@ -227,10 +231,44 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
                          std::to_string(g.nodes.size()) + " nodes; re-plan for this model");
     }
     if (segments.size() == 1) segments.clear();
-    std::vector<NodeId> cuts = CutsFromSegments(g, segments);
-    Plan p = ReplaySegmentation(g, strategy, cuts,
-                                j.value("budget_bytes", int64_t{0}),
-                                j.value("baseline_peak_bytes", int64_t{0}));
+    // Selective recompute: the dropped storages by name (absent in plans written before it).
+    std::vector<TensorId> recomputed;
+    if (j.contains("recomputed")) {
+      const nlohmann::json& names = j["recomputed"];
+      if (!names.is_array())
+        throw MemplanError("the plan's \"recomputed\" must be an array of tensor names");
+      std::vector<TensorId> droppable;
+      for (const nlohmann::json& name : names) {
+        if (!name.is_string())
+          throw MemplanError("the plan's \"recomputed\" must be an array of tensor names");
+        const std::string s = name.get<std::string>();
+        const TensorId t = g.FindTensor(s);
+        if (t == kNone) {
+          throw MemplanError("the plan recomputes tensor '" + s + "', which '" + g.model_path +
+                             "' does not have; re-plan for this model");
+        }
+        if (droppable.empty()) droppable = DroppableStorages(g);
+        if (!std::binary_search(droppable.begin(), droppable.end(), t)) {
+          throw MemplanError(
+              "the plan recomputes tensor '" + s + "' of '" + g.model_path +
+              "', which is not an activation with its own storage that a plan can drop (an input, "
+              "a parameter, a constant, a view of another tensor, or an output of the loss); "
+              "re-plan with `memplan plan`");
+        }
+        recomputed.push_back(t);
+      }
+    }
+    if (!recomputed.empty() && segments.size() > 1) {
+      throw MemplanError("the plan both recomputes " + std::to_string(recomputed.size()) +
+                         " tensors selectively and cuts the model into " +
+                         std::to_string(segments.size()) +
+                         " sections, which memplan does not combine; re-plan with `memplan plan`");
+    }
+    const int64_t budget = j.value("budget_bytes", int64_t{0});
+    const int64_t baseline = j.value("baseline_peak_bytes", int64_t{0});
+    Plan p = recomputed.empty()
+                 ? ReplaySegmentation(g, strategy, CutsFromSegments(g, segments), budget, baseline)
+                 : ReplaySelective(g, strategy, recomputed, budget, baseline);
     // The checkpoints are derived from the sections; a plan naming others was edited by hand.
     if (j.contains("checkpoints")) {
       for (const nlohmann::json& name : j.at("checkpoints")) {

@@ -164,6 +164,7 @@ Plan RunStrategy(Context& ctx, const PlanOptions& o) {
   if (s == "sections") return RunSections(ctx, o);
   if (s == "optimal") return RunOptimal(ctx, o);
   if (s == "milp") return RunMilp(ctx, o);
+  if (s == "selective") return RunSelective(ctx, o);
   std::string names;
   for (const std::string& n : StrategyNames()) names += (names.empty() ? "" : ", ") + n;
   throw MemplanError("unknown strategy '" + s + "' (one of " + names + ")");
@@ -186,6 +187,7 @@ MEMPLAN_STRATEGY(PlanSqrt, RunSqrt)
 MEMPLAN_STRATEGY(PlanSections, RunSections)
 MEMPLAN_STRATEGY(PlanOptimal, RunOptimal)
 MEMPLAN_STRATEGY(PlanMilp, RunMilp)
+MEMPLAN_STRATEGY(PlanSelective, RunSelective)
 #undef MEMPLAN_STRATEGY
 
 int64_t SegmentBorderMargin(const TrainingGraph& g) {
@@ -205,10 +207,11 @@ int64_t SegmentBorderMargin(const TrainingGraph& g) {
 }
 
 // Strategies plan segmented schedules against the budget less the margin; the plain step
-// (no segments) needs none.
+// (no segments) and selective plans (one segment, one autograd graph) need none.
 Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) {
   Context ctx(g, cost, options);
-  const int64_t margin = options.budget_bytes > 0 ? SegmentBorderMargin(g) : 0;
+  const int64_t margin =
+      options.budget_bytes > 0 && options.strategy != "selective" ? SegmentBorderMargin(g) : 0;
   if (margin == 0) return planner::RunStrategy(ctx, options);
   if (options.strategy == "auto" || options.strategy.empty() || options.strategy == "none") {
     Plan plain = planner::RunNone(ctx, options);
@@ -236,8 +239,9 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
 }
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> names = {
-      "auto", "none", "manual", "speed", "bottleneck", "sqrt", "sections", "optimal", "milp"};
+  static const std::vector<std::string> names = {"auto",       "none",     "manual",   "speed",
+                                                 "bottleneck", "sqrt",     "sections", "optimal",
+                                                 "milp",       "selective"};
   return names;
 }
 

@@ -21,6 +21,7 @@ class Context {
   const TrainingGraph& graph() const { return *graph_; }
   const GraphFacts& facts() const { return facts_; }
   const PlanOptions& options() const { return options_; }
+  const std::string& fingerprint() const { return fingerprint_; }  // ModelFingerprint
   int64_t baseline_peak() const { return baseline_; }
   // The cost model's forward seconds per node (PredictNodeSeconds), for the plans' predicted
   // recompute seconds.
@@ -73,6 +74,7 @@ Plan RunSqrt(Context& ctx, const PlanOptions& o);
 Plan RunSections(Context& ctx, const PlanOptions& o);
 Plan RunOptimal(Context& ctx, const PlanOptions& o);
 Plan RunMilp(Context& ctx, const PlanOptions& o);
+Plan RunSelective(Context& ctx, const PlanOptions& o);
 Plan RunStrategy(Context& ctx, const PlanOptions& o);  // dispatch, including auto
 // The smallest peak `optimal` reaches over its candidates.
 Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o);

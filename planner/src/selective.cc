@@ -17,6 +17,15 @@ std::vector<TensorId> RecomputableTensors(const TrainingGraph& g) {
   return out;
 }
 
+std::vector<TensorId> DroppableStorages(const TrainingGraph& g) {
+  GraphFacts f = ComputeGraphFacts(g);
+  std::vector<TensorId> out;
+  for (const GraphFacts::Root& r : f.root) {
+    if (r.producer != f.loss_node) out.push_back(r.tensor);
+  }
+  return out;
+}
+
 double ScheduleRecomputeFlops(const TrainingGraph& g, const Schedule& s) {
   double flops = 0;
   for (const Step& step : s.steps) {

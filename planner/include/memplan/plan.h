@@ -69,7 +69,8 @@ namespace memplan {
 // once. The whole batch stays resident (micro-batches are views of it). Batch-norm statistics
 // are per micro-batch, as with any gradient accumulation.
 struct Plan {
-  std::string strategy;  // none, manual, speed, bottleneck, sqrt, sections, optimal, milp
+  // none, manual, speed, bottleneck, sqrt, sections, optimal, milp, selective
+  std::string strategy;
   std::string model_path;
   int64_t batch = 1;              // the batch of the graph the plan runs (the micro-batch size)
   int64_t micro_batches = 1;      // how many micro-batches make one step (batch x micro_batches)
@@ -87,7 +88,8 @@ struct Plan {
   double recompute_flops = 0;
   double forward_flops = 0;
   // The cost model's seconds for the same recompute (CostModel::node_seconds summed over
-  // segments 0..K-2, times the micro-batches): a prediction the strategies do not optimise.
+  // segments 0..K-2, or over a selective plan's recompute steps, times the micro-batches): a
+  // prediction the segment strategies do not optimise; `selective` minimises it.
   double predicted_recompute_seconds = 0;
   // What the model cannot yet replay exactly, kept free under the budget (see
   // SegmentBorderMargin): a plan with several segments is feasible when
@@ -127,6 +129,13 @@ double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vect
 // The activation storages a selective plan may drop: tensors with their own storage that some
 // backward op saves (directly or through a view), not produced by the loss node.
 std::vector<TensorId> RecomputableTensors(const TrainingGraph& g);
+
+// Every storage `recomputed` may name: the activation storages not produced by the loss node
+// (ascending). That is RecomputableTensors and the storages no backward op saves: dropping one
+// of those changes nothing in the forward (it dies after its last reader anyway) but makes a
+// recompute that reads it recompute it too, where a kept one would live until that read (the
+// `selective` planner drops a Linear's MatMul output with its bias Add's, for instance).
+std::vector<TensorId> DroppableStorages(const TrainingGraph& g);
 
 // Replays selective recompute of `recomputed` (see above): schedule, timeline, FLOPs of every
 // recompute step, feasibility. Throws MemplanError naming a tensor that cannot be recomputed.

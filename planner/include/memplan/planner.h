@@ -1,9 +1,11 @@
 // The planner: strategies that turn (TrainingGraph, budget) into a Plan (see plan.h for the
 // execution semantics every plan follows).
 //
-// Every strategy chooses a segmentation (cut positions in the node order); the plan's
-// predicted peak always comes from replaying BuildSegmentedSchedule through Simulate, never
-// from a strategy's own arithmetic. Strategies are pure functions: no I/O, no globals.
+// Every strategy but `selective` chooses a segmentation (cut positions in the node order);
+// `selective` chooses which activation storages to drop and recompute (plan.h). The plan's
+// predicted peak always comes from replaying BuildSegmentedSchedule (or BuildSelectiveSchedule)
+// through Simulate, never from a strategy's own arithmetic. Strategies are pure functions: no
+// I/O, no globals.
 //
 // What the strategies optimise, under plan.h's semantics:
 //   recompute FLOPs = forward FLOPs of every node before the last cut, so a plan's cost is
@@ -126,7 +128,8 @@ struct PlanOptions {
   // The memory budget for the whole training step (peak bytes alive). <= 0: no budget
   // (every plan is feasible; `auto` then returns the baseline).
   int64_t budget_bytes = 0;
-  // MakePlan's strategy: auto, none, manual, speed, bottleneck, sqrt, sections, optimal, milp.
+  // MakePlan's strategy: auto, none, manual, speed, bottleneck, sqrt, sections, optimal, milp,
+  // selective (never chosen by auto: only when named).
   std::string strategy = "auto";
   // `manual`: the tensors to keep; each cuts the node order right after its producer.
   std::vector<std::string> checkpoints;
@@ -150,6 +153,15 @@ struct PlanOptions {
   int milp_max_candidates = 60;
   // `auto`: also run milp on graphs with at most this many nodes (0: never).
   int auto_milp_max_nodes = 0;
+  // `selective`: the resolution of its search. Each point of the search aims the baseline peak
+  // / levels below the last (1 B at least), levels being this or, on small graphs, 65536 /
+  // nodes if more; a plan may free up to that much more than the budget needs. More levels
+  // cost more points (about 3 replays each).
+  int selective_levels = 256;
+  // `selective`: the replays each point of its search may spend improving on its greedy drops
+  // (exchanges, rebuilds, escapes: selective_search.cc). -1: by the graph's size, up to 64 on
+  // small graphs and 0 on graphs of thousands of nodes, which then plan in about a second.
+  int selective_replays_per_point = -1;
 };
 
 // One function per strategy family. Each returns a replayed plan; `feasible` says whether its
@@ -175,6 +187,15 @@ Plan PlanOptimal(const TrainingGraph& g, const CostModel& cost, const PlanOption
 // (a reference for `optimal`). Throws MemplanError when memplan was built without CBC.
 Plan PlanMilp(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 bool MilpAvailable();
+// Selective recompute (plan.h): the activation storages to drop and recompute in the backward,
+// chosen for the least predicted recompute seconds (CostModel::node_seconds, counting every
+// recompute step of the replayed schedule) with the replayed peak <= budget. A heuristic (see
+// selective_search.cc): cheapest seconds per byte freed first, then keeping again the most
+// expensive while the replay fits. Its peak is monotone in the budget: a smaller budget never
+// gets a plan with a larger peak. Without a fitting plan: the smallest peak its search
+// reaches, feasible = false. No segment-border margin (one autograd graph, no new leaves).
+// `auto` never picks it: only when named.
+Plan PlanSelective(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 
 // The margin a segmented plan keeps under its budget. When the gradient of a checkpoint comes
 // back through an op that hands one gradient to several inputs (a residual Add, Concat),
