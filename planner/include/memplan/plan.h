@@ -50,7 +50,7 @@
 //     the chain), it is freed after the chain. Two consumers therefore share one recompute while
 //     both are still to run; a storage needed again after it was freed is recomputed again.
 // Recompute cost: the forward of every recompute step of the schedule (a node can run more
-// than once). The executor carries this out with saved-tensor hooks (executor/README.md).
+// than once). The executor carries this out with saved-tensor hooks (executor/src/saved_tensors.h).
 // Selective recompute does not combine with segments yet; it does with micro-batching.
 #pragma once
 
