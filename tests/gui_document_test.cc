@@ -3,11 +3,15 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <set>
+#include <tuple>
 
 #include "document.h"
 #include "gui_test_profile.h"
+#include "gui_test_selective.h"
 #include "testing/corpus.h"
 
 namespace memplan::gui {
@@ -44,7 +48,8 @@ Schedule ToySchedule() {
 TEST(GuiDocument, ReplayByCategoryOnToySchedule) {
   std::vector<CategoryBytes> r = ReplayByCategory(ToySchedule());
   ASSERT_EQ(r.size(), 4u);
-  const int param = static_cast<int>(MemoryCategory::kParameter), act = static_cast<int>(MemoryCategory::kActivation),
+  const int param = static_cast<int>(MemoryCategory::kParameter),
+            act = static_cast<int>(MemoryCategory::kActivation),
             grad = static_cast<int>(MemoryCategory::kActivationGradient);
   EXPECT_EQ(r[0][param], 100);
   EXPECT_EQ(r[1][act], 40);
@@ -57,10 +62,12 @@ TEST(GuiDocument, ReplayByCategoryOnToySchedule) {
 TEST(GuiDocument, ReplayByCategoryUsesTheSimulatorsAccounting) {
   // The CUDA caching allocator's 512-byte blocks: every buffer of the toy schedule takes one.
   std::vector<CategoryBytes> r = ReplayByCategory(ToySchedule(), AllocatorPolicy::kCudaCaching);
-  const int param = static_cast<int>(MemoryCategory::kParameter), act = static_cast<int>(MemoryCategory::kActivation);
+  const int param = static_cast<int>(MemoryCategory::kParameter),
+            act = static_cast<int>(MemoryCategory::kActivation);
   EXPECT_EQ(r[2][param], 512);
   EXPECT_EQ(r[2][act], 1024);  // a and b: 2 blocks
-  EXPECT_EQ(Sum(r[2]), Simulate(ToySchedule(), {AllocatorPolicy::kCudaCaching}).peak_bytes);  // 3 x 512
+  EXPECT_EQ(Sum(r[2]),
+            Simulate(ToySchedule(), {AllocatorPolicy::kCudaCaching}).peak_bytes);  // 3 x 512
 }
 
 TEST(GuiDocument, AliveAtListsLargestFirst) {
@@ -91,6 +98,149 @@ TEST(GuiDocument, LifetimesOfToySchedule) {
   range.first_step = 3;
   spans = Lifetimes(ToySchedule(), {}, {}, range);
   ASSERT_EQ(spans.size(), 2u);  // b and g reach step 3; a does not
+}
+
+// The selective fixture's storages (gui_test_selective.h has the schedule worked out by hand).
+TEST(GuiDocument, SelectiveStoragesAreKeptOrRecomputedWithTheirSpans) {
+  const TrainingGraph g = fixtures::SelectiveGraph();
+  const Plan p = fixtures::SelectivePlan(g);
+  ASSERT_EQ(p.schedule.steps.size(), 18u);  // setup, 6 forward, 7 backward, 4 recompute, optimizer
+  const std::vector<StorageDecision> storages = SelectiveStorages(g, p.schedule, p.recomputed);
+  // Saved activations a, b, d and the dropped h0 (saved by nobody), in TensorId order; c is
+  // neither saved nor dropped.
+  ASSERT_EQ(storages.size(), 4u);
+  auto find = [&](const std::string& name) -> const StorageDecision& {
+    for (const StorageDecision& d : storages)
+      if (d.name == name) return d;
+    ADD_FAILURE() << "no storage " << name;
+    return storages.front();
+  };
+  using Spans = std::vector<std::pair<int32_t, int32_t>>;
+  const StorageDecision& h0 = find("h0");
+  EXPECT_TRUE(h0.recomputed);
+  EXPECT_FALSE(h0.saved);
+  EXPECT_EQ(h0.bytes, 100);
+  EXPECT_EQ(h0.forward_begin, 1);
+  EXPECT_EQ(h0.forward_end, 3);
+  EXPECT_EQ(h0.recompute_spans, (Spans{{10, 11}, {13, 14}}));
+  EXPECT_EQ(h0.recompute_count(), 2);
+  const StorageDecision& a = find("a");
+  EXPECT_TRUE(a.recomputed && a.saved);
+  EXPECT_EQ(a.forward_begin, 2);
+  EXPECT_EQ(a.forward_end, 4);
+  EXPECT_EQ(a.recompute_spans, (Spans{{14, 15}}));
+  const StorageDecision& b = find("b");
+  EXPECT_TRUE(b.recomputed && b.saved);
+  EXPECT_EQ(b.forward_begin, 3);
+  EXPECT_EQ(b.forward_end, 4);
+  EXPECT_EQ(b.recompute_spans, (Spans{{11, 12}}));
+  const StorageDecision& d = find("d");
+  EXPECT_FALSE(d.recomputed);
+  EXPECT_TRUE(d.saved);
+  EXPECT_EQ(d.forward_begin, 5);
+  EXPECT_EQ(d.forward_end, 8);
+  EXPECT_TRUE(d.recompute_spans.empty());
+  const SelectiveCounts c = CountSelective(storages);
+  EXPECT_EQ(c.saved, 3);  // a, b, d
+  EXPECT_EQ(c.saved_bytes, 300);
+  EXPECT_EQ(c.kept, 1);  // d
+  EXPECT_EQ(c.kept_bytes, 100);
+  EXPECT_EQ(c.recomputed_saved, 2);  // a, b
+  EXPECT_EQ(c.recomputed_saved_bytes, 200);
+  EXPECT_EQ(c.recomputed_unsaved, 1);  // h0
+  EXPECT_EQ(c.recomputed_unsaved_bytes, 100);
+  EXPECT_EQ(c.recomputed(), 3);
+  EXPECT_EQ(c.recomputes, 4);  // h0 twice, a and b once
+}
+
+TEST(GuiDocument, LifetimesDrawADroppedStorageInOneRow) {
+  const TrainingGraph g = fixtures::SelectiveGraph();
+  const Plan p = fixtures::SelectivePlan(g);
+  LifetimeMarks marks;
+  marks.recomputed = p.recomputed;
+  marks.kept = {g.FindTensor("d")};
+  std::vector<LifetimeSpan> spans = Lifetimes(p.schedule, marks);
+  // One row per dropped storage, its forward span first: h0 1-3, 10-11, 13-14; a 2-4, 14-15;
+  // b 3-4, 11-12. The kept d: 5-8, as before.
+  std::map<std::string, std::vector<std::tuple<int32_t, int32_t, bool>>> rows;  // row name -> spans
+  std::map<std::string, int> recomputes;
+  for (const LifetimeSpan& s : spans) {
+    const std::string row = p.schedule.buffers[s.row].name;
+    if (s.dropped) {
+      rows[row].emplace_back(s.begin, s.end, s.recomputed);
+      recomputes[row] = s.recompute_count;
+      EXPECT_FALSE(s.kept) << s.name;
+      EXPECT_EQ(s.name, s.recomputed ? row + " (recomputed)" : row);
+    }
+    if (s.name == "d") {
+      EXPECT_TRUE(s.kept);
+      EXPECT_FALSE(s.dropped);
+      EXPECT_EQ(s.begin, 5);
+      EXPECT_EQ(s.end, 8);
+    }
+  }
+  using R = std::vector<std::tuple<int32_t, int32_t, bool>>;
+  EXPECT_EQ(rows["h0"], (R{{1, 3, false}, {10, 11, true}, {13, 14, true}}));
+  EXPECT_EQ(rows["a"], (R{{2, 4, false}, {14, 15, true}}));
+  EXPECT_EQ(rows["b"], (R{{3, 4, false}, {11, 12, true}}));
+  EXPECT_EQ(rows.size(), 3u);
+  EXPECT_EQ(recomputes["h0"], 2);
+  EXPECT_EQ(recomputes["a"], 1);
+  // A row is chosen whole: the largest 2 rows (all 100 B: the first by buffer id) keep every
+  // span of theirs.
+  LifetimeOptions two;
+  two.max_buffers = 2;
+  spans = Lifetimes(p.schedule, marks, two);
+  std::set<BufferId> chosen;
+  for (const LifetimeSpan& s : spans) chosen.insert(s.row);
+  EXPECT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(spans.size(), 5u);  // h0's 3 spans and a's 2
+  // A range that sees only the backward still shows the row, from its recomputed spans.
+  LifetimeOptions late;
+  late.first_step = 13;
+  late.last_step = 14;
+  spans = Lifetimes(p.schedule, marks, late);
+  bool h0_forward = false;
+  for (const LifetimeSpan& s : spans) h0_forward |= s.name == "h0" && !s.recomputed;
+  EXPECT_TRUE(h0_forward);
+  // Without the marks (a segmented plan's view), the recomputed buffers are rows of their own.
+  spans = Lifetimes(p.schedule, {}, {}, {});
+  for (const LifetimeSpan& s : spans) {
+    EXPECT_FALSE(s.dropped);
+    EXPECT_EQ(s.row, s.buffer);
+  }
+}
+
+TEST(GuiDocument, SelectivePlanJsonNamesItsRecomputedTensors) {
+  nlohmann::json j = {{"kind", "plan"},
+                      {"strategy", "selective"},
+                      {"predicted_peak_bytes", 900},
+                      {"predicted_recompute_seconds", 0.25},
+                      {"recomputed", {"h0", "a", "b"}},
+                      {"sweep",
+                       {{"points",
+                         {{{"strategy", "selective"},
+                           {"peak_bytes", 900},
+                           {"overhead", 0.5},
+                           {"predicted_recompute_seconds", 0.25}}}}}},
+                      {"strategies",
+                       {{{"strategy", "selective"},
+                         {"predicted_peak_bytes", 900},
+                         {"predicted_recompute_seconds", 0.25},
+                         {"recomputed", {"h0", "a", "b"}}}}}};
+  Item item = ItemFromJson(j, "selective.json");
+  EXPECT_EQ(item.recomputed, (std::vector<std::string>{"h0", "a", "b"}));
+  EXPECT_DOUBLE_EQ(item.predicted_recompute_seconds, 0.25);
+  ASSERT_EQ(item.sweep.size(), 1u);
+  EXPECT_DOUBLE_EQ(item.sweep[0].recompute_seconds, 0.25);
+  EXPECT_EQ(item.sweep[0].series, "");  // a file's sweep
+  ASSERT_EQ(item.strategies.size(), 1u);
+  EXPECT_EQ(item.strategies[0].recomputed, 3);
+  EXPECT_DOUBLE_EQ(item.strategies[0].recompute_seconds, 0.25);
+  // A plan written before the field: nothing recomputed, the seconds unknown.
+  Item old = ItemFromJson({{"kind", "plan"}, {"strategy", "sqrt"}}, "old.json");
+  EXPECT_TRUE(old.recomputed.empty());
+  EXPECT_LT(old.predicted_recompute_seconds, 0);
 }
 
 TEST(GuiDocument, ModelReplayMatchesSimulatorEveryStep) {
@@ -133,16 +283,33 @@ TEST(GuiDocument, AnalysisJsonRoundTrip) {
 }
 
 TEST(GuiDocument, PlanAndRunJsonPerContract) {
-  nlohmann::json plan = {{"kind", "plan"}, {"memplan_version", "0.1.0"}, {"model", "m.onnx"}, {"batch", 8},
-                         {"strategy", "sqrt"}, {"budget_bytes", 1000}, {"predicted_peak_bytes", 900},
-                         {"baseline_peak_bytes", 1500}, {"recompute_flops", 50.0}, {"forward_flops", 200.0},
-                         {"overhead", 0.25},
-                         {"checkpoints", {"t1", "t2"}}, {"sections", {{"n1", "n2"}, {"n3"}}}, {"feasible", true},
-                         {"solve_seconds", 0.01},
-                         {"timeline", {{{"event", "setup"}, {"phase", "setup"}, {"bytes", 100}, {"bytes_after", 100}},
-                                       {{"event", "forward n1"}, {"phase", "forward"}, {"bytes", 900}, {"bytes_after", 800},
-                                        {"node", "n1"}},
-                                       {{"event", "recompute n1"}, {"phase", "recompute"}, {"bytes", 500}, {"bytes_after", 400}}}}};
+  nlohmann::json plan = {
+      {"kind", "plan"},
+      {"memplan_version", "0.1.0"},
+      {"model", "m.onnx"},
+      {"batch", 8},
+      {"strategy", "sqrt"},
+      {"budget_bytes", 1000},
+      {"predicted_peak_bytes", 900},
+      {"baseline_peak_bytes", 1500},
+      {"recompute_flops", 50.0},
+      {"forward_flops", 200.0},
+      {"overhead", 0.25},
+      {"checkpoints", {"t1", "t2"}},
+      {"sections", {{"n1", "n2"}, {"n3"}}},
+      {"feasible", true},
+      {"solve_seconds", 0.01},
+      {"timeline",
+       {{{"event", "setup"}, {"phase", "setup"}, {"bytes", 100}, {"bytes_after", 100}},
+        {{"event", "forward n1"},
+         {"phase", "forward"},
+         {"bytes", 900},
+         {"bytes_after", 800},
+         {"node", "n1"}},
+        {{"event", "recompute n1"},
+         {"phase", "recompute"},
+         {"bytes", 500},
+         {"bytes_after", 400}}}}};
   Item p = ItemFromJson(plan, "plan.json");
   EXPECT_EQ(p.kind, SourceKind::kPlan);
   EXPECT_EQ(p.strategy, "sqrt");
@@ -158,12 +325,24 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   EXPECT_EQ(p.timeline->phases[2], Phase::kRecompute);
 
   // The fields DESIGN.md's contract requires of a run (memplan/run_report.h reads them).
-  nlohmann::json run = {{"kind", "run"}, {"memplan_version", "0.1.0"}, {"device", "cpu"}, {"steps", 3},
-                        {"measured_peak_bytes", 950}, {"predicted_peak_bytes", 900}, {"step_seconds", {2.0, 1.6, 1.5}},
-                        {"recompute_seconds", {0.3, 0.2, 0.2}}, {"loss", {2.3, 2.2, 2.1}}, {"plan", plan},
-                        {"measured_trace", {{{"phase", "setup"}, {"node", ""}, {"op", ""}, {"bytes_after", 100}, {"peak_during", 120}},
-                                            {{"phase", "forward"}, {"node", "n1"}, {"op", ""}, {"bytes_after", 800},
-                                             {"peak_during", 950}}}}};
+  nlohmann::json run = {
+      {"kind", "run"},
+      {"memplan_version", "0.1.0"},
+      {"device", "cpu"},
+      {"steps", 3},
+      {"measured_peak_bytes", 950},
+      {"predicted_peak_bytes", 900},
+      {"step_seconds", {2.0, 1.6, 1.5}},
+      {"recompute_seconds", {0.3, 0.2, 0.2}},
+      {"loss", {2.3, 2.2, 2.1}},
+      {"plan", plan},
+      {"measured_trace",
+       {{{"phase", "setup"}, {"node", ""}, {"op", ""}, {"bytes_after", 100}, {"peak_during", 120}},
+        {{"phase", "forward"},
+         {"node", "n1"},
+         {"op", ""},
+         {"bytes_after", 800},
+         {"peak_during", 950}}}}};
   Item r = ItemFromJson(run, "run.json");
   EXPECT_EQ(r.kind, SourceKind::kRun);
   EXPECT_EQ(r.measured_peak_bytes, 950);
@@ -179,7 +358,9 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   run["recompute_seconds"] = {0.5, 0.25};
   run["loss"] = {2.3, 2.2};
   run["predicted_timeline"] = plan["timeline"];
-  run["plan"] = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
+  run["plan"] = {{"strategy", "none"},
+                 {"sections", nlohmann::json::array()},
+                 {"checkpoints", nlohmann::json::array()}};
   r = ItemFromJson(run, "run.json");
   EXPECT_DOUBLE_EQ(r.step_seconds, 1.5);
   EXPECT_DOUBLE_EQ(r.recompute_seconds, 0.25);
@@ -199,7 +380,8 @@ TEST(GuiDocument, BadFilesThrowNamingTheFile) {
       {"nokind.json", "{\"peak_bytes\": 1}", "kind"},
       {"otherkind.json", "{\"kind\": \"weather\"}", "unknown kind"},
       {"array.json", "[1, 2]", "JSON object"},
-      {"badtimeline.json", "{\"kind\": \"analysis\", \"timeline\": [{\"bytes\": \"many\"}]}", "bytes"},
+      {"badtimeline.json", "{\"kind\": \"analysis\", \"timeline\": [{\"bytes\": \"many\"}]}",
+       "bytes"},
       {"badpeak.json", "{\"kind\": \"analysis\", \"peak_bytes\": \"big\"}", "peak_bytes"},
       {"badrun.json", "{\"kind\": \"run\"}", "memplan_version"},
       {"badprofile.json", "{\"kind\": \"profile\"}", "field 'model' is missing"},
@@ -246,15 +428,27 @@ TEST(GuiDocument, ProfileOpensThroughTheProfilersReader) {
 }
 
 TEST(GuiDocument, MalformedProfilesNameTheFileAndField) {
-  const nlohmann::json good = ProfileToJson(fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph())));
+  const nlohmann::json good =
+      ProfileToJson(fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph())));
   struct Case {
     std::string name, field, expect;
     nlohmann::json value;
   } cases[] = {
       {"p_row.json", "memory_events", "memory_events[0]", {{1, 2}}},
-      {"p_phase.json", "nodes", "nodes[0].phase", {{{"node", 0}, {"name", "n"}, {"op", "Relu"}, {"phase", "sideways"},
-                                                    {"segment", 0}, {"calls", 1}, {"seconds", 0.1}, {"device_seconds", 0},
-                                                    {"predicted_seconds", 0}, {"allocated_bytes", 0}, {"freed_bytes", 0}}}},
+      {"p_phase.json",
+       "nodes",
+       "nodes[0].phase",
+       {{{"node", 0},
+         {"name", "n"},
+         {"op", "Relu"},
+         {"phase", "sideways"},
+         {"segment", 0},
+         {"calls", 1},
+         {"seconds", 0.1},
+         {"device_seconds", 0},
+         {"predicted_seconds", 0},
+         {"allocated_bytes", 0},
+         {"freed_bytes", 0}}}},
       {"p_seconds.json", "step_seconds", "step_seconds", -1.0},
       {"p_slices.json", "slices", "slices", "many"},
   };
@@ -306,7 +500,8 @@ TEST(GuiDocument, MeasuredMemoryLiesOnThePredictedSteps) {
   const size_t relu = StepOf(a, Phase::kForward, "Relu_1");
   ASSERT_EQ(m.timeline->size(), predicted.size());
   for (size_t i = 0; i < predicted.size(); ++i) {
-    EXPECT_EQ(m.timeline->bytes[i], predicted[i] + (i == relu ? 64 : 0)) << "step " << i << ": " << model.timeline->events[i];
+    EXPECT_EQ(m.timeline->bytes[i], predicted[i] + (i == relu ? 64 : 0))
+        << "step " << i << ": " << model.timeline->events[i];
   }
   // The analysis JSON names the steps' nodes the same way: the same overlay.
   Item json = ItemFromJson(AnalysisToJson(a), "toy.json");
@@ -325,7 +520,8 @@ TEST(GuiDocument, MeasuredOverlayOfAnotherModelMatchesLittle) {
   ASSERT_TRUE(m.timeline);
   const size_t relu = StepOf(*model.analysis, Phase::kForward, "Relu_1");
   EXPECT_EQ(m.timeline->bytes[relu], m.timeline->bytes[relu - 1]);  // the value before, repeated
-  EXPECT_NE(m.timeline->events[relu].find("not in the profile"), std::string::npos) << m.timeline->events[relu];
+  EXPECT_NE(m.timeline->events[relu].find("not in the profile"), std::string::npos)
+      << m.timeline->events[relu];
   other.nodes.clear();
   other.slices.clear();
   EXPECT_FALSE(MeasuredOnSteps(*model.timeline, other, "measured").timeline);  // nothing matched
@@ -337,7 +533,8 @@ TEST(GuiDocument, MeasuredOverlayTakesTheKthStepOfAScopeAsMicroBatchK) {
   //   MatMul_0 micro-batch 0 [1, 2]: +50, -50    -> 150 B at most
   //   MatMul_0 micro-batch 1 [2, 3]: +80, -80    -> 180 B at most
   TimelineData t;
-  const std::pair<Phase, std::string> steps[] = {{Phase::kSetup, ""}, {Phase::kForward, "MatMul_0"}, {Phase::kForward, "MatMul_0"}};
+  const std::pair<Phase, std::string> steps[] = {
+      {Phase::kSetup, ""}, {Phase::kForward, "MatMul_0"}, {Phase::kForward, "MatMul_0"}};
   for (const auto& [phase, node] : steps) {
     t.bytes.push_back(0);
     t.phases.push_back(phase);
@@ -364,12 +561,16 @@ TEST(GuiDocument, MeasuredOverlayTakesTheKthStepOfAScopeAsMicroBatchK) {
   EXPECT_EQ(m.timeline->peak_step, 2);
   // The CPU backend puts an event with no scope open in the default (setup) scope: outside every
   // setup slice, it is not the setup's.
-  p.memory_events.insert(p.memory_events.begin() + 3, {1.95, 200, 300, {Phase::kSetup, kNone, 0, 0}});
-  p.memory_events.insert(p.memory_events.begin() + 4, {1.96, -200, 100, {Phase::kSetup, kNone, 0, 0}});
-  EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes, (std::vector<int64_t>{100, 150, 180}));
+  p.memory_events.insert(p.memory_events.begin() + 3,
+                         {1.95, 200, 300, {Phase::kSetup, kNone, 0, 0}});
+  p.memory_events.insert(p.memory_events.begin() + 4,
+                         {1.96, -200, 100, {Phase::kSetup, kNone, 0, 0}});
+  EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes,
+            (std::vector<int64_t>{100, 150, 180}));
   // CUPTI stamps events with device time: they count by their scope alone.
   p.backend = "cupti";
-  EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes, (std::vector<int64_t>{300, 150, 180}));
+  EXPECT_EQ(MeasuredOnSteps(t, p, "measured").timeline->bytes,
+            (std::vector<int64_t>{300, 150, 180}));
 }
 
 TEST(GuiDocument, AModelAbove2GiBIsRefusedBeforeItIsRead) {

@@ -7,9 +7,12 @@
 #include <memory>
 #include <string>
 
+#include "common.h"
 #include "gui_test_profile.h"
+#include "gui_test_selective.h"
 #include "models/alive_model.h"
 #include "models/compare_models.h"
+#include "models/storage_model.h"
 #include "models/strategy_model.h"
 #include "models/summary_models.h"
 #include "models/time_models.h"
@@ -29,7 +32,8 @@ std::string Text(const QAbstractItemModel& m, int row, int column, int role = Qt
 
 // The row whose first column reads `quantity`, or -1.
 int RowOf(const QAbstractItemModel& m, const std::string& quantity) {
-  for (int r = 0; r < m.rowCount(); ++r) if (Text(m, r, 0) == quantity) return r;
+  for (int r = 0; r < m.rowCount(); ++r)
+    if (Text(m, r, 0) == quantity) return r;
   return -1;
 }
 
@@ -101,10 +105,109 @@ TEST(GuiModels, SummaryShowsTheItemsQuantities) {
   EXPECT_EQ(Text(model, RowOf(model, "Plan peak"), SummaryModel::kValue), "3.00 KiB");  // 3072 B
   EXPECT_EQ(Text(model, RowOf(model, "Fits the budget"), SummaryModel::kValue), "yes");
   EXPECT_EQ(Text(model, RowOf(model, "Checkpoints / sections"), SummaryModel::kValue), "2 / 2");
-  EXPECT_EQ(Text(model, RowOf(model, "Measured peak"), SummaryModel::kValue), "\u2014 (no run open)");
-  EXPECT_EQ(Text(model, RowOf(model, "Bottleneck tensors"), SummaryModel::kValue), "4: x1, x2, x3…");
+  EXPECT_EQ(Text(model, RowOf(model, "Measured peak"), SummaryModel::kValue),
+            "\u2014 (no run open)");
+  EXPECT_EQ(Text(model, RowOf(model, "Bottleneck tensors"), SummaryModel::kValue),
+            "4: x1, x2, x3…");
   model.setItems(nullptr, nullptr, nullptr);
   EXPECT_EQ(model.rowCount(), 0);
+}
+
+TEST(GuiModels, SummaryCountsKeptAndRecomputedTensors) {
+  SummaryModel model;
+  auto tester = Attach(&model);
+  // gui_test_selective.h: of the saved activations a, b, d, d is kept (100 B) and a, b are
+  // recomputed (200 B); h0, saved by nobody, is dropped too; h0 is recomputed twice.
+  ItemPtr plan = fixtures::SelectiveItem();
+  model.setItems(nullptr, plan, nullptr);
+  int r = RowOf(model, "Saved activations kept");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, SummaryModel::kValue), "1 of 3 (100 B)");
+  EXPECT_EQ(Text(model, r, SummaryModel::kFrom), "selective");
+  r = RowOf(model, "Saved activations recomputed");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, SummaryModel::kValue), "2 of 3 (200 B)");
+  r = RowOf(model, "Unsaved storages recomputed");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, SummaryModel::kValue), "1 (100 B), only as inputs of other recomputes");
+  r = RowOf(model, "Recomputations in the backward");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, SummaryModel::kValue), "4");
+  EXPECT_EQ(Text(model, RowOf(model, "Plan strategy"), SummaryModel::kValue), "selective");
+  // A plan file names its recomputed tensors; their sizes need the model.
+  auto file = std::make_shared<Item>(*TinyPlan());
+  file->strategy = "selective";
+  file->recomputed = {"h0", "a"};
+  file->predicted_recompute_seconds = 0.0125;
+  model.setItems(TinyModel(), file, nullptr);
+  EXPECT_EQ(Text(model, RowOf(model, "Tensors recomputed"), SummaryModel::kValue), "2");
+  EXPECT_EQ(Text(model, RowOf(model, "Tensors recomputed"), SummaryModel::kValue, Qt::ToolTipRole),
+            "h0, a");
+  EXPECT_EQ(Text(model, RowOf(model, "Saved activations kept"), SummaryModel::kValue), "\u2014");
+  EXPECT_EQ(Text(model, RowOf(model, "Predicted recompute time"), SummaryModel::kValue),
+            "12.50 ms");
+  // Segmented plans have no such rows.
+  model.setItems(TinyModel(), TinyPlan(), nullptr);
+  EXPECT_EQ(RowOf(model, "Tensors recomputed"), -1);
+  EXPECT_EQ(RowOf(model, "Saved activations kept"), -1);
+  EXPECT_EQ(RowOf(model, "Saved activations recomputed"), -1);
+}
+
+TEST(GuiModels, StoragesSayKeptOrRecomputedNTimes) {
+  StorageModel model;
+  auto tester = Attach(&model);
+  ItemPtr plan = fixtures::SelectiveItem();
+  model.setRows(plan->storages);
+  ASSERT_EQ(model.columnCount(), StorageModel::kColumnCount);
+  ASSERT_EQ(model.rowCount(), 4);  // h0, a, b, d in TensorId order
+  auto row = [&](const std::string& name) {
+    for (int r = 0; r < model.rowCount(); ++r)
+      if (Text(model, r, StorageModel::kTensor) == name) return r;
+    return -1;
+  };
+  int r = row("h0");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(Text(model, r, StorageModel::kDecision), "recomputed (2 times)");
+  EXPECT_EQ(Text(model, r, StorageModel::kBytes), "100 B");
+  EXPECT_EQ(Text(model, r, StorageModel::kForward), "1–3");
+  EXPECT_EQ(Text(model, r, StorageModel::kRecomputed), "10–11, 13–14");
+  EXPECT_EQ(model.index(r, StorageModel::kDecision).data(Qt::ForegroundRole).value<QColor>(),
+            SelectiveColor());
+  r = row("a");
+  EXPECT_EQ(Text(model, r, StorageModel::kDecision), "recomputed (1 time)");
+  EXPECT_EQ(Text(model, r, StorageModel::kForward), "2–4");
+  EXPECT_EQ(Text(model, r, StorageModel::kRecomputed), "14–15");
+  r = row("b");
+  EXPECT_EQ(Text(model, r, StorageModel::kRecomputed), "11–12");
+  r = row("d");
+  EXPECT_EQ(Text(model, r, StorageModel::kDecision), "kept");
+  EXPECT_EQ(Text(model, r, StorageModel::kForward), "5–8");
+  EXPECT_EQ(Text(model, r, StorageModel::kRecomputed), "\u2014");
+  // Sorting by the decision puts kept first, then by how often a storage is recomputed.
+  QSortFilterProxyModel proxy;
+  proxy.setSourceModel(&model);
+  proxy.setSortRole(Qt::UserRole);
+  auto proxy_tester = Attach(&proxy);
+  proxy.sort(StorageModel::kDecision, Qt::DescendingOrder);
+  EXPECT_EQ(Text(proxy, 0, StorageModel::kTensor), "h0");
+  EXPECT_EQ(Text(proxy, 3, StorageModel::kTensor), "d");
+}
+
+TEST(GuiModels, StrategiesShowSelectivePlansRecomputedTensorsAndSeconds) {
+  StrategyModel model;
+  auto tester = Attach(&model);
+  StrategyRow selective{
+      "selective",       /*peak_bytes=*/3 << 20, /*overhead=*/0.5,  /*checkpoints=*/0,
+      /*sections=*/1,
+      /*feasible=*/true, /*solve_seconds=*/0.5,  /*recomputed=*/12, /*recompute_seconds=*/0.004};
+  StrategyRow sqrt{"sqrt", 3 << 20, 0.25, 3, 2, true, 0.5};  // a file without the seconds
+  model.setRows({selective, sqrt});
+  EXPECT_EQ(Text(model, 0, StrategyModel::kRecomputed), "12");
+  EXPECT_EQ(Text(model, 0, StrategyModel::kRecomputeTime), "4.00 ms");
+  EXPECT_EQ(Text(model, 1, StrategyModel::kRecomputed), "\u2014");
+  EXPECT_EQ(Text(model, 1, StrategyModel::kRecomputeTime), "\u2014");
+  EXPECT_EQ(model.headerData(StrategyModel::kRecomputed, Qt::Horizontal).toString(),
+            "Recomputed tensors");
 }
 
 TEST(GuiModels, BreakdownListsCategoriesLargestFirstWithShares) {
@@ -133,7 +236,8 @@ TEST(GuiModels, FilesShowTheirStatus) {
   FilesModel model;
   auto tester = Attach(&model);
   FileRow loaded{"/data/a.json", FileRow::Status::kLoaded, SourceKind::kAnalysis, {}};
-  FileRow failed{"/data/b.onnx", FileRow::Status::kFailed, SourceKind::kModel, "b.onnx: not a model"};
+  FileRow failed{"/data/b.onnx", FileRow::Status::kFailed, SourceKind::kModel,
+                 "b.onnx: not a model"};
   FileRow loading{"/data/c.onnx", FileRow::Status::kLoading, SourceKind::kModel, {}};
   model.setRows({loaded, failed, loading});
   ASSERT_EQ(model.rowCount(), 3);
@@ -143,7 +247,8 @@ TEST(GuiModels, FilesShowTheirStatus) {
   EXPECT_EQ(Text(model, 0, FilesModel::kStatus), "loaded");
   EXPECT_EQ(Text(model, 1, FilesModel::kKind), "");
   EXPECT_EQ(Text(model, 1, FilesModel::kStatus), "b.onnx: not a model");
-  EXPECT_EQ(model.index(1, FilesModel::kStatus).data(Qt::ForegroundRole).value<QColor>(), QColor(0xc0, 0x10, 0x10));
+  EXPECT_EQ(model.index(1, FilesModel::kStatus).data(Qt::ForegroundRole).value<QColor>(),
+            QColor(0xc0, 0x10, 0x10));
   EXPECT_EQ(Text(model, 2, FilesModel::kStatus), "loading…");
 }
 
@@ -161,16 +266,27 @@ TEST(GuiModels, AliveListsTheBuffersOfAStep) {
   EXPECT_EQ(Text(model, 1, AliveModel::kTensor), "b");
   EXPECT_EQ(Text(model, 1, AliveModel::kBytes), "60 B");
   EXPECT_EQ(model.index(2, AliveModel::kBytes).data(Qt::UserRole).toDouble(), 40.0);
-  EXPECT_EQ(model.index(2, AliveModel::kBytes).data(Qt::TextAlignmentRole).toInt(), int(Qt::AlignRight | Qt::AlignVCenter));
+  EXPECT_EQ(model.index(2, AliveModel::kBytes).data(Qt::TextAlignmentRole).toInt(),
+            int(Qt::AlignRight | Qt::AlignVCenter));
 }
 
 TEST(GuiModels, StrategiesShowThePlannersNumbers) {
   StrategyModel model;
   auto tester = Attach(&model);
-  StrategyRow sqrt{"sqrt", /*peak_bytes=*/3 << 20, /*overhead=*/0.25, /*checkpoints=*/3, /*sections=*/-1,
-                   /*feasible=*/true, /*solve_seconds=*/0.5};
-  StrategyRow none{"none", /*peak_bytes=*/8 << 20, /*overhead=*/0, /*checkpoints=*/0, /*sections=*/1,
-                   /*feasible=*/false, /*solve_seconds=*/2.25};
+  StrategyRow sqrt{"sqrt",
+                   /*peak_bytes=*/3 << 20,
+                   /*overhead=*/0.25,
+                   /*checkpoints=*/3,
+                   /*sections=*/-1,
+                   /*feasible=*/true,
+                   /*solve_seconds=*/0.5};
+  StrategyRow none{"none",
+                   /*peak_bytes=*/8 << 20,
+                   /*overhead=*/0,
+                   /*checkpoints=*/0,
+                   /*sections=*/1,
+                   /*feasible=*/false,
+                   /*solve_seconds=*/2.25};
   model.setRows({sqrt, none});
   ASSERT_EQ(model.columnCount(), StrategyModel::kColumnCount);
   EXPECT_EQ(Text(model, 0, StrategyModel::kPeak), "3.00 MiB");
@@ -191,7 +307,8 @@ TEST(GuiModels, CompareShowsBothItemsAndTheirDifference) {
   ASSERT_GE(r, 0);
   EXPECT_EQ(Text(model, r, CompareModel::kA), "3.00 KiB");  // the plan's peak
   EXPECT_EQ(Text(model, r, CompareModel::kB), "4.00 KiB");  // the model's timeline peak
-  EXPECT_EQ(Text(model, r, CompareModel::kDelta), "+1.00 KiB (+33.3%)");  // 4096 - 3072 = 1024 = 1/3 of 3072
+  EXPECT_EQ(Text(model, r, CompareModel::kDelta),
+            "+1.00 KiB (+33.3%)");  // 4096 - 3072 = 1024 = 1/3 of 3072
   r = RowOf(model, "Budget");
   EXPECT_EQ(Text(model, r, CompareModel::kB), "\u2014");
   EXPECT_EQ(Text(model, r, CompareModel::kDelta), "\u2014");
@@ -227,7 +344,9 @@ TEST(GuiModels, KeptSaysWhichPlanKeepsEachCheckpoint) {
   EXPECT_EQ(model.rowCount(), 0);
 }
 
-ItemPtr ProfileItem(Profile p, const std::string& path) { return std::make_shared<const Item>(ItemFromProfile(std::move(p), path)); }
+ItemPtr ProfileItem(Profile p, const std::string& path) {
+  return std::make_shared<const Item>(ItemFromProfile(std::move(p), path));
+}
 
 // The row of a node (or "" for a phase-level row) in a phase.
 int RowOfNode(const NodeTimeModel& m, const std::string& name, Phase phase) {
@@ -256,7 +375,8 @@ TEST(GuiModels, NodeTimeShowsMeasuredAgainstPredicted) {
   EXPECT_EQ(Text(model, r, NodeTimeModel::kSegment), "1");
   EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "+3.00 ms");
   EXPECT_EQ(Text(model, r, NodeTimeModel::kRatio), "2.00×");
-  EXPECT_EQ(model.index(r, NodeTimeModel::kRatio).data(Qt::ForegroundRole).value<QColor>(), QColor(0xb0, 0x10, 0x10));
+  EXPECT_EQ(model.index(r, NodeTimeModel::kRatio).data(Qt::ForegroundRole).value<QColor>(),
+            QColor(0xb0, 0x10, 0x10));
   r = RowOfNode(model, "relu", Phase::kForward);  // predicted 0: unknown
   EXPECT_EQ(Text(model, r, NodeTimeModel::kPredicted), "—");
   EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "—");
@@ -284,7 +404,8 @@ TEST(GuiModels, NodeTimeShowsMeasuredAgainstPredicted) {
   model.setProfile(std::make_shared<const Profile>(cuda));
   r = RowOfNode(model, "mm1", Phase::kForward);
   EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured), "3.50 ms");
-  EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured, Qt::ToolTipRole), "kernels 3.50 ms (CUPTI) · host 4.00 ms");
+  EXPECT_EQ(Text(model, r, NodeTimeModel::kMeasured, Qt::ToolTipRole),
+            "kernels 3.50 ms (CUPTI) · host 4.00 ms");
   EXPECT_EQ(Text(model, r, NodeTimeModel::kDifference), "−1.50 ms");  // 3.5 - 5
   model.setProfile(nullptr);
   EXPECT_EQ(model.rowCount(), 0);
@@ -294,11 +415,13 @@ TEST(GuiModels, RecomputeTimePerSegment) {
   RecomputeTimeModel model;
   auto tester = Attach(&model);
   Profile p = fixtures::HandMadeProfile();
-  p.nodes.push_back({/*node=*/2, "mm2", "MatMul", Phase::kRecompute, /*segment=*/1, /*calls=*/1, /*seconds=*/0.002,
+  p.nodes.push_back({/*node=*/2, "mm2", "MatMul", Phase::kRecompute, /*segment=*/1, /*calls=*/1,
+                     /*seconds=*/0.002,
                      /*device_seconds=*/0, /*predicted_seconds=*/0.004, 0, 0});
   model.setProfile(std::make_shared<const Profile>(p));
   ASSERT_EQ(model.rowCount(), 3);  // segments 0 and 1, then all
-  // Segment 0: mm1 3 ms + relu 1 ms measured, 2.5 ms + 0.5 ms predicted (Profile::RecomputeSeconds(0)).
+  // Segment 0: mm1 3 ms + relu 1 ms measured, 2.5 ms + 0.5 ms predicted
+  // (Profile::RecomputeSeconds(0)).
   EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kSegment), "segment 0");
   EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kMeasured), "4.00 ms");
   EXPECT_EQ(Text(model, 0, RecomputeTimeModel::kPredicted), "3.00 ms");
@@ -353,7 +476,8 @@ TEST(GuiModels, CompareTwoProfiles) {
   model.setItems(ProfileItem(fixtures::HandMadeProfile(), "a.json"), ProfileItem(cuda, "b.json"));
   EXPECT_EQ(Text(model, RowOf(model, "Backward time (host)"), CompareModel::kB), "10.50 ms");
   EXPECT_EQ(Text(model, RowOf(model, "CUDA reserved peak"), CompareModel::kB), "6.00 MiB");
-  EXPECT_EQ(Text(model, RowOf(model, "CUDA reserved peak"), CompareModel::kA), "\u2014");  // A ran on the CPU
+  EXPECT_EQ(Text(model, RowOf(model, "CUDA reserved peak"), CompareModel::kA),
+            "\u2014");  // A ran on the CPU
   // A plan beside a model has no time rows.
   model.setItems(TinyPlan(), TinyModel());
   EXPECT_EQ(RowOf(model, "Step time"), -1);
@@ -375,7 +499,9 @@ TEST(GuiModels, NodeTimeDiffMatchesNodesAcrossSegmentations) {
   ASSERT_EQ(model.rowCount(), 9);
   auto row = [&](const std::string& name, const std::string& phase) {
     for (int r = 0; r < model.rowCount(); ++r) {
-      if (Text(model, r, NodeTimeDiffModel::kNode) == name && Text(model, r, NodeTimeDiffModel::kPhase) == phase) return r;
+      if (Text(model, r, NodeTimeDiffModel::kNode) == name &&
+          Text(model, r, NodeTimeDiffModel::kPhase) == phase)
+        return r;
     }
     return -1;
   };
@@ -399,12 +525,15 @@ TEST(GuiModels, NodeTimeDiffMatchesNodesAcrossSegmentations) {
 TEST(GuiModels, SummaryShowsTheProfile) {
   SummaryModel model;
   auto tester = Attach(&model);
-  model.setItems(nullptr, nullptr, nullptr, ProfileItem(fixtures::HandMadeProfile(), "/data/p.json"));
+  model.setItems(nullptr, nullptr, nullptr,
+                 ProfileItem(fixtures::HandMadeProfile(), "/data/p.json"));
   EXPECT_EQ(Text(model, RowOf(model, "Model"), SummaryModel::kValue), "toy.onnx");
-  EXPECT_EQ(Text(model, RowOf(model, "Profile"), SummaryModel::kValue), "step 3 on cpu (cpu backend)");
+  EXPECT_EQ(Text(model, RowOf(model, "Profile"), SummaryModel::kValue),
+            "step 3 on cpu (cpu backend)");
   EXPECT_EQ(Text(model, RowOf(model, "Profiled peak"), SummaryModel::kValue), "3.00 MiB");
   EXPECT_EQ(Text(model, RowOf(model, "Profiled step time"), SummaryModel::kValue), "30.00 ms");
-  EXPECT_EQ(Text(model, RowOf(model, "Recompute measured / predicted"), SummaryModel::kValue), "4.00 ms / 3.00 ms");
+  EXPECT_EQ(Text(model, RowOf(model, "Recompute measured / predicted"), SummaryModel::kValue),
+            "4.00 ms / 3.00 ms");
   EXPECT_EQ(Text(model, RowOf(model, "Profile"), SummaryModel::kFrom), "p.json");
   EXPECT_EQ(RowOf(model, "Measured peak"), -1);  // no run: the profile says it
 }

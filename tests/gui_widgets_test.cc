@@ -4,42 +4,52 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
-#include <QAbstractItemModelTester>
 #include <QAbstractBarSeries>
+#include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QChart>
 #include <QChartView>
-#include <QLineSeries>
-#include <QSortFilterProxyModel>
 #include <QElapsedTimer>
 #include <QFile>
 #include <QImage>
+#include <QLineSeries>
+#include <QScatterSeries>
 #include <QSet>
+#include <QSortFilterProxyModel>
+#include <QValueAxis>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "common.h"
 #include "gui_test_profile.h"
+#include "gui_test_selective.h"
 #include "lifetime_view.h"
 #include "main_window.h"
 #include "models/compare_models.h"
+#include "models/storage_model.h"
 #include "models/time_models.h"
 #include "pages/compare_page.h"
+#include "pages/lifetimes_page.h"
+#include "pages/plan_page.h"
 #include "pages/time_page.h"
 #include "pages/timeline_page.h"
 #include "plan_worker.h"
 #include "profile_chart.h"
-#include "timeline_chart.h"
 #include "testing/corpus.h"
 #include "testing/graph_builder.h"
+#include "timeline_chart.h"
 
 namespace memplan::gui {
 namespace {
 
-QString TempPath(const std::string& name) { return QString::fromStdString(::testing::TempDir() + "gui_w_" + name); }
+QString TempPath(const std::string& name) {
+  return QString::fromStdString(::testing::TempDir() + "gui_w_" + name);
+}
 
 // Not blank: many colors, and a good share of the pixels differ from the background.
 void ExpectNotBlank(const QImage& image, const std::string& what) {
@@ -178,26 +188,39 @@ TEST_F(GuiWindow, BadFilesShowAVisibleError) {
   ASSERT_TRUE(window_->waitForIdle(300000));
   EXPECT_EQ(window_->errors().size(), 3);
   EXPECT_TRUE(window_->bannerShown());
-  for (const QString& p : {garbage, bad_json, missing}) EXPECT_TRUE(window_->bannerText().contains(p.toHtmlEscaped())) << p.toStdString();
+  for (const QString& p : {garbage, bad_json, missing})
+    EXPECT_TRUE(window_->bannerText().contains(p.toHtmlEscaped())) << p.toStdString();
   EXPECT_EQ(window_->items().size(), 1u);  // the good model still opened
   ExpectNotBlank(window_->grab().toImage(), "window with errors");
 }
 
 TEST_F(GuiWindow, ItemModelsPassTheTester) {
-  nlohmann::json plan = {{"kind", "plan"}, {"strategy", "sqrt"}, {"budget_bytes", 100 << 20},
-                         {"predicted_peak_bytes", 90 << 20}, {"baseline_peak_bytes", 200 << 20},
-                         {"recompute_flops", 1e9}, {"forward_flops", 4e9}, {"checkpoints", {"a", "b"}},
-                         {"sections", {{"n1"}, {"n2"}}}, {"feasible", true},
-                         {"strategies", {{{"strategy", "sqrt"}, {"predicted_peak_bytes", 90 << 20}, {"feasible", true}}}},
-                         {"sweep", {{{"budget_bytes", 100 << 20}, {"predicted_peak_bytes", 90 << 20}, {"overhead", 0.25}}}}};
+  nlohmann::json plan = {
+      {"kind", "plan"},
+      {"strategy", "sqrt"},
+      {"budget_bytes", 100 << 20},
+      {"predicted_peak_bytes", 90 << 20},
+      {"baseline_peak_bytes", 200 << 20},
+      {"recompute_flops", 1e9},
+      {"forward_flops", 4e9},
+      {"checkpoints", {"a", "b"}},
+      {"sections", {{"n1"}, {"n2"}}},
+      {"feasible", true},
+      {"strategies",
+       {{{"strategy", "sqrt"}, {"predicted_peak_bytes", 90 << 20}, {"feasible", true}}}},
+      {"sweep",
+       {{{"budget_bytes", 100 << 20}, {"predicted_peak_bytes", 90 << 20}, {"overhead", 0.25}}}}};
   QString plan_path = TempPath("plan.json");
   std::ofstream(plan_path.toStdString()) << plan.dump();
   std::vector<std::unique_ptr<QAbstractItemModelTester>> testers;
   for (QAbstractItemModel* m : window_->itemModels()) {
-    testers.push_back(std::make_unique<QAbstractItemModelTester>(m, QAbstractItemModelTester::FailureReportingMode::Fatal));
+    testers.push_back(std::make_unique<QAbstractItemModelTester>(
+        m, QAbstractItemModelTester::FailureReportingMode::Fatal));
   }
-  window_->openFiles({model_, plan_path, QString::fromStdString(AnalysisJson(model_.toStdString(), 8)), TempPath("nope.json"),
-                      ProfileJson(fixtures::HandMadeProfile(), "hand_a.json"), ProfileJson(fixtures::HandMadeProfile(), "hand_b.json")});
+  window_->openFiles(
+      {model_, plan_path, QString::fromStdString(AnalysisJson(model_.toStdString(), 8)),
+       TempPath("nope.json"), ProfileJson(fixtures::HandMadeProfile(), "hand_a.json"),
+       ProfileJson(fixtures::HandMadeProfile(), "hand_b.json")});
   ASSERT_TRUE(window_->waitForIdle(300000));
   window_->selectStep(3);
   for (QAbstractItemModel* m : window_->itemModels()) {
@@ -205,9 +228,9 @@ TEST_F(GuiWindow, ItemModelsPassTheTester) {
       for (int c = 0; c < m->columnCount(); ++c) (void)m->index(r, c).data(Qt::ToolTipRole);
     }
   }
-  EXPECT_GT(window_->itemModels().at(0)->rowCount(), 5);  // the summary
-  EXPECT_EQ(window_->itemModels().at(5)->rowCount(), 1);  // the plan's strategy table
-  EXPECT_EQ(window_->itemModels().at(9)->rowCount(), 8);  // the time page's nodes (sorted view)
+  EXPECT_GT(window_->itemModels().at(0)->rowCount(), 5);   // the summary
+  EXPECT_EQ(window_->itemModels().at(5)->rowCount(), 1);   // the plan's strategy table
+  EXPECT_EQ(window_->itemModels().at(9)->rowCount(), 8);   // the time page's nodes (sorted view)
   EXPECT_EQ(window_->itemModels().at(10)->rowCount(), 2);  // recompute: segment 0, all
   window_->comparePage()->choose("gui_w_hand_a.json (profile)", "gui_w_hand_b.json (profile)");
   EXPECT_EQ(window_->itemModels().at(12)->rowCount(), 8);  // node times of A and B
@@ -219,7 +242,8 @@ TEST_F(GuiWindow, ProfileOverlaysThePredictedTimeline) {
   const QString model = TempPath("toy.onnx");
   fixtures::SaveToyModel(model.toStdString());
   const Analysis a = Analyze(fixtures::ToyGraph(/*batch=*/8));
-  const QString profile = ProfileJson(fixtures::ProfileOfSchedule(a, /*workspace_bytes=*/64), "toy_profile.json");
+  const QString profile =
+      ProfileJson(fixtures::ProfileOfSchedule(a, /*workspace_bytes=*/64), "toy_profile.json");
   window_->setModelOptions({/*batch=*/8, Optimizer::kSgd, LossKind::kSum});  // the toy graph's loss
   window_->openFiles({model, profile});
   ASSERT_TRUE(window_->waitForIdle(300000));
@@ -231,7 +255,8 @@ TEST_F(GuiWindow, ProfileOverlaysThePredictedTimeline) {
   EXPECT_EQ(overlay.matched_steps, item->timeline->size());
   size_t relu = 0;
   for (size_t i = 0; i < item->timeline->size(); ++i) {
-    if (item->timeline->phases[i] == Phase::kForward && item->timeline->nodes[i] == "Relu_1") relu = i;
+    if (item->timeline->phases[i] == Phase::kForward && item->timeline->nodes[i] == "Relu_1")
+      relu = i;
   }
   ASSERT_GT(relu, 0u);
   for (size_t i = 0; i < item->timeline->size(); ++i) {
@@ -241,8 +266,10 @@ TEST_F(GuiWindow, ProfileOverlaysThePredictedTimeline) {
   TimelineChart* chart = window_->timelineChart();
   QStringList names;
   for (QAbstractSeries* series : chart->chart()->series()) names << series->name();
-  EXPECT_TRUE(names.join("|").contains("measured (gui_w_toy_profile.json)")) << names.join("|").toStdString();
-  EXPECT_TRUE(chart->chart()->title().contains("measured")) << chart->chart()->title().toStdString();
+  EXPECT_TRUE(names.join("|").contains("measured (gui_w_toy_profile.json)"))
+      << names.join("|").toStdString();
+  EXPECT_TRUE(chart->chart()->title().contains("measured"))
+      << chart->chart()->title().toStdString();
   const QString hover = chart->describeStep(static_cast<int64_t>(relu));
   EXPECT_TRUE(hover.contains(QStringLiteral("measured (gui_w_toy_profile.json)</span>: <b>%1</b>")
                                  .arg(BytesQ(item->timeline->bytes[relu] + 64))))
@@ -252,10 +279,13 @@ TEST_F(GuiWindow, ProfileOverlaysThePredictedTimeline) {
 }
 
 TEST_F(GuiWindow, ProfileOfAnotherModelIsNotOverlaid) {
-  window_->openFiles({model_, ProfileJson(fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph())), "toy2.json")});
+  window_->openFiles(
+      {model_,
+       ProfileJson(fixtures::ProfileOfSchedule(Analyze(fixtures::ToyGraph())), "toy2.json")});
   ASSERT_TRUE(window_->waitForIdle(300000));
   EXPECT_FALSE(window_->timelinePage()->profileOverlay().timeline);
-  EXPECT_TRUE(window_->timelineChart()->chart()->title().contains("is not a profile of this schedule"))
+  EXPECT_TRUE(
+      window_->timelineChart()->chart()->title().contains("is not a profile of this schedule"))
       << window_->timelineChart()->chart()->title().toStdString();
 }
 
@@ -272,7 +302,8 @@ TEST_F(GuiWindow, TimePageShowsMeasuredAgainstPredicted) {
   EXPECT_EQ(nodes->index(0, NodeTimeModel::kMeasured).data().toString(), "8.00 ms");
   // The chart: the 6 nodes (phase-level rows left out), measured and predicted.
   auto bars = [](QChartView* v) -> QAbstractBarSeries* {
-    for (QAbstractSeries* s : v->chart()->series()) if (auto* b = qobject_cast<QAbstractBarSeries*>(s)) return b;
+    for (QAbstractSeries* s : v->chart()->series())
+      if (auto* b = qobject_cast<QAbstractBarSeries*>(s)) return b;
     return nullptr;
   };
   QAbstractBarSeries* series = bars(page->nodeChart());
@@ -326,15 +357,18 @@ TEST_F(GuiWindow, CompareTakesTwoProfiles) {
   CompareModel* model = page->compareModel();
   auto value = [&](const QString& quantity, int column) {
     for (int r = 0; r < model->rowCount(); ++r) {
-      if (model->index(r, 0).data().toString() == quantity) return model->index(r, column).data().toString();
+      if (model->index(r, 0).data().toString() == quantity)
+        return model->index(r, column).data().toString();
     }
     return QStringLiteral("no row");
   };
   EXPECT_EQ(value("Measured peak", CompareModel::kA), BytesQ(small.peak_bytes));
   EXPECT_EQ(value("Measured peak", CompareModel::kB), BytesQ(large.peak_bytes));
   EXPECT_EQ(value("Step time", CompareModel::kA), DurationText(small.step_seconds));
-  EXPECT_EQ(value("Forward time", CompareModel::kB), DurationText(large.PhaseSeconds(Phase::kForward)));
-  EXPECT_EQ(page->nodeTimeModel()->rowCount(), static_cast<int>(small.nodes.size()));  // the same nodes and phases
+  EXPECT_EQ(value("Forward time", CompareModel::kB),
+            DurationText(large.PhaseSeconds(Phase::kForward)));
+  EXPECT_EQ(page->nodeTimeModel()->rowCount(),
+            static_cast<int>(small.nodes.size()));  // the same nodes and phases
   ASSERT_TRUE(window_->setPage("compare"));
   ExpectNotBlank(window_->grab().toImage(), "compare two profiles");
   QString error;
@@ -351,12 +385,14 @@ TEST_F(GuiWindow, CompareTakesTwoProfiles) {
   EXPECT_EQ(page->shownChart(), page->chart());
   QStringList names;
   for (QAbstractSeries* series : page->chart()->chart()->series()) names << series->name();
-  EXPECT_TRUE(names.join("|").contains("B: gui_w_b8.json (profile) on A's steps")) << names.join("|").toStdString();
+  EXPECT_TRUE(names.join("|").contains("B: gui_w_b8.json (profile) on A's steps"))
+      << names.join("|").toStdString();
 }
 
 TEST_F(GuiWindow, MalformedProfilesShowAClearMessage) {
   const QString fields = TempPath("bad_profile.json");
-  std::ofstream(fields.toStdString()) << R"({"kind": "profile", "memplan_version": "0.1.0", "model": "m.onnx"})";
+  std::ofstream(fields.toStdString())
+      << R"({"kind": "profile", "memplan_version": "0.1.0", "model": "m.onnx"})";
   nlohmann::json row = ProfileToJson(fixtures::HandMadeProfile());
   row["memory_events"] = {{0.1, 100}};
   const QString rows = TempPath("bad_profile_row.json");
@@ -369,7 +405,8 @@ TEST_F(GuiWindow, MalformedProfilesShowAClearMessage) {
   // In the order the loads finish.
   const QString errors = window_->errors().join("\n");
   EXPECT_TRUE(errors.contains(fields + ": field 'device' is missing")) << errors.toStdString();
-  EXPECT_TRUE(errors.contains(rows + ": field 'memory_events[0]' is not a row of 7 values")) << errors.toStdString();
+  EXPECT_TRUE(errors.contains(rows + ": field 'memory_events[0]' is not a row of 7 values"))
+      << errors.toStdString();
   EXPECT_TRUE(window_->bannerText().contains(rows.toHtmlEscaped()));
   EXPECT_EQ(window_->items().size(), 1u);  // the good profile still opened
   ASSERT_TRUE(window_->setPage("time"));
@@ -421,6 +458,187 @@ TEST_F(GuiWindow, PlanExplorerReplansInAWorker) {
   EXPECT_EQ(reloaded.kind, SourceKind::kPlan);
   EXPECT_EQ(reloaded.plan_peak_bytes, plan->plan_peak_bytes);
   EXPECT_EQ(reloaded.checkpoints, plan->checkpoints);
+}
+
+// Pixels of exactly `color` in an image (the lifetimes paint without antialiasing).
+int64_t CountColor(const QImage& image, const QColor& color) {
+  int64_t n = 0;
+  for (int y = 0; y < image.height(); ++y) {
+    for (int x = 0; x < image.width(); ++x) n += image.pixelColor(x, y).rgb() == color.rgb();
+  }
+  return n;
+}
+
+// A selective plan on the lifetimes page (gui_test_selective.h has its spans worked out by
+// hand): each dropped storage is one row, its forward span and then each recompute, marked in
+// the selective color; the hover says "recomputed (N times)" or "kept"; the table lists every
+// saved activation with its decision.
+TEST(GuiLifetimes, SelectivePlanMarksKeptAndRecomputedTensors) {
+  MainWindow window;
+  window.resize(1400, 900);
+  window.show();
+  ASSERT_TRUE(window.setPage("lifetimes"));
+  LifetimesPage* page = window.lifetimesPage();
+  page->refresh(fixtures::SelectiveItem(), nullptr);
+  QApplication::processEvents();
+  LifetimeView* view = window.lifetimeView();
+  std::map<std::string, std::vector<std::pair<int32_t, int32_t>>> dropped;  // row name -> spans
+  const LifetimeSpan* h0 = nullptr;
+  const LifetimeSpan* d = nullptr;
+  for (const LifetimeSpan& s : view->spans()) {
+    if (s.dropped)
+      dropped[s.recomputed ? s.name.substr(0, s.name.find(' ')) : s.name].emplace_back(s.begin,
+                                                                                       s.end);
+    if (s.name == "h0") h0 = &s;
+    if (s.name == "d") d = &s;
+  }
+  using Spans = std::vector<std::pair<int32_t, int32_t>>;
+  EXPECT_EQ(dropped["h0"], (Spans{{1, 3}, {10, 11}, {13, 14}}));
+  EXPECT_EQ(dropped["a"], (Spans{{2, 4}, {14, 15}}));
+  EXPECT_EQ(dropped["b"], (Spans{{3, 4}, {11, 12}}));
+  EXPECT_EQ(dropped.size(), 3u);
+  // One row each: the rows are the buffers chosen, a dropped storage's recomputes in its row.
+  std::set<BufferId> rows;
+  for (const LifetimeSpan& s : view->spans()) rows.insert(s.row);
+  EXPECT_EQ(view->rows(), static_cast<int>(rows.size()));
+  EXPECT_EQ(view->spans().size(), rows.size() + 4);  // h0's 2 recomputes, a's and b's 1 each
+  ASSERT_TRUE(h0 && d);
+  const QString h0_text = view->describeSpan(*h0);
+  EXPECT_TRUE(h0_text.contains("recomputed (2 times)")) << h0_text.toStdString();
+  EXPECT_TRUE(h0_text.contains("held during steps 1–3, 10–11, 13–14")) << h0_text.toStdString();
+  const QString d_text = view->describeSpan(*d);
+  EXPECT_TRUE(d_text.contains("<b>kept</b>")) << d_text.toStdString();
+  EXPECT_FALSE(d_text.contains("recomputed")) << d_text.toStdString();
+  // Drawn: the view shows the selective color (outlines, gaps, the legend).
+  const QImage image = view->grab().toImage();
+  ExpectNotBlank(image, "selective lifetimes");
+  EXPECT_GT(CountColor(image, SelectiveColor()), 100);
+  // The table: h0, a, b recomputed, d kept; sorted largest first (all 100 B).
+  QSortFilterProxyModel* table = page->storageProxy();
+  ASSERT_EQ(table->rowCount(), 4);
+  QStringList decisions;
+  for (int r = 0; r < table->rowCount(); ++r) {
+    decisions << table->index(r, StorageModel::kTensor).data().toString() + "=" +
+                     table->index(r, StorageModel::kDecision).data().toString();
+  }
+  decisions.sort();
+  EXPECT_EQ(decisions.join(", "),
+            "a=recomputed (1 time), b=recomputed (1 time), d=kept, h0=recomputed (2 times)");
+  EXPECT_TRUE(window.itemModels().contains(page->storageModel()));
+  // The plain step of the same graph: no dropped storage, no selective marks, no table.
+  page->refresh(std::make_shared<Item>(
+                    ItemFromAnalysis(Analyze(fixtures::SelectiveGraph()), "selective.onnx")),
+                nullptr);
+  QApplication::processEvents();
+  for (const LifetimeSpan& s : view->spans()) EXPECT_FALSE(s.dropped || s.kept) << s.name;
+  EXPECT_EQ(CountColor(view->grab().toImage(), SelectiveColor()), 0);
+  EXPECT_EQ(table->rowCount(), 0);
+}
+
+// The plan explorer plots the `selective` strategy's sweep as a series of its own when the
+// planner offers it, with the planner's numbers: peak against FLOPs overhead or predicted
+// seconds; a selective plan made there shows its kept and recomputed tensors.
+TEST(GuiPlanExplorer, SelectiveIsASeriesOfItsOwn) {
+  if (!PlannerAvailable()) GTEST_SKIP() << "built without the planner library";
+  if (!PlannerStrategies().contains("selective"))
+    GTEST_SKIP() << "the planner does not offer `selective` yet";
+  // x [64, 32] -> MatMul -> Relu, Sigmoid, Tanh, Relu, Sigmoid, Tanh -> MatMul -> cross entropy:
+  // saved activations (8 KiB each) outweigh the parameters.
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 32}).Param("w1", {32, 32}).Param("w2", {32, 10});
+  b.Node("MatMul", {"x", "w1"}, {"h0"});
+  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Relu", "Sigmoid", "Tanh"};
+  for (int i = 0; i < 6; ++i)
+    b.Node(ops[i], {"h" + std::to_string(i)}, {"h" + std::to_string(i + 1)});
+  b.Node("MatMul", {"h6", "w2"}, {"logits"}).Output("logits");
+  const QString model = TempPath("selective_mlp.onnx");
+  b.Save(model.toStdString());
+  MainWindow window;
+  window.setModelOptions({/*batch=*/64});
+  window.resize(1400, 900);
+  window.show();
+  window.openFiles({model});
+  ASSERT_TRUE(window.waitForIdle(60000));
+  ASSERT_TRUE(window.errors().isEmpty()) << window.errors().join("\n").toStdString();
+  const int64_t baseline = window.items().at(0)->baseline_peak_bytes;
+  window.requestPlan(baseline / 100 * 90, "optimal");
+  ASSERT_TRUE(window.waitForIdle(300000));
+  ItemPtr plan = window.items().back();
+  ASSERT_EQ(plan->kind, SourceKind::kPlan);
+  std::map<std::string, std::vector<ParetoPoint>> by_series;
+  for (const ParetoPoint& p : plan->sweep) by_series[p.series].push_back(p);
+  ASSERT_EQ(by_series.size(), 2u);
+  ASSERT_FALSE(by_series["optimal"].empty());
+  ASSERT_FALSE(by_series["selective"].empty());
+  for (const ParetoPoint& p : by_series["selective"]) EXPECT_EQ(p.strategy, "selective");
+  bool table_has_selective = false;
+  for (const StrategyRow& r : plan->strategies) table_has_selective |= r.strategy == "selective";
+  EXPECT_TRUE(table_has_selective);
+  // The chart: one line and one set of dots per sweep, at the planner's values.
+  auto series = [&](const QString& name) -> QXYSeries* {
+    for (QAbstractSeries* s : window.planPage()->paretoChart()->chart()->series()) {
+      if (s->name() == name) return qobject_cast<QXYSeries*>(s);
+    }
+    return nullptr;
+  };
+  for (const QString name :
+       {"optimal sweep", "optimal plans", "selective sweep", "selective plans", "current plan"}) {
+    EXPECT_TRUE(series(name)) << name.toStdString();
+  }
+  QXYSeries* selective = series("selective sweep");
+  ASSERT_TRUE(selective);
+  std::vector<ParetoPoint> points = by_series["selective"];
+  std::stable_sort(points.begin(), points.end(), [](const ParetoPoint& x, const ParetoPoint& y) {
+    return x.peak_bytes < y.peak_bytes;
+  });
+  ASSERT_EQ(selective->count(), static_cast<int>(points.size()));
+  int64_t max_peak = plan->plan_peak_bytes;
+  for (const ParetoPoint& p : plan->sweep) max_peak = std::max(max_peak, p.peak_bytes);
+  const double unit = UnitFor(max_peak).divisor;
+  for (int i = 0; i < selective->count(); ++i) {
+    EXPECT_DOUBLE_EQ(selective->at(i).x(), static_cast<double>(points[i].peak_bytes) / unit);
+    EXPECT_DOUBLE_EQ(selective->at(i).y(), points[i].overhead * 100);
+  }
+  // In predicted seconds (milliseconds below a second): the plans' predicted_recompute_seconds.
+  window.planPage()->setParetoSeconds(true);
+  selective = series("selective sweep");
+  ASSERT_TRUE(selective);
+  double max_seconds = plan->predicted_recompute_seconds;
+  for (const ParetoPoint& p : plan->sweep) max_seconds = std::max(max_seconds, p.recompute_seconds);
+  const double scale = max_seconds < 1 ? 1000 : 1;
+  for (int i = 0; i < selective->count(); ++i) {
+    EXPECT_DOUBLE_EQ(selective->at(i).y(), points[i].recompute_seconds * scale);
+  }
+  QStringList titles;
+  for (QAbstractAxis* a : window.planPage()->paretoChart()->chart()->axes(Qt::Vertical))
+    titles << a->titleText();
+  EXPECT_TRUE(titles.join("|").contains("predicted recompute")) << titles.join("|").toStdString();
+  ASSERT_TRUE(window.setPage("plan"));
+  ExpectNotBlank(window.grab().toImage(), "plan explorer with the selective series");
+  window.planPage()->setParetoSeconds(false);
+
+  // A selective plan: its storages and the lifetimes' marks agree with the planner's choice.
+  window.requestPlan(baseline / 100 * 90, "selective");
+  ASSERT_TRUE(window.waitForIdle(300000));
+  plan = window.items().back();
+  ASSERT_EQ(plan->strategy, "selective");
+  ASSERT_FALSE(plan->recomputed_ids.empty()) << "90% of the baseline needs some tensor recomputed";
+  EXPECT_EQ(CountSelective(plan->storages).recomputed(),
+            static_cast<int64_t>(plan->recomputed_ids.size()));
+  EXPECT_EQ(plan->recomputed.size(), plan->recomputed_ids.size());
+  EXPECT_GT(plan->predicted_recompute_seconds, 0);
+  bool dropped = false;
+  for (const LifetimeSpan& s : window.lifetimeView()->spans()) dropped |= s.dropped;
+  EXPECT_TRUE(dropped);
+  EXPECT_EQ(window.lifetimesPage()->storageModel()->rowCount(),
+            static_cast<int>(plan->storages.size()));
+  QAbstractItemModel* summary = window.itemModels().at(0);
+  QStringList quantities;
+  for (int r = 0; r < summary->rowCount(); ++r)
+    quantities << summary->index(r, 0).data().toString();
+  EXPECT_TRUE(quantities.contains("Saved activations recomputed"))
+      << quantities.join("|").toStdString();
+  EXPECT_TRUE(quantities.contains("Saved activations kept")) << quantities.join("|").toStdString();
 }
 
 // The batch box shows the batch of what is open, not the batch the window started with.
@@ -535,8 +753,9 @@ TEST(GuiHeadless, ScreenshotWritesAPngAndExits) {
   std::string model = testing::CorpusModel("resnet18");
   std::string out = TempPath("headless.png").toStdString();
   std::remove(out.c_str());
-  std::string cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI + " gui --batch 4 --screenshot '" + out +
-                    "' --page timeline --size 1000x700 '" + model + "' > /dev/null 2>&1";
+  std::string cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI +
+                    " gui --batch 4 --screenshot '" + out + "' --page timeline --size 1000x700 '" +
+                    model + "' > /dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   QImage image(QString::fromStdString(out));
   EXPECT_EQ(image.size(), QSize(1000, 700));
@@ -544,7 +763,8 @@ TEST(GuiHeadless, ScreenshotWritesAPngAndExits) {
   // A bad file: the picture (with the error) is still written, and the exit status says so.
   std::string bad = TempPath("headless_bad.json").toStdString();
   std::ofstream(bad) << "{ nope";
-  cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI + " gui --screenshot '" + out + "' '" + bad + "' > /dev/null 2>&1";
+  cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI + " gui --screenshot '" + out +
+        "' '" + bad + "' > /dev/null 2>&1";
   int rc = std::system(cmd.c_str());
   EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << rc;
   cmd = std::string(MEMPLAN_CLI) + " gui --page nope --screenshot x.png > /dev/null 2>&1";
@@ -553,11 +773,13 @@ TEST(GuiHeadless, ScreenshotWritesAPngAndExits) {
 }
 
 TEST(GuiHeadless, ScreenshotOfTheTimePage) {
-  const std::string profile = ProfileJson(fixtures::HandMadeProfile(), "headless_profile.json").toStdString();
+  const std::string profile =
+      ProfileJson(fixtures::HandMadeProfile(), "headless_profile.json").toStdString();
   const std::string out = TempPath("headless_time.png").toStdString();
   std::remove(out.c_str());
-  const std::string cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI + " gui --screenshot '" + out +
-                          "' --page time --size 1200x800 '" + profile + "' > /dev/null 2>&1";
+  const std::string cmd = std::string("QT_QPA_PLATFORM=offscreen ") + MEMPLAN_CLI +
+                          " gui --screenshot '" + out + "' --page time --size 1200x800 '" +
+                          profile + "' > /dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
   QImage image(QString::fromStdString(out));
   EXPECT_EQ(image.size(), QSize(1200, 800));
@@ -566,9 +788,10 @@ TEST(GuiHeadless, ScreenshotOfTheTimePage) {
 
 // Arguments are parsed as strictly as the command line's: exit 1 before any window opens.
 TEST(GuiHeadless, BadArgumentsExitOne) {
-  for (const char* args : {"--strategy bogus", "--size 2147483648x900", "--size 0x900", "--budget ..5",
-                           "--budget 1e30%", "--batch 1.5"}) {
-    std::string cmd = std::string(MEMPLAN_CLI) + " gui " + args + " --screenshot x.png > /dev/null 2>&1";
+  for (const char* args : {"--strategy bogus", "--size 2147483648x900", "--size 0x900",
+                           "--budget ..5", "--budget 1e30%", "--batch 1.5"}) {
+    std::string cmd =
+        std::string(MEMPLAN_CLI) + " gui " + args + " --screenshot x.png > /dev/null 2>&1";
     int rc = std::system(cmd.c_str());
     EXPECT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 1) << args << ": " << rc;
   }

@@ -37,7 +37,8 @@ inline QString SignedDuration(double a, double b, bool with_percent = true) {
   if (a < 0 || b < 0) return QStringLiteral("\u2014");
   const double d = b - a;
   QString s = (d < 0 ? QStringLiteral("−") : QStringLiteral("+")) + DurationText(d < 0 ? -d : d);
-  if (with_percent && a > 0) s += QStringLiteral(" (%1%2%)").arg(d < 0 ? "" : "+").arg(100.0 * d / a, 0, 'f', 1);
+  if (with_percent && a > 0)
+    s += QStringLiteral(" (%1%2%)").arg(d < 0 ? "" : "+").arg(100.0 * d / a, 0, 'f', 1);
   return s;
 }
 
@@ -52,30 +53,51 @@ inline QString SignedBytes(int64_t a, int64_t b) {
 
 // "resnet18.onnx (model)", "plan.json (plan) · sqrt": how lists and legends name an item.
 inline QString ItemLabel(const Item& item) {
-  QString label = QStringLiteral("%1 (%2)").arg(Q(item.title), QString::fromLatin1(SourceKindName(item.kind)));
-  if (item.kind == SourceKind::kPlan && !item.strategy.empty()) label += QStringLiteral(" · ") + Q(item.strategy);
+  QString label =
+      QStringLiteral("%1 (%2)").arg(Q(item.title), QString::fromLatin1(SourceKindName(item.kind)));
+  if (item.kind == SourceKind::kPlan && !item.strategy.empty())
+    label += QStringLiteral(" · ") + Q(item.strategy);
   return label;
+}
+
+// A selective plan's decision for a storage it drops: "recomputed (3 times)".
+inline QString RecomputedText(int times) {
+  if (times <= 0) return QStringLiteral("dropped, never recomputed");
+  return times == 1 ? QStringLiteral("recomputed (1 time)")
+                    : QStringLiteral("recomputed (%1 times)").arg(times);
 }
 
 // Stacking order in charts: persistent memory at the bottom.
 inline constexpr MemoryCategory kStackOrder[] = {
-    MemoryCategory::kParameter,  MemoryCategory::kGradient,   MemoryCategory::kOptimizerState,
-    MemoryCategory::kInput,      MemoryCategory::kConstant,   MemoryCategory::kActivation,
-    MemoryCategory::kSavedExtra, MemoryCategory::kActivationGradient, MemoryCategory::kTemporary,
+    MemoryCategory::kParameter,      MemoryCategory::kGradient,
+    MemoryCategory::kOptimizerState, MemoryCategory::kInput,
+    MemoryCategory::kConstant,       MemoryCategory::kActivation,
+    MemoryCategory::kSavedExtra,     MemoryCategory::kActivationGradient,
+    MemoryCategory::kTemporary,
 };
 
 inline QColor CategoryColor(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::kParameter: return QColor(0x4e, 0x79, 0xa7);
-    case MemoryCategory::kGradient: return QColor(0x76, 0xb7, 0xb2);
-    case MemoryCategory::kOptimizerState: return QColor(0x59, 0xa1, 0x4f);
-    case MemoryCategory::kInput: return QColor(0xb0, 0x7a, 0xa1);
-    case MemoryCategory::kConstant: return QColor(0xba, 0xb0, 0xac);
-    case MemoryCategory::kActivation: return QColor(0xf2, 0x8e, 0x2b);
-    case MemoryCategory::kSavedExtra: return QColor(0xed, 0xc9, 0x48);
-    case MemoryCategory::kActivationGradient: return QColor(0xe1, 0x57, 0x59);
-    case MemoryCategory::kTemporary: return QColor(0x9c, 0x75, 0x5f);
-    case MemoryCategory::kCount: break;
+    case MemoryCategory::kParameter:
+      return QColor(0x4e, 0x79, 0xa7);
+    case MemoryCategory::kGradient:
+      return QColor(0x76, 0xb7, 0xb2);
+    case MemoryCategory::kOptimizerState:
+      return QColor(0x59, 0xa1, 0x4f);
+    case MemoryCategory::kInput:
+      return QColor(0xb0, 0x7a, 0xa1);
+    case MemoryCategory::kConstant:
+      return QColor(0xba, 0xb0, 0xac);
+    case MemoryCategory::kActivation:
+      return QColor(0xf2, 0x8e, 0x2b);
+    case MemoryCategory::kSavedExtra:
+      return QColor(0xed, 0xc9, 0x48);
+    case MemoryCategory::kActivationGradient:
+      return QColor(0xe1, 0x57, 0x59);
+    case MemoryCategory::kTemporary:
+      return QColor(0x9c, 0x75, 0x5f);
+    case MemoryCategory::kCount:
+      break;
   }
   return Qt::gray;
 }
@@ -90,15 +112,23 @@ inline QString CategoryLabel(MemoryCategory c) {
 inline QColor MeasuredColor() { return QColor(0x1f, 0x1f, 0x1f); }
 inline QColor ProfileOverlayColor() { return QColor(0xd6, 0x27, 0x28); }
 inline QColor PredictedColor() { return QColor(0x4e, 0x79, 0xa7); }
+// Selective recompute: a dropped storage's spans in the lifetimes, the selective Pareto series.
+inline QColor SelectiveColor() { return QColor(0x7b, 0x3f, 0xa6); }
 
 inline QColor PhaseColor(Phase p) {
   switch (p) {
-    case Phase::kSetup: return QColor(0xee, 0xee, 0xee);
-    case Phase::kForward: return QColor(0xe3, 0xee, 0xfa);
-    case Phase::kLoss: return QColor(0xee, 0xe3, 0xfa);
-    case Phase::kBackward: return QColor(0xfb, 0xee, 0xdf);
-    case Phase::kRecompute: return QColor(0xfa, 0xd4, 0xd4);
-    case Phase::kOptimizer: return QColor(0xe0, 0xf3, 0xe0);
+    case Phase::kSetup:
+      return QColor(0xee, 0xee, 0xee);
+    case Phase::kForward:
+      return QColor(0xe3, 0xee, 0xfa);
+    case Phase::kLoss:
+      return QColor(0xee, 0xe3, 0xfa);
+    case Phase::kBackward:
+      return QColor(0xfb, 0xee, 0xdf);
+    case Phase::kRecompute:
+      return QColor(0xfa, 0xd4, 0xd4);
+    case Phase::kOptimizer:
+      return QColor(0xe0, 0xf3, 0xe0);
   }
   return Qt::white;
 }

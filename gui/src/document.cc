@@ -8,15 +8,15 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
-#include <nlohmann/json.hpp>
-
 #include "memplan/lifetimes.h"
 #include "memplan/run_report.h"
+#include "memplan/storage_facts.h"
 
 namespace memplan::gui {
 
@@ -71,14 +71,17 @@ std::vector<std::string> GetStrings(const json& j, const char* key) {
   if (it == j.end() || it->is_null()) return out;
   if (!it->is_array()) throw MemplanError(std::string("field '") + key + "' is not an array");
   for (const json& e : *it) {
-    if (e.is_string()) out.push_back(e.get<std::string>());
-    else if (e.is_object() && e.contains("name") && e["name"].is_string()) out.push_back(e["name"].get<std::string>());
+    if (e.is_string())
+      out.push_back(e.get<std::string>());
+    else if (e.is_object() && e.contains("name") && e["name"].is_string())
+      out.push_back(e["name"].get<std::string>());
   }
   return out;
 }
 
 // Appends one step: `event` when given, else "phase node".
-void AddTimelinePoint(TimelineData& t, int64_t bytes, const std::string& phase, std::string event, std::string node) {
+void AddTimelinePoint(TimelineData& t, int64_t bytes, const std::string& phase, std::string event,
+                      std::string node) {
   if (event.empty()) event = node.empty() ? phase : phase + " " + node;
   if (bytes > t.peak_bytes || t.bytes.empty()) {
     t.peak_bytes = bytes;
@@ -98,7 +101,8 @@ std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::strin
   t->bytes.reserve(arr.size());
   for (size_t i = 0; i < arr.size(); ++i) {
     const json& p = arr[i];
-    if (!p.is_object()) throw MemplanError("timeline entry " + std::to_string(i) + " is not an object");
+    if (!p.is_object())
+      throw MemplanError("timeline entry " + std::to_string(i) + " is not an object");
     int64_t b = GetInt(p, "bytes", -1);
     if (b < 0) b = GetInt(p, "bytes_after", -1);
     if (b < 0) throw MemplanError("timeline entry " + std::to_string(i) + " has no bytes");
@@ -129,10 +133,14 @@ void ReadPlanFields(const json& j, Item& item) {
   double fwd = GetDouble(j, "forward_flops");
   if (fwd > 0) item.forward_flops = fwd;
   item.overhead = GetDouble(j, "overhead");  // Plan::overhead(), as the planner wrote it
-  if (j.contains("feasible") && j["feasible"].is_boolean()) item.feasible = j["feasible"].get<bool>() ? 1 : 0;
+  if (j.contains("feasible") && j["feasible"].is_boolean())
+    item.feasible = j["feasible"].get<bool>() ? 1 : 0;
   item.solve_seconds = GetDouble(j, "solve_seconds");
+  item.predicted_recompute_seconds = GetDouble(j, "predicted_recompute_seconds");
   item.checkpoints = GetStrings(j, "checkpoints");
-  if (j.contains("sections") && j["sections"].is_array()) item.num_sections = static_cast<int64_t>(j["sections"].size());
+  item.recomputed = GetStrings(j, "recomputed");  // selective plans: the dropped storages' names
+  if (j.contains("sections") && j["sections"].is_array())
+    item.num_sections = static_cast<int64_t>(j["sections"].size());
   if (j.contains("segments") && j["segments"].is_array() && item.num_sections < 0) {
     item.num_sections = static_cast<int64_t>(j["segments"].size());
   }
@@ -158,7 +166,9 @@ void ReadPlanFields(const json& j, Item& item) {
       if (pt.peak_bytes < 0) pt.peak_bytes = GetInt(p, "peak_bytes");
       pt.recompute_flops = GetDouble(p, "recompute_flops", 0);
       pt.overhead = GetDouble(p, "overhead", 0);  // SweepPoint::overhead
-      if (p.contains("feasible") && p["feasible"].is_boolean()) pt.feasible = p["feasible"].get<bool>();
+      pt.recompute_seconds = GetDouble(p, "predicted_recompute_seconds");
+      if (p.contains("feasible") && p["feasible"].is_boolean())
+        pt.feasible = p["feasible"].get<bool>();
       if (pt.peak_bytes >= 0) item.sweep.push_back(pt);
     }
   }
@@ -170,12 +180,22 @@ void ReadPlanFields(const json& j, Item& item) {
       r.strategy = GetString(p, "strategy");
       r.peak_bytes = GetInt(p, "predicted_peak_bytes");
       r.overhead = GetDouble(p, "overhead");
-      if (p.contains("checkpoints") && p["checkpoints"].is_array()) r.checkpoints = p["checkpoints"].size();
-      else r.checkpoints = GetInt(p, "num_checkpoints");
-      if (p.contains("sections") && p["sections"].is_array()) r.sections = p["sections"].size();
-      else r.sections = GetInt(p, "num_sections");
-      if (p.contains("feasible") && p["feasible"].is_boolean()) r.feasible = p["feasible"].get<bool>();
+      if (p.contains("checkpoints") && p["checkpoints"].is_array())
+        r.checkpoints = p["checkpoints"].size();
+      else
+        r.checkpoints = GetInt(p, "num_checkpoints");
+      if (p.contains("sections") && p["sections"].is_array())
+        r.sections = p["sections"].size();
+      else
+        r.sections = GetInt(p, "num_sections");
+      if (p.contains("feasible") && p["feasible"].is_boolean())
+        r.feasible = p["feasible"].get<bool>();
       r.solve_seconds = GetDouble(p, "solve_seconds");
+      r.recompute_seconds = GetDouble(p, "predicted_recompute_seconds");
+      if (p.contains("recomputed") && p["recomputed"].is_array())
+        r.recomputed = p["recomputed"].size();
+      else
+        r.recomputed = GetInt(p, "num_recomputed");
       item.strategies.push_back(r);
     }
   }
@@ -235,7 +255,8 @@ void ReadRun(const RunReport& r, Item& item) {
 
 std::string ReadFile(const std::string& path) {
   struct stat st;
-  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) throw MemplanError(path + ": is a directory, not a file");
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw MemplanError(path + ": is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) throw MemplanError(path + ": cannot open the file (does it exist and is it readable?)");
   std::ostringstream ss;
@@ -247,18 +268,24 @@ std::string ReadFile(const std::string& path) {
 
 const char* SourceKindName(SourceKind k) {
   switch (k) {
-    case SourceKind::kModel: return "model";
-    case SourceKind::kAnalysis: return "analysis";
-    case SourceKind::kPlan: return "plan";
-    case SourceKind::kRun: return "run";
-    case SourceKind::kProfile: return "profile";
+    case SourceKind::kModel:
+      return "model";
+    case SourceKind::kAnalysis:
+      return "analysis";
+    case SourceKind::kPlan:
+      return "plan";
+    case SourceKind::kRun:
+      return "run";
+    case SourceKind::kProfile:
+      return "profile";
   }
   return "?";
 }
 
 bool IsPersistentCategory(MemoryCategory c) {
-  return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient || c == MemoryCategory::kOptimizerState ||
-         c == MemoryCategory::kInput || c == MemoryCategory::kConstant;
+  return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient ||
+         c == MemoryCategory::kOptimizerState || c == MemoryCategory::kInput ||
+         c == MemoryCategory::kConstant;
 }
 
 std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy) {
@@ -273,8 +300,10 @@ std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy p
     for (size_t i = 0; i < s.steps.size(); ++i) {
       only.steps[i].allocs.clear();
       only.steps[i].frees.clear();
-      std::copy_if(s.steps[i].allocs.begin(), s.steps[i].allocs.end(), std::back_inserter(only.steps[i].allocs), in_category);
-      std::copy_if(s.steps[i].frees.begin(), s.steps[i].frees.end(), std::back_inserter(only.steps[i].frees), in_category);
+      std::copy_if(s.steps[i].allocs.begin(), s.steps[i].allocs.end(),
+                   std::back_inserter(only.steps[i].allocs), in_category);
+      std::copy_if(s.steps[i].frees.begin(), s.steps[i].frees.end(),
+                   std::back_inserter(only.steps[i].frees), in_category);
     }
     const MemoryTimeline t = Simulate(only, {policy});
     for (size_t i = 0; i < s.steps.size(); ++i) out[i][c] = t.bytes_during[i];
@@ -288,44 +317,73 @@ std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step, AllocatorPolicy
     const Buffer& buf = s.buffers[b];
     out.push_back({b, buf.name, buf.category, AccountedBytes(buf.bytes, policy)});
   }
-  std::stable_sort(out.begin(), out.end(), [](const AliveBuffer& a, const AliveBuffer& b) { return a.bytes > b.bytes; });
+  std::stable_sort(out.begin(), out.end(),
+                   [](const AliveBuffer& a, const AliveBuffer& b) { return a.bytes > b.bytes; });
   return out;
 }
 
-std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorId>& bottlenecks,
-                                    const std::vector<TensorId>& checkpoints, const LifetimeOptions& options) {
+std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const LifetimeMarks& marks,
+                                    const LifetimeOptions& options) {
   const int32_t n = static_cast<int32_t>(s.steps.size());
   const int32_t first = std::max(0, options.first_step);
   const int32_t last = options.last_step < 0 ? n - 1 : std::min(options.last_step, n - 1);
+  const std::unordered_set<TensorId> dropped(marks.recomputed.begin(), marks.recomputed.end());
+  const std::vector<BufferSpan> buffer_spans = BufferSpans(s);
+  // A dropped storage's row: its forward buffer (the activation buffer of the tensor that no
+  // recompute step allocates). Its recomputed buffers hold the same tensor.
+  std::unordered_map<TensorId, BufferId> forward_of;
+  std::unordered_map<TensorId, int> recomputes;
+  auto holds_dropped = [&](BufferId b) {
+    const Buffer& buf = s.buffers[b];
+    return buf.category == MemoryCategory::kActivation && buf.tensor != kNone &&
+           dropped.count(buf.tensor);
+  };
+  for (const BufferSpan& b : buffer_spans) {
+    if (!holds_dropped(b.buffer)) continue;
+    if (b.recomputed)
+      ++recomputes[s.buffers[b.buffer].tensor];
+    else
+      forward_of.emplace(s.buffers[b.buffer].tensor, b.buffer);
+  }
   std::vector<LifetimeSpan> spans;
-  for (const BufferSpan& b : BufferSpans(s)) {
+  for (const BufferSpan& b : buffer_spans) {
     LifetimeSpan sp;
     sp.buffer = b.buffer;
+    sp.row = b.buffer;
     sp.begin = b.alloc_step;
     sp.end = b.free_step < 0 ? n - 1 : b.free_step;  // alive to the end of the step
     sp.recomputed = b.recomputed;
+    if (holds_dropped(b.buffer)) {
+      const TensorId t = s.buffers[b.buffer].tensor;
+      auto it = forward_of.find(t);
+      if (it != forward_of.end()) sp.row = it->second;
+      sp.dropped = true;
+      sp.recompute_count = recomputes[t];
+    }
     spans.push_back(sp);
   }
-  // Choose the largest buffers with a span in the range.
+  // Choose the largest rows with a span in the range.
   std::vector<char> in_range(s.buffers.size(), 0);
   for (const LifetimeSpan& sp : spans) {
-    const Buffer& buf = s.buffers[sp.buffer];
+    const Buffer& buf = s.buffers[sp.row];
     if (!options.include_persistent && IsPersistentCategory(buf.category)) continue;
     if (sp.end < first || sp.begin > last) continue;
-    in_range[sp.buffer] = 1;
+    in_range[sp.row] = 1;
   }
   std::vector<BufferId> chosen;
-  for (size_t b = 0; b < s.buffers.size(); ++b) if (in_range[b]) chosen.push_back(static_cast<BufferId>(b));
+  for (size_t b = 0; b < s.buffers.size(); ++b)
+    if (in_range[b]) chosen.push_back(static_cast<BufferId>(b));
   std::stable_sort(chosen.begin(), chosen.end(),
                    [&](BufferId a, BufferId b) { return s.buffers[a].bytes > s.buffers[b].bytes; });
   if (chosen.size() > options.max_buffers) chosen.resize(options.max_buffers);
   std::vector<char> keep(s.buffers.size(), 0);
   for (BufferId b : chosen) keep[b] = 1;
-  std::unordered_set<TensorId> bn(bottlenecks.begin(), bottlenecks.end());
-  std::unordered_set<TensorId> ck(checkpoints.begin(), checkpoints.end());
+  std::unordered_set<TensorId> bn(marks.bottlenecks.begin(), marks.bottlenecks.end());
+  std::unordered_set<TensorId> ck(marks.checkpoints.begin(), marks.checkpoints.end());
+  std::unordered_set<TensorId> kept(marks.kept.begin(), marks.kept.end());
   std::vector<LifetimeSpan> out;
   for (LifetimeSpan sp : spans) {
-    if (!keep[sp.buffer]) continue;
+    if (!keep[sp.row]) continue;
     const Buffer& buf = s.buffers[sp.buffer];
     sp.name = buf.name;
     sp.category = buf.category;
@@ -333,6 +391,8 @@ std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorI
     bool holds_value = buf.category == MemoryCategory::kActivation;
     sp.bottleneck = holds_value && buf.tensor != kNone && bn.count(buf.tensor);
     sp.checkpoint = holds_value && buf.tensor != kNone && ck.count(buf.tensor);
+    sp.kept = holds_value && !sp.recomputed && !sp.dropped && buf.tensor != kNone &&
+              kept.count(buf.tensor);
     out.push_back(std::move(sp));
   }
   std::stable_sort(out.begin(), out.end(), [](const LifetimeSpan& a, const LifetimeSpan& b) {
@@ -341,8 +401,82 @@ std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorI
   return out;
 }
 
-TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t,
-                                  const std::string& label) {
+std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorId>& bottlenecks,
+                                    const std::vector<TensorId>& checkpoints,
+                                    const LifetimeOptions& options) {
+  LifetimeMarks marks;
+  marks.bottlenecks = bottlenecks;
+  marks.checkpoints = checkpoints;
+  return Lifetimes(s, marks, options);
+}
+
+std::vector<StorageDecision> SelectiveStorages(const TrainingGraph& g, const Schedule& s,
+                                               const std::vector<TensorId>& recomputed) {
+  const GraphFacts f = ComputeGraphFacts(g);
+  const std::unordered_set<TensorId> dropped(recomputed.begin(), recomputed.end());
+  const int32_t n = static_cast<int32_t>(s.steps.size());
+  // The storages: saved activations (a backward op saves them) and every dropped one.
+  std::unordered_map<TensorId, size_t> index;
+  std::vector<StorageDecision> out;
+  for (const GraphFacts::Root& r : f.root) {
+    if (r.producer == f.loss_node) continue;
+    const bool saved = r.first_saver != kNone;
+    if (!saved && !dropped.count(r.tensor)) continue;
+    StorageDecision d;
+    d.tensor = r.tensor;
+    d.name = g.tensors[r.tensor].name;
+    d.saved = saved;
+    d.recomputed = dropped.count(r.tensor) > 0;
+    index.emplace(r.tensor, out.size());
+    out.push_back(std::move(d));
+  }
+  // Their spans, in allocation order: the forward buffer once, each recompute after it.
+  std::vector<char> have_forward(out.size(), 0);
+  for (const BufferSpan& b : BufferSpans(s)) {
+    const Buffer& buf = s.buffers[b.buffer];
+    if (buf.category != MemoryCategory::kActivation || buf.tensor == kNone) continue;
+    auto it = index.find(buf.tensor);
+    if (it == index.end()) continue;
+    StorageDecision& d = out[it->second];
+    const int32_t end = b.free_step < 0 ? n - 1 : b.free_step;
+    if (b.recomputed) {
+      if (d.recomputed) d.recompute_spans.emplace_back(b.alloc_step, end);
+    } else if (!have_forward[it->second]) {
+      have_forward[it->second] = 1;
+      d.bytes = buf.bytes;
+      d.forward_begin = b.alloc_step;
+      d.forward_end = end;
+    }
+  }
+  return out;
+}
+
+SelectiveCounts CountSelective(const std::vector<StorageDecision>& storages) {
+  SelectiveCounts c;
+  for (const StorageDecision& d : storages) {
+    if (d.saved) {
+      ++c.saved;
+      c.saved_bytes += d.bytes;
+    }
+    if (d.recomputed) {
+      c.recomputes += d.recompute_count();
+      if (d.saved) {
+        ++c.recomputed_saved;
+        c.recomputed_saved_bytes += d.bytes;
+      } else {
+        ++c.recomputed_unsaved;
+        c.recomputed_unsaved_bytes += d.bytes;
+      }
+    } else if (d.saved) {
+      ++c.kept;
+      c.kept_bytes += d.bytes;
+    }
+  }
+  return c;
+}
+
+TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s,
+                                  const MemoryTimeline& t, const std::string& label) {
   TimelineData d;
   d.label = label;
   d.bytes = t.bytes_during;
@@ -379,7 +513,8 @@ Item ItemFromAnalysis(Analysis analysis, const std::string& path) {
   item.breakdown = a->timeline.breakdown_at_peak;
   for (TensorId t : a->bottlenecks) item.bottlenecks.push_back(g.tensors[t].name);
   item.notes = g.notes;
-  item.timeline = std::make_shared<TimelineData>(TimelineFromSchedule(g, a->schedule, a->timeline, "analysis"));
+  item.timeline =
+      std::make_shared<TimelineData>(TimelineFromSchedule(g, a->schedule, a->timeline, "analysis"));
   item.schedule = std::shared_ptr<const Schedule>(a, &a->schedule);
   item.bottleneck_ids = a->bottlenecks;
   item.analysis = std::move(a);
@@ -388,7 +523,8 @@ Item ItemFromAnalysis(Analysis analysis, const std::string& path) {
 
 Item ItemFromJson(const json& j, const std::string& path) {
   if (!j.is_object()) throw MemplanError(path + ": not a memplan result (expected a JSON object)");
-  std::string kind = j.contains("kind") && j["kind"].is_string() ? j["kind"].get<std::string>() : "";
+  std::string kind =
+      j.contains("kind") && j["kind"].is_string() ? j["kind"].get<std::string>() : "";
   Item item;
   item.path = path;
   item.title = BaseName(path);
@@ -438,9 +574,12 @@ Item ItemFromProfile(Profile profile, const std::string& path) {
 
 bool HasDeviceTimes(const Profile& p) { return p.backend == "cupti"; }
 
-double MeasuredSeconds(const Profile& p, const NodeProfile& n) { return HasDeviceTimes(p) ? n.device_seconds : n.seconds; }
+double MeasuredSeconds(const Profile& p, const NodeProfile& n) {
+  return HasDeviceTimes(p) ? n.device_seconds : n.seconds;
+}
 
-MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p, const std::string& label) {
+MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p,
+                                const std::string& label) {
   MeasuredOverlay out;
   out.steps = predicted.size();
   // The profile names its nodes from the graph; predicted timelines name them too.
@@ -452,16 +591,21 @@ MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p,
   std::vector<std::pair<double, int64_t>> alive;
   alive.reserve(p.memory_events.size());
   for (const MemoryEvent& e : p.memory_events) alive.emplace_back(e.time, e.bytes_after);
-  std::stable_sort(alive.begin(), alive.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(alive.begin(), alive.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
   auto alive_at = [&](double t) {
-    auto it = std::upper_bound(alive.begin(), alive.end(), t, [](double x, const auto& e) { return x < e.first; });
+    auto it = std::upper_bound(alive.begin(), alive.end(), t,
+                               [](double x, const auto& e) { return x < e.first; });
     return it == alive.begin() ? p.start_bytes : std::prev(it)->second;
   };
   // Per scope (phase, node, micro-batch): the highest bytes alive during its slices.
   using Key = std::tuple<int, NodeId, int32_t>;
-  auto key_of = [](const ProfileScope& s) { return Key{static_cast<int>(s.phase), s.node, s.micro_batch}; };
+  auto key_of = [](const ProfileScope& s) {
+    return Key{static_cast<int>(s.phase), s.node, s.micro_batch};
+  };
   std::map<Key, int64_t> during;
-  std::map<Key, std::vector<std::pair<double, double>>> windows;  // each key's slices, in start order
+  std::map<Key, std::vector<std::pair<double, double>>>
+      windows;  // each key's slices, in start order
   auto note = [&](const Key& k, int64_t bytes) {
     auto [it, fresh] = during.emplace(k, bytes);
     if (!fresh) it->second = std::max(it->second, bytes);
@@ -477,7 +621,8 @@ MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p,
   // device's time, which need not fall inside the host slice: they count by scope alone.
   const bool by_scope_alone = HasDeviceTimes(p);
   auto inside = [](const std::vector<std::pair<double, double>>& w, double t) {
-    auto it = std::upper_bound(w.begin(), w.end(), t, [](double x, const auto& s) { return x < s.first; });
+    auto it = std::upper_bound(w.begin(), w.end(), t,
+                               [](double x, const auto& s) { return x < s.first; });
     // The last slice that began by `t`, or the one before it (a slice of the same scope nested
     // one level up).
     for (int back = 0; back < 2 && it != w.begin(); ++back) {
@@ -495,7 +640,8 @@ MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& p,
 
   auto t = std::make_shared<TimelineData>();
   t->label = label;
-  std::map<std::pair<int, NodeId>, int32_t> seen;  // the k-th step of a (phase, node): micro-batch k
+  std::map<std::pair<int, NodeId>, int32_t>
+      seen;  // the k-th step of a (phase, node): micro-batch k
   int64_t previous = p.start_bytes;
   for (size_t i = 0; i < predicted.size(); ++i) {
     const Phase phase = predicted.phases[i];
@@ -532,7 +678,8 @@ Item LoadItem(const std::string& path, const ModelOptions& options) {
   bool is_json_name = path.size() >= 5 && path.compare(path.size() - 5, 5, ".json") == 0;
   // A model protobuf cannot parse is refused before its gigabytes are read.
   struct stat st;
-  if (!is_json_name && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) CheckOnnxFileSize(path, st.st_size);
+  if (!is_json_name && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode))
+    CheckOnnxFileSize(path, st.st_size);
   std::string bytes = ReadFile(path);
   size_t first = bytes.find_first_not_of(" \t\r\n");
   bool looks_json = first != std::string::npos && (bytes[first] == '{' || bytes[first] == '[');

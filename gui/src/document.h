@@ -4,7 +4,9 @@
 // It does no memory arithmetic of its own: totals, peaks and per-category series come from
 // the analyzer's simulator (Simulate) or from the JSON the analyzer and planner wrote, and
 // recompute overheads from the planner (Plan::overhead(), its "overhead" fields). "Alive at
-// step" lists and lifetimes only read which buffers a schedule allocates and frees when.
+// step" lists and lifetimes only read which buffers a schedule allocates and frees when
+// (BufferSpans, AliveDuring). A selective plan's kept and recomputed bytes are its storages'
+// own sizes added up: what it holds or drops, never a peak.
 // Profiles are read by the profiler's one reader (ProfileFromJson); their per-phase and
 // recompute times are Profile's own sums, and the measured overlay only places the profile's
 // recorded bytes on the predicted steps.
@@ -13,10 +15,10 @@
 #include <array>
 #include <cstdint>
 #include <memory>
-#include <string>
-#include <vector>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "memplan/analyzer.h"
 #include "memplan/profiler.h"
@@ -52,8 +54,12 @@ struct ParetoPoint {
   int64_t budget_bytes = -1;
   int64_t peak_bytes = -1;
   double recompute_flops = 0;
-  double overhead = 0;  // recompute_flops / forward_flops, as the planner reports it
+  double overhead = 0;            // recompute_flops / forward_flops, as the planner reports it
+  double recompute_seconds = -1;  // the plan's predicted_recompute_seconds; -1: not given
   bool feasible = true;
+  // The sweep the point belongs to: the strategy it was asked for (the explorer sweeps the
+  // chosen strategy and, when the planner offers it, `selective`); empty: a file's sweep.
+  std::string series;
 };
 
 // One strategy's result at a budget, for the plan explorer's comparison table.
@@ -65,7 +71,45 @@ struct StrategyRow {
   int64_t sections = -1;
   bool feasible = false;
   double solve_seconds = -1;
+  int64_t recomputed = -1;        // storages a selective plan drops and recomputes
+  double recompute_seconds = -1;  // the plan's predicted_recompute_seconds
 };
+
+// A selective plan's decision for one activation storage (plan.h, Plan::recomputed): kept from
+// the forward, or dropped after its last forward reader and recomputed when the backward needs
+// it. The spans are the analyzer's (BufferSpans) of the storage's buffers in the plan's
+// schedule: its forward buffer, and each "(recomputed)" buffer holding the same tensor.
+struct StorageDecision {
+  TensorId tensor = kNone;
+  std::string name;
+  int64_t bytes = 0;        // its forward buffer's size in the schedule
+  bool saved = false;       // a backward op saves it (or a view of it): a saved activation
+  bool recomputed = false;  // dropped after the forward, recomputed in the backward
+  int32_t forward_begin = 0, forward_end = 0;                // steps, inclusive
+  std::vector<std::pair<int32_t, int32_t>> recompute_spans;  // each recompute, until it is freed
+  int recompute_count() const { return static_cast<int>(recompute_spans.size()); }
+};
+
+// Every saved activation of a selective plan (kept or dropped) and every other storage it
+// drops, in TensorId order. `g` is the graph the schedule `s` runs; which storages a backward
+// op saves is the analyzer's (GraphFacts), when each buffer lives is BufferSpans'. Storages
+// of the loss node (never recomputed) are left out.
+std::vector<StorageDecision> SelectiveStorages(const TrainingGraph& g, const Schedule& s,
+                                               const std::vector<TensorId>& recomputed);
+
+// The summary's counts of a selective plan, as `memplan plan` prints them: saved activations
+// kept and recomputed, the storages no backward op saves that it drops (so that the recomputes
+// reading them recompute them too), and the sizes of each added up (the storages' own bytes:
+// what is held or dropped, not a peak).
+struct SelectiveCounts {
+  int64_t saved = 0, saved_bytes = 0;
+  int64_t kept = 0, kept_bytes = 0;
+  int64_t recomputed_saved = 0, recomputed_saved_bytes = 0;
+  int64_t recomputed_unsaved = 0, recomputed_unsaved_bytes = 0;
+  int64_t recomputes = 0;  // recompute spans in all: a storage can be recomputed more than once
+  int64_t recomputed() const { return recomputed_saved + recomputed_unsaved; }
+};
+SelectiveCounts CountSelective(const std::vector<StorageDecision>& storages);
 
 // Everything the dashboard shows about one opened file. Unknown numbers are -1.
 struct Item {
@@ -97,6 +141,13 @@ struct Item {
   int64_t num_sections = -1;
   std::vector<ParetoPoint> sweep;
   std::vector<StrategyRow> strategies;
+  double predicted_recompute_seconds = -1;  // the cost model's seconds for the recompute
+  // Selective plans: the storages dropped after the forward and recomputed in the backward, by
+  // name (the plan JSON's "recomputed"); for plans made here also by id, with every saved
+  // activation's decision (SelectiveStorages).
+  std::vector<std::string> recomputed;
+  std::vector<TensorId> recomputed_ids;
+  std::vector<StorageDecision> storages;
 
   // Runs and profiles.
   std::string device;
@@ -164,16 +215,18 @@ struct MeasuredOverlay {
   size_t matched_steps = 0;
   size_t steps = 0;
 };
-MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& profile, const std::string& label);
+MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& profile,
+                                const std::string& label);
 
 // A timeline from a schedule and its simulation, with per-category bytes replayed from the
 // schedule's buffers.
-TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s, const MemoryTimeline& t,
-                                  const std::string& label);
+TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s,
+                                  const MemoryTimeline& t, const std::string& label);
 
 // Per step: bytes alive by category after the step's allocations: Simulate's bytes_during of
 // the schedule restricted to each category's buffers.
-std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy = AllocatorPolicy::kExact);
+std::vector<CategoryBytes> ReplayByCategory(const Schedule& s,
+                                            AllocatorPolicy policy = AllocatorPolicy::kExact);
 
 struct AliveBuffer {
   BufferId buffer = kNone;
@@ -182,7 +235,8 @@ struct AliveBuffer {
   int64_t bytes = 0;
 };
 // Buffers alive during `step` (its allocations done, its frees not yet), largest first.
-std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step, AllocatorPolicy policy = AllocatorPolicy::kExact);
+std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step,
+                                 AllocatorPolicy policy = AllocatorPolicy::kExact);
 
 // One bar of the lifetimes (Gantt) view: a buffer alive from step `begin` to `end` inclusive.
 struct LifetimeSpan {
@@ -195,6 +249,20 @@ struct LifetimeSpan {
   bool recomputed = false;  // allocated by a recompute step
   bool bottleneck = false;  // holds a bottleneck tensor of the graph
   bool checkpoint = false;  // holds a tensor the plan keeps across segments
+  // The row it is drawn in (a buffer id): its own buffer, except that the recomputed buffers
+  // of a storage a selective plan drops share the row of its forward buffer.
+  BufferId row = kNone;
+  bool dropped = false;     // a span of a storage a selective plan drops: forward or recomputed
+  int recompute_count = 0;  // dropped storages: how many times the backward recomputes it
+  bool kept = false;        // the forward span of a saved activation a selective plan keeps
+};
+// What the lifetimes mark, by tensor.
+struct LifetimeMarks {
+  std::vector<TensorId> bottlenecks;
+  std::vector<TensorId> checkpoints;
+  // A selective plan's dropped storages (Plan::recomputed) and the saved activations it keeps.
+  std::vector<TensorId> recomputed;
+  std::vector<TensorId> kept;
 };
 struct LifetimeOptions {
   size_t max_buffers = 40;
@@ -202,9 +270,13 @@ struct LifetimeOptions {
   int32_t first_step = 0;           // only buffers alive somewhere in [first_step, last_step]
   int32_t last_step = -1;           // -1: the last step
 };
-// The largest buffers' spans (every span of each chosen buffer), ordered by first step.
+// The largest rows' spans (every span of each chosen row), ordered by first step. A row is a
+// buffer, or a dropped storage: its forward buffer with its recomputed buffers (same tensor).
+std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const LifetimeMarks& marks,
+                                    const LifetimeOptions& options = {});
 std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorId>& bottlenecks,
-                                    const std::vector<TensorId>& checkpoints, const LifetimeOptions& options = {});
+                                    const std::vector<TensorId>& checkpoints,
+                                    const LifetimeOptions& options = {});
 
 bool IsPersistentCategory(MemoryCategory c);
 

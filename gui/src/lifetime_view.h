@@ -1,6 +1,8 @@
 // Tensor lifetimes as a Gantt chart: the largest buffers as bars over the schedule steps,
 // colored by category; bottleneck tensors outlined, checkpoints marked, recomputed spans
-// hatched. Painted directly (a chart library would draw thousands of bars slowly).
+// hatched. A storage a selective plan drops is one row: its forward span outlined, a dashed
+// gap, then each recomputed span in the backward. Painted directly (a chart library would
+// draw thousands of bars slowly).
 #pragma once
 
 #include <QWidget>
@@ -17,8 +19,9 @@ class LifetimeView : public QWidget {
   explicit LifetimeView(QWidget* parent = nullptr);
 
   // The schedule to show (null: none) and the tensors to mark.
-  void setSchedule(std::shared_ptr<const Schedule> schedule, std::shared_ptr<const TimelineData> timeline,
-                   std::vector<TensorId> bottlenecks, std::vector<TensorId> checkpoints, const QString& title);
+  void setSchedule(std::shared_ptr<const Schedule> schedule,
+                   std::shared_ptr<const TimelineData> timeline, LifetimeMarks marks,
+                   const QString& title);
   void setRange(int64_t first, int64_t last);  // last < 0: everything
   void setMaxBuffers(int n);
   void setIncludePersistent(bool on);
@@ -26,6 +29,8 @@ class LifetimeView : public QWidget {
 
   const std::vector<LifetimeSpan>& spans() const { return spans_; }
   int rows() const { return static_cast<int>(row_of_.size()); }
+  // The hover text of a span (what the tooltip shows).
+  QString describeSpan(const LifetimeSpan& s) const;
   QSize sizeHint() const override;
 
  protected:
@@ -38,7 +43,7 @@ class LifetimeView : public QWidget {
 
   std::shared_ptr<const Schedule> schedule_;
   std::shared_ptr<const TimelineData> timeline_;
-  std::vector<TensorId> bottlenecks_, checkpoints_;
+  LifetimeMarks marks_;
   QString title_, empty_message_;
   LifetimeOptions options_;
   std::vector<LifetimeSpan> spans_;

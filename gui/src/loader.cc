@@ -8,6 +8,8 @@
 #include <exception>
 #include <new>
 
+#include "plan_worker.h"
+
 namespace memplan::gui {
 
 namespace {
@@ -26,21 +28,25 @@ void Loader::load(int slot, const QString& path, const ModelOptions& options) {
     LoadResult r = watcher->result();
     watcher->deleteLater();
     --pending_;
-    if (r.item) emit loaded(slot, r.item);
-    else emit failed(slot, path, r.error);
+    if (r.item)
+      emit loaded(slot, r.item);
+    else
+      emit failed(slot, path, r.error);
     if (pending_ == 0) emit idle();
   });
   std::string p = path.toStdString();
   watcher->setFuture(QtConcurrent::run([p, options]() -> LoadResult {
     // Everything is caught here: nothing may escape into Qt's thread pool.
     try {
-      return {std::make_shared<const Item>(LoadItem(p, options)), {}};
+      // A plan file is replayed on its model, when the model is there, for its schedule.
+      return {std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options))), {}};
     } catch (const MemplanError& e) {
       return {nullptr, QString::fromStdString(e.what())};
     } catch (const std::bad_alloc&) {
       return {nullptr, QString::fromStdString(p) + QStringLiteral(": out of memory while loading")};
     } catch (const std::exception& e) {
-      return {nullptr, QString::fromStdString(p) + QStringLiteral(": internal error: ") + QString::fromStdString(e.what())};
+      return {nullptr, QString::fromStdString(p) + QStringLiteral(": internal error: ") +
+                           QString::fromStdString(e.what())};
     } catch (...) {
       return {nullptr, QString::fromStdString(p) + QStringLiteral(": internal error")};
     }

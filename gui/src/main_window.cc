@@ -1,8 +1,5 @@
 #include "main_window.h"
 
-#include <algorithm>
-#include <climits>
-
 #include <QAction>
 #include <QApplication>
 #include <QBuffer>
@@ -20,6 +17,8 @@
 #include <QThread>
 #include <QToolBar>
 #include <QVBoxLayout>
+#include <algorithm>
+#include <climits>
 
 #ifdef MEMPLAN_GUI_HAVE_SVG
 #include <QSvgGenerator>
@@ -30,6 +29,7 @@
 #include "memplan/parse.h"
 #include "models/alive_model.h"
 #include "models/compare_models.h"
+#include "models/storage_model.h"
 #include "models/strategy_model.h"
 #include "models/summary_models.h"
 #include "models/time_models.h"
@@ -55,7 +55,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   loader_ = new Loader(this);
   connect(loader_, &Loader::loaded, this, &MainWindow::onLoaded);
   connect(loader_, &Loader::failed, this, &MainWindow::onFailed);
-  connect(loader_, &Loader::idle, this, [this] { statusBar()->showMessage(QStringLiteral("Ready"), 3000); });
+  connect(loader_, &Loader::idle, this,
+          [this] { statusBar()->showMessage(QStringLiteral("Ready"), 3000); });
 
   // Toolbar: open, model options, export.
   QToolBar* tb = addToolBar(QStringLiteral("main"));
@@ -70,7 +71,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   tb->addWidget(batch_spin_);
   tb->addWidget(new QLabel(QStringLiteral(" Optimizer ")));
   optimizer_combo_ = new QComboBox;
-  optimizer_combo_->addItems({QStringLiteral("sgd"), QStringLiteral("momentum"), QStringLiteral("adam")});
+  optimizer_combo_->addItems(
+      {QStringLiteral("sgd"), QStringLiteral("momentum"), QStringLiteral("adam")});
   tb->addWidget(optimizer_combo_);
   tb->addAction(QStringLiteral("Re-analyze"), this, &MainWindow::reanalyze)
       ->setToolTip(QStringLiteral("Analyze the opened models again with this batch and optimizer"));
@@ -85,7 +87,8 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   layout->setContentsMargins(4, 4, 4, 4);
   banner_ = new QFrame;
   banner_->setObjectName(QStringLiteral("errorBanner"));
-  banner_->setStyleSheet(QStringLiteral("#errorBanner { background: #fde2e1; border: 1px solid #c01010; border-radius: 3px; }"));
+  banner_->setStyleSheet(QStringLiteral(
+      "#errorBanner { background: #fde2e1; border: 1px solid #c01010; border-radius: 3px; }"));
   auto* bl = new QHBoxLayout(banner_);
   bl->setContentsMargins(8, 4, 4, 4);
   banner_label_ = new QLabel;
@@ -119,7 +122,9 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   connect(timeline_, &TimelinePage::itemChosen, this, &MainWindow::refreshLifetimes);
   connect(timeline_, &TimelinePage::rangeChanged, lifetimes_->view(), &LifetimeView::setRange);
   connect(plan_, &PlanPage::planned, this, &MainWindow::onPlanned);
-  connect(plan_, &PlanPage::saved, this, [this](const QString& path) { statusBar()->showMessage(QStringLiteral("Wrote %1").arg(path), 5000); });
+  connect(plan_, &PlanPage::saved, this, [this](const QString& path) {
+    statusBar()->showMessage(QStringLiteral("Wrote %1").arg(path), 5000);
+  });
   connect(plan_, &PlanPage::error, this, &MainWindow::showError);
   resize(1400, 900);
   refreshAll();
@@ -163,10 +168,11 @@ TimelineChart* MainWindow::compareChart() const { return compare_->chart(); }
 LifetimeView* MainWindow::lifetimeView() const { return lifetimes_->view(); }
 
 QList<QAbstractItemModel*> MainWindow::itemModels() const {
-  return {summary_->summaryModel(),    summary_->breakdownModel(), summary_->filesModel(),    timeline_->aliveModel(),
-          timeline_->aliveProxy(),     plan_->strategyModel(),     compare_->compareModel(), compare_->keptModel(),
-          time_->nodeModel(),          time_->nodeProxy(),         time_->recomputeModel(),  compare_->nodeTimeModel(),
-          compare_->nodeTimeProxy()};
+  return {summary_->summaryModel(),  summary_->breakdownModel(), summary_->filesModel(),
+          timeline_->aliveModel(),   timeline_->aliveProxy(),    plan_->strategyModel(),
+          compare_->compareModel(),  compare_->keptModel(),      time_->nodeModel(),
+          time_->nodeProxy(),        time_->recomputeModel(),    compare_->nodeTimeModel(),
+          compare_->nodeTimeProxy(), lifetimes_->storageModel(), lifetimes_->storageProxy()};
 }
 
 // ---------------------------------------------------------------------------------------
@@ -174,7 +180,8 @@ QList<QAbstractItemModel*> MainWindow::itemModels() const {
 
 void MainWindow::openFiles(const QStringList& paths) {
   for (const QString& p : paths) loader_->load(docs_.add(p), p, options_);
-  if (!paths.isEmpty()) statusBar()->showMessage(QStringLiteral("Loading %1 file(s)…").arg(loader_->pending()));
+  if (!paths.isEmpty())
+    statusBar()->showMessage(QStringLiteral("Loading %1 file(s)…").arg(loader_->pending()));
   summary_->refreshFiles(docs_);
 }
 
@@ -183,7 +190,8 @@ void MainWindow::reanalyze() {
   options_.optimizer = ParseOptimizer(optimizer_combo_->currentText().toStdString());
   for (int i = 0; i < docs_.size(); ++i) {
     const ItemPtr& item = docs_.slot(i);
-    bool is_model = item ? item->kind == SourceKind::kModel : !docs_.path(i).endsWith(QStringLiteral(".json"));
+    bool is_model =
+        item ? item->kind == SourceKind::kModel : !docs_.path(i).endsWith(QStringLiteral(".json"));
     if (!is_model) continue;
     docs_.setLoading(i);
     loader_->load(i, docs_.path(i), options_);
@@ -256,7 +264,9 @@ std::vector<ItemPtr> MainWindow::items() const { return docs_.items(); }
 
 void MainWindow::selectStep(int64_t step) { timeline_->selectStep(step); }
 
-void MainWindow::requestPlan(int64_t budget_bytes, const QString& strategy) { plan_->requestPlan(budget_bytes, strategy); }
+void MainWindow::requestPlan(int64_t budget_bytes, const QString& strategy) {
+  plan_->requestPlan(budget_bytes, strategy);
+}
 
 // ---------------------------------------------------------------------------------------
 // Refreshing the pages from the documents.
@@ -271,38 +281,51 @@ void MainWindow::refreshAll() {
   compare_->refresh();
 }
 
-void MainWindow::refreshLifetimes() { lifetimes_->refresh(timeline_->selectedItem(), docs_.baseItem()); }
+void MainWindow::refreshLifetimes() {
+  lifetimes_->refresh(timeline_->selectedItem(), docs_.baseItem());
+}
 
 // ---------------------------------------------------------------------------------------
 // Dialogs and export.
 
 void MainWindow::openDialog() {
-  QStringList paths = QFileDialog::getOpenFileNames(this, QStringLiteral("Open models or memplan results"), QString(),
-                                                    QStringLiteral("Models, results and profiles (*.onnx *.json);;All files (*)"));
+  QStringList paths = QFileDialog::getOpenFileNames(
+      this, QStringLiteral("Open models or memplan results"), QString(),
+      QStringLiteral("Models, results and profiles (*.onnx *.json);;All files (*)"));
   openFiles(paths);
 }
 
 void MainWindow::exportDialog(bool svg) {
   QString page = currentPageName();
   QString suffix = svg ? QStringLiteral(".svg") : QStringLiteral(".png");
-  QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Export %1").arg(page), QStringLiteral("memplan-") + page + suffix,
-                                              svg ? QStringLiteral("SVG (*.svg)") : QStringLiteral("PNG (*.png)"));
+  QString path = QFileDialog::getSaveFileName(
+      this, QStringLiteral("Export %1").arg(page), QStringLiteral("memplan-") + page + suffix,
+      svg ? QStringLiteral("SVG (*.svg)") : QStringLiteral("PNG (*.png)"));
   if (path.isEmpty()) return;
   QString error;
-  if (!exportPage(page, path, &error)) showError(error);
-  else statusBar()->showMessage(QStringLiteral("Wrote %1").arg(path), 5000);
+  if (!exportPage(page, path, &error))
+    showError(error);
+  else
+    statusBar()->showMessage(QStringLiteral("Wrote %1").arg(path), 5000);
 }
 
 bool MainWindow::exportPage(const QString& name, const QString& path, QString* error) {
   QWidget* w = nullptr;
-  if (name == QLatin1String("timeline")) w = timelineChart();
-  else if (name == QLatin1String("lifetimes")) w = lifetimeView();
-  else if (name == QLatin1String("compare")) w = compare_->shownChart();
-  else if (name == QLatin1String("time")) w = time_->charts();
-  else if (name == QLatin1String("plan")) w = planChart();
-  else w = page(name);
+  if (name == QLatin1String("timeline"))
+    w = timelineChart();
+  else if (name == QLatin1String("lifetimes"))
+    w = lifetimeView();
+  else if (name == QLatin1String("compare"))
+    w = compare_->shownChart();
+  else if (name == QLatin1String("time"))
+    w = time_->charts();
+  else if (name == QLatin1String("plan"))
+    w = planChart();
+  else
+    w = page(name);
   if (!w) {
-    if (error) *error = QStringLiteral("no page named '%1' (pages: %2)").arg(name, pageNames().join(", "));
+    if (error)
+      *error = QStringLiteral("no page named '%1' (pages: %2)").arg(name, pageNames().join(", "));
     return false;
   }
   return exportWidget(w, path, error);
@@ -327,7 +350,9 @@ bool MainWindow::exportWidget(QWidget* w, const QString& path, QString* error) c
     w->render(&painter);
     painter.end();
 #else
-    if (error) *error = QStringLiteral("%1: this build has no SVG support (Qt Svg); export to .png instead").arg(path);
+    if (error)
+      *error = QStringLiteral("%1: this build has no SVG support (Qt Svg); export to .png instead")
+                   .arg(path);
     return false;
 #endif
   } else {

@@ -1,6 +1,6 @@
 // The dashboard window: assembles the pages (summary, timeline, time, lifetimes, plan
-// explorer, compare: gui/src/pages/), the toolbar and the open documents. Files open in a worker thread
-// and failures show in a banner at the top.
+// explorer, compare: gui/src/pages/), the toolbar and the open documents. Files open in a worker
+// thread and failures show in a banner at the top.
 #pragma once
 
 #include <QMainWindow>
@@ -61,9 +61,11 @@ class MainWindow : public QMainWindow {
   TimelineChart* planChart() const;
   TimelineChart* compareChart() const;
   LifetimeView* lifetimeView() const;
+  LifetimesPage* lifetimesPage() const { return lifetimes_; }
+  PlanPage* planPage() const { return plan_; }
   // Summary, breakdown, files, alive, alive (sorted view), strategies, compare, kept, node
   // time, node time (sorted view), recompute time, node time compare, node time compare
-  // (sorted view).
+  // (sorted view), a selective plan's storages, its storages (sorted view).
   QList<QAbstractItemModel*> itemModels() const;
   TimelinePage* timelinePage() const { return timeline_; }
   TimePage* timePage() const { return time_; }

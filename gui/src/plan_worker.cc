@@ -5,10 +5,13 @@
 #include <QFutureWatcher>
 #include <QThread>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 
 #ifdef MEMPLAN_GUI_HAVE_PLANNER
 #include <nlohmann/json.hpp>
@@ -27,6 +30,8 @@ struct PlanResult {
 
 #ifdef MEMPLAN_GUI_HAVE_PLANNER
 namespace {
+
+constexpr const char* kSelective = "selective";
 
 std::mutex sweep_mutex;
 // Sweeps are slow and do not depend on the budget: one per (analysis, strategy).
@@ -55,19 +60,60 @@ Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<c
   item.overhead = p.overhead();
   item.feasible = p.feasible ? 1 : 0;
   item.solve_seconds = p.solve_seconds;
+  item.predicted_recompute_seconds = p.predicted_recompute_seconds;
   for (TensorId t : p.checkpoints) item.checkpoints.push_back(g.tensors[t].name);
+  for (TensorId t : p.recomputed) item.recomputed.push_back(g.tensors[t].name);
+  item.recomputed_ids = p.recomputed;
+  if (!p.recomputed.empty() || p.strategy == kSelective)
+    item.storages = SelectiveStorages(g, p.schedule, p.recomputed);
   item.num_sections = p.num_sections();
   item.has_breakdown = true;
   item.breakdown = p.timeline.breakdown_at_peak;
   item.notes = p.notes;
   for (TensorId t : a->bottlenecks) item.bottlenecks.push_back(g.tensors[t].name);
-  item.timeline = std::make_shared<TimelineData>(TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+  item.timeline = std::make_shared<TimelineData>(
+      TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
   item.schedule = std::make_shared<Schedule>(p.schedule);
   item.bottleneck_ids = a->bottlenecks;
   item.checkpoint_ids = p.checkpoints;
   item.analysis = a;
   item.plan_json = PlanToJson(p, g).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   return item;
+}
+
+bool OffersStrategy(const std::string& name) {
+  const std::vector<std::string>& names = StrategyNames();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// One strategy's sweep of budgets (SweepBudgets), each point labelled with that strategy as
+// its series. Cached: sweeps are slow and do not depend on the budget.
+std::vector<ParetoPoint> CachedSweep(const std::shared_ptr<const Analysis>& analysis,
+                                     const TrainingGraph& g, const CostModel& cost,
+                                     PlanOptions options, const std::string& strategy) {
+  auto key = std::make_pair(analysis.get(), strategy);
+  {
+    std::lock_guard<std::mutex> lock(sweep_mutex);
+    auto it = sweep_cache.find(key);
+    if (it != sweep_cache.end()) return it->second;
+  }
+  options.strategy = strategy;
+  SweepResult sweep = SweepBudgets(g, cost, options);
+  std::vector<ParetoPoint> points;
+  for (const SweepPoint& sp : sweep.points) {
+    ParetoPoint pt;
+    pt.strategy = sp.strategy;
+    pt.budget_bytes = sp.budget_bytes;
+    pt.peak_bytes = sp.peak_bytes;
+    pt.recompute_flops = sp.recompute_flops;
+    pt.overhead = sp.overhead;
+    pt.recompute_seconds = sp.recompute_seconds;
+    pt.series = strategy;
+    points.push_back(pt);
+  }
+  std::lock_guard<std::mutex> lock(sweep_mutex);
+  sweep_cache[key] = points;
+  return points;
 }
 
 }  // namespace
@@ -101,8 +147,9 @@ Item MakePlanItem(const PlanRequest& r) {
     return LoadTrainingGraph(r.model_path, o);
   };
   const Plan plan = PlanForBudget(g, graph_at_batch, cost, request).plan;
-  Item item = plan.batch == g.batch ? ItemFromPlan(plan, g, r.analysis, r.model_path)
-                                     : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis, r.model_path);
+  Item item = plan.batch == g.batch
+                  ? ItemFromPlan(plan, g, r.analysis, r.model_path)
+                  : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis, r.model_path);
   if (!r.sweep) return item;
   PlanOptions options = request.plan;
   options.budget_bytes = r.budget_bytes;
@@ -121,52 +168,107 @@ Item MakePlanItem(const PlanRequest& r) {
       row.sections = p.num_sections();
       row.feasible = p.feasible;
       row.solve_seconds = p.solve_seconds;
+      row.recomputed = static_cast<int64_t>(p.recomputed.size());
+      row.recompute_seconds = p.predicted_recompute_seconds;
       item.strategies.push_back(row);
     } catch (const MemplanError&) {
       // A strategy that cannot plan this graph is left out of the table.
     }
   }
-  auto key = std::make_pair(r.analysis.get(), r.strategy);
-  {
-    std::lock_guard<std::mutex> lock(sweep_mutex);
-    auto it = sweep_cache.find(key);
-    if (it != sweep_cache.end()) {
-      item.sweep = it->second;
-      return item;
-    }
+  // The Pareto curve: the chosen strategy's sweep and, when the planner offers it and it was
+  // not the one chosen, `selective`'s as a series of its own.
+  item.sweep = CachedSweep(r.analysis, g, cost, options, r.strategy);
+  if (r.strategy != kSelective && OffersStrategy(kSelective)) {
+    std::vector<ParetoPoint> selective = CachedSweep(r.analysis, g, cost, options, kSelective);
+    item.sweep.insert(item.sweep.end(), selective.begin(), selective.end());
   }
-  SweepResult sweep = SweepBudgets(g, cost, options);
-  std::vector<ParetoPoint> points;
-  for (const SweepPoint& sp : sweep.points) {
-    ParetoPoint pt;
-    pt.strategy = sp.strategy;
-    pt.budget_bytes = sp.budget_bytes;
-    pt.peak_bytes = sp.peak_bytes;
-    pt.recompute_flops = sp.recompute_flops;
-    pt.overhead = sp.overhead;
-    points.push_back(pt);
-  }
-  {
-    std::lock_guard<std::mutex> lock(sweep_mutex);
-    sweep_cache[key] = points;
-  }
-  item.sweep = std::move(points);
   return item;
 }
 
 void SavePlanJson(const Item& plan, const std::string& path) {
-  if (plan.plan_json.empty()) throw MemplanError("this plan was not made here; it is already a file");
+  if (plan.plan_json.empty())
+    throw MemplanError("this plan was not made here; it is already a file");
   WriteFileAtomically(path, plan.plan_json + "\n");
+}
+
+namespace {
+
+std::string ReadText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw MemplanError(path + ": cannot open the file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The model a plan names: as written (relative to the working directory), else beside the plan.
+std::string PlanModelPath(const std::string& plan_path, const std::string& model) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_regular_file(model, ec)) return model;
+  const fs::path dir = fs::path(plan_path).parent_path();
+  for (const fs::path& candidate : {dir / model, dir / fs::path(model).filename()}) {
+    if (fs::path(model).is_absolute() && candidate == dir / model) continue;
+    if (fs::is_regular_file(candidate, ec)) return candidate.string();
+  }
+  throw MemplanError("its model '" + model +
+                     "' is not there (nor beside the plan); open the model too to see its tensors");
+}
+
+}  // namespace
+
+Item WithPlanSchedule(const std::string& path, Item file) {
+  if (file.kind != SourceKind::kPlan || file.schedule) return file;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(ReadText(path));
+    if (!IsPlanJson(j) || !j.contains("model") || !j["model"].is_string() ||
+        j["model"].get<std::string>().empty()) {
+      return file;  // a plan without its model's name: only its numbers and timeline
+    }
+    // As `memplan run --plan` loads the model: the plan's micro-batch, optimizer and loss.
+    LoadOptions o;
+    o.batch = PlanGraphBatch(j);
+    if (j.contains("optimizer") && j["optimizer"].is_string())
+      o.optimizer = ParseOptimizer(j["optimizer"].get<std::string>());
+    if (j.contains("loss") && j["loss"].is_string() &&
+        j["loss"].get<std::string>() != "model_output") {
+      o.loss = ParseLossKind(j["loss"].get<std::string>());
+    }
+    const TrainingGraph g =
+        LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>()), o);
+    const Plan p = PlanFromJson(j, g);
+    file.schedule = std::make_shared<Schedule>(p.schedule);
+    file.timeline = std::make_shared<TimelineData>(
+        TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+    file.bottleneck_ids = FindBottlenecks(g);
+    file.checkpoint_ids = p.checkpoints;
+    file.recomputed_ids = p.recomputed;
+    file.recomputed.clear();
+    for (TensorId t : p.recomputed) file.recomputed.push_back(g.tensors[t].name);
+    if (!p.recomputed.empty() || p.strategy == kSelective)
+      file.storages = SelectiveStorages(g, p.schedule, p.recomputed);
+    if (file.plan_peak_bytes >= 0 && p.predicted_peak_bytes != file.plan_peak_bytes) {
+      file.notes.push_back("replayed on its model, the plan peaks at " +
+                           BytesText(p.predicted_peak_bytes) + ", not the file's " +
+                           BytesText(file.plan_peak_bytes) + " (the timeline is the replay's)");
+    }
+  } catch (const std::exception& e) {
+    file.notes.push_back(std::string("the plan's tensors are not shown: ") + e.what());
+  }
+  return file;
 }
 
 #else
 bool PlannerAvailable() { return false; }
+Item WithPlanSchedule(const std::string&, Item file) { return file; }
 QStringList PlannerStrategies() { return {}; }
 Item MakePlanItem(const PlanRequest&) {
-  throw MemplanError("re-planning needs the planner library, which this build of memplan does not have");
+  throw MemplanError(
+      "re-planning needs the planner library, which this build of memplan does not have");
 }
 void SavePlanJson(const Item&, const std::string&) {
-  throw MemplanError("saving a plan needs the planner library, which this build of memplan does not have");
+  throw MemplanError(
+      "saving a plan needs the planner library, which this build of memplan does not have");
 }
 #endif
 
@@ -193,8 +295,10 @@ void PlanWorker::start(PlanRequest r) {
       start(std::move(n));  // a newer request supersedes this result
       return;
     }
-    if (res.item) emit planned(res.item);
-    else emit failed(res.error);
+    if (res.item)
+      emit planned(res.item);
+    else
+      emit failed(res.error);
   });
   watcher->setFuture(QtConcurrent::run([r = std::move(r)]() -> PlanResult {
     try {

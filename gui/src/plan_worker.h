@@ -28,6 +28,13 @@ QStringList PlannerStrategies();
 Item MakePlanItem(const PlanRequest& request);
 // Writes the plan of an Item made by MakePlanItem as the planner's JSON; throws MemplanError.
 void SavePlanJson(const Item& plan, const std::string& path);
+// A plan file (`path`, read by the document layer into `file`) replayed on the model it names,
+// as `memplan run --plan` does (PlanFromJson on the model loaded at the plan's micro-batch,
+// optimizer and loss): the schedule behind its timeline, for the lifetimes and the tensors
+// alive at a step, and a selective plan's kept and recomputed tensors. The file's numbers stay.
+// Never throws: without the planner, the model, or with a model the plan was not made for, the
+// item comes back without a schedule and a note says why.
+Item WithPlanSchedule(const std::string& path, Item file);
 
 class PlanWorker : public QObject {
   Q_OBJECT

@@ -8,7 +8,18 @@ namespace memplan::gui {
 
 class StrategyModel : public RowTableModel<StrategyRow> {
  public:
-  enum Column { kStrategy, kPeak, kOverhead, kCheckpoints, kSections, kFeasible, kSolveTime, kColumnCount };
+  enum Column {
+    kStrategy,
+    kPeak,
+    kOverhead,
+    kRecomputeTime,  // the plan's predicted_recompute_seconds
+    kCheckpoints,
+    kRecomputed,  // storages a selective plan drops and recomputes
+    kSections,
+    kFeasible,
+    kSolveTime,
+    kColumnCount
+  };
   explicit StrategyModel(QObject* parent = nullptr);
 
  protected:

@@ -9,7 +9,9 @@
 namespace memplan::gui {
 
 ItemPtr BaselineSource(const ItemPtr& base, const ItemPtr& plan) {
-  return base && base->baseline_peak_bytes >= 0 ? base : plan && plan->baseline_peak_bytes >= 0 ? plan : nullptr;
+  return base && base->baseline_peak_bytes >= 0   ? base
+         : plan && plan->baseline_peak_bytes >= 0 ? plan
+                                                  : nullptr;
 }
 
 ItemPtr BreakdownSource(const ItemPtr& base, const ItemPtr& plan) {
@@ -21,7 +23,12 @@ int64_t BreakdownPeakBytes(const Item& source) {
   return source.kind == SourceKind::kPlan ? source.plan_peak_bytes : source.baseline_peak_bytes;
 }
 
-std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run, const ItemPtr& profile) {
+bool IsSelective(const Item& plan) {
+  return plan.strategy == "selective" || !plan.recomputed.empty() || !plan.storages.empty();
+}
+
+std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run,
+                                    const ItemPtr& profile) {
   std::vector<SummaryRow> rows;
   ItemPtr any = base ? base : plan ? plan : run ? run : profile;
   if (!any) return rows;
@@ -35,20 +42,70 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
   if (!any->optimizer.empty()) row(QStringLiteral("Optimizer"), Q(any->optimizer), any);
   if (any->num_nodes >= 0) row(QStringLiteral("Nodes"), QString::number(any->num_nodes), any);
   if (any->param_bytes >= 0) row(QStringLiteral("Parameters"), BytesQ(any->param_bytes), any);
-  if (any->forward_flops >= 0) row(QStringLiteral("Forward FLOPs"), FlopsText(any->forward_flops), any);
+  if (any->forward_flops >= 0)
+    row(QStringLiteral("Forward FLOPs"), FlopsText(any->forward_flops), any);
   ItemPtr baseline_src = BaselineSource(base, plan);
-  row(QStringLiteral("Baseline peak"), BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1), baseline_src);
+  row(QStringLiteral("Baseline peak"),
+      BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1), baseline_src);
   if (base && !base->peak_event.empty()) row(QStringLiteral("Peak at"), Q(base->peak_event), base);
   if (plan) {
     row(QStringLiteral("Plan strategy"), Q(plan->strategy), plan);
     row(QStringLiteral("Plan peak"), BytesQ(plan->plan_peak_bytes), plan);
     row(QStringLiteral("Budget"), BytesQ(plan->budget_bytes), plan);
-    row(QStringLiteral("Fits the budget"), plan->feasible < 0 ? dash : plan->feasible ? QStringLiteral("yes") : QStringLiteral("no"), plan);
-    row(QStringLiteral("Recompute overhead"),
-        QStringLiteral("%1 of the forward FLOPs (%2 FLOPs)").arg(Q(PercentText(plan->overhead)), FlopsText(plan->recompute_flops)), plan);
-    row(QStringLiteral("Checkpoints / sections"),
-        QStringLiteral("%1 / %2").arg(plan->checkpoints.size()).arg(plan->num_sections < 0 ? dash : QString::number(plan->num_sections)),
+    row(QStringLiteral("Fits the budget"),
+        plan->feasible < 0 ? dash
+        : plan->feasible   ? QStringLiteral("yes")
+                           : QStringLiteral("no"),
         plan);
+    row(QStringLiteral("Recompute overhead"),
+        QStringLiteral("%1 of the forward FLOPs (%2 FLOPs)")
+            .arg(Q(PercentText(plan->overhead)), FlopsText(plan->recompute_flops)),
+        plan);
+    row(QStringLiteral("Checkpoints / sections"),
+        QStringLiteral("%1 / %2")
+            .arg(plan->checkpoints.size())
+            .arg(plan->num_sections < 0 ? dash : QString::number(plan->num_sections)),
+        plan);
+    if (plan->predicted_recompute_seconds >= 0) {
+      row(QStringLiteral("Predicted recompute time"),
+          DurationText(plan->predicted_recompute_seconds), plan);
+    }
+    if (IsSelective(*plan)) {
+      if (!plan->storages.empty()) {
+        // As `memplan plan` prints them.
+        const SelectiveCounts c = CountSelective(plan->storages);
+        row(QStringLiteral("Saved activations kept"),
+            QStringLiteral("%1 of %2 (%3)").arg(c.kept).arg(c.saved).arg(BytesQ(c.kept_bytes)),
+            plan);
+        row(QStringLiteral("Saved activations recomputed"),
+            QStringLiteral("%1 of %2 (%3)")
+                .arg(c.recomputed_saved)
+                .arg(c.saved)
+                .arg(BytesQ(c.recomputed_saved_bytes)),
+            plan);
+        if (c.recomputed_unsaved > 0) {
+          row(QStringLiteral("Unsaved storages recomputed"),
+              QStringLiteral("%1 (%2), only as inputs of other recomputes")
+                  .arg(c.recomputed_unsaved)
+                  .arg(BytesQ(c.recomputed_unsaved_bytes)),
+              plan);
+        }
+        row(QStringLiteral("Recomputations in the backward"), QString::number(c.recomputes), plan,
+            QStringLiteral("%1 storages recomputed %2 times: one recomputed after it was freed is "
+                           "recomputed again")
+                .arg(c.recomputed())
+                .arg(c.recomputes));
+      } else {
+        // A plan file names its recomputed tensors; their sizes need the model.
+        row(QStringLiteral("Saved activations kept"), dash, plan);
+        QStringList names;
+        for (size_t i = 0; i < plan->recomputed.size() && i < 20; ++i)
+          names << Q(plan->recomputed[i]);
+        if (plan->recomputed.size() > 20) names << QStringLiteral("…");
+        row(QStringLiteral("Tensors recomputed"), QString::number(plan->recomputed.size()), plan,
+            names.join(", "));
+      }
+    }
   } else {
     row(QStringLiteral("Plan peak"), QStringLiteral("\u2014 (no plan open)"), nullptr);
   }
@@ -56,46 +113,57 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
     row(QStringLiteral("Measured peak"), BytesQ(run->measured_peak_bytes), run);
     if (run->run_predicted_peak_bytes > 0 && run->measured_peak_bytes >= 0) {
       row(QStringLiteral("Measured vs predicted"),
-          QStringLiteral("%1 vs %2").arg(BytesQ(run->measured_peak_bytes), BytesQ(run->run_predicted_peak_bytes)), run);
+          QStringLiteral("%1 vs %2")
+              .arg(BytesQ(run->measured_peak_bytes), BytesQ(run->run_predicted_peak_bytes)),
+          run);
     }
     row(QStringLiteral("Device"), Q(run->device), run);
     row(QStringLiteral("Step time / recompute"),
-        QStringLiteral("%1 / %2").arg(SecondsText(run->step_seconds), SecondsText(run->recompute_seconds)), run);
+        QStringLiteral("%1 / %2").arg(SecondsText(run->step_seconds),
+                                      SecondsText(run->recompute_seconds)),
+        run);
   } else if (!profile) {
     row(QStringLiteral("Measured peak"), QStringLiteral("\u2014 (no run open)"), nullptr);
   }
   if (profile && profile->profile) {
     const Profile& p = *profile->profile;
     row(QStringLiteral("Profile"),
-        QStringLiteral("step %1 on %2 (%3 backend)").arg(p.step + 1).arg(Q(p.device), Q(p.backend)), profile);
+        QStringLiteral("step %1 on %2 (%3 backend)").arg(p.step + 1).arg(Q(p.device), Q(p.backend)),
+        profile);
     row(QStringLiteral("Profiled peak"), BytesQ(p.peak_bytes), profile);
     row(QStringLiteral("Profiled step time"), DurationText(p.step_seconds), profile);
     const double measured = p.RecomputeSeconds(), predicted = p.PredictedRecomputeSeconds();
     row(QStringLiteral("Recompute measured / predicted"),
-        QStringLiteral("%1 / %2").arg(DurationText(measured), predicted > 0 || measured == 0 ? DurationText(predicted) : dash),
+        QStringLiteral("%1 / %2").arg(DurationText(measured), predicted > 0 || measured == 0
+                                                                  ? DurationText(predicted)
+                                                                  : dash),
         profile);
   }
   if (base && !base->bottlenecks.empty()) {
     QStringList names;
     for (size_t i = 0; i < base->bottlenecks.size() && i < 3; ++i) names << Q(base->bottlenecks[i]);
-    row(QStringLiteral("Bottleneck tensors"), QStringLiteral("%1: %2…").arg(base->bottlenecks.size()).arg(names.join(", ")), base);
+    row(QStringLiteral("Bottleneck tensors"),
+        QStringLiteral("%1: %2…").arg(base->bottlenecks.size()).arg(names.join(", ")), base);
   }
   if (any->notes.size()) row(QStringLiteral("Notes"), Q(any->notes.front()), any);
   return rows;
 }
 
 SummaryModel::SummaryModel(QObject* parent)
-    : RowTableModel({QStringLiteral("Quantity"), QStringLiteral("Value"), QStringLiteral("From")}, parent) {}
+    : RowTableModel({QStringLiteral("Quantity"), QStringLiteral("Value"), QStringLiteral("From")},
+                    parent) {}
 
 Cell SummaryModel::cell(const SummaryRow& row, int column) const {
   switch (column) {
-    case kQuantity: return TextCell(row.quantity);
+    case kQuantity:
+      return TextCell(row.quantity);
     case kValue: {
       Cell c = TextCell(row.value);
       c.tooltip = row.tooltip;
       return c;
     }
-    case kFrom: return TextCell(row.from);
+    case kFrom:
+      return TextCell(row.from);
   }
   return {};
 }
@@ -109,12 +177,15 @@ std::vector<MemoryCategory> CategoriesBySize(const CategoryBytes& b) {
 }
 
 BreakdownModel::BreakdownModel(QObject* parent)
-    : RowTableModel({QStringLiteral("Category"), QStringLiteral("Bytes at the peak"), QStringLiteral("Share")}, parent) {}
+    : RowTableModel({QStringLiteral("Category"), QStringLiteral("Bytes at the peak"),
+                     QStringLiteral("Share")},
+                    parent) {}
 
 void BreakdownModel::setBreakdown(const CategoryBytes& breakdown, int64_t peak_bytes) {
   std::vector<MemoryCategory> order = CategoriesBySize(breakdown);
   std::vector<BreakdownRow> rows;
-  for (auto it = order.rbegin(); it != order.rend(); ++it) rows.push_back({*it, breakdown[static_cast<int>(*it)], peak_bytes});
+  for (auto it = order.rbegin(); it != order.rend(); ++it)
+    rows.push_back({*it, breakdown[static_cast<int>(*it)], peak_bytes});
   setRows(std::move(rows));
 }
 
@@ -125,16 +196,19 @@ Cell BreakdownModel::cell(const BreakdownRow& row, int column) const {
       c.decoration = CategoryColor(row.category);
       return c;
     }
-    case kBytes: return NumberCell(BytesQ(row.bytes), static_cast<double>(row.bytes));
+    case kBytes:
+      return NumberCell(BytesQ(row.bytes), static_cast<double>(row.bytes));
     case kShare:
-      return NumberCell(Q(PercentText(row.peak_bytes > 0 ? static_cast<double>(row.bytes) / row.peak_bytes : -1)),
-                        static_cast<double>(row.bytes));
+      return NumberCell(
+          Q(PercentText(row.peak_bytes > 0 ? static_cast<double>(row.bytes) / row.peak_bytes : -1)),
+          static_cast<double>(row.bytes));
   }
   return {};
 }
 
 FilesModel::FilesModel(QObject* parent)
-    : RowTableModel({QStringLiteral("File"), QStringLiteral("Kind"), QStringLiteral("Status")}, parent) {}
+    : RowTableModel({QStringLiteral("File"), QStringLiteral("Kind"), QStringLiteral("Status")},
+                    parent) {}
 
 Cell FilesModel::cell(const FileRow& row, int column) const {
   switch (column) {
@@ -144,7 +218,9 @@ Cell FilesModel::cell(const FileRow& row, int column) const {
       return c;
     }
     case kKind:
-      return TextCell(row.status == FileRow::Status::kLoaded ? QString::fromLatin1(SourceKindName(row.kind)) : QString());
+      return TextCell(row.status == FileRow::Status::kLoaded
+                          ? QString::fromLatin1(SourceKindName(row.kind))
+                          : QString());
     case kStatus: {
       switch (row.status) {
         case FileRow::Status::kLoaded: {
@@ -158,7 +234,8 @@ Cell FilesModel::cell(const FileRow& row, int column) const {
           c.tooltip = row.error;
           return c;
         }
-        case FileRow::Status::kLoading: return TextCell(QStringLiteral("loading…"));
+        case FileRow::Status::kLoading:
+          return TextCell(QStringLiteral("loading…"));
       }
     }
   }

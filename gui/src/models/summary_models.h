@@ -25,6 +25,9 @@ ItemPtr BaselineSource(const ItemPtr& base, const ItemPtr& plan);
 ItemPtr BreakdownSource(const ItemPtr& base, const ItemPtr& plan);
 int64_t BreakdownPeakBytes(const Item& source);
 
+// Whether `plan` is a selective plan (plan.h: per-tensor keep or recompute).
+bool IsSelective(const Item& plan);
+
 // What the summary shows for the latest model or analysis, plan, run and profile (any may be
 // null).
 std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run,
@@ -34,7 +37,8 @@ class SummaryModel : public RowTableModel<SummaryRow> {
  public:
   enum Column { kQuantity, kValue, kFrom, kColumnCount };
   explicit SummaryModel(QObject* parent = nullptr);
-  void setItems(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run, const ItemPtr& profile = nullptr) {
+  void setItems(const ItemPtr& base, const ItemPtr& plan, const ItemPtr& run,
+                const ItemPtr& profile = nullptr) {
     setRows(SummaryRows(base, plan, run, profile));
   }
 

@@ -32,21 +32,27 @@ namespace memplan::gui {
 PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), docs_(docs) {
   plan_worker_ = new PlanWorker(this);
   connect(plan_worker_, &PlanWorker::planned, this, [this](ItemPtr item) {
-    plan_status_->setText(QStringLiteral("Plan <b>%1</b>: peak %2 for a budget of %3 (%4), recompute overhead %5, verified by replaying its schedule.")
-                              .arg(Q(item->strategy), BytesQ(item->plan_peak_bytes), BytesQ(item->budget_bytes),
-                                   item->feasible == 1 ? QStringLiteral("fits") : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
-                                   Q(PercentText(item->overhead))));
+    plan_status_->setText(
+        QStringLiteral("Plan <b>%1</b>: peak %2 for a budget of %3 (%4), recompute overhead %5, "
+                       "verified by replaying its schedule.")
+            .arg(Q(item->strategy), BytesQ(item->plan_peak_bytes), BytesQ(item->budget_bytes),
+                 item->feasible == 1
+                     ? QStringLiteral("fits")
+                     : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
+                 Q(PercentText(item->overhead))));
     emit planned(std::move(item));
   });
   connect(plan_worker_, &PlanWorker::failed, this, [this](const QString& m) {
-    plan_status_->setText(QStringLiteral("<span style='color:#c01010'>%1</span>").arg(m.toHtmlEscaped()));
+    plan_status_->setText(
+        QStringLiteral("<span style='color:#c01010'>%1</span>").arg(m.toHtmlEscaped()));
   });
 
   auto* v = new QVBoxLayout(this);
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(QStringLiteral("Strategy")));
   strategy_combo_ = new QComboBox;
-  strategy_combo_->addItems(PlannerAvailable() ? PlannerStrategies() : QStringList{QStringLiteral("auto")});
+  strategy_combo_->addItems(PlannerAvailable() ? PlannerStrategies()
+                                               : QStringList{QStringLiteral("auto")});
   controls->addWidget(strategy_combo_);
   controls->addWidget(new QLabel(QStringLiteral("Budget")));
   budget_slider_ = new QSlider(Qt::Horizontal);
@@ -69,15 +75,33 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   auto* hsplit = new QSplitter(Qt::Horizontal);
   plan_chart_ = new TimelineChart;
   hsplit->addWidget(plan_chart_);
+  auto* pareto = new QWidget;
+  auto* pv = new QVBoxLayout(pareto);
+  pv->setContentsMargins(0, 0, 0, 0);
+  auto* py = new QHBoxLayout;
+  py->addWidget(new QLabel(QStringLiteral("Recompute as")));
+  pareto_y_ = new QComboBox;
+  pareto_y_->addItems(
+      {QStringLiteral("FLOPs (% of the forward)"), QStringLiteral("predicted time")});
+  pareto_y_->setToolTip(QStringLiteral(
+      "The planner's numbers for each plan: recompute FLOPs over forward FLOPs, or the cost "
+      "model's predicted recompute seconds (what `selective` minimises)"));
+  py->addWidget(pareto_y_);
+  py->addStretch(1);
+  pv->addLayout(py);
   pareto_chart_ = new QChartView(new QChart);
   pareto_chart_->setRenderHint(QPainter::Antialiasing);
   pareto_chart_->setMinimumWidth(380);
-  hsplit->addWidget(pareto_chart_);
+  pv->addWidget(pareto_chart_, 1);
+  hsplit->addWidget(pareto);
   hsplit->setStretchFactor(0, 3);
   hsplit->setStretchFactor(1, 2);
   vsplit->addWidget(hsplit);
   strategies_model_ = new StrategyModel(this);
-  vsplit->addWidget(MakeTable(strategies_model_, vsplit));
+  QTableView* strategies = MakeTable(strategies_model_, vsplit);
+  strategies->setColumnWidth(StrategyModel::kRecomputeTime, 150);
+  strategies->setColumnWidth(StrategyModel::kRecomputed, 150);
+  vsplit->addWidget(strategies);
   vsplit->setStretchFactor(0, 3);
   vsplit->setStretchFactor(1, 1);
   vsplit->setSizes({560, 200});
@@ -96,7 +120,11 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
     if (PlannerAvailable()) debounce->start();
   });
   connect(save_plan_, &QPushButton::clicked, this, &PlanPage::savePlan);
+  connect(pareto_y_, &QComboBox::currentIndexChanged, this,
+          [this] { refreshPareto(docs_.planItem()); });
 }
+
+void PlanPage::setParetoSeconds(bool seconds) { pareto_y_->setCurrentIndex(seconds ? 1 : 0); }
 
 bool PlanPage::busy() const { return plan_worker_->busy(); }
 bool PlanPage::waitForIdle(int timeout_ms) { return plan_worker_->waitForIdle(timeout_ms); }
@@ -110,22 +138,30 @@ void PlanPage::refresh() {
   save_plan_->setEnabled(PlannerAvailable() && docs_.explorerPlan() != nullptr);
   int64_t baseline = base ? base->baseline_peak_bytes : plan ? plan->baseline_peak_bytes : -1;
   if (can_plan) {
-    int64_t budget = requested_budget_ > 0 ? requested_budget_ : Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(baseline);
-    budget_label_->setText(QStringLiteral("%1 (%2% of baseline)").arg(BytesQ(budget)).arg(budget_slider_->value()));
+    int64_t budget = requested_budget_ > 0
+                         ? requested_budget_
+                         : Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(baseline);
+    budget_label_->setText(
+        QStringLiteral("%1 (%2% of baseline)").arg(BytesQ(budget)).arg(budget_slider_->value()));
   } else {
     budget_label_->setText(plan ? QStringLiteral("%1").arg(BytesQ(plan->budget_bytes)) : QString());
     if (!PlannerAvailable()) {
-      plan_status_->setText(QStringLiteral("<i>Re-planning needs the planner library, which this build does not have. "
-                                           "Plans made by <tt>memplan plan --json</tt> can be opened and explored here.</i>"));
+      plan_status_->setText(QStringLiteral(
+          "<i>Re-planning needs the planner library, which this build does not have. "
+          "Plans made by <tt>memplan plan --json</tt> can be opened and explored here.</i>"));
     } else if (!base || !base->analysis) {
-      plan_status_->setText(QStringLiteral("<i>Open a model (.onnx) to re-plan with the budget slider.</i>"));
+      plan_status_->setText(
+          QStringLiteral("<i>Open a model (.onnx) to re-plan with the budget slider.</i>"));
     }
   }
   if (plan) {
     std::shared_ptr<const TimelineData> t = plan->timeline;
-    plan_chart_->setPrimary(t, QStringLiteral("Plan %1 — peak %2, budget %3").arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes)));
+    plan_chart_->setPrimary(
+        t, QStringLiteral("Plan %1 — peak %2, budget %3")
+               .arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes)));
     std::vector<Overlay> overlays;
-    if (base && base->timeline) overlays.push_back({base->timeline, QStringLiteral("no plan"), QColor(0x55, 0x55, 0x55)});
+    if (base && base->timeline)
+      overlays.push_back({base->timeline, QStringLiteral("no plan"), QColor(0x55, 0x55, 0x55)});
     plan_chart_->setOverlays(std::move(overlays));
     plan_chart_->setBudget(plan->budget_bytes);
   } else {
@@ -137,71 +173,115 @@ void PlanPage::refresh() {
   strategies_model_->setRows(plan ? plan->strategies : std::vector<StrategyRow>{});
 }
 
-// The Pareto curve: peak against recompute overhead, the current plan marked.
+// The Pareto curves: peak against recompute, one series per sweep (the chosen strategy's and,
+// when the planner offers it, `selective`'s), the current plan marked. Every value is the
+// planner's: the plans' predicted peaks, FLOPs overheads and predicted recompute seconds.
 void PlanPage::refreshPareto(const ItemPtr& plan) {
   QChart* chart = pareto_chart_->chart();
   ClearChart(chart);
-  chart->setTitle(QStringLiteral("Pareto curve: peak vs recompute overhead"));
+  const bool seconds = pareto_y_->currentIndex() == 1;
+  chart->setTitle(seconds ? QStringLiteral("Pareto curve: peak vs predicted recompute time")
+                          : QStringLiteral("Pareto curve: peak vs recompute overhead"));
   std::vector<ParetoPoint> sweep = plan ? plan->sweep : std::vector<ParetoPoint>{};
   if (sweep.empty() && !plan) {
     chart->setTitle(QStringLiteral("Pareto curve (open a plan made with --sweep)"));
     return;
   }
+  // A point's recompute on the chosen axis; negative: unknown (a file without seconds).
+  auto recompute = [seconds](double overhead, double recompute_seconds) {
+    return seconds ? recompute_seconds : overhead * 100;
+  };
   int64_t max_b = 1;
-  for (const ParetoPoint& p : sweep) max_b = std::max(max_b, p.peak_bytes);
-  if (plan) max_b = std::max(max_b, plan->plan_peak_bytes);
+  double max_y = 0;
+  for (const ParetoPoint& p : sweep) {
+    max_b = std::max(max_b, p.peak_bytes);
+    max_y = std::max(max_y, recompute(p.overhead, p.recompute_seconds));
+  }
+  const double plan_y =
+      plan ? recompute(std::max(0.0, plan->overhead), plan->predicted_recompute_seconds) : -1;
+  if (plan) {
+    max_b = std::max(max_b, plan->plan_peak_bytes);
+    max_y = std::max(max_y, plan_y);
+  }
   ByteUnit unit = UnitFor(max_b);
-  std::sort(sweep.begin(), sweep.end(), [](const ParetoPoint& a, const ParetoPoint& b) { return a.peak_bytes < b.peak_bytes; });
+  // Seconds in ms below one second.
+  const double y_scale = seconds && max_y < 1 ? 1000 : 1;
+  // One series per sweep, in the order the sweeps come (the chosen strategy's first).
+  std::vector<QString> names;
+  for (const ParetoPoint& p : sweep) {
+    const QString name = p.series.empty() ? QStringLiteral("sweep") : Q(p.series);
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  std::stable_sort(sweep.begin(), sweep.end(), [](const ParetoPoint& a, const ParetoPoint& b) {
+    return a.peak_bytes < b.peak_bytes;
+  });
   auto* ax = new QValueAxis;
   ax->setTitleText(QStringLiteral("peak (%1)").arg(unit.name));
   auto* ay = new QValueAxis;
-  ay->setTitleText(QStringLiteral("recompute overhead (% of forward FLOPs)"));
+  ay->setTitleText(!seconds      ? QStringLiteral("recompute overhead (% of forward FLOPs)")
+                   : y_scale > 1 ? QStringLiteral("predicted recompute (ms)")
+                                 : QStringLiteral("predicted recompute (s)"));
   chart->addAxis(ax, Qt::AlignBottom);
   chart->addAxis(ay, Qt::AlignLeft);
-  double ymax = 1, xmax = static_cast<double>(max_b) / unit.divisor;
-  if (!sweep.empty()) {
+  double ymax = seconds ? 0 : 1, xmax = static_cast<double>(max_b) / unit.divisor;
+  for (const QString& name : names) {
     auto* line = new QLineSeries;
     auto* dots = new QScatterSeries;
-    line->setName(QStringLiteral("sweep"));
-    dots->setName(QStringLiteral("plans"));
+    line->setName(name == QLatin1String("sweep") ? QStringLiteral("sweep")
+                                                 : QStringLiteral("%1 sweep").arg(name));
+    dots->setName(name == QLatin1String("sweep") ? QStringLiteral("plans")
+                                                 : QStringLiteral("%1 plans").arg(name));
     dots->setMarkerSize(7);
+    if (name == QLatin1String("selective")) {
+      line->setColor(SelectiveColor());
+      dots->setColor(SelectiveColor());
+      dots->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+    } else {
+      line->setColor(PredictedColor());
+      dots->setColor(PredictedColor());
+    }
     for (const ParetoPoint& p : sweep) {
-      QPointF pt(static_cast<double>(p.peak_bytes) / unit.divisor, p.overhead * 100);
+      if ((p.series.empty() ? QStringLiteral("sweep") : Q(p.series)) != name) continue;
+      const double y = recompute(p.overhead, p.recompute_seconds);
+      if (y < 0) continue;
+      QPointF pt(static_cast<double>(p.peak_bytes) / unit.divisor, y * y_scale);
       line->append(pt);
       dots->append(pt);
-      ymax = std::max(ymax, p.overhead * 100);
+      ymax = std::max(ymax, y * y_scale);
     }
-    for (QAbstractSeries* s : {static_cast<QAbstractSeries*>(line), static_cast<QAbstractSeries*>(dots)}) {
+    for (QAbstractSeries* s :
+         {static_cast<QAbstractSeries*>(line), static_cast<QAbstractSeries*>(dots)}) {
       chart->addSeries(s);
       s->attachAxis(ax);
       s->attachAxis(ay);
     }
   }
-  if (plan && plan->plan_peak_bytes >= 0) {
+  if (plan && plan->plan_peak_bytes >= 0 && plan_y >= 0) {
     auto* cur = new QScatterSeries;
     cur->setName(QStringLiteral("current plan"));
     cur->setMarkerSize(13);
     cur->setColor(QColor(0xc0, 0x10, 0x10));
-    double ov = plan->overhead < 0 ? 0 : plan->overhead * 100;
-    cur->append(static_cast<double>(plan->plan_peak_bytes) / unit.divisor, ov);
-    ymax = std::max(ymax, ov);
+    cur->append(static_cast<double>(plan->plan_peak_bytes) / unit.divisor, plan_y * y_scale);
+    ymax = std::max(ymax, plan_y * y_scale);
     chart->addSeries(cur);
     cur->attachAxis(ax);
     cur->attachAxis(ay);
   }
+  if (ymax <= 0) ymax = 1;
   ax->setRange(0, xmax * 1.1);
   ay->setRange(0, ymax * 1.15);
   ax->applyNiceNumbers();
   ay->applyNiceNumbers();
   ax->setLabelFormat(ax->max() < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
-  ay->setLabelFormat(QStringLiteral("%.0f"));
+  ay->setLabelFormat(ay->max() < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"));
 }
 
 void PlanPage::scheduleReplan() {
   ItemPtr base = docs_.baseItem();
   if (!PlannerAvailable() || !base || !base->analysis) return;
   // The slider's percentage resolves as `memplan plan --budget N%` does.
-  int64_t budget = Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(base->baseline_peak_bytes);
+  int64_t budget =
+      Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(base->baseline_peak_bytes);
   requestPlan(budget, strategy_combo_->currentText());
 }
 
@@ -217,7 +297,8 @@ void PlanPage::requestPlan(int64_t budget_bytes, const QString& strategy) {
     int i = strategy_combo_->findText(strategy);
     if (i >= 0) strategy_combo_->setCurrentIndex(i);
     if (base->baseline_peak_bytes > 0) {
-      budget_slider_->setValue(static_cast<int>(std::llround(100.0 * budget_bytes / base->baseline_peak_bytes)));
+      budget_slider_->setValue(
+          static_cast<int>(std::llround(100.0 * budget_bytes / base->baseline_peak_bytes)));
     }
   }
   requested_budget_ = budget_bytes;
@@ -234,7 +315,9 @@ void PlanPage::requestPlan(int64_t budget_bytes, const QString& strategy) {
 void PlanPage::savePlan() {
   ItemPtr plan = docs_.explorerPlan();
   if (!plan) return;
-  QString path = QFileDialog::getSaveFileName(this, QStringLiteral("Save plan"), QStringLiteral("plan.json"), QStringLiteral("JSON (*.json)"));
+  QString path =
+      QFileDialog::getSaveFileName(this, QStringLiteral("Save plan"), QStringLiteral("plan.json"),
+                                   QStringLiteral("JSON (*.json)"));
   if (path.isEmpty()) return;
   try {
     SavePlanJson(*plan, path.toStdString());

@@ -33,6 +33,10 @@ class PlanPage : public QWidget {
 
   TimelineChart* chart() const { return plan_chart_; }
   StrategyModel* strategyModel() const { return strategies_model_; }
+  // The Pareto chart: one series per sweep (the chosen strategy's; `selective`'s when the
+  // planner offers it), recompute as FLOPs overhead or, with `seconds`, predicted seconds.
+  QChartView* paretoChart() const { return pareto_chart_; }
+  void setParetoSeconds(bool seconds);
 
  signals:
   void planned(memplan::gui::ItemPtr plan);
@@ -53,6 +57,7 @@ class PlanPage : public QWidget {
   QPushButton* save_plan_ = nullptr;
   TimelineChart* plan_chart_ = nullptr;
   QChartView* pareto_chart_ = nullptr;
+  QComboBox* pareto_y_ = nullptr;
   StrategyModel* strategies_model_ = nullptr;
   int64_t requested_budget_ = -1;  // the budget asked for, until the slider moves
 };

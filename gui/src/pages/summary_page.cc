@@ -73,8 +73,9 @@ void SummaryPage::refresh(const DocumentSet& docs) {
   ItemPtr profile = profiles.empty() ? nullptr : profiles.back();
   ItemPtr any = base ? base : plan ? plan : run ? run : profile;
   if (!any) {
-    headline_->setText(QStringLiteral("<b>No file open.</b> Open a model (.onnx) or a memplan analysis, plan, run or "
-                                      "profile JSON file (toolbar: Open…, or <tt>memplan gui FILE...</tt>)."));
+    headline_->setText(QStringLiteral(
+        "<b>No file open.</b> Open a model (.onnx) or a memplan analysis, plan, run or "
+        "profile JSON file (toolbar: Open…, or <tt>memplan gui FILE...</tt>)."));
     summary_model_->setRows({});
     breakdown_model_->setRows({});
     breakdown_chart_->chart()->removeAllSeries();
@@ -86,10 +87,21 @@ void SummaryPage::refresh(const DocumentSet& docs) {
   ItemPtr baseline_src = BaselineSource(base, plan);
   QString head = QStringLiteral("<b>%1</b>").arg(QFileInfo(model).fileName().toHtmlEscaped());
   if (any->batch >= 0) head += QStringLiteral(" · batch %1").arg(any->batch);
-  head += QStringLiteral(" · baseline peak <b>%1</b>").arg(BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1));
-  if (plan) head += QStringLiteral(" · plan (%1) <b>%2</b> for a budget of %3").arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes));
-  if (run) head += QStringLiteral(" · measured <b>%1</b>").arg(BytesQ(run->measured_peak_bytes));
-  else if (profile) head += QStringLiteral(" · profiled <b>%1</b>").arg(BytesQ(profile->measured_peak_bytes));
+  head += QStringLiteral(" · baseline peak <b>%1</b>")
+              .arg(BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1));
+  if (plan)
+    head += QStringLiteral(" · plan (%1) <b>%2</b> for a budget of %3")
+                .arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes));
+  if (plan && IsSelective(*plan)) {
+    const int64_t recomputed = plan->storages.empty()
+                                   ? static_cast<int64_t>(plan->recomputed.size())
+                                   : CountSelective(plan->storages).recomputed();
+    head += QStringLiteral(", %1 tensors recomputed").arg(recomputed);
+  }
+  if (run)
+    head += QStringLiteral(" · measured <b>%1</b>").arg(BytesQ(run->measured_peak_bytes));
+  else if (profile)
+    head += QStringLiteral(" · profiled <b>%1</b>").arg(BytesQ(profile->measured_peak_bytes));
   headline_->setText(head);
   refreshBreakdown(docs);
 }
@@ -132,7 +144,8 @@ void SummaryPage::refreshBreakdown(const DocumentSet& docs) {
   series->attachAxis(ay);
   ax->setMax(ax->max() * 1.25);
   ax->applyNiceNumbers();
-  chart->setTitle(QStringLiteral("Memory at the peak by category (%1, from %2)").arg(BytesQ(peak), Q(bsrc->title)));
+  chart->setTitle(QStringLiteral("Memory at the peak by category (%1, from %2)")
+                      .arg(BytesQ(peak), Q(bsrc->title)));
 }
 
 }  // namespace memplan::gui
