@@ -15,7 +15,7 @@ Configurations, each in its own process, its steps run back to back:
                                  = 0.5, model + loss compiled together (first step = compile)
   memplan run                    no plan
   memplan run --plan             one plan per peer: `memplan plan MODEL --batch B --budget <peer's
-                                 measured peak>B --strategy optimal`
+                                 measured peak>B --strategy optimal` (--strategy picks another)
 
 Every side trains the same thing: the exporter's own model definitions (samples/export_models.py,
 torch.manual_seed(0), weights=None), cross-entropy over the last axis against int64 targets
@@ -344,7 +344,7 @@ def memplan_plan(a, model_path, budget):
     fd, out = tempfile.mkstemp(suffix=".plan.json")
     os.close(fd)
     p = subprocess.run([a.memplan, "plan", model_path, "--batch", str(a.batch), "--budget", f"{budget}B",
-                        "--strategy", "optimal", "--json", out],
+                        "--strategy", a.strategy, "--json", out],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         return None, (p.stdout + p.stderr).strip().splitlines()[-1:] or [f"exit {p.returncode}"]
@@ -352,7 +352,11 @@ def memplan_plan(a, model_path, budget):
 
 
 def plan_label(pj):
-    parts = [f"{len(pj.get('checkpoints', []))} ckpt"]
+    parts = [pj.get("strategy", "?")]
+    if pj.get("recomputed"):
+        parts.append(f"{len(pj['recomputed'])} recomputed")
+    else:
+        parts.append(f"{len(pj.get('checkpoints', []))} ckpt")
     if pj.get("micro_batches", 1) > 1:
         parts.append(f"{pj['micro_batches']} micro-batches")
     return ", ".join(parts)
@@ -382,6 +386,8 @@ def main():
     ap.add_argument("--peers", default="eager,ckpt_block,ckpt_seq,sac,compile")
     ap.add_argument("--compile-timeout", type=int, default=1800)
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
+    # The strategy memplan plans each peer's peak with (selective: per-tensor recompute, issue 11).
+    ap.add_argument("--strategy", default="optimal")
     ap.add_argument("--model-dir", default=os.environ.get("MEMPLAN_MODEL_CACHE", os.path.join(ROOT, "build", "model-cache")))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "peers_results.md"))
     ap.add_argument("--worker", nargs=2, metavar=("MODEL", "PEER"), help=argparse.SUPPRESS)

@@ -189,13 +189,20 @@ TEST(SelectivePlanner, KeepsNoSegmentBorderMargin) {
   EXPECT_EQ(p.feasible, p.predicted_peak_bytes <= baseline - 100);
 }
 
-TEST(SelectivePlanner, IsNotAmongAutosCandidates) {
+// `auto` runs selective beside the segment strategies and keeps the plan that fits with the
+// least predicted recompute time: never slower than any strategy named alone.
+TEST(SelectivePlanner, AutoTakesTheLeastPredictedTimeAmongStrategies) {
   TrainingGraph g = testing::ReluChain(12);
   PlanOptions o;
   o.budget_bytes = PlanNone(g, {}, o).predicted_peak_bytes * 3 / 4;
   Plan a = MakePlan(g, {}, o);
-  EXPECT_NE(a.strategy, "selective");
-  EXPECT_TRUE(a.recomputed.empty());
+  ASSERT_TRUE(a.feasible);
+  for (const char* s : {"optimal", "sections", "sqrt", "bottleneck", "speed", "selective"}) {
+    PlanOptions named = o;
+    named.strategy = s;
+    Plan p = MakePlan(g, {}, named);
+    if (p.feasible) EXPECT_LE(a.predicted_recompute_seconds, p.predicted_recompute_seconds) << s;
+  }
   const std::vector<std::string>& names = StrategyNames();
   EXPECT_NE(std::find(names.begin(), names.end(), "selective"), names.end());
 }

@@ -120,9 +120,13 @@ Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o) {
 
 namespace {
 
+// Among plans that fit, the least predicted recompute time (the cost model's seconds: FLOPs
+// alone call memory-bound recompute free), then FLOPs, then the lower peak.
 bool Better(const Plan& a, const Plan& b) {
   if (a.feasible != b.feasible) return a.feasible;
   if (!a.feasible) return a.predicted_peak_bytes < b.predicted_peak_bytes;
+  if (a.predicted_recompute_seconds != b.predicted_recompute_seconds)
+    return a.predicted_recompute_seconds < b.predicted_recompute_seconds;
   if (a.recompute_flops != b.recompute_flops) return a.recompute_flops < b.recompute_flops;
   return a.predicted_peak_bytes < b.predicted_peak_bytes;
 }
@@ -135,7 +139,7 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
     return best;
   }
   std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt,
-                                                              RunBottleneck, RunSpeed};
+                                                              RunBottleneck, RunSpeed, RunSelective};
   if (MilpAvailable() && o.auto_milp_max_nodes > 0 &&
       static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
     runs.push_back(RunMilp);
@@ -235,6 +239,14 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
     p.notes.push_back("kept a margin of " + std::to_string(margin) +
                       " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
   }
+  if (options.strategy == "auto" || options.strategy.empty()) {
+    // `auto` planned everything against the reduced budget; selective plans need no margin.
+    Plan selective = planner::RunSelective(ctx, options);
+    if (planner::Better(selective, p)) {
+      selective.notes.push_back("auto: chose selective (planned against the whole budget: it needs no margin)");
+      return selective;
+    }
+  }
   return p;
 }
 
@@ -251,8 +263,8 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
   PlanOptions o = options;
   o.budget_bytes = 1;  // nothing fits: every strategy reports its smallest peak
   Plan best = planner::RunOptimalSmallestPeak(ctx, o);
-  for (auto run :
-       {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
+  for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed,
+                   planner::RunSelective}) {
     Plan p = run(ctx, o);
     if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
   }
@@ -300,14 +312,15 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
     pt.solve_seconds = p.solve_seconds;
     all.push_back(pt);
   }
-  // Pareto: drop a point when another has no larger peak and no more recompute.
+  // Pareto: drop a point when another has no larger peak and no more recompute time (the
+  // seconds `auto` minimises; FLOPs call memory-bound recompute free).
   for (size_t i = 0; i < all.size(); ++i) {
     bool dominated = false;
     for (size_t j = 0; j < all.size() && !dominated; ++j) {
       if (i == j) continue;
       const SweepPoint &a = all[j], &b = all[i];
-      bool no_worse = a.peak_bytes <= b.peak_bytes && a.recompute_flops <= b.recompute_flops;
-      bool better = a.peak_bytes < b.peak_bytes || a.recompute_flops < b.recompute_flops;
+      bool no_worse = a.peak_bytes <= b.peak_bytes && a.recompute_seconds <= b.recompute_seconds;
+      bool better = a.peak_bytes < b.peak_bytes || a.recompute_seconds < b.recompute_seconds;
       dominated = no_worse && (better || j < i);  // identical points: keep the first
     }
     if (!dominated) s.points.push_back(all[i]);

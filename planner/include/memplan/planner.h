@@ -129,7 +129,8 @@ struct PlanOptions {
   // (every plan is feasible; `auto` then returns the baseline).
   int64_t budget_bytes = 0;
   // MakePlan's strategy: auto, none, manual, speed, bottleneck, sqrt, sections, optimal, milp,
-  // selective (never chosen by auto: only when named).
+  // selective. `auto` runs the others (milp on small graphs) and keeps the feasible plan with
+  // the least predicted recompute seconds.
   std::string strategy = "auto";
   // `manual`: the tensors to keep; each cuts the node order right after its producer.
   std::vector<std::string> checkpoints;
