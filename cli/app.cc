@@ -16,6 +16,11 @@
 #endif
 #ifdef MEMPLAN_HAVE_GUI
 #include "memplan/gui.h"
+#ifdef MEMPLAN_HAVE_PLANNER
+#include <nlohmann/json.hpp>
+
+#include "memplan/planner.h"
+#endif
 #endif
 
 namespace memplan::cli {
@@ -78,7 +83,17 @@ int Dispatch(int argc, char** argv) {
                                             "(memplan gui --help)");
   gui->prefix_command();
   gui->set_help_flag();
+#ifdef MEMPLAN_HAVE_PLANNER
+  // The explorer prices recompute with the rates `memplan plan` uses (measured once, cached).
+  commands.emplace_back(gui, [argc, argv](const CLI::App&) {
+    return RunGui(argc, argv, [] {
+      std::string source;
+      return MachineRatesToJson(RatesFor("cpu", &source)).dump();
+    });
+  });
+#else
   commands.emplace_back(gui, [argc, argv](const CLI::App&) { return RunGui(argc, argv); });
+#endif
 #else
   commands.emplace_back(AddUnavailable(app, "gui", "the dashboard"), nullptr);
 #endif

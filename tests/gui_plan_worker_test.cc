@@ -85,17 +85,6 @@ TEST(GuiPlanWorker, GivesTheCommandLinesSelectivePlan) {
   r.analysis = LoadItem(model, options).analysis;
   r.model_path = model;
   r.budget_bytes = r.analysis->timeline.peak_bytes / 100 * 90;
-  r.strategy = "selective";
-  const Item item = MakePlanItem(r);
-  EXPECT_EQ(item.strategy, "selective");
-  ASSERT_FALSE(item.recomputed_ids.empty());
-  EXPECT_EQ(CountSelective(item.storages).recomputed(),
-            static_cast<int64_t>(item.recomputed_ids.size()));
-  for (const StorageDecision& d : item.storages) {
-    const bool dropped = std::find(item.recomputed_ids.begin(), item.recomputed_ids.end(),
-                                   d.tensor) != item.recomputed_ids.end();
-    EXPECT_EQ(d.recomputed, dropped) << d.name;
-  }
   const std::string json = ::testing::TempDir() + "gui_plan_worker_selective.json";
   const std::string cmd = std::string(MEMPLAN_CLI) + " plan '" + model + "' --batch 64 --budget " +
                           std::to_string(r.budget_bytes) + "B --strategy selective --json '" +
@@ -106,6 +95,21 @@ TEST(GuiPlanWorker, GivesTheCommandLinesSelectivePlan) {
   std::stringstream text;
   text << in.rdbuf();
   const nlohmann::json cli = nlohmann::json::parse(text.str());
+  r.strategy = "selective";
+  // The explorer prices recompute with the command line's rates (memplan gui passes them), so
+  // that it chooses the same tensors: the ones the CLI's plan reports in its time model.
+  ASSERT_TRUE(cli.contains("time_model") && cli["time_model"].contains("rates"));
+  r.machine_rates = cli["time_model"]["rates"].dump();
+  const Item item = MakePlanItem(r);
+  EXPECT_EQ(item.strategy, "selective");
+  ASSERT_FALSE(item.recomputed_ids.empty());
+  EXPECT_EQ(CountSelective(item.storages).recomputed(),
+            static_cast<int64_t>(item.recomputed_ids.size()));
+  for (const StorageDecision& d : item.storages) {
+    const bool dropped = std::find(item.recomputed_ids.begin(), item.recomputed_ids.end(),
+                                   d.tensor) != item.recomputed_ids.end();
+    EXPECT_EQ(d.recomputed, dropped) << d.name;
+  }
   EXPECT_EQ(WithoutTimes(nlohmann::json::parse(item.plan_json)), WithoutTimes(cli));
   // The file names the same tensors, which the document layer reads back; replayed on its
   // model (as the loader does), it has the explorer plan's schedule and storages.

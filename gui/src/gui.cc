@@ -79,7 +79,7 @@ GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
 
 }  // namespace
 
-int RunGui(int argc, char** argv) {
+int RunGui(int argc, char** argv, const std::function<std::string()>& machine_rates) {
   CLI::App parser("the dashboard: models and memplan JSON files side by side", "memplan gui");
   GuiArgs args;
   try {
@@ -102,6 +102,7 @@ int RunGui(int argc, char** argv) {
 
   gui::MainWindow window;
   window.setModelOptions(args.model);
+  if (machine_rates) window.setMachineRates(machine_rates());
   QStringList files;
   for (const std::string& f : args.files) files << QString::fromStdString(f);
   window.openFiles(files);

@@ -136,6 +136,8 @@ MainWindow::~MainWindow() {
   plan_->waitForIdle(600000);
 }
 
+void MainWindow::setMachineRates(const std::string& rates) { plan_->setMachineRates(rates); }
+
 void MainWindow::setModelOptions(const ModelOptions& options) {
   options_ = options;
   batch_spin_->setValue(SpinBatch(options.batch));

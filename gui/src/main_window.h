@@ -35,6 +35,8 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   void setModelOptions(const ModelOptions& options);
+  // The time model's rates for re-planning (PlanRequest::machine_rates).
+  void setMachineRates(const std::string& rates);
   // The batch models open at. Once a file is open, the batch box shows its batch (of the
   // item the summary describes) and models opened next use it too.
   const ModelOptions& modelOptions() const { return options_; }

@@ -134,6 +134,10 @@ Item MakePlanItem(const PlanRequest& r) {
   if (!r.analysis) throw MemplanError("no model to plan for: open a model (.onnx) first");
   const TrainingGraph& g = r.analysis->graph;
   CostModel cost;
+  if (!r.machine_rates.empty()) {
+    cost.node_seconds =
+        RooflineNodeSeconds(MachineRatesFromJson(nlohmann::json::parse(r.machine_rates)));
+  }
   // The command line's entry point, so that a budget gets the same plan here as from
   // `memplan plan` (micro-batches included when checkpointing alone does not fit).
   BudgetPlanOptions request;

@@ -19,6 +19,8 @@ struct PlanRequest {
   int64_t budget_bytes = 0;
   std::string strategy = "auto";
   bool sweep = false;  // also compute the Pareto curve and the per-strategy table
+  // The time model's rates (MachineRatesToJson as text); empty: DefaultMachineRates("cpu").
+  std::string machine_rates;
 };
 
 // Whether this build can re-plan (the planner library was linked in).

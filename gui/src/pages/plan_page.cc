@@ -308,6 +308,7 @@ void PlanPage::requestPlan(int64_t budget_bytes, const QString& strategy) {
   r.budget_bytes = budget_bytes;
   r.strategy = strategy.toStdString();
   r.sweep = true;
+  r.machine_rates = machine_rates_;
   plan_status_->setText(QStringLiteral("Planning %1 for %2…").arg(strategy, BytesQ(budget_bytes)));
   plan_worker_->request(std::move(r));
 }

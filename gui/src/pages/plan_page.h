@@ -25,6 +25,8 @@ class PlanPage : public QWidget {
   Q_OBJECT
  public:
   explicit PlanPage(const DocumentSet& docs, QWidget* parent = nullptr);
+  // The rates the explorer prices recompute with (PlanRequest::machine_rates).
+  void setMachineRates(std::string rates) { machine_rates_ = std::move(rates); }
   void refresh();
   // Plans the model for `budget_bytes` with `strategy` in the worker; planned() follows.
   void requestPlan(int64_t budget_bytes, const QString& strategy);
@@ -59,7 +61,9 @@ class PlanPage : public QWidget {
   QChartView* pareto_chart_ = nullptr;
   QComboBox* pareto_y_ = nullptr;
   StrategyModel* strategies_model_ = nullptr;
-  int64_t requested_budget_ = -1;  // the budget asked for, until the slider moves
+  int64_t requested_budget_ = -1;
+  std::string machine_rates_;  // the time model's rates (PlanRequest::machine_rates)  // the budget
+                               // asked for, until the slider moves
 };
 
 }  // namespace memplan::gui
