@@ -120,6 +120,10 @@ Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o) {
 
 namespace {
 
+bool SelectiveInAuto(const Context& ctx, const PlanOptions& o) {
+  return static_cast<int64_t>(ctx.graph().nodes.size()) <= o.auto_selective_max_nodes;
+}
+
 // Among plans that fit, the least predicted recompute time (the cost model's seconds: FLOPs
 // alone call memory-bound recompute free), then FLOPs, then the lower peak.
 bool Better(const Plan& a, const Plan& b) {
@@ -139,7 +143,8 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
     return best;
   }
   std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt,
-                                                              RunBottleneck, RunSpeed, RunSelective};
+                                                              RunBottleneck, RunSpeed};
+  if (SelectiveInAuto(ctx, o)) runs.push_back(RunSelective);
   if (MilpAvailable() && o.auto_milp_max_nodes > 0 &&
       static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
     runs.push_back(RunMilp);
@@ -239,7 +244,7 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
     p.notes.push_back("kept a margin of " + std::to_string(margin) +
                       " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
   }
-  if (options.strategy == "auto" || options.strategy.empty()) {
+  if ((options.strategy == "auto" || options.strategy.empty()) && planner::SelectiveInAuto(ctx, options)) {
     // `auto` planned everything against the reduced budget; selective plans need no margin.
     Plan selective = planner::RunSelective(ctx, options);
     if (planner::Better(selective, p)) {
@@ -263,9 +268,12 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
   PlanOptions o = options;
   o.budget_bytes = 1;  // nothing fits: every strategy reports its smallest peak
   Plan best = planner::RunOptimalSmallestPeak(ctx, o);
-  for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed,
-                   planner::RunSelective}) {
+  for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
     Plan p = run(ctx, o);
+    if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
+  }
+  if (planner::SelectiveInAuto(ctx, options)) {
+    Plan p = planner::RunSelective(ctx, o);
     if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
   }
   best.budget_bytes = options.budget_bytes;
