@@ -647,17 +647,21 @@ class GuiBatchBox : public ::testing::Test {
   void SetUp() override {
     testing::GraphBuilder b;
     b.Input("x", {-1, 8}).Param("w", {8, 4}).Node("MatMul", {"x", "w"}, {"y"}).Output("y");
-    model_ = TempPath("batch_box_tiny.onnx").toStdString();
+    // Per test: ctest runs these in parallel processes, and one must not read the model while
+    // another rewrites it.
+    prefix_ = std::string("batch_box_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_";
+    model_ = TempPath(prefix_ + "tiny.onnx").toStdString();
     b.Save(model_);
   }
   // The analysis JSON of the tiny model at `batch`, as `memplan analyze --json` writes it.
   std::string AnalysisAt(int64_t batch) {
     LoadOptions o;
     o.batch = batch;
-    std::string path = TempPath("batch_box_b" + std::to_string(batch) + ".json").toStdString();
+    std::string path = TempPath(prefix_ + "b" + std::to_string(batch) + ".json").toStdString();
     std::ofstream(path) << AnalysisToJson(Analyze(LoadTrainingGraph(model_, o))).dump();
     return path;
   }
+  std::string prefix_;
   std::string model_;
 };
 
