@@ -150,6 +150,7 @@ class Trainer {
   void OptimizerStep(int64_t step);
   void SeedFor(int64_t step, NodeId node);
   void SetupRandom(const Node& n, OpCall* call);
+  OpCall CallFor(const Node& n, bool update_running_stats);
   // Selective recompute (RunOptions::recomputed), carried out through saved-tensor hooks.
   friend class SavedTensorBridge;
   bool Selective() const { return !opt_.recomputed.empty(); }
@@ -159,6 +160,7 @@ class Trainer {
   void ReleaseSaved(TensorId root);
   at::Tensor Recomputed(TensorId root);
   at::Tensor RecomputeInput(TensorId t);
+  std::set<TensorId> KeptStoragesRead(const Node& n) const;
   std::vector<at::Tensor> RecomputeNode(const Node& n);
   void StartSelectiveBackward();
   void EndSelectiveBackward();
@@ -442,13 +444,7 @@ void Trainer::FollowSchedule() {
     recompute_reads_.assign(nt, 0);
     for (const memplan::Step& step : schedule.steps) {
       if (step.phase != Phase::kRecompute || step.node == kNone) continue;
-      std::set<TensorId> read;
-      for (TensorId i : g_.nodes[step.node].inputs) {
-        if (i == kNone || g_.tensors[i].is_persistent()) continue;
-        const TensorId root = g_.tensors[i].storage;
-        if (!g_.tensors[root].is_persistent() && !dropped_[root]) read.insert(root);
-      }
-      for (TensorId r : read) ++recompute_reads_[r];
+      for (TensorId r : KeptStoragesRead(g_.nodes[step.node])) ++recompute_reads_[r];
     }
     recompute_reads_left_ = recompute_reads_;
     recomputed_.assign(nt, at::Tensor());
@@ -541,6 +537,18 @@ void Trainer::NoteTrace(const std::string& phase, NodeId node) {
   meter_.ResetPeak();
 }
 
+// A kernel call for `n` without its inputs: attributes, and for random ops the seeds.
+OpCall Trainer::CallFor(const Node& n, bool update_running_stats) {
+  OpCall call;
+  call.node = &n;
+  call.opset = g_.opset;
+  call.tensor_attrs = &tensor_attrs_[n.id];
+  call.update_running_stats = update_running_stats;
+  call.in.reserve(n.inputs.size());
+  SetupRandom(n, &call);
+  return call;
+}
+
 void Trainer::SetupRandom(const Node& n, OpCall* call) {
   if (!exec::IsRandomOp(n.op_type)) return;
   // Seeded by (step, node) and drawn row by row over the whole batch: a recompute, or a
@@ -560,14 +568,8 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     for (TensorId t : (recompute ? release_recompute_ : release_forward_)[n.id]) values_[t].reset();
     return;
   }
-  OpCall call;
-  call.node = &n;
-  call.opset = g_.opset;
-  call.tensor_attrs = &tensor_attrs_[n.id];
-  call.update_running_stats = !recompute;
-  call.in.reserve(n.inputs.size());
+  OpCall call = CallFor(n, /*update_running_stats=*/!recompute);
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
-  SetupRandom(n, &call);
   const bool map_backward = tracing_ || profiling_;
   uint64_t seq0 = map_backward ? at::sequence_number::peek() : 0;
   const Phase phase = recompute ? Phase::kRecompute : (n.id == g_.tensors[g_.loss].producer ? Phase::kLoss : Phase::kForward);
@@ -670,6 +672,17 @@ at::Tensor Trainer::Recomputed(TensorId root) {
   return value;
 }
 
+// The kept activation storages `n` reads (each once), which a recompute of `n` keeps alive.
+std::set<TensorId> Trainer::KeptStoragesRead(const Node& n) const {
+  std::set<TensorId> read;
+  for (TensorId i : n.inputs) {
+    if (i == kNone || g_.tensors[i].is_persistent()) continue;
+    const TensorId root = g_.tensors[i].storage;
+    if (!g_.tensors[root].is_persistent() && !dropped_[root]) read.insert(root);
+  }
+  return read;
+}
+
 at::Tensor Trainer::RecomputeInput(TensorId t) {
   if (persistent_[t].defined()) return persistent_[t];
   const TensorId root = g_.tensors[t].storage;
@@ -692,14 +705,8 @@ at::Tensor Trainer::RecomputeInput(TensorId t) {
 std::vector<at::Tensor> Trainer::RecomputeNode(const Node& n) {
   c10::AutoGradMode no_grad(false);
   where_.node = n.id;
-  OpCall call;
-  call.node = &n;
-  call.opset = g_.opset;
-  call.tensor_attrs = &tensor_attrs_[n.id];
-  call.update_running_stats = false;
-  call.in.reserve(n.inputs.size());
+  OpCall call = CallFor(n, /*update_running_stats=*/false);
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : RecomputeInput(i));
-  SetupRandom(n, &call);
   std::vector<at::Tensor> outs;
   {
     ProfileGuard scope(profiling_, Scope(Phase::kRecompute, n.id, segment_of_[n.id]));
@@ -721,13 +728,7 @@ std::vector<at::Tensor> Trainer::RecomputeNode(const Node& n) {
     }
   }
   // Kept storages this recompute read: held until their last recompute step.
-  std::set<TensorId> read;
-  for (TensorId i : n.inputs) {
-    if (i == kNone || g_.tensors[i].is_persistent()) continue;
-    const TensorId root = g_.tensors[i].storage;
-    if (!g_.tensors[root].is_persistent() && !dropped_[root]) read.insert(root);
-  }
-  for (TensorId r : read) {
+  for (TensorId r : KeptStoragesRead(n)) {
     if (recompute_reads_left_[r] > 0 && --recompute_reads_left_[r] == 0) {
       for (TensorId t : sharing_[r]) values_[t].reset();
     }
