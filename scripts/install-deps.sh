@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything memplan needs to build, test and export its sample models:
-#   1. Debian packages (apt), skipped when already installed;
+#   1. Debian packages (apt), skipped when already installed (libgloo-dev: the headers that
+#      LibTorch's ProcessGroupGloo.hpp includes; the wheel carries the compiled Gloo, not them);
 #   2. the Python environment (PyPI, pinned in scripts/requirements.txt): torch (its LibTorch is
 #      what the executor links), torchvision, onnx, onnxscript. It lives outside the clone, in
 #      ${MEMPLAN_CACHE:-~/.cache/memplan}/venv-<hash of requirements.txt>, so fresh clones and CI
@@ -21,6 +22,7 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev
   coinor-libcbc-dev
+  libgloo-dev
   qt6-base-dev qt6-charts-dev qt6-svg-dev libqt6opengl6-dev libgl-dev
   python3 python3-venv
   libonnx-testdata

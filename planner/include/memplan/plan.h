@@ -52,6 +52,49 @@
 // Recompute cost: the forward of every recompute step of the schedule (a node can run more
 // than once). The executor carries this out with saved-tensor hooks (executor/src/saved_tensors.h).
 // Selective recompute does not combine with segments yet; it does with micro-batching.
+// Data parallelism (Plan::layout with devices = N > 1): N ranks, one process per device, each
+// run the step above (with its segments or selective recompute, and its micro-batches) on
+// their share of the batch, and communicate after the backward pass. The per-rank schedule is
+// the one-device schedule of the rank's graph rewritten by ApplyDataParallel (planner.h); the
+// executor (executor/src/distributed.cc) carries out exactly this:
+//   - Batch: the step's batch B is divided by N x micro_batches; rank r trains on rows
+//     [r B/N, (r+1) B/N) of every input and of the loss target and holds only those rows
+//     (its micro-batches are views of them). The rank's graph is loaded at B / (N x micro_batches)
+//     (Plan::batch), so Plan::batch x micro_batches x devices = B.
+//   - The step's loss is the mean of the ranks' losses (for mean-reduced losses, the full
+//     batch's mean); the gradients are summed over the ranks and divided by N.
+//   - Buckets: the parameters with a gradient, in g.parameters order, are grouped greedily:
+//     a parameter joins the current bucket while the bucket holds less than bucket_bytes, else
+//     starts a new one (a parameter is never split; one larger than bucket_bytes is a bucket of
+//     its own). A bucket's element count is padded up to a multiple of N (padding is zero and
+//     never trained); rank r owns the r-th N-th of every bucket: its shard. ParameterBuckets()
+//     computes them; the planner and the executor both call it.
+//   - Persistent memory per rank, per bucket b of padded bytes P_b and shard S_b = P_b / N
+//     (mult: 0 for SGD, 1 momentum, 2 Adam), allocated in the setup step:
+//         shard       parameters  gradients                       optimizer state
+//         none        P_b         P_b                             mult x P_b
+//         optimizer   P_b         P_b                             mult x S_b
+//         gradients   P_b         S_b (the reduced shard)         mult x S_b
+//     Parameters (and, for none and optimizer, gradients) are one flat buffer per bucket with
+//     every parameter a view of it. Parameters without a gradient, constants, and the rank's
+//     rows of the batch are as in the one-device step.
+//   - gradients (ZeRO-2): bucket b's full flat gradient (P_b, zeroed) is allocated by the first
+//     backward step (of the step, across micro-batches) that produces a gradient for one of its
+//     parameters, before that gradient is accumulated into it (the accumulation's temporary is
+//     the one-device step's); it is freed in the communication phase after its reduce-scatter.
+//   - Communication phase (Phase::kCommunication), after the backward of the last micro-batch
+//     and before the optimizer, one step per bucket in bucket order:
+//         none, optimizer: all-reduce (sum) of the bucket's flat gradient in place, then / N;
+//         gradients: reduce-scatter (sum) of the flat gradient into the rank's gradient
+//         shard, / N, then the flat gradient is freed.
+//     Communication is not overlapped with the backward pass (yet).
+//   - Optimizer: none: per parameter, as in the one-device step. optimizer and gradients:
+//     bucket by bucket, the rank updates its shard of the parameters from its gradient shard
+//     and its state (Adam's one temporary is S_b), then all-gathers the bucket's parameters
+//     from every rank's shard into the flat parameter buffer (a temporary of S_b: the rank's
+//     updated shard is copied out first, since the all-gather writes the buffer it reads).
+//   - parameters (ZeRO-3 / FSDP: parameters sharded and all-gathered per bucket in the forward
+//     and the backward) is not implemented yet; planning or running it is a clear error.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -61,6 +104,31 @@
 #include "memplan/analyzer.h"
 
 namespace memplan {
+
+// How a step is spread over devices (the data-parallel contract at the top of this file).
+enum class ShardMode { kNone, kOptimizer, kGradients, kParameters };
+const char* ShardModeName(ShardMode m);  // "none", "optimizer", "gradients", "parameters"
+// Throws MemplanError naming the value and the accepted ones.
+ShardMode ParseShardMode(const std::string& name);
+
+struct ParallelLayout {
+  int64_t devices = 1;  // N ranks; 1: the one-device step (no layout in the plan JSON)
+  ShardMode shard = ShardMode::kNone;
+  int64_t bucket_bytes = 25 << 20;  // DDP's default bucket size
+};
+
+// One bucket of the flat parameter space: consecutive trained parameters.
+struct ParameterBucket {
+  std::vector<TensorId> parameters;   // in g.parameters order
+  std::vector<int64_t> offsets;       // element offset of each parameter in the flat bucket
+  int64_t elements = 0;               // padded to a multiple of the device count
+  int64_t bytes = 0;                  // elements x the parameters' element size
+  int64_t shard_elements() const;     // elements / devices (set by ParameterBuckets)
+  int64_t devices = 1;
+};
+// The buckets of g's trained parameters (has_gradient) for a layout. Throws MemplanError if the
+// trained parameters do not share one dtype.
+std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g, const ParallelLayout& layout);
 
 // Micro-batching (gradient accumulation): with micro_batches = k > 1 the batch is split into
 // k equal micro-batches that run one after the other, each with the segmentation above on the
@@ -74,6 +142,9 @@ struct Plan {
   std::string model_path;
   int64_t batch = 1;              // the batch of the graph the plan runs (the micro-batch size)
   int64_t micro_batches = 1;      // how many micro-batches make one step (batch x micro_batches)
+  // Data parallelism: the step's batch is batch x micro_batches x layout.devices, and every
+  // byte figure below is per rank.
+  ParallelLayout layout;
   std::string model_fingerprint;  // identifies the graph the plan was made for
   int64_t budget_bytes = 0;
   std::vector<std::vector<NodeId>> segments;  // contiguous partition of the node order
