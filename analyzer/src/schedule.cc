@@ -17,6 +17,7 @@ const char* PhaseName(Phase p) {
     case Phase::kBackward: return "backward";
     case Phase::kRecompute: return "recompute";
     case Phase::kOptimizer: return "optimizer";
+    case Phase::kCommunication: return "communication";
   }
   return "forward";
 }

@@ -129,6 +129,8 @@ inline QColor PhaseColor(Phase p) {
       return QColor(0xfa, 0xd4, 0xd4);
     case Phase::kOptimizer:
       return QColor(0xe0, 0xf3, 0xe0);
+    case Phase::kCommunication:
+      return QColor(0xf3, 0xf0, 0xd0);
   }
   return Qt::white;
 }

@@ -35,6 +35,7 @@ Phase PhaseFromName(const std::string& s) {
   if (s == "backward") return Phase::kBackward;
   if (s == "recompute") return Phase::kRecompute;
   if (s == "optimizer") return Phase::kOptimizer;
+  if (s == "communication") return Phase::kCommunication;
   return Phase::kForward;
 }
 

@@ -165,7 +165,7 @@ void TimelineChart::rebuild() {
     for (const Overlay& o : overlays_) if (o.data && static_cast<int64_t>(o.data->size()) == n) { phase_source = o.data.get(); break; }
   }
   if (phase_source && !phase_source->phases.empty()) {
-    for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer}) {
+    for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication}) {
       auto* upper = new QLineSeries;
       int64_t i = first;
       while (i <= last) {
@@ -189,7 +189,7 @@ void TimelineChart::rebuild() {
       area->setPen(Qt::NoPen);
       attach(area);
       // The one-step phases need no legend entry.
-      if (p == Phase::kSetup || p == Phase::kLoss || p == Phase::kOptimizer) {
+      if (p == Phase::kSetup || p == Phase::kLoss || p == Phase::kOptimizer || p == Phase::kCommunication) {
         for (QLegendMarker* m : c->legend()->markers(area)) m->setVisible(false);
       }
     }

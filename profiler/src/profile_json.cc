@@ -16,7 +16,7 @@ constexpr const char* kEventColumns[] = {"time", "bytes", "bytes_after", "phase"
 
 Phase PhaseFrom(const json& v, const std::string& field) {
   const std::string name = String(v, field);
-  for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer}) {
+  for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication}) {
     if (name == PhaseName(p)) return p;
   }
   Bad(field, "is not a phase (setup, forward, loss, backward, recompute, optimizer)");

@@ -21,7 +21,8 @@ namespace memplan {
 
 using BufferId = int32_t;
 
-enum class Phase { kSetup, kForward, kLoss, kBackward, kRecompute, kOptimizer };
+// kCommunication: a data-parallel rank's gradient collectives, between backward and optimizer.
+enum class Phase { kSetup, kForward, kLoss, kBackward, kRecompute, kOptimizer, kCommunication };
 const char* PhaseName(Phase p);
 
 // What memory is for, in the breakdown at the peak.

@@ -62,7 +62,7 @@ QBarSet* MakeSet(const QString& name, QColor color) {
 }
 
 const Phase kPhases[] = {Phase::kSetup,    Phase::kForward,   Phase::kLoss,
-                         Phase::kBackward, Phase::kRecompute, Phase::kOptimizer};
+                         Phase::kBackward, Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication};
 
 }  // namespace
 

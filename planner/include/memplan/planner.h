@@ -267,6 +267,15 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
                          int num_budgets = 12);
 nlohmann::json SweepToJson(const SweepResult& s);
 
+// Data parallelism (plan.h's contract): rewrites `p`, a plan made on the rank's graph
+// `rank_graph` (loaded at p.batch, after ApplyMicroBatches when micro-batched), into the
+// per-rank plan of `layout`: the setup's persistent buffers become the layout's buckets and
+// shards, the communication phase and the sharded optimizer are added, and the schedule is
+// replayed (timeline, peak, feasibility). devices = 1 leaves `p` as it is. Throws MemplanError
+// for shard `parameters` (not implemented yet).
+void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelLayout& layout,
+                       const SimulatorOptions& sim = {});
+
 // The one entry point for "plan this model for this budget", shared by the command line and
 // the GUI so that both answer the same budget with the same plan.
 struct BudgetPlanOptions {
