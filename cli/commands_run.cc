@@ -8,6 +8,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "launch.h"
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
 #include "memplan/run_report.h"
@@ -77,10 +78,12 @@ CLI::App* AddRunCommand(CLI::App& app) {
   AddValue(*sub, "trace-events", "OUT.json", "profile the last step as a Chrome trace-event file (opens in ui.perfetto.dev)");
   AddLoadOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the run as JSON");
+  AddValue(*sub, "nproc", "N", "start N local ranks of this run, as torchrun does (docs/distributed.md)");
   return sub;
 }
 
 int RunRun(const Args& a) {
+  if (LocalRanksRequested(a)) return RunLocalRanks(a);  // --nproc N: this command N times (launch.h)
   const std::string model = a.positional[0];
   CheckOutputPaths(a, {"json", "profile", "trace-events"});
 
