@@ -141,7 +141,6 @@ FlopsRule CrossEntropyFlops;
 // ---- op_saves.cc ----
 
 // Whether a BatchNormalization node runs in training mode (batch statistics).
-bool BatchNormTraining(const Node& n);
 
 // Each of these is a SaveFn: it fills the SaveSpec for a node.
 using SaveRule = std::remove_pointer_t<SaveFn>;

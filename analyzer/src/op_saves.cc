@@ -100,14 +100,11 @@ void SavesInputAndOutput(const Node&, const std::vector<Tensor>&, const std::vec
   s.inputs = {0};
   s.outputs = {0};
 }
-bool BatchNormTraining(const Node& n) {
-  return n.attr_int("training_mode", 0) != 0 || (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
-}
 void SavesBatchNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
   s.inputs = {0, 1, 3, 4};
   const Tensor& x = t[n.inputs[0]];
   int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
-  if (BatchNormTraining(n)) {
+  if (BatchNormIsTraining(n)) {
     s.extras.push_back({"save_mean", DType::kFloat32, {channels}, channels * 4});
     s.extras.push_back({"save_invstd", DType::kFloat32, {channels}, channels * 4});
   }
@@ -153,6 +150,10 @@ void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::v
 }
 
 }  // namespace rules
+
+bool BatchNormIsTraining(const Node& n) {
+  return n.attr_int("training_mode", 0) != 0 || (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
+}
 
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) {
   // Dropout trains only when training_mode (input 2) is a known true and ratio is not 0.

@@ -69,7 +69,7 @@ int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) { return 4 * t
 int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t) { return 2 * t[n.inputs[0]].numel(); }
 // native_batch_norm_backward (CPU) allocates an input-sized temporary besides grad_input.
 int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  return BatchNormTraining(n) ? t[n.inputs[0]].bytes : 0;
+  return BatchNormIsTraining(n) ? t[n.inputs[0]].bytes : 0;
 }
 
 // mul / div backward (LibTorch 1.13): the gradient of each input is computed at the output's

@@ -22,6 +22,12 @@ const char* PhaseName(Phase p) {
   return "forward";
 }
 
+bool IsPersistentCategory(MemoryCategory c) {
+  return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient ||
+         c == MemoryCategory::kOptimizerState || c == MemoryCategory::kInput ||
+         c == MemoryCategory::kConstant;
+}
+
 const char* MemoryCategoryName(MemoryCategory c) {
   switch (c) {
     case MemoryCategory::kParameter: return "parameters";

@@ -69,6 +69,5 @@ bool DropoutActive(const OpCall& c);
 uint64_t SplitMix64(uint64_t x);  // the executor's one seed mixer
 // mean over `dims` whose autograd saves no tensor (see kernels_tensor.cc).
 at::Tensor MeanSavingNothing(const at::Tensor& x, at::IntArrayRef dims, bool keepdim);
-bool BatchNormTraining(const Node& n);
 
 }  // namespace memplan::exec

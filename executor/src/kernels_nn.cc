@@ -19,10 +19,6 @@
 
 namespace memplan::exec {
 
-bool BatchNormTraining(const Node& n) {
-  return n.attr_int("training_mode", 0) != 0 || (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
-}
-
 uint64_t SplitMix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ULL;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -182,7 +178,7 @@ Outs BatchNormalization(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   const at::Tensor &scale = c.x(1), &bias = c.x(2), &mean = c.x(3), &var = c.x(4);
   double eps = c.attr_float("epsilon", 1e-5), m = c.attr_float("momentum", 0.9);
-  if (!BatchNormTraining(*c.node)) {
+  if (!BatchNormIsTraining(*c.node)) {
     auto r = at::native_batch_norm(x, scale, bias, mean, var, false, 0.0, eps);
     Outs o = {std::get<0>(r)};
     for (size_t i = 1; i < c.num_outputs(); ++i) o.push_back(i == 1 ? mean : var);

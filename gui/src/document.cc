@@ -283,12 +283,6 @@ const char* SourceKindName(SourceKind k) {
   return "?";
 }
 
-bool IsPersistentCategory(MemoryCategory c) {
-  return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient ||
-         c == MemoryCategory::kOptimizerState || c == MemoryCategory::kInput ||
-         c == MemoryCategory::kConstant;
-}
-
 std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy) {
   // Per category, the simulator replays the schedule restricted to that category's buffers:
   // the bytes (and their accounting under `policy`) are Simulate's, not the GUI's.

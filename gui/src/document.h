@@ -278,8 +278,6 @@ std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorI
                                     const std::vector<TensorId>& checkpoints,
                                     const LifetimeOptions& options = {});
 
-bool IsPersistentCategory(MemoryCategory c);
-
 // Indices of the points to draw so that at most about `max_points` remain: per bucket the
 // first, the minimum and the maximum, in order; the global maximum is always kept.
 std::vector<size_t> DownsampleIndices(const std::vector<int64_t>& values, size_t max_points);

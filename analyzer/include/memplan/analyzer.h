@@ -39,6 +39,9 @@ enum class MemoryCategory {
   kCount,
 };
 constexpr int kNumMemoryCategories = static_cast<int>(MemoryCategory::kCount);
+// Memory alive between steps (parameters, their gradients, optimizer state, the batch,
+// constants), as opposed to what one step allocates and frees.
+bool IsPersistentCategory(MemoryCategory c);
 const char* MemoryCategoryName(MemoryCategory c);
 
 struct Buffer {

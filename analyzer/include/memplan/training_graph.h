@@ -214,6 +214,12 @@ TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::st
 // a fresh all-true tensor).
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
 
+// Whether a BatchNormalization node runs in training mode (batch statistics, running
+// statistics updated, save_mean / save_invstd saved): training_mode set, or the running-
+// statistics outputs wanted without it (opset < 14). The op fact the analyzer (what backward
+// saves) and the executor (which kernel runs) both follow.
+bool BatchNormIsTraining(const Node& n);
+
 // The nodes `pick` selects, grouped by op type, as error messages name them:
 // "op A (node 'a1' and 2 more); op B (node 'b1')". Empty when none is picked.
 std::string DescribeNodesByOp(const TrainingGraph& g, const std::function<bool(const Node&)>& pick);
