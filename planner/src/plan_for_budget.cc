@@ -1,38 +1,146 @@
-// PlanForBudget: the budget, the strategy and the micro-batch fallback in one call.
+// PlanForBudget: the budget, the strategy, the micro-batch fallback and the data-parallel
+// layout in one call.
+#include <algorithm>
+#include <cstdio>
 #include <utility>
 
 #include "memplan/planner.h"
 
 namespace memplan {
+namespace {
+
+// Steps 3 and 4 of the one-device plan: the strategy at the batch of `g`, or at k micro-batches,
+// falling back to the fewest micro-batches that fit. `smallest` gets the micro-batched search's
+// answer when nothing fits.
+Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
+               int64_t k, Plan* smallest) {
+  Plan plan = k > 1 ? PlanMicroBatched(at_batch, g.batch, cost, o, k) : MakePlan(g, cost, o);
+  if (!plan.feasible && k == 0 && g.batch > 1) {
+    Plan split = PlanMicroBatched(at_batch, g.batch, cost, o, 0);
+    if (split.feasible) plan = std::move(split);
+    else if (smallest) *smallest = std::move(split);
+  }
+  return plan;
+}
+
+// Step time as `auto` prices layouts: recompute plus communication.
+double StepSeconds(const Plan& p) { return p.predicted_recompute_seconds + p.predicted_comm_seconds; }
+
+// One shard mode on N ranks: the one-device planners see the rank's graph, whose persistent
+// bytes differ from the rank's; they plan against the budget moved by that difference, and the
+// replay after ApplyDataParallel decides. When the replay overshoots (the optimizer phase's
+// transients, the lazily allocated flat gradients), the planners' budget is lowered by the
+// overshoot and they plan again (a few times at most).
+Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
+              int64_t k, const ParallelLayout& layout, int64_t baseline) {
+  ParallelLayout one = layout;
+  one.devices = 1;
+  const int64_t saved = RankPersistentBytes(rank, one).total() - RankPersistentBytes(rank, layout).total();
+  auto rewrite = [&](Plan p) {
+    p.budget_bytes = o.budget_bytes;
+    ApplyDataParallel(p, p.batch == rank.batch ? rank : at_batch(p.batch), layout, o.simulator);
+    p.baseline_peak_bytes = baseline;
+    return p;
+  };
+  PlanOptions moved = o;
+  if (o.budget_bytes > 0) moved.budget_bytes = std::max<int64_t>(1, o.budget_bytes + saved);
+  Plan best = rewrite(PlanBatch(rank, at_batch, cost, moved, k, nullptr));
+  for (int attempt = 0; attempt < 3 && !best.feasible && o.budget_bytes > 0; ++attempt) {
+    const int64_t over = best.predicted_peak_bytes + best.margin_bytes - o.budget_bytes;
+    if (moved.budget_bytes - over < 1) break;
+    moved.budget_bytes -= over;
+    Plan p = rewrite(PlanBatch(rank, at_batch, cost, moved, k, nullptr));
+    if (p.feasible || p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
+  }
+  return best;
+}
+
+// The smallest per-rank peak of one shard mode: the smallest-peak plan at every micro-batch
+// count the search reaches (or at k), rewritten for the ranks.
+Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
+                  int64_t k, const ParallelLayout& layout, int64_t baseline) {
+  PlanOptions none_fits = o;
+  none_fits.budget_bytes = 1;
+  Plan p = PlanMicroBatched(at_batch, rank.batch, cost, none_fits, k);
+  p.budget_bytes = o.budget_bytes;
+  ApplyDataParallel(p, p.batch == rank.batch ? rank : at_batch(p.batch), layout, o.simulator);
+  p.baseline_peak_bytes = baseline;
+  return p;
+}
+
+}  // namespace
 
 BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch, const CostModel& cost,
                          const BudgetPlanOptions& options) {
   const GraphAtBatch at_batch = [&](int64_t batch) { return batch == g.batch ? g : graph_at_batch(batch); };
+  const int64_t n = options.layout.devices;
+  const int64_t k = options.micro_batches;
+  if (n < 1) throw MemplanError("--devices must be at least 1 (got " + std::to_string(n) + ")");
+  if (n > 1 && options.layout.shard == ShardMode::kParameters && !options.shard_auto) {
+    throw MemplanError("--shard parameters (ZeRO-3) is not implemented yet; use optimizer or gradients");
+  }
+  if (n > 1 && (g.batch % n != 0 || (k > 1 && (g.batch / n) % k != 0))) {
+    throw MemplanError("the batch of " + std::to_string(g.batch) + " does not split into " + std::to_string(n) +
+                       " devices" + (k > 1 ? " x " + std::to_string(k) + " micro-batches" : std::string()) +
+                       ": use a --batch that is a multiple of " + std::to_string(n * (k > 1 ? k : 1)) +
+                       " or another --devices" + (k > 1 ? " / --micro-batches" : ""));
+  }
   BudgetPlan out;
   PlanOptions plan_options = options.plan;
-  // 1. The budget: a size, or a percentage of the plain step's peak.
+  // 1. The budget: a size, or a percentage of the one-device plain step's peak at the whole batch.
   plan_options.budget_bytes = options.budget.bytes;
-  if (options.budget.percent > 0) {
-    plan_options.budget_bytes =
-        options.budget.Resolve(Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes);
-  }
+  int64_t baseline = 0;
+  if (options.budget.percent > 0 || n > 1) baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
+  if (options.budget.percent > 0) plan_options.budget_bytes = options.budget.Resolve(baseline);
   // 2. The sweep; without a budget, the plan is for the smallest budget it reaches.
   if (options.sweep) {
     out.sweep = SweepBudgets(g, cost, plan_options);
     if (options.budget.bytes <= 0 && options.budget.percent <= 0) plan_options.budget_bytes = out.sweep.min_budget_bytes;
   }
   out.budget_bytes = plan_options.budget_bytes;
-  // 3. The plan at the whole batch, or at the micro-batch count asked for.
-  const int64_t k = options.micro_batches;
-  out.plan = k > 1 ? PlanMicroBatched(at_batch, g.batch, cost, plan_options, k) : MakePlan(g, cost, plan_options);
-  // 4. Checkpointing alone does not fit: split the batch (gradient accumulation).
-  if (!out.plan.feasible && k == 0 && g.batch > 1) {
-    Plan split = PlanMicroBatched(at_batch, g.batch, cost, plan_options, 0);
-    if (split.feasible) out.plan = std::move(split);
-    else out.smallest = std::move(split);
+  if (n == 1) {
+    // 3. The plan at the whole batch, or at the micro-batch count asked for; 4. when
+    // checkpointing alone does not fit, split the batch (gradient accumulation).
+    out.plan = PlanBatch(g, at_batch, cost, plan_options, k, &out.smallest);
+    // 5. Nothing fits: the smallest peak any strategy reaches.
+    if (!out.plan.feasible && out.smallest.schedule.steps.empty()) out.smallest = SmallestPeakPlan(g, cost, plan_options);
+    return out;
   }
-  // 5. Nothing fits: the smallest peak any strategy reaches.
-  if (!out.plan.feasible && out.smallest.schedule.steps.empty()) out.smallest = SmallestPeakPlan(g, cost, plan_options);
+
+  // Data parallelism: each shard mode planned per rank on the graph at batch / N.
+  const TrainingGraph rank = at_batch(g.batch / n);
+  std::vector<ShardMode> modes = {options.layout.shard};
+  if (options.shard_auto) modes = {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients};
+  std::string tried;
+  bool chosen = false;
+  for (ShardMode m : modes) {
+    ParallelLayout layout = options.layout;
+    layout.shard = m;
+    Plan p = PlanRank(rank, at_batch, cost, plan_options, k, layout, baseline);
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "%s (%s, %.3g s recompute + %.3g s communication)", ShardModeName(m),
+                  p.feasible ? "fits" : "does not fit", p.predicted_recompute_seconds, p.predicted_comm_seconds);
+    tried += (tried.empty() ? "" : ", ") + std::string(buf);
+    const bool better = !chosen || (p.feasible && !out.plan.feasible) ||
+                        (p.feasible == out.plan.feasible &&
+                         (p.feasible ? StepSeconds(p) < StepSeconds(out.plan)
+                                     : p.predicted_peak_bytes < out.plan.predicted_peak_bytes));
+    if (better) out.plan = std::move(p);
+    chosen = true;
+  }
+  if (options.shard_auto) {
+    out.plan.notes.push_back(std::string("shard auto: chose ") + ShardModeName(out.plan.layout.shard) + " among " + tried);
+  }
+  // Nothing fits: the smallest per-rank peak over the shard modes tried and the micro-batches.
+  if (!out.plan.feasible) {
+    for (ShardMode m : modes) {
+      ParallelLayout layout = options.layout;
+      layout.shard = m;
+      Plan p = SmallestRank(rank, at_batch, cost, plan_options, k, layout, baseline);
+      if (out.smallest.schedule.steps.empty() || p.predicted_peak_bytes + p.margin_bytes < out.smallest_budget_bytes())
+        out.smallest = std::move(p);
+    }
+  }
   return out;
 }
 

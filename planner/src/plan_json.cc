@@ -70,7 +70,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"kind", "plan"},
       {"memplan_version", MEMPLAN_VERSION},
       {"model", p.model_path},
-      {"batch", p.batch * p.micro_batches},
+      {"batch", p.batch * p.micro_batches * p.layout.devices},  // the step's batch
       {"micro_batches", p.micro_batches},
       {"micro_batch", p.batch},
       {"fingerprint", p.model_fingerprint},
@@ -97,6 +97,21 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"notes", p.notes},
       {"timeline", TimelineToJson(g, p.schedule, p.timeline)},
   };
+  if (p.layout.devices > 1) {
+    nlohmann::json buckets = nlohmann::json::array();
+    for (const ParameterBucket& b : ParameterBuckets(g, p.layout)) {
+      nlohmann::json names = nlohmann::json::array();
+      for (TensorId t : b.parameters) names.push_back(g.tensors[t].name);
+      buckets.push_back(std::move(names));
+    }
+    j["layout"] = {{"devices", p.layout.devices},
+                   {"shard", ShardModeName(p.layout.shard)},
+                   {"bucket_bytes", p.layout.bucket_bytes},
+                   {"link_bytes_per_second", p.layout.link_bytes_per_second},
+                   {"link_latency_seconds", p.layout.link_latency_seconds},
+                   {"buckets", std::move(buckets)},
+                   {"comm_seconds", p.predicted_comm_seconds}};
+  }
   return j;
 }
 
@@ -138,14 +153,42 @@ int64_t PlanMicroBatches(const nlohmann::json& j) {
   return j.is_object() && j.contains("micro_batches") ? PositiveInteger(j, "micro_batches") : 1;
 }
 
+ParallelLayout PlanLayout(const nlohmann::json& j) {
+  ParallelLayout l;
+  if (!j.is_object() || !j.contains("layout")) return l;
+  const nlohmann::json& v = j["layout"];
+  if (!v.is_object()) throw MemplanError("the plan's \"layout\" must be an object; re-plan with `memplan plan`");
+  l.devices = PositiveInteger(v, "devices");
+  const nlohmann::json& shard = Field(v, "shard");
+  if (!shard.is_string()) throw MemplanError("the plan's layout \"shard\" must be a string; re-plan with `memplan plan`");
+  l.shard = ParseShardMode(shard.get<std::string>());
+  l.bucket_bytes = PositiveInteger(v, "bucket_bytes");
+  auto real = [&](const char* key, double fallback, bool positive) {
+    if (!v.contains(key)) return fallback;
+    const nlohmann::json& x = v[key];
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0 || (positive && x.get<double>() <= 0)) {
+      throw MemplanError(std::string("the plan's layout \"") + key + "\" must be a number " + (positive ? "> 0" : ">= 0") +
+                         "; re-plan with `memplan plan`");
+    }
+    return x.get<double>();
+  };
+  l.link_bytes_per_second = real("link_bytes_per_second", l.link_bytes_per_second, true);
+  l.link_latency_seconds = real("link_latency_seconds", l.link_latency_seconds, false);
+  return l;
+}
+
 int64_t PlanGraphBatch(const nlohmann::json& j) {
   if (!j.is_object() || !j.contains("batch")) throw MemplanError("the plan has no \"batch\" field; is it a memplan plan file?");
   const int64_t batch = PositiveInteger(j, "batch");
   const int64_t k = PlanMicroBatches(j);
-  const int64_t micro = j.contains("micro_batch") ? PositiveInteger(j, "micro_batch") : batch / k;
+  const int64_t n = PlanLayout(j).devices;
+  int64_t ranks_k = 0;
+  if (__builtin_mul_overflow(k, n, &ranks_k)) throw MemplanError("the plan's micro_batches x devices overflow; re-plan with `memplan plan`");
+  const int64_t micro = j.contains("micro_batch") ? PositiveInteger(j, "micro_batch") : batch / ranks_k;
   int64_t product = 0;
-  if (micro < 1 || __builtin_mul_overflow(micro, k, &product) || product != batch) {
-    throw MemplanError("the plan's batch " + std::to_string(batch) + " is not its " + std::to_string(k) +
+  if (micro < 1 || __builtin_mul_overflow(micro, ranks_k, &product) || product != batch) {
+    throw MemplanError("the plan's batch " + std::to_string(batch) + " is not its " +
+                       (n > 1 ? std::to_string(n) + " devices x " : std::string()) + std::to_string(k) +
                        " micro-batches of " + std::to_string(micro) + "; re-plan with `memplan plan`");
   }
   return micro;
@@ -167,27 +210,31 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
           "milp, selective); re-plan with `memplan plan`");
     }
     Field(j, "batch");
+    const ParallelLayout layout = PlanLayout(j);
     const int64_t micro_batches = PlanMicroBatches(j);
     const int64_t batch = PlanGraphBatch(j);
+    const int64_t step_batch = batch * micro_batches * layout.devices;
     if (batch != g.batch) {
-      const std::string made_for = micro_batches > 1 ? std::to_string(micro_batches) + " micro-batches of " +
-                                                           std::to_string(batch) + " (batch " +
-                                                           std::to_string(batch * micro_batches) + ")"
-                                                     : "batch " + std::to_string(batch);
+      std::string made_for = micro_batches > 1 || layout.devices > 1
+                                 ? (layout.devices > 1 ? std::to_string(layout.devices) + " devices x " : std::string()) +
+                                       std::to_string(micro_batches) + " micro-batches of " + std::to_string(batch) +
+                                       " (batch " + std::to_string(step_batch) + ")"
+                                 : "batch " + std::to_string(batch);
       throw MemplanError("the plan was made for " + made_for + " but the model is loaded with batch " +
-                         std::to_string(g.batch) + "; run with --batch " + std::to_string(batch * micro_batches) +
-                         " or re-plan with `memplan plan --batch " + std::to_string(g.batch * micro_batches) + "`");
+                         std::to_string(g.batch) + "; run with --batch " + std::to_string(step_batch) +
+                         " or re-plan with `memplan plan --batch " +
+                         std::to_string(g.batch * micro_batches * layout.devices) + "`");
     }
     const std::string fingerprint = String(j, "fingerprint");
     const std::string mine = ModelFingerprint(g);
     if (fingerprint != mine) {
       const std::string replan = "; re-plan with `memplan plan " + g.model_path + " --batch " +
-                                 std::to_string(batch * micro_batches) + "`";
+                                 std::to_string(step_batch) + "`";
       if (j.contains("structure_fingerprint") && j["structure_fingerprint"] == StructureFingerprint(g)) {
         throw MemplanError("the plan's shapes do not match '" + g.model_path + "' at micro-batch " + std::to_string(batch) +
                            " (fingerprint " + fingerprint + " vs " + mine +
                            "), though its graph is this model's: the plan was made at another batch and its "
-                           "\"batch\", \"micro_batches\" and \"micro_batch\" (" + std::to_string(batch * micro_batches) +
+                           "\"batch\", \"micro_batches\" and \"micro_batch\" (" + std::to_string(step_batch) +
                            ", " + std::to_string(micro_batches) + ", " + std::to_string(batch) +
                            ") were edited, or the model's input shapes changed" + replan);
       }
@@ -284,6 +331,24 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
       }
     }
     ApplyMicroBatches(p, g, micro_batches, {});
+    if (layout.devices > 1) {
+      // The buckets are derived from the model and the layout; a plan naming others was edited
+      // or made for another version of the model.
+      const nlohmann::json& written = Field(j["layout"], "buckets");
+      const std::vector<ParameterBucket> mine = ParameterBuckets(g, layout);
+      bool same = written.is_array() && written.size() == mine.size();
+      for (size_t b = 0; same && b < mine.size(); ++b) {
+        same = written[b].is_array() && written[b].size() == mine[b].parameters.size();
+        for (size_t i = 0; same && i < mine[b].parameters.size(); ++i) {
+          same = written[b][i].is_string() && written[b][i].get<std::string>() == g.tensors[mine[b].parameters[i]].name;
+        }
+      }
+      if (!same) {
+        throw MemplanError("the plan's layout buckets are not the buckets of '" + g.model_path + "' at " +
+                           std::to_string(layout.bucket_bytes) + " B per bucket; re-plan with `memplan plan`");
+      }
+      ApplyDataParallel(p, g, layout, {});
+    }
     // A prediction of the cost model the plan was made with (absent in older plans: 0).
     if (j.contains("predicted_recompute_seconds")) {
       const nlohmann::json& s = j["predicted_recompute_seconds"];

@@ -82,6 +82,12 @@
 //     backward step (of the step, across micro-batches) that produces a gradient for one of its
 //     parameters, before that gradient is accumulated into it (the accumulation's temporary is
 //     the one-device step's); it is freed in the communication phase after its reduce-scatter.
+//     In the schedule that step is the earliest backward step that allocates the temporary
+//     accumulated into one of the bucket's parameters (a kTemporary buffer of that parameter)
+//     or whose node reads one of them (an op that hands the gradient on as a view, Transpose of
+//     a weight, allocates no temporary). With micro_batches > 1 the schedule, which models one
+//     micro-batch, allocates every flat gradient in the setup step: every micro-batch after the
+//     first runs with them all alive, so that is the rank's peak.
 //   - Communication phase (Phase::kCommunication), after the backward of the last micro-batch
 //     and before the optimizer, one step per bucket in bucket order:
 //         none, optimizer: all-reduce (sum) of the bucket's flat gradient in place, then / N;
@@ -93,6 +99,17 @@
 //     and its state (Adam's one temporary is S_b), then all-gathers the bucket's parameters
 //     from every rank's shard into the flat parameter buffer (a temporary of S_b: the rank's
 //     updated shard is copied out first, since the all-gather writes the buffer it reads).
+//     In the schedule: the one-device optimizer step (it frees the gradients nobody consumed;
+//     without Adam's per-parameter temporary), then per bucket two kOptimizer steps, the update
+//     (allocates and frees Adam's S_b temporary; nothing for SGD and momentum) and the
+//     all-gather (allocates and frees the S_b copy). The phase's peak is therefore persistent
+//     + the largest S_b.
+//   - Schedule buffers (ApplyDataParallel): the setup step's per-parameter parameter, gradient
+//     and optimizer-state buffers of the trained parameters are replaced by per-bucket buffers
+//     named "bucket B parameters", "bucket B gradients" (P_b; shard gradients: "bucket B
+//     gradient shard", S_b, and "bucket B flat gradients", P_b, allocated as above) and
+//     "bucket B <optimizer> state", with categories kParameter, kGradient, kOptimizerState and
+//     no tensor; the all-reduce has no buffer of its own (it works in place).
 //   - parameters (ZeRO-3 / FSDP: parameters sharded and all-gathered per bucket in the forward
 //     and the backward) is not implemented yet; planning or running it is a clear error.
 #pragma once
@@ -115,6 +132,13 @@ struct ParallelLayout {
   int64_t devices = 1;  // N ranks; 1: the one-device step (no layout in the plan JSON)
   ShardMode shard = ShardMode::kNone;
   int64_t bucket_bytes = 25 << 20;  // DDP's default bucket size
+  // The time model of the collectives (Plan::predicted_comm_seconds), per bucket of P_b bytes:
+  //   all-reduce (ring): 2 (N-1)/N x P_b / link_bytes_per_second + link_latency_seconds;
+  //   reduce-scatter and all-gather: (N-1)/N x P_b / link_bytes_per_second + link_latency_seconds.
+  // The defaults are a guess for Gloo over loopback TCP between processes of one host (5 GB/s,
+  // 50 us per collective); give the measured link's figures (memplan plan --link-bandwidth).
+  double link_bytes_per_second = 5e9;
+  double link_latency_seconds = 50e-6;
 };
 
 // One bucket of the flat parameter space: consecutive trained parameters.
@@ -145,6 +169,10 @@ struct Plan {
   // Data parallelism: the step's batch is batch x micro_batches x layout.devices, and every
   // byte figure below is per rank.
   ParallelLayout layout;
+  // The collectives' predicted seconds per step (ParallelLayout's time model over the buckets:
+  // one all-reduce each for shard none; all-reduce and all-gather for optimizer; reduce-scatter
+  // and all-gather for gradients). 0 with one device.
+  double predicted_comm_seconds = 0;
   std::string model_fingerprint;  // identifies the graph the plan was made for
   int64_t budget_bytes = 0;
   std::vector<std::vector<NodeId>> segments;  // contiguous partition of the node order
@@ -155,7 +183,9 @@ struct Plan {
   Schedule schedule;                          // the replayed schedule
   MemoryTimeline timeline;                    // Simulate(schedule)
   int64_t predicted_peak_bytes = 0;           // timeline.peak_bytes
-  int64_t baseline_peak_bytes = 0;            // peak of the plain training step
+  // Peak of the plain training step (PlanForBudget with devices > 1: of the one-device plain
+  // step at the whole batch, which a percentage budget is of).
+  int64_t baseline_peak_bytes = 0;
   double recompute_flops = 0;
   double forward_flops = 0;
   // The cost model's seconds for the same recompute (CostModel::node_seconds summed over
@@ -234,8 +264,13 @@ bool IsPlanJson(const nlohmann::json& j);
 // The batch a plan's graph must be loaded with (its micro-batch size) and its micro-batch
 // count, read from plan JSON before loading the model. Throw MemplanError unless they are
 // whole numbers of at least 1 and batch = micro_batches x micro_batch.
+// With a "layout" (devices N > 1) the step's batch is micro_batch x micro_batches x N.
 int64_t PlanGraphBatch(const nlohmann::json& j);
 int64_t PlanMicroBatches(const nlohmann::json& j);
+// The plan's data-parallel layout ("layout": devices, shard, bucket_bytes, link figures); a plan
+// without one (written before data parallelism, or for one device) is devices = 1. Throws
+// MemplanError naming a bad field.
+ParallelLayout PlanLayout(const nlohmann::json& j);
 
 // Validates that the plan was made for `g` (fingerprint, batch, node names); throws
 // MemplanError naming what does not match and what to do. predicted_recompute_seconds is the

@@ -271,10 +271,27 @@ nlohmann::json SweepToJson(const SweepResult& s);
 // `rank_graph` (loaded at p.batch, after ApplyMicroBatches when micro-batched), into the
 // per-rank plan of `layout`: the setup's persistent buffers become the layout's buckets and
 // shards, the communication phase and the sharded optimizer are added, and the schedule is
-// replayed (timeline, peak, feasibility). devices = 1 leaves `p` as it is. Throws MemplanError
-// for shard `parameters` (not implemented yet).
+// replayed (timeline, peak, feasibility against p.budget_bytes less p.margin_bytes), the
+// collectives' seconds predicted (Plan::predicted_comm_seconds) and p.layout recorded.
+// devices = 1 leaves `p` as it is (but for p.layout). Throws MemplanError for shard
+// `parameters` (not implemented yet), devices < 1 and bucket_bytes < 1.
 void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelLayout& layout,
                        const SimulatorOptions& sim = {});
+
+// A rank's persistent bytes for its trained parameters under a layout (plan.h's table, summed
+// over the buckets): what the setup step of ApplyDataParallel allocates for them. Parameters
+// without a gradient, constants and inputs are not counted.
+struct RankPersistent {
+  int64_t parameters = 0;
+  int64_t gradients = 0;        // shard gradients: the reduced shards (the flat gradients come and go)
+  int64_t optimizer_state = 0;
+  int64_t total() const { return parameters + gradients + optimizer_state; }
+};
+RankPersistent RankPersistentBytes(const TrainingGraph& g, const ParallelLayout& layout);
+
+// Seconds of the collectives of one step under `layout` (ParallelLayout's time model) for
+// buckets of these padded bytes. 0 for one device.
+double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout);
 
 // The one entry point for "plan this model for this budget", shared by the command line and
 // the GUI so that both answer the same budget with the same plan.
@@ -292,6 +309,15 @@ struct BudgetPlanOptions {
   int64_t micro_batches = 0;
   // Also compute the budget sweep (SweepBudgets on the whole batch).
   bool sweep = false;
+  // Data parallelism (plan.h): layout.devices = N ranks, each planned on the graph at batch / N
+  // (batch / (N k) with k micro-batches; N must divide the batch) and rewritten by
+  // ApplyDataParallel. The budget is per device; a percentage is of the one-device plain
+  // step's peak at the whole batch. The sweep stays the one-device sweep of the whole batch.
+  ParallelLayout layout;
+  // With devices > 1: ignore layout.shard and try none, optimizer and gradients, keeping the
+  // plan that fits with the least predicted recompute + communication seconds (ties: that
+  // order); the plan's notes say what was chosen.
+  bool shard_auto = false;
 };
 
 struct BudgetPlan {
@@ -300,7 +326,8 @@ struct BudgetPlan {
   // whole batch (or at k micro-batches when k was given), with feasible = false.
   Plan plan;
   // Set when plan.feasible is false: the plan with the smallest peak that any strategy reaches,
-  // on the whole batch or (auto micro-batching) at the micro-batch count that reaches it.
+  // on the whole batch or (auto micro-batching) at the micro-batch count that reaches it (with
+  // devices > 1: per rank, over the shard modes tried).
   Plan smallest;
   SweepResult sweep;  // when BudgetPlanOptions::sweep
   // The smallest budget that `smallest` fits (its peak plus its margin).
@@ -308,9 +335,10 @@ struct BudgetPlan {
 };
 
 // Resolves the budget, plans `g` (loaded at its batch) and falls back to micro-batching as
-// BudgetPlanOptions says. `graph_at_batch(b)` loads the same model at batch b (only called for
-// micro-batching). Pure: no I/O beyond what graph_at_batch does. Throws MemplanError on bad
-// user input (unknown checkpoint names, a micro-batch count that does not divide the batch).
+// BudgetPlanOptions says. `graph_at_batch(b)` loads the same model at batch b (called for
+// micro-batching and for the ranks' share of the batch). Pure: no I/O beyond what
+// graph_at_batch does. Throws MemplanError on bad user input (unknown checkpoint names, a
+// micro-batch or device count that does not divide the batch, shard parameters).
 BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch, const CostModel& cost,
                          const BudgetPlanOptions& options);
 

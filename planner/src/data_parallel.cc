@@ -1,0 +1,275 @@
+// Data parallelism (plan.h's contract): buckets, per-rank persistent memory, the
+// communication phase and the sharded optimizer as a rewrite of a one-device plan's schedule.
+#include <algorithm>
+#include <climits>
+#include <string>
+#include <unordered_set>
+
+#include "memplan/planner.h"
+
+namespace memplan {
+
+const char* ShardModeName(ShardMode m) {
+  switch (m) {
+    case ShardMode::kNone: return "none";
+    case ShardMode::kOptimizer: return "optimizer";
+    case ShardMode::kGradients: return "gradients";
+    case ShardMode::kParameters: return "parameters";
+  }
+  return "none";
+}
+
+ShardMode ParseShardMode(const std::string& name) {
+  for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters}) {
+    if (name == ShardModeName(m)) return m;
+  }
+  throw MemplanError("unknown shard mode '" + PrintableText(name) + "' (one of none, optimizer, gradients, parameters)");
+}
+
+int64_t ParameterBucket::shard_elements() const { return devices > 0 ? elements / devices : elements; }
+
+namespace {
+
+void CheckLayout(const ParallelLayout& layout) {
+  if (layout.devices < 1)
+    throw MemplanError("the device count must be at least 1 (got " + std::to_string(layout.devices) + ")");
+  if (layout.bucket_bytes < 1)
+    throw MemplanError("the bucket size must be at least 1 byte (got " + std::to_string(layout.bucket_bytes) + ")");
+}
+
+int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r)) throw MemplanError(what + " needs more than 2^63 bytes");
+  return r;
+}
+
+}  // namespace
+
+std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g, const ParallelLayout& layout) {
+  CheckLayout(layout);
+  std::vector<ParameterBucket> out;
+  DType dtype = DType::kUndefined;
+  TensorId first = kNone;
+  int64_t held = 0;  // unpadded bytes in the current bucket
+  for (TensorId pid : g.parameters) {
+    const Tensor& t = g.tensors[pid];
+    if (!t.has_gradient) continue;
+    if (first == kNone) {
+      dtype = t.dtype;
+      first = pid;
+    } else if (t.dtype != dtype) {
+      throw MemplanError(g.model_path + ": trained parameters '" + g.tensors[first].name + "' (" + DTypeName(dtype) +
+                         ") and '" + t.name + "' (" + DTypeName(t.dtype) +
+                         ") differ in dtype; data-parallel buckets need one dtype (export the model in one precision)");
+    }
+    const int64_t elem = DTypeSize(t.dtype);
+    const int64_t numel = t.numel();
+    if (out.empty() || held >= layout.bucket_bytes) {
+      out.emplace_back();
+      held = 0;
+    }
+    ParameterBucket& b = out.back();
+    b.parameters.push_back(pid);
+    b.offsets.push_back(b.elements);
+    b.elements += numel;
+    held += CheckedMul(numel, elem, "parameter '" + t.name + "'");
+  }
+  const int64_t n = layout.devices;
+  const int64_t elem = first == kNone ? 0 : DTypeSize(dtype);
+  for (ParameterBucket& b : out) {
+    b.devices = n;
+    b.elements = (b.elements + n - 1) / n * n;  // padding: every rank owns an equal shard
+    b.bytes = CheckedMul(b.elements, elem, "a parameter bucket");
+  }
+  return out;
+}
+
+RankPersistent RankPersistentBytes(const TrainingGraph& g, const ParallelLayout& layout) {
+  RankPersistent r;
+  const int64_t mult = OptimizerStateMultiplier(g.optimizer);
+  for (const ParameterBucket& b : ParameterBuckets(g, layout)) {
+    const int64_t shard = b.bytes / b.devices;
+    const bool sharded = layout.shard != ShardMode::kNone && layout.devices > 1;
+    r.parameters += b.bytes;
+    r.gradients += layout.shard == ShardMode::kGradients && layout.devices > 1 ? shard : b.bytes;
+    r.optimizer_state += mult * (sharded ? shard : b.bytes);
+  }
+  return r;
+}
+
+double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout) {
+  if (layout.devices <= 1) return 0;
+  const double n = static_cast<double>(layout.devices);
+  const double part = (n - 1) / n / layout.link_bytes_per_second;
+  double seconds = 0;
+  for (const ParameterBucket& b : buckets) {
+    const double bytes = static_cast<double>(b.bytes);
+    switch (layout.shard) {
+      case ShardMode::kNone:  // all-reduce
+        seconds += 2 * part * bytes + layout.link_latency_seconds;
+        break;
+      case ShardMode::kOptimizer:  // all-reduce, then the parameters' all-gather
+        seconds += 3 * part * bytes + 2 * layout.link_latency_seconds;
+        break;
+      case ShardMode::kGradients:  // reduce-scatter, then the all-gather
+      case ShardMode::kParameters:
+        seconds += 2 * part * bytes + 2 * layout.link_latency_seconds;
+        break;
+    }
+  }
+  return seconds;
+}
+
+void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelLayout& layout,
+                       const SimulatorOptions& sim) {
+  CheckLayout(layout);
+  if (!(layout.link_bytes_per_second > 0) || !(layout.link_latency_seconds >= 0)) {
+    throw MemplanError("the link bandwidth must be > 0 and its latency >= 0");
+  }
+  p.layout = layout;
+  if (layout.devices == 1) return;
+  if (layout.shard == ShardMode::kParameters) {
+    throw MemplanError("--shard parameters (ZeRO-3) is not implemented yet; use optimizer or gradients");
+  }
+  const TrainingGraph& g = rank_graph;
+  Schedule& s = p.schedule;
+  if (s.steps.empty() || s.steps.front().phase != Phase::kSetup || s.steps.back().phase != Phase::kOptimizer) {
+    throw MemplanError("internal: ApplyDataParallel needs a replayed plan (setup first, optimizer last)");
+  }
+  const std::vector<ParameterBucket> buckets = ParameterBuckets(g, layout);
+  std::vector<int> bucket_of(g.tensors.size(), -1);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (TensorId t : buckets[b].parameters) bucket_of[t] = static_cast<int>(b);
+  }
+  const bool sharded = layout.shard != ShardMode::kNone;
+  const bool lazy = layout.shard == ShardMode::kGradients;
+  const int64_t mult = OptimizerStateMultiplier(g.optimizer);
+
+  // 1. Phase 1: drop the per-parameter buffers of the trained parameters (buffers renumbered).
+  std::vector<char> dropped(s.buffers.size(), 0);
+  for (BufferId b : s.steps.front().allocs) {
+    const Buffer& buf = s.buffers[b];
+    const bool persistent = buf.category == MemoryCategory::kParameter || buf.category == MemoryCategory::kGradient ||
+                            buf.category == MemoryCategory::kOptimizerState;
+    if (persistent && buf.tensor != kNone && bucket_of[buf.tensor] >= 0) dropped[b] = 1;
+  }
+  // Adam's per-parameter temporary in the optimizer step: sharded modes update per bucket.
+  Step& optimizer = s.steps.back();
+  if (sharded) {
+    for (BufferId b : optimizer.allocs) {
+      if (s.buffers[b].category == MemoryCategory::kTemporary) dropped[b] = 1;
+    }
+  }
+  std::vector<BufferId> renumber(s.buffers.size(), kNone);
+  std::vector<Buffer> kept;
+  kept.reserve(s.buffers.size());
+  for (size_t b = 0; b < s.buffers.size(); ++b) {
+    if (dropped[b]) continue;
+    renumber[b] = static_cast<BufferId>(kept.size());
+    kept.push_back(std::move(s.buffers[b]));
+  }
+  s.buffers = std::move(kept);
+  auto rewrite = [&](std::vector<BufferId>& ids) {
+    std::vector<BufferId> out;
+    out.reserve(ids.size());
+    for (BufferId b : ids) {
+      if (renumber[b] != kNone) out.push_back(renumber[b]);
+    }
+    ids = std::move(out);
+  };
+  for (Step& st : s.steps) {
+    rewrite(st.allocs);
+    rewrite(st.frees);
+    rewrite(st.handed_to_backward);
+  }
+
+  // 2. The buckets' flat buffers in the setup step.
+  const std::string opt = OptimizerName(g.optimizer);
+  std::vector<BufferId> flat_grad(buckets.size(), kNone);
+  std::vector<char> allocated_in_comm(buckets.size(), 0);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const std::string name = "bucket " + std::to_string(b);
+    const int64_t padded = buckets[b].bytes, shard = padded / layout.devices;
+    Step& setup = s.steps.front();
+    setup.allocs.push_back(s.AddBuffer({name + " parameters", padded, MemoryCategory::kParameter, kNone}));
+    if (lazy) {
+      setup.allocs.push_back(s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone}));
+      flat_grad[b] = s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient, kNone});
+    } else {
+      setup.allocs.push_back(s.AddBuffer({name + " gradients", padded, MemoryCategory::kGradient, kNone}));
+    }
+    if (mult > 0) {
+      setup.allocs.push_back(s.AddBuffer({name + " " + opt + " state", CheckedMul(mult, sharded ? shard : padded, name),
+                                          MemoryCategory::kOptimizerState, kNone}));
+    }
+  }
+
+  // 3. Shard gradients: each flat gradient from the first backward step that accumulates into
+  // one of the bucket's parameters (with several micro-batches, from the setup: plan.h).
+  if (lazy) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      size_t at = 0;  // the setup step
+      if (p.micro_batches <= 1) {
+        std::unordered_set<TensorId> params(buckets[b].parameters.begin(), buckets[b].parameters.end());
+        at = s.steps.size() - 1;  // none found (no gradient reaches them): the communication phase
+        for (size_t i = 1; i + 1 < s.steps.size() && at == s.steps.size() - 1; ++i) {
+          const Step& st = s.steps[i];
+          if (st.phase != Phase::kBackward) continue;
+          bool hit = false;
+          for (BufferId a : st.allocs) {
+            const Buffer& buf = s.buffers[a];
+            hit = hit || (buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && params.count(buf.tensor));
+          }
+          if (st.node != kNone) {
+            for (TensorId in : g.nodes[st.node].inputs) hit = hit || (in != kNone && params.count(in));
+          }
+          if (hit) at = i;
+        }
+      }
+      if (at < s.steps.size() - 1) s.steps[at].allocs.push_back(flat_grad[b]);
+      else allocated_in_comm[b] = 1;
+    }
+  }
+
+  // 4. The communication phase, one step per bucket, before the optimizer step.
+  std::vector<Step> comm(buckets.size());
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    comm[b].phase = Phase::kCommunication;
+    if (lazy) {
+      if (allocated_in_comm[b]) comm[b].allocs.push_back(flat_grad[b]);
+      comm[b].frees.push_back(flat_grad[b]);
+    }
+  }
+  s.steps.insert(s.steps.end() - 1, comm.begin(), comm.end());
+
+  // 5. The sharded optimizer: per bucket, the update (Adam's S_b temporary), then the
+  // all-gather's copy of the rank's shard.
+  if (sharded) {
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      const std::string name = "bucket " + std::to_string(b);
+      const int64_t shard = buckets[b].bytes / layout.devices;
+      Step update;
+      update.phase = Phase::kOptimizer;
+      if (g.optimizer == Optimizer::kAdam) {
+        BufferId t = s.AddBuffer({name + " adam denominator", shard, MemoryCategory::kTemporary, kNone});
+        update.allocs.push_back(t);
+        update.frees.push_back(t);
+      }
+      s.steps.push_back(std::move(update));
+      Step gather;
+      gather.phase = Phase::kOptimizer;
+      BufferId c = s.AddBuffer({name + " all-gather copy of the shard", shard, MemoryCategory::kTemporary, kNone});
+      gather.allocs.push_back(c);
+      gather.frees.push_back(c);
+      s.steps.push_back(std::move(gather));
+    }
+  }
+
+  // 6. Replay.
+  p.timeline = Simulate(s, sim);
+  p.predicted_peak_bytes = p.timeline.peak_bytes;
+  p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= p.budget_bytes;
+  p.predicted_comm_seconds = PredictCommSeconds(buckets, layout);
+}
+
+}  // namespace memplan
