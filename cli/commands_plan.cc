@@ -165,16 +165,36 @@ void PrintRecomputed(const Plan& p, const TrainingGraph& g) {
   if (!list.empty()) std::printf("largest      %s\n", list.c_str());
 }
 
+// Data parallelism: the layout, the rank's persistent bytes per kind, its peak and the
+// collectives' predicted seconds.
+void PrintLayout(const Plan& p, const TrainingGraph& g) {
+  const std::vector<ParameterBucket> buckets = ParameterBuckets(g, p.layout);
+  const RankPersistent rp = RankPersistentBytes(g, p.layout);
+  std::printf("devices      %lld ranks x batch %lld, shard %s, %zu buckets of up to %s\n",
+              static_cast<long long>(p.layout.devices), static_cast<long long>(p.batch * p.micro_batches),
+              ShardModeName(p.layout.shard), buckets.size(), FormatBytes(p.layout.bucket_bytes).c_str());
+  std::printf("per rank     parameters %s, gradients %s, optimizer state %s (persistent %s)\n",
+              FormatBytes(rp.parameters).c_str(), FormatBytes(rp.gradients).c_str(),
+              FormatBytes(rp.optimizer_state).c_str(), FormatBytes(rp.total()).c_str());
+  std::printf("rank peak    %s\n", FormatBytes(p.predicted_peak_bytes).c_str());
+  char link[64];
+  std::snprintf(link, sizeof link, "%.3g GB/s, %.3g us per collective", p.layout.link_bytes_per_second / 1e9,
+                p.layout.link_latency_seconds * 1e6);
+  std::printf("comm         %.3g s predicted per step (%s)\n", p.predicted_comm_seconds, link);
+}
+
 void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
-              g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches), OptimizerName(g.optimizer));
+              g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches * p.layout.devices),
+              OptimizerName(g.optimizer));
   std::printf("strategy     %s\n", p.strategy.c_str());
   if (p.micro_batches > 1) {
     std::printf("micro-batch  %lld x %lld (gradient accumulation over the batch of %lld)\n",
                 static_cast<long long>(p.micro_batches), static_cast<long long>(p.batch),
                 static_cast<long long>(p.batch * p.micro_batches));
   }
-  std::printf("baseline     %s (no plan)\n", FormatBytes(p.baseline_peak_bytes).c_str());
+  std::printf("baseline     %s (no plan%s)\n", FormatBytes(p.baseline_peak_bytes).c_str(),
+              p.layout.devices > 1 ? ", one device, the whole batch" : "");
   if (p.budget_bytes > 0) std::printf("budget       %s\n", FormatBytes(p.budget_bytes).c_str());
   std::printf("plan peak    %s (%s of the baseline), %s, at %s\n",
               FormatBytes(p.predicted_peak_bytes).c_str(),
@@ -192,6 +212,7 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
               Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
   std::printf("recompute    %.3g s predicted (%s)\n", p.predicted_recompute_seconds, time.Describe().c_str());
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
+  if (p.layout.devices > 1) PrintLayout(p, g);
   if (!p.recomputed.empty() || p.strategy == "selective") PrintRecomputed(p, g);
   std::printf("solve time   %.3f s\n", p.solve_seconds);
   for (const std::string& n : p.notes) std::printf("note         %s\n", n.c_str());
@@ -277,6 +298,13 @@ CLI::App* AddPlanCommand(CLI::App& app) {
   AddValue(*sub, "time-limit", "SECONDS", "the milp solver's time limit");
   AddValue(*sub, "device", "cpu|cuda[:K]",
            "the device whose rates predict the recompute seconds (default cpu; measured once and cached)");
+  AddValue(*sub, "devices", "N", "data parallelism: plan for N ranks, each on batch / N (the budget is per device)");
+  AddValue(*sub, "shard", "none|optimizer|gradients|parameters|auto",
+           "with --devices N > 1: what the ranks shard (ZeRO 1: optimizer, 2: gradients; default none; auto: the "
+           "cheapest that fits)");
+  AddValue(*sub, "bucket-size", "SIZE", "with --devices: the gradient buckets' size (default 25MiB, as DDP)");
+  AddValue(*sub, "link-bandwidth", "SIZE/s",
+           "with --devices: the link's bandwidth for the predicted communication seconds (default 5GB/s)");
   AddValue(*sub, "costs", "PROFILE.json",
            "calibrate the predicted seconds with a profile of this model on this device (memplan run --profile)");
   AddLoadOptions(*sub);
@@ -314,6 +342,28 @@ int RunPlan(const Args& a) {
   // 0: split the batch only when no plan fits without
   if (a.has("micro-batches") && a.get("micro-batches") != "auto") {
     request.micro_batches = a.get_int("micro-batches", 1, 1, INT64_MAX);
+  }
+  // Data parallelism. --shard other than none and auto needs several devices: with one there
+  // is nothing to shard, and a plan that silently ignores it would mislead.
+  request.layout.devices = a.get_int("devices", 1, 1, 1 << 20);
+  const std::string shard = a.get("shard", "none");
+  if (shard == "auto") request.shard_auto = true;
+  else request.layout.shard = ParseShardMode(shard);
+  if (request.layout.devices == 1 && shard != "none" && shard != "auto") {
+    throw MemplanError("--shard " + PrintableText(shard) + " needs --devices N with N > 1 (one device has nothing to shard)");
+  }
+  if (request.layout.shard == ShardMode::kParameters) {
+    throw MemplanError("--shard parameters (ZeRO-3) is not implemented yet; use optimizer or gradients");
+  }
+  request.layout.bucket_bytes = a.get_bytes("bucket-size", request.layout.bucket_bytes);
+  if (a.has("link-bandwidth")) {
+    std::string text = a.get("link-bandwidth");
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0) text.resize(text.size() - 2);
+    try {
+      request.layout.link_bytes_per_second = static_cast<double>(ParseBytes(text));
+    } catch (const MemplanError& e) {
+      throw MemplanError(std::string("--link-bandwidth: ") + e.what() + " (a size per second: 10GB/s)");
+    }
   }
   TrainingGraph g = LoadTrainingGraph(a.positional[0], load_options);
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
