@@ -170,9 +170,10 @@ void PrintRecomputed(const Plan& p, const TrainingGraph& g) {
 void PrintLayout(const Plan& p, const TrainingGraph& g) {
   const std::vector<ParameterBucket> buckets = ParameterBuckets(g, p.layout);
   const RankPersistent rp = RankPersistentBytes(g, p.layout);
-  std::printf("devices      %lld ranks x batch %lld, shard %s, %zu buckets of up to %s\n",
+  std::printf("devices      %lld ranks x batch %lld, shard %s, %zu bucket%s (--bucket-size %s)\n",
               static_cast<long long>(p.layout.devices), static_cast<long long>(p.batch * p.micro_batches),
-              ShardModeName(p.layout.shard), buckets.size(), FormatBytes(p.layout.bucket_bytes).c_str());
+              ShardModeName(p.layout.shard), buckets.size(), buckets.size() == 1 ? "" : "s",
+              FormatBytes(p.layout.bucket_bytes).c_str());
   std::printf("per rank     parameters %s, gradients %s, optimizer state %s (persistent %s)\n",
               FormatBytes(rp.parameters).c_str(), FormatBytes(rp.gradients).c_str(),
               FormatBytes(rp.optimizer_state).c_str(), FormatBytes(rp.total()).c_str());
