@@ -195,6 +195,17 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
   }
 }
 
+TEST(Parallel, ShardGradientsWithMicroBatchesHoldsTheFlatGradientsFromTheSetup) {
+  // Every micro-batch after the first runs with the flat gradients alive (plan.h): with 2
+  // micro-batches the setup holds the shards (2 x 52) and the flat gradients (2 x 104).
+  TrainingGraph g = Chain();
+  Plan p = Plain(g);
+  ApplyMicroBatches(p, g, 2, {});
+  ApplyDataParallel(p, g, Layout(2, ShardMode::kGradients, 100));
+  EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient), 104 + 208);
+  EXPECT_EQ(p.micro_batches, 2);
+}
+
 TEST(Parallel, CommunicationStepsFreeTheFlatGradients) {
   TrainingGraph g = Chain();
   for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients}) {
