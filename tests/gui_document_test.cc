@@ -243,6 +243,29 @@ TEST(GuiDocument, SelectivePlanJsonNamesItsRecomputedTensors) {
   EXPECT_LT(old.predicted_recompute_seconds, 0);
 }
 
+TEST(GuiDocument, DataParallelPlanJsonGivesItsLayout) {
+  nlohmann::json j = {{"kind", "plan"},
+                      {"strategy", "none"},
+                      {"predicted_peak_bytes", 4000},
+                      {"layout",
+                       {{"devices", 4},
+                        {"shard", "optimizer"},
+                        {"bucket_bytes", 1024},
+                        {"buckets", {{"w1", "b1"}, {"w2"}}},
+                        {"comm_seconds", 0.125}}}};
+  Item item = ItemFromJson(j, "dp.json");
+  EXPECT_EQ(item.devices, 4);
+  EXPECT_EQ(item.shard, "optimizer");
+  EXPECT_EQ(item.bucket_count, 2);
+  EXPECT_DOUBLE_EQ(item.predicted_comm_seconds, 0.125);
+  // One device: no layout in the file, nothing per rank.
+  Item one = ItemFromJson({{"kind", "plan"}, {"strategy", "none"}}, "one.json");
+  EXPECT_EQ(one.devices, -1);
+  // A layout the planner's reader refuses is refused here too, naming the field.
+  j["layout"]["shard"] = "everything";
+  EXPECT_THROW(ItemFromJson(j, "bad.json"), MemplanError);
+}
+
 TEST(GuiDocument, ModelReplayMatchesSimulatorEveryStep) {
   Item item = LoadItem(testing::CorpusModel("resnet18"), {/*batch=*/4});
   ASSERT_TRUE(item.analysis && item.timeline && item.schedule);

@@ -15,6 +15,7 @@
 #include <unordered_set>
 
 #include "memplan/lifetimes.h"
+#include "memplan/plan.h"
 #include "memplan/run_report.h"
 #include "memplan/storage_facts.h"
 
@@ -124,6 +125,17 @@ void ReadBreakdown(const json& j, Item& item) {
   }
 }
 
+// The plan's data-parallel layout, read by the planner's reader (PlanLayout).
+void ReadLayout(const json& j, Item& item) {
+  const ParallelLayout layout = PlanLayout(j);
+  if (layout.devices <= 1) return;
+  item.devices = layout.devices;
+  item.shard = ShardModeName(layout.shard);
+  const json& l = j["layout"];
+  if (l.contains("buckets") && l["buckets"].is_array()) item.bucket_count = static_cast<int64_t>(l["buckets"].size());
+  item.predicted_comm_seconds = GetDouble(l, "comm_seconds");
+}
+
 void ReadPlanFields(const json& j, Item& item) {
   item.strategy = GetString(j, "strategy");
   item.budget_bytes = GetInt(j, "budget_bytes");
@@ -138,6 +150,7 @@ void ReadPlanFields(const json& j, Item& item) {
     item.feasible = j["feasible"].get<bool>() ? 1 : 0;
   item.solve_seconds = GetDouble(j, "solve_seconds");
   item.predicted_recompute_seconds = GetDouble(j, "predicted_recompute_seconds");
+  ReadLayout(j, item);
   item.checkpoints = GetStrings(j, "checkpoints");
   item.recomputed = GetStrings(j, "recomputed");  // selective plans: the dropped storages' names
   if (j.contains("sections") && j["sections"].is_array())

@@ -142,6 +142,12 @@ struct Item {
   std::vector<ParetoPoint> sweep;
   std::vector<StrategyRow> strategies;
   double predicted_recompute_seconds = -1;  // the cost model's seconds for the recompute
+  // Data parallelism (the plan's layout): every byte figure of a plan or run with devices > 1
+  // is per rank. -1 / empty: one device.
+  int64_t devices = -1;
+  std::string shard;                   // "none", "optimizer", "gradients"
+  int64_t bucket_count = -1;
+  double predicted_comm_seconds = -1;  // the plan's predicted communication per step
   // Selective plans: the storages dropped after the forward and recomputed in the backward, by
   // name (the plan JSON's "recomputed"); for plans made here also by id, with every saved
   // activation's decision (SelectiveStorages).

@@ -46,7 +46,7 @@ Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<c
   item.path = model_path;
   item.title = "explorer";
   item.model = g.model_path.empty() ? model_path : g.model_path;
-  item.batch = p.batch * p.micro_batches;
+  item.batch = p.batch * p.micro_batches * p.layout.devices;
   item.optimizer = OptimizerName(g.optimizer);
   item.num_nodes = static_cast<int64_t>(g.nodes.size());
   item.param_bytes = g.param_bytes();
@@ -61,6 +61,12 @@ Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<c
   item.feasible = p.feasible ? 1 : 0;
   item.solve_seconds = p.solve_seconds;
   item.predicted_recompute_seconds = p.predicted_recompute_seconds;
+  if (p.layout.devices > 1) {
+    item.devices = p.layout.devices;
+    item.shard = ShardModeName(p.layout.shard);
+    item.bucket_count = static_cast<int64_t>(ParameterBuckets(g, p.layout).size());
+    item.predicted_comm_seconds = p.predicted_comm_seconds;
+  }
   for (TensorId t : p.checkpoints) item.checkpoints.push_back(g.tensors[t].name);
   for (TensorId t : p.recomputed) item.recomputed.push_back(g.tensors[t].name);
   item.recomputed_ids = p.recomputed;

@@ -50,6 +50,18 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
   if (base && !base->peak_event.empty()) row(QStringLiteral("Peak at"), Q(base->peak_event), base);
   if (plan) {
     row(QStringLiteral("Plan strategy"), Q(plan->strategy), plan);
+    if (plan->devices > 1) {
+      // As `memplan plan` prints the layout; the peaks below are then per rank.
+      row(QStringLiteral("Devices"),
+          QStringLiteral("%1 ranks, shard %2%3: every peak is per rank")
+              .arg(plan->devices)
+              .arg(Q(plan->shard))
+              .arg(plan->bucket_count > 0 ? QStringLiteral(", %1 buckets").arg(plan->bucket_count) : QString()),
+          plan);
+      if (plan->predicted_comm_seconds >= 0) {
+        row(QStringLiteral("Predicted communication time"), DurationText(plan->predicted_comm_seconds), plan);
+      }
+    }
     row(QStringLiteral("Plan peak"), BytesQ(plan->plan_peak_bytes), plan);
     row(QStringLiteral("Budget"), BytesQ(plan->budget_bytes), plan);
     row(QStringLiteral("Fits the budget"),
