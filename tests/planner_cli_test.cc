@@ -238,5 +238,42 @@ TEST_F(PlannerCli, MicroBatchesSplitTheBatch) {
   EXPECT_FALSE(FileExists(bad));
 }
 
+TEST_F(PlannerCli, DevicesSplitTheBatchAndShardTheOptimizerState) {
+  // w is 256 float32 = 1 KiB, one bucket (256 elements, a multiple of 2: no padding). Adam's
+  // state is 2 KiB; sharded over 2 ranks each holds 1 KiB of it.
+  std::string json = dir_ + "/dp.json";
+  CliResult r = Run(model_ + " --batch 8 --optimizer adam --budget 1GiB --devices 2 --shard optimizer --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("2 ranks x batch 4, shard optimizer"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameters 1.00 KiB, gradients 1.00 KiB, optimizer state 1.00 KiB"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["batch"], 8);
+  EXPECT_EQ(j["layout"]["devices"], 2);
+  EXPECT_EQ(j["layout"]["shard"], "optimizer");
+  EXPECT_EQ(j["layout"]["buckets"], nlohmann::json::parse(R"([["w"]])"));
+  // Unsharded, each rank holds the whole 2 KiB state.
+  r = Run(model_ + " --batch 8 --optimizer adam --budget 1GiB --devices 2 --shard none");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("optimizer state 2.00 KiB"), std::string::npos) << r.out;
+}
+
+TEST_F(PlannerCli, DevicesThatDoNotDivideTheBatchAreAnErrorWithoutAFile) {
+  std::string bad = dir_ + "/bad.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 1GiB --devices 3 --json " + bad);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("8"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("3"), std::string::npos) << r.err;
+  EXPECT_FALSE(FileExists(bad));
+  // Sharding needs more than one device.
+  r = Run(model_ + " --batch 8 --budget 1GiB --shard optimizer --json " + bad);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--devices"), std::string::npos) << r.err;
+  EXPECT_FALSE(FileExists(bad));
+  r = Run(model_ + " --batch 8 --budget 1GiB --devices 2 --shard parameters --json " + bad);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("not implemented"), std::string::npos) << r.err;
+  EXPECT_FALSE(FileExists(bad));
+}
+
 }  // namespace
 }  // namespace memplan
