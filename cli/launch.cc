@@ -18,6 +18,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 
@@ -426,6 +427,7 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
                             std::to_string(result.first_failed_rank) + " failed: stopping them (SIGTERM)");
       }
       signal_ranks(SIGTERM);
+      signal_ranks(SIGCONT);  // a stopped rank (SIGSTOP, Ctrl-Z) handles SIGTERM only once it runs
       kill_at = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.term_seconds));
     }
     if (!killed && now >= kill_at && alive() > 0) {
@@ -472,6 +474,9 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
 }
 
 bool LocalRanksRequested(const Args& a) {
+  // A rank's stdout is a pipe to its launcher: line-buffered, its progress lines are forwarded
+  // as they are printed rather than all at the end.
+  if (std::getenv("WORLD_SIZE") != nullptr) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!a.has("nproc")) return false;
   if (std::getenv("WORLD_SIZE") != nullptr) {
     throw MemplanError("--nproc " + a.get("nproc") + " with WORLD_SIZE=" + std::getenv("WORLD_SIZE") +
@@ -493,7 +498,11 @@ int RunLocalRanks(const Args& a) {
   }
   opt.grace_seconds = a.get_real("timeout", kDefaultTimeoutSeconds, /*min=*/0, /*max=*/1e9) + kGraceMarginSeconds;
   for (const char* f : {"json", "profile", "trace-events"}) {
-    if (a.has(f)) opt.outputs.push_back(a.get(f));
+    if (!a.has(f)) continue;
+    // Rank 0 writes through a symbolic link to its target (WriteFileAtomically): that is the file.
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::weakly_canonical(a.get(f), ec);
+    opt.outputs.push_back(ec ? a.get(f) : target.string());
   }
   std::fflush(stdout);
   std::fflush(stderr);

@@ -9,7 +9,8 @@
 //     run).
 //   - Faults: when a rank exits non-zero or is killed, the launcher says which and how, lets
 //     the others end on their own for a grace period (the collective timeout and a margin:
-//     they fail their collective and say so), then sends SIGTERM, then SIGKILL; it exits 1
+//     they fail their collective and say so), then sends SIGTERM (and SIGCONT, for a stopped
+//     rank), then SIGKILL; it exits 1
 //     (or the status every rank exited with, when they all failed alike: 2 when no plan fits).
 //     Files the run was to write (--json, --profile, --trace-events) that changed during a run
 //     that failed are removed: only a run where every rank succeeded leaves them.
@@ -78,6 +79,8 @@ int FreePort(const std::string& addr);
 
 // The run command's side (commands_run.cc). --nproc N (N >= 1) or nothing; --nproc under a
 // launcher (WORLD_SIZE set) is a MemplanError. True when N > 1: RunLocalRanks(a) runs them.
+// In a rank (WORLD_SIZE set) it makes stdout line-buffered: the launcher forwards lines as
+// they come.
 bool LocalRanksRequested(const Args& a);
 // Launches this command's ranks (grace: --timeout plus a margin; outputs: --json, --profile,
 // --trace-events) and returns the exit code.

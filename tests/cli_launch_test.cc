@@ -3,6 +3,7 @@
 // every failure names the rank and how it ended, the rest are stopped within the grace period,
 // no process is left and no output file of a failed run remains.
 #include <gtest/gtest.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -16,6 +17,7 @@
 #include <cstdlib>
 #include <fcntl.h>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 #include <string>
@@ -24,6 +26,9 @@
 
 #include "launch.h"
 #include "memplan/training_graph.h"
+#include "testing/corpus.h"
+
+extern char** environ;
 
 namespace memplan::cli {
 namespace {
@@ -300,6 +305,151 @@ TEST_F(Launch, AProgramThatCannotRunFailsEveryRank) {
   EXPECT_NE(err().find("memplan: cannot execute the rank's program"), std::string::npos) << err();
   EXPECT_NE(err().find("memplan: rank 0 exited with status 127"), std::string::npos) << err();
 }
+
+#ifdef MEMPLAN_HAVE_EXECUTOR
+// memplan itself, started with extra environment variables; its stdout and stderr go to `log`.
+pid_t StartMemplan(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log) {
+  std::vector<std::string> argv_text = {MEMPLAN_CLI};
+  argv_text.insert(argv_text.end(), args.begin(), args.end());
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e != nullptr; ++e) env_text.emplace_back(*e);
+  env_text.insert(env_text.end(), env.begin(), env.end());
+  std::vector<char*> argv, envp;
+  for (std::string& a : argv_text) argv.push_back(a.data());
+  for (std::string& e : env_text) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(fd);
+  return pid;
+}
+
+// Its exit status, or -1 after `seconds` (then it is killed).
+int WaitExit(pid_t pid, double seconds) {
+  const Clock::time_point start = Clock::now();
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (Since(start) > seconds) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+// The children of `parent` (from /proc/PID/stat's ppid field).
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> kids;
+  DIR* proc = ::opendir("/proc");
+  while (dirent* d = ::readdir(proc)) {
+    if (d->d_name[0] < '0' || d->d_name[0] > '9') continue;
+    std::ifstream stat(std::string("/proc/") + d->d_name + "/stat");
+    std::string text;
+    if (!std::getline(stat, text)) continue;
+    const size_t paren = text.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream rest(text.substr(paren + 2));
+    char state;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == parent) kids.push_back(std::stoi(d->d_name));
+  }
+  ::closedir(proc);
+  return kids;
+}
+
+// The RANK in a process's environment; -1 without one.
+int RankOf(pid_t pid) {
+  const std::string env = Slurp("/proc/" + std::to_string(pid) + "/environ");
+  for (size_t start = 0; start < env.size(); start = env.find('\0', start) + 1) {
+    if (env.compare(start, 5, "RANK=") == 0) return std::stoi(env.substr(start + 5));
+    if (env.find('\0', start) == std::string::npos) break;
+  }
+  return -1;
+}
+
+class LaunchCli : public Launch {
+ protected:
+  // memplan ARGS with ENV to the end; its stdout and stderr together.
+  int Memplan(const std::vector<std::string>& args, const std::vector<std::string>& env, std::string* output) {
+    const pid_t pid = StartMemplan(args, env, dir_ + "/log");
+    const int code = WaitExit(pid, 600);
+    *output = Slurp(dir_ + "/log");
+    return code;
+  }
+  // Waits until rank 0 has printed its prediction (the line before the steps; it reaches the log
+  // as it is printed, the ranks' stdout being line-buffered), then 2 s into the steps.
+  void IntoTheSteps() {
+    for (int i = 0; i < 600 && Slurp(dir_ + "/log").find("predicted ") == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    ASSERT_NE(Slurp(dir_ + "/log").find("predicted "), std::string::npos) << "no prediction line within 60 s";
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+};
+
+TEST_F(LaunchCli, NprocUnderALauncherIsAnError) {
+  std::string out;
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--nproc", "2"}, {"WORLD_SIZE=2", "RANK=0"}, &out), 1);
+  EXPECT_NE(out.find("--nproc 2 with WORLD_SIZE=2 in the environment: you are already a rank under a launcher; drop --nproc"),
+            std::string::npos) << out;
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--nproc=0"}, {}, &out), 1);
+  EXPECT_NE(out.find("--nproc"), std::string::npos) << out;
+}
+
+TEST_F(LaunchCli, APortInUseIsAClearErrorAtOnce) {
+  // Something listens on the port the user names.
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const std::string port = std::to_string(ntohs(a.sin_port));
+  std::string out;
+  const Clock::time_point start = Clock::now();
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights", "--nproc", "2", "--json",
+                     dir_ + "/run.json"},
+                    {"MASTER_PORT=" + port}, &out),
+            1);
+  EXPECT_LT(Since(start), 10.0);
+  EXPECT_NE(out.find("MASTER_PORT " + port + " on 127.0.0.1 is already in use"), std::string::npos) << out;
+  EXPECT_FALSE(Exists(dir_ + "/run.json"));
+  ::close(fd);
+}
+
+TEST_F(LaunchCli, AnAddressNotOfThisMachineIsAClearErrorAtOnce) {
+  std::string out;
+  for (const std::string addr : {"10.255.255.1", "no-such-host.invalid"}) {
+    const Clock::time_point start = Clock::now();
+    EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--random-weights", "--nproc", "2"}, {"MASTER_ADDR=" + addr}, &out), 1);
+    EXPECT_LT(Since(start), 30.0);  // a name lookup may take a while without a network
+    EXPECT_NE(out.find("MASTER_ADDR '" + addr + "'"), std::string::npos) << out;
+  }
+}
+
+TEST_F(LaunchCli, OneProcessIsThePlainRun) {
+  std::string out;
+  ASSERT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "1", "--steps", "1", "--random-weights", "--nproc", "1",
+                     "--json", dir_ + "/run.json"},
+                    {}, &out),
+            0)
+      << out;
+  EXPECT_TRUE(Exists(dir_ + "/run.json"));
+  EXPECT_EQ(out.find("[rank"), std::string::npos) << out;
+}
+#endif  // MEMPLAN_HAVE_EXECUTOR
 
 }  // namespace
 }  // namespace memplan::cli
