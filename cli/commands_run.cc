@@ -1,7 +1,10 @@
 // memplan run: train the model for a few steps with LibTorch (optionally following a plan)
 // and compare the measured peak with the predicted one.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -78,6 +81,8 @@ CLI::App* AddRunCommand(CLI::App& app) {
   AddValue(*sub, "trace-events", "OUT.json", "profile the last step as a Chrome trace-event file (opens in ui.perfetto.dev)");
   AddLoadOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the run as JSON");
+  AddValue(*sub, "timeout", "SECONDS",
+           "data-parallel ranks: the rendezvous and every collective fail after this long (default 30)");
   AddValue(*sub, "nproc", "N", "start N local ranks of this run, as torchrun does (docs/distributed.md)");
   return sub;
 }
@@ -86,6 +91,18 @@ int RunRun(const Args& a) {
   if (LocalRanksRequested(a)) return RunLocalRanks(a);  // --nproc N: this command N times (launch.h)
   const std::string model = a.positional[0];
   CheckOutputPaths(a, {"json", "profile", "trace-events"});
+  // One rank of a data-parallel run when a launcher set WORLD_SIZE (torchrun, srun, --nproc).
+  DistributedOptions dist = DistributedFromEnvironment();
+  dist.timeout_seconds = a.get_real("timeout", dist.timeout_seconds, /*min=*/0.001, /*max=*/1e6);
+  const int64_t ranks = dist.world_size;
+  const bool rank0 = dist.rank == 0;
+  // Rank 0 alone reports and writes files; the others print nothing unless they fail (stderr).
+  FILE* out = stdout;
+  if (!rank0) {
+    out = std::fopen("/dev/null", "w");
+    if (!out) throw MemplanError("rank " + std::to_string(dist.rank) + ": cannot open /dev/null");
+  }
+  std::unique_ptr<FILE, int (*)(FILE*)> close_out(rank0 ? nullptr : out, &std::fclose);
 
   // The plan decides batch, loss and optimizer unless the user names them.
   nlohmann::json plan_json;
@@ -101,12 +118,22 @@ int RunRun(const Args& a) {
     }
     // The graph runs at the plan's micro-batch size; --batch names the whole batch.
     micro_batches = PlanMicroBatches(plan_json);
+    dist.layout = PlanLayout(plan_json);
+    if (dist.layout.devices != ranks) {
+      throw MemplanError("the plan '" + a.get("plan") + "' is for " + std::to_string(dist.layout.devices) + " device" +
+                         (dist.layout.devices == 1 ? "" : "s") + " but WORLD_SIZE is " +
+                         (ranks == 1 && !std::getenv("WORLD_SIZE") ? std::string("unset (one process)") : std::to_string(ranks)) +
+                         ": start as many ranks as the plan has devices (memplan run --nproc " +
+                         std::to_string(dist.layout.devices) + ", or torchrun --nproc-per-node), or re-plan with --devices " +
+                         std::to_string(ranks));
+    }
     if (a.has("batch")) {
-      if (lo.batch % micro_batches != 0) {
-        throw MemplanError("the plan runs " + std::to_string(micro_batches) + " micro-batches, which do not divide --batch " +
-                           std::to_string(lo.batch) + "; re-plan with `memplan plan --batch " + std::to_string(lo.batch) + "`");
+      if (lo.batch % (micro_batches * ranks) != 0) {
+        throw MemplanError("the plan runs " + std::to_string(micro_batches) + " micro-batches on each of " +
+                           std::to_string(ranks) + " device(s), which do not divide --batch " + std::to_string(lo.batch) +
+                           "; re-plan with `memplan plan --batch " + std::to_string(lo.batch) + "`");
       }
-      lo.batch /= micro_batches;
+      lo.batch /= micro_batches * ranks;
     } else {
       lo.batch = PlanGraphBatch(plan_json);
     }
@@ -118,6 +145,15 @@ int RunRun(const Args& a) {
       if (l != "model_output") lo.loss = ParseLossKind(l);
     }
 #endif
+  } else if (ranks > 1) {
+    // No plan: the plain step on every rank, gradients all-reduced in 25 MiB buckets.
+    dist.layout.devices = ranks;
+    if (lo.batch % ranks != 0) {
+      throw MemplanError(std::to_string(ranks) + " ranks (WORLD_SIZE) do not divide --batch " + std::to_string(lo.batch) +
+                         ": every rank trains on an equal share of the batch; use a batch that is a multiple of " +
+                         std::to_string(ranks));
+    }
+    lo.batch /= ranks;
   }
   TrainingGraph g = LoadTrainingGraph(model, lo);
   // Every op must be runnable before any work starts.
@@ -133,6 +169,7 @@ int RunRun(const Args& a) {
   opt.memory_limit_bytes = a.get_bytes("memory-limit", opt.memory_limit_bytes);
   opt.trace = a.has("trace");
   opt.profile = a.has("profile") || a.has("trace-events");
+  opt.distributed = dist;
   if (a.has("input")) {
     for (const std::string& kv : a.flags.at("input")) {
       size_t eq = kv.find('=');
@@ -165,36 +202,87 @@ int RunRun(const Args& a) {
   }
 #endif
   CheckSegments(g, opt.segments);
-  if (opt.segments.size() <= 1 && opt.recomputed.empty() && opt.micro_batches <= 1) schedule = BuildTrainingSchedule(g);
+  if (ranks == 1 && opt.segments.size() <= 1 && opt.recomputed.empty() && opt.micro_batches <= 1) {
+    schedule = BuildTrainingSchedule(g);
+  }
+  if (!a.has("plan")) {
+    schedule = BuildTrainingSchedule(g);
+#ifdef MEMPLAN_HAVE_PLANNER
+    if (ranks > 1) {
+      // The rank's prediction: the plain step rewritten for the layout (plan.h).
+      Plan p;
+      p.strategy = "none";
+      p.batch = g.batch;
+      p.schedule = schedule;
+      ApplyDataParallel(p, g, dist.layout);
+      schedule = p.schedule;
+      plan_out = PlanToJson(p, g);
+      plan_out.erase("timeline");
+    }
+#else
+    if (ranks > 1) throw MemplanError("data-parallel runs need the planner, which this build lacks");
+#endif
+  }
   MemoryTimeline predicted = Simulate(schedule);
   CheckFitsHostMemory(a, g, opt, predicted.peak_bytes);
 
-  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
-              static_cast<long long>(g.batch * opt.micro_batches), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
-  std::printf("plan         %s (%zu segment%s", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
+  std::fprintf(out, "model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
+              static_cast<long long>(g.batch * opt.micro_batches * ranks), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
+  std::fprintf(out, "plan         %s (%zu segment%s", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
               opt.segments.size() > 1 ? "s" : "");
-  if (!opt.recomputed.empty()) std::printf(", %zu tensors recomputed", opt.recomputed.size());
+  if (!opt.recomputed.empty()) std::fprintf(out, ", %zu tensors recomputed", opt.recomputed.size());
   if (opt.micro_batches > 1) {
-    std::printf(", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches), static_cast<long long>(g.batch));
+    std::fprintf(out, ", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches), static_cast<long long>(g.batch));
   }
-  std::printf(")\n");
-  std::printf("predicted    %s peak at %s\n", FormatBytes(predicted.peak_bytes).c_str(),
+  std::fprintf(out, ")\n");
+#ifdef MEMPLAN_HAVE_PLANNER
+  if (ranks > 1) {
+    std::fprintf(out, "ranks        %lld (rank batch %lld), shard %s, buckets of %s, collective timeout %g s\n",
+                 static_cast<long long>(ranks), static_cast<long long>(g.batch * opt.micro_batches),
+                 ShardModeName(dist.layout.shard), FormatBytes(dist.layout.bucket_bytes).c_str(), dist.timeout_seconds);
+  }
+#endif
+  std::fprintf(out, "predicted    %s peak%s at %s\n", FormatBytes(predicted.peak_bytes).c_str(), ranks > 1 ? " per rank" : "",
               schedule.StepLabel(g, predicted.peak_step).c_str());
-  std::fflush(stdout);
-  opt.on_step = [&](const StepStats& s) {
-    std::printf("step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
+  std::fflush(out);
+  if (ranks == 1) opt.on_step = [&](const StepStats& s) {
+    std::fprintf(out, "step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
                 static_cast<long long>(s.step + 1), static_cast<long long>(opt.steps), s.loss, s.seconds,
                 s.recompute_seconds, FormatBytes(s.peak_bytes).c_str());
-    std::fflush(stdout);
+    std::fflush(out);
   };
   RunResult r = RunTraining(g, opt);
+  if (ranks > 1) {
+    // Every rank's figures are known now (RunTraining gathered them): the mean loss, the
+    // slowest rank's time.
+    for (size_t i = 0; i < r.steps.size(); ++i) {
+      double slowest = 0, comm = 0;
+      int64_t peak = 0;
+      for (const RankStats& k : r.ranks) {
+        slowest = std::max(slowest, k.step_seconds[i]);
+        comm = std::max(comm, k.comm_seconds[i]);
+        peak = std::max(peak, k.peak_bytes[i]);
+      }
+      std::fprintf(out, "step %lld/%lld   loss %.5g (mean of %lld ranks)   time %.3f s   communication %.3f s   peak %s (highest rank)\n",
+                   static_cast<long long>(i + 1), static_cast<long long>(opt.steps), r.steps[i].loss,
+                   static_cast<long long>(ranks), slowest, comm, FormatBytes(peak).c_str());
+    }
+    for (const RankStats& k : r.ranks) {
+      const double e = k.measured_peak_bytes > 0 ? 100.0 * static_cast<double>(predicted.peak_bytes - k.measured_peak_bytes) /
+                                                       static_cast<double>(k.measured_peak_bytes)
+                                                 : 0.0;
+      std::fprintf(out, "rank %-7lld measured %s peak, predicted %s (%s), communication %.3f s in the last step\n",
+                   static_cast<long long>(k.rank), FormatBytes(k.measured_peak_bytes).c_str(),
+                   FormatBytes(predicted.peak_bytes).c_str(), Pct(e).c_str(), k.comm_seconds.back());
+    }
+  }
 
   double err = predicted.peak_bytes > 0 && r.measured_peak_bytes > 0
                    ? 100.0 * static_cast<double>(predicted.peak_bytes - r.measured_peak_bytes) / static_cast<double>(r.measured_peak_bytes)
                    : 0.0;
-  std::printf("device       %s\n", r.device.c_str());
-  std::printf("measured     %s peak (last step)\n", FormatBytes(r.measured_peak_bytes).c_str());
-  std::printf("prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
+  std::fprintf(out, "device       %s\n", r.device.c_str());
+  std::fprintf(out, "measured     %s peak (last step)\n", FormatBytes(r.measured_peak_bytes).c_str());
+  std::fprintf(out, "prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
 
   if (r.profile) {
 #ifdef MEMPLAN_HAVE_PLANNER
@@ -208,22 +296,22 @@ int RunRun(const Args& a) {
       if (forward && n.node != kNone) n.predicted_seconds = predicted_seconds[n.node] * static_cast<double>(n.calls);
     }
 #endif
-    std::printf("%s", FormatProfileSummary(*r.profile).c_str());
-    if (a.has("profile")) {
+    std::fprintf(out, "%s", FormatProfileSummary(*r.profile).c_str());
+    if (a.has("profile") && rank0) {
       WriteJsonFile(a.get("profile"), ProfileToJson(*r.profile));
-      std::printf("wrote        %s\n", a.get("profile").c_str());
+      std::fprintf(out, "wrote        %s\n", a.get("profile").c_str());
     }
-    if (a.has("trace-events")) {
+    if (a.has("trace-events") && rank0) {
       std::vector<int32_t> segment_of_node(g.nodes.size(), 0);
       for (size_t k = 0; k < opt.segments.size(); ++k) {
         for (NodeId n : opt.segments[k]) segment_of_node[n] = static_cast<int32_t>(k);
       }
       WriteJsonFile(a.get("trace-events"),
                     TraceEventsJson(*r.profile, PredictedMemoryOf(schedule, predicted, segment_of_node)));
-      std::printf("wrote        %s (open in ui.perfetto.dev)\n", a.get("trace-events").c_str());
+      std::fprintf(out, "wrote        %s (open in ui.perfetto.dev)\n", a.get("trace-events").c_str());
     }
   }
-  if (a.has("json")) {
+  if (a.has("json") && rank0) {
     RunReport report;
     report.memplan_version = MEMPLAN_VERSION;
     report.model = g.model_path;
@@ -250,6 +338,17 @@ int RunRun(const Args& a) {
       report.reserved_peak_bytes->push_back(s.reserved_peak_bytes);
     }
     report.plan = plan_out;
+#ifdef MEMPLAN_HAVE_PLANNER
+    if (ranks > 1) {
+      report.batch = g.batch * opt.micro_batches * ranks;
+      report.devices = ranks;
+      report.shard = ShardModeName(dist.layout.shard);
+      report.ranks.emplace();
+      for (const RankStats& k : r.ranks) {
+        report.ranks->push_back({k.rank, k.measured_peak_bytes, predicted.peak_bytes, k.step_seconds, k.comm_seconds});
+      }
+    }
+#endif
     report.predicted_timeline = RunTimelineFromJson(TimelineToJson(g, schedule, predicted));
     if (opt.trace) {
       report.measured_trace.emplace();
@@ -259,7 +358,7 @@ int RunRun(const Args& a) {
       }
     }
     WriteJsonFile(a.get("json"), RunReportToJson(report));
-    std::printf("wrote        %s\n", a.get("json").c_str());
+    std::fprintf(out, "wrote        %s\n", a.get("json").c_str());
   }
   return kExitOk;
 }

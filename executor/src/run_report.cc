@@ -64,6 +64,29 @@ json PlanSummary(const json& v, const std::string& field) {
   return v;
 }
 
+RunRank Rank(const json& v, const std::string& field) {
+  Object(v, field);
+  RunRank r;
+  r.rank = Get(v, field, "rank", Count);
+  r.measured_peak_bytes = Get(v, field, "measured_peak_bytes", Count);
+  r.predicted_peak_bytes = Get(v, field, "predicted_peak_bytes", Count);
+  r.step_seconds = Get(v, field, "step_seconds", ArrayOf(Seconds));
+  r.comm_seconds = Get(v, field, "comm_seconds", ArrayOf(Seconds));
+  if (r.comm_seconds.size() != r.step_seconds.size()) {
+    Bad(Join(field, "comm_seconds"), "has " + std::to_string(r.comm_seconds.size()) + " entries but 'step_seconds' has " +
+                                         std::to_string(r.step_seconds.size()));
+  }
+  return r;
+}
+
+json RankToJson(const RunRank& r) {
+  return {{"rank", r.rank},
+          {"measured_peak_bytes", r.measured_peak_bytes},
+          {"predicted_peak_bytes", r.predicted_peak_bytes},
+          {"step_seconds", r.step_seconds},
+          {"comm_seconds", r.comm_seconds}};
+}
+
 template <class T>
 void CheckPerStep(const std::optional<std::vector<T>>& v, const char* key, size_t steps) {
   if (v && v->size() != steps) {
@@ -109,6 +132,9 @@ json RunReportToJson(const RunReport& r) {
   };
   WriteOptional(j, "predicted_timeline", r.predicted_timeline, all(TimelinePointToJson));
   WriteOptional(j, "measured_trace", r.measured_trace, all(TraceEventToJson));
+  WriteOptional(j, "devices", r.devices, Same);
+  WriteOptional(j, "shard", r.shard, Same);
+  WriteOptional(j, "ranks", r.ranks, all(RankToJson));
   return j;
 }
 
@@ -144,12 +170,33 @@ RunReport RunReportFromJson(const json& j) {
   ReadOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, ArrayOf(Count));
   ReadOptional(j, "predicted_timeline", r.predicted_timeline, ArrayOf(TimelinePoint));
   ReadOptional(j, "measured_trace", r.measured_trace, ArrayOf(TraceEvent));
+  ReadOptional(j, "devices", r.devices, [](const json& v, const std::string& f) {
+    const int64_t n = JsonInt64(v, f);
+    if (n < 1) Bad(f, "is less than 1");
+    return n;
+  });
+  ReadOptional(j, "shard", r.shard, String);
+  ReadOptional(j, "ranks", r.ranks, ArrayOf(Rank));
 
   const size_t n = r.step_seconds.size();
   CheckPerStep(std::optional(r.recompute_seconds), "recompute_seconds", n);
   CheckPerStep(std::optional(r.loss), "loss", n);
   CheckPerStep(r.peak_bytes, "peak_bytes", n);
   CheckPerStep(r.reserved_peak_bytes, "reserved_peak_bytes", n);
+  if (r.ranks) {
+    for (size_t k = 0; k < r.ranks->size(); ++k) {
+      const RunRank& rank = (*r.ranks)[k];
+      const std::string f = "ranks[" + std::to_string(k) + "]";
+      if (rank.rank != static_cast<int64_t>(k)) Bad(f + ".rank", "is not " + std::to_string(k) + " (ranks are listed in order)");
+      if (rank.step_seconds.size() != n) {
+        Bad(f + ".step_seconds", "has " + std::to_string(rank.step_seconds.size()) + " entries but 'step_seconds' has " +
+                                     std::to_string(n));
+      }
+    }
+    if (r.devices && *r.devices != static_cast<int64_t>(r.ranks->size())) {
+      Bad("ranks", "lists " + std::to_string(r.ranks->size()) + " ranks but 'devices' is " + std::to_string(*r.devices));
+    }
+  }
   return r;
 }
 

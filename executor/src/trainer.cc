@@ -29,6 +29,7 @@
 #include "memplan/plan.h"
 #include "meter.h"
 #include "backward_tracer.h"
+#include "distributed.h"
 #include "initial_values.h"
 #include "memplan/storage_facts.h"
 #include "saved_tensors.h"
@@ -148,6 +149,16 @@ class Trainer {
   at::Tensor Value(TensorId id) const;
   void Backward(size_t segment);
   void OptimizerStep(int64_t step);
+  // Data parallelism (plan.h): the buckets' flat buffers, the communication phase, the
+  // sharded optimizer.
+  bool Distributed() const { return comm_ != nullptr; }
+  void MakeBuckets();
+  void EnsureFullGradient(size_t b);
+  void Communicate();
+  void ShardedOptimizerStep(int64_t step);
+  void Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step);
+  RankStats OwnStats(const RunResult& r) const;
+  void GatherRanks(RunResult* r);
   void SeedFor(int64_t step, NodeId node);
   void SetupRandom(const Node& n, OpCall* call);
   OpCall CallFor(const Node& n, bool update_running_stats);
@@ -229,6 +240,21 @@ class Trainer {
   std::vector<int> recompute_reads_, recompute_reads_left_;
   int recompute_depth_ = 0;
   std::shared_ptr<SavedTensorBridge> bridge_;
+
+  // Data parallelism. A bucket's parameters (and, for shard none and optimizer, gradients) are
+  // views of its flat buffers.
+  struct FlatBucket {
+    ParameterBucket layout;
+    at::Tensor params;      // P_b elements
+    at::Tensor grads;       // P_b: persistent (none, optimizer), or this step's (gradients)
+    at::Tensor grad_shard;  // S_b (gradients)
+    at::Tensor state1, state2;  // sharded modes: S_b each, as the optimizer needs
+  };
+  std::unique_ptr<exec::Communicator> comm_;
+  ShardMode shard_ = ShardMode::kNone;
+  std::vector<FlatBucket> buckets_;
+  double comm_seconds_ = 0;
+  int64_t row_offset_ = 0;  // the rank's first row of the whole batch
 };
 
 void SavedTensorBridge::Packed(std::shared_ptr<exec::SavedSlot> slot) {
@@ -356,10 +382,12 @@ void Trainer::Setup() {
     persistent_[p].requires_grad_(true);
     if (!t.has_gradient) continue;
     trained_.push_back(p);
+    if (Distributed()) continue;  // MakeBuckets: views of the buckets' flat buffers
     persistent_[p].mutable_grad() = at::zeros_like(persistent_[p]);
     if (mult >= 1) state1_[p] = at::zeros_like(persistent_[p]);
     if (mult >= 2) state2_[p] = at::zeros_like(persistent_[p]);
   }
+  if (Distributed()) MakeBuckets();
   MakeBatch();
   FollowSchedule();
 }
@@ -376,15 +404,19 @@ void Trainer::MakeBatch() {
     }
   }
   const int64_t k = opt_.micro_batches;
+  // Data parallelism: the whole batch is drawn (or read) as one process draws it, and the rank
+  // keeps its rows, so that N ranks train on exactly the batch one process trains on.
+  const int64_t ranks = Distributed() ? comm_->world_size() : 1;
   full_batch_.assign(g_.tensors.size(), at::Tensor());
   for (TensorId i : ins) {
-    Tensor t = g_.tensors[i];  // with micro-batches: the whole batch along dim 0
-    if (k > 1) {
+    Tensor t = g_.tensors[i];  // with micro-batches or ranks: the whole batch along dim 0
+    if (k > 1 || ranks > 1) {
       if (t.shape.empty() || t.shape[0] != g_.batch) {
-        throw MemplanError("micro-batching splits every input along its first dimension, but input '" + t.name +
-                           "' has shape " + ShapeString(t.shape) + " at batch " + std::to_string(g_.batch));
+        throw MemplanError(std::string(ranks > 1 ? "data parallelism" : "micro-batching") +
+                           " splits every input along its first dimension, but input '" + t.name + "' has shape " +
+                           ShapeString(t.shape) + " at batch " + std::to_string(g_.batch));
       }
-      t.shape[0] *= k;
+      t.shape[0] *= k * ranks;
     }
     at::ScalarType st = exec::ScalarTypeOf(t.dtype);
     auto opts = at::TensorOptions().dtype(st);
@@ -396,7 +428,7 @@ void Trainer::MakeBatch() {
         std::ostringstream got;
         got << v.sizes() << " " << v.scalar_type();
         throw MemplanError("--input " + t.name + "=" + file->second + ": the file holds a " + got.str() + " tensor; the model wants " +
-                           DTypeName(t.dtype) + ShapeString(t.shape) + " at --batch " + std::to_string(g_.batch * k));
+                           DTypeName(t.dtype) + ShapeString(t.shape) + " at --batch " + std::to_string(g_.batch * k * ranks));
       }
     } else if (i == g_.loss_target && g_.loss_kind == LossKind::kCrossEntropy) {
       const Tensor& logits = g_.tensors[g_.nodes[g_.tensors[g_.loss].producer].inputs[0]];
@@ -409,6 +441,7 @@ void Trainer::MakeBatch() {
     } else {
       v = at::randint(0, IndexBound(i), t.shape, gen, opts);
     }
+    if (ranks > 1) v = v.narrow(0, row_offset_, g_.batch * k).clone();
     if (k > 1) full_batch_[i] = v.to(device_).contiguous();
     else persistent_[i] = v.to(device_).contiguous();
   }
@@ -556,7 +589,7 @@ void Trainer::SetupRandom(const Node& n, OpCall* call) {
   SeedFor(step_ * opt_.micro_batches + micro_, n.id);
   call->random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL + static_cast<uint64_t>(n.id)));
   call->batch_rows = g_.batch;
-  call->batch_row_offset = micro_ * g_.batch;
+  call->batch_row_offset = row_offset_ + micro_ * g_.batch;
   call->training_mode = DropoutIsActive(n, g_.tensors);  // Dropout's mode: the analyzer's rule
 }
 
@@ -813,28 +846,135 @@ void Trainer::OptimizerStep(int64_t step) {
   where_.phase = "optimizer";
   where_.node = kNone;
   c10::AutoGradMode no_grad(false);
-  double lr = opt_.learning_rate;
   for (TensorId p : trained_) {
     at::Tensor& w = persistent_[p];
-    const at::Tensor& gr = w.grad();
-    switch (g_.optimizer) {
-      case Optimizer::kSgd: w.add_(gr, -lr); break;
-      case Optimizer::kMomentum:
-        state1_[p].mul_(0.9).add_(gr);
-        w.add_(state1_[p], -lr);
-        break;
-      case Optimizer::kAdam: {
-        const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
-        double t = static_cast<double>(step + 1);
-        double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-        state1_[p].mul_(b1).add_(gr, 1 - b1);
-        state2_[p].mul_(b2).addcmul_(gr, gr, 1 - b2);
-        at::Tensor denom = state2_[p].sqrt();  // the one parameter-sized temporary
-        denom.div_(std::sqrt(bc2)).add_(eps);
-        w.addcdiv_(state1_[p], denom, -lr / bc1);
-        break;
+    Update(w, w.grad(), state1_[p], state2_[p], step);
+  }
+  NoteTrace("optimizer", kNone);
+}
+
+// One optimizer update of `w` (a parameter, or a rank's shard of a bucket) in place.
+void Trainer::Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step) {
+  const double lr = opt_.learning_rate;
+  switch (g_.optimizer) {
+    case Optimizer::kSgd: w.add_(gr, -lr); break;
+    case Optimizer::kMomentum:
+      s1.mul_(0.9).add_(gr);
+      w.add_(s1, -lr);
+      break;
+    case Optimizer::kAdam: {
+      const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+      double t = static_cast<double>(step + 1);
+      double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+      s1.mul_(b1).add_(gr, 1 - b1);
+      s2.mul_(b2).addcmul_(gr, gr, 1 - b2);
+      at::Tensor denom = s2.sqrt();  // the one temporary of w's size
+      denom.div_(std::sqrt(bc2)).add_(eps);
+      w.addcdiv_(s1, denom, -lr / bc1);
+      break;
+    }
+  }
+}
+
+// The buckets of plan.h: every trained parameter becomes a view of its bucket's flat parameter
+// buffer (padding zero); gradients and optimizer state are flat per bucket or per shard.
+void Trainer::MakeBuckets() {
+  c10::AutoGradMode no_grad(false);
+  ParallelLayout layout = opt_.distributed.layout;
+  layout.devices = comm_->world_size();
+  const int64_t n = layout.devices, r = comm_->rank();
+  const int mult = OptimizerStateMultiplier(g_.optimizer);
+  const bool sharded = shard_ != ShardMode::kNone;
+  for (const ParameterBucket& lb : ParameterBuckets(g_, layout)) {
+    const size_t b = buckets_.size();
+    FlatBucket fb;
+    fb.layout = lb;
+    const int64_t P = lb.elements, S = P / n;
+    const at::TensorOptions o = at::TensorOptions().dtype(persistent_[lb.parameters[0]].scalar_type()).device(device_);
+    fb.params = at::zeros({P}, o);
+    if (shard_ == ShardMode::kGradients) fb.grad_shard = at::zeros({S}, o);
+    else fb.grads = at::zeros({P}, o);
+    if (mult >= 1) fb.state1 = at::zeros({sharded ? S : P}, o);
+    if (mult >= 2) fb.state2 = at::zeros({sharded ? S : P}, o);
+    for (size_t k = 0; k < lb.parameters.size(); ++k) {
+      const TensorId p = lb.parameters[k];
+      auto view = [&](const at::Tensor& flat) {
+        return flat.narrow(0, lb.offsets[k], persistent_[p].numel()).view(persistent_[p].sizes());
+      };
+      at::Tensor w = view(fb.params);
+      w.copy_(persistent_[p].detach());
+      persistent_[p] = w;  // the parameter's own buffer is freed
+      persistent_[p].requires_grad_(true);
+      if (fb.grads.defined()) persistent_[p].mutable_grad() = view(fb.grads);
+      if (!sharded && mult >= 1) state1_[p] = view(fb.state1);
+      if (!sharded && mult >= 2) state2_[p] = view(fb.state2);
+      if (shard_ == ShardMode::kGradients) {
+        // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
+        persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
       }
     }
+    (void)r;
+    buckets_.push_back(std::move(fb));
+  }
+}
+
+// Shard gradients: bucket b's full flat gradient (zeroed), and its parameters' .grad views of
+// it, from the first backward step of the step that produces one of their gradients.
+void Trainer::EnsureFullGradient(size_t b) {
+  FlatBucket& fb = buckets_[b];
+  if (fb.grads.defined()) return;
+  c10::AutoGradMode no_grad(false);
+  fb.grads = at::zeros({fb.layout.elements}, fb.params.options());
+  for (size_t k = 0; k < fb.layout.parameters.size(); ++k) {
+    at::Tensor& w = persistent_[fb.layout.parameters[k]];
+    w.mutable_grad() = fb.grads.narrow(0, fb.layout.offsets[k], w.numel()).view(w.sizes());
+  }
+}
+
+// The communication phase (plan.h): per bucket, in bucket order, the gradient all-reduce (or
+// reduce-scatter into the rank's shard), averaged over the ranks.
+void Trainer::Communicate() {
+  where_.phase = "communication";
+  where_.node = kNone;
+  c10::AutoGradMode no_grad(false);
+  const double n = static_cast<double>(comm_->world_size());
+  auto t0 = Clock::now();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    ProfileGuard scope(profiling_, Scope(Phase::kCommunication));
+    FlatBucket& fb = buckets_[b];
+    if (shard_ == ShardMode::kGradients) {
+      EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
+      comm_->ReduceScatterSum(fb.grad_shard, fb.grads, "the reduce-scatter of bucket " + std::to_string(b));
+      fb.grad_shard.div_(n);
+      for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
+      fb.grads.reset();
+    } else {
+      comm_->AllReduceSum(fb.grads, "the all-reduce of bucket " + std::to_string(b));
+      fb.grads.div_(n);
+    }
+    NoteTrace("communication", kNone);
+  }
+  comm_seconds_ += Seconds(t0, Clock::now());
+}
+
+// Shard optimizer and gradients: each rank updates its shard of every bucket, then the bucket's
+// parameters are all-gathered from every rank's shard.
+void Trainer::ShardedOptimizerStep(int64_t step) {
+  where_.phase = "optimizer";
+  where_.node = kNone;
+  c10::AutoGradMode no_grad(false);
+  const int64_t n = comm_->world_size(), r = comm_->rank();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    FlatBucket& fb = buckets_[b];
+    const int64_t S = fb.layout.elements / n;
+    at::Tensor w = fb.params.narrow(0, r * S, S);
+    at::Tensor gr = shard_ == ShardMode::kGradients ? fb.grad_shard : fb.grads.narrow(0, r * S, S);
+    Update(w, gr, fb.state1, fb.state2, step);
+    auto t0 = Clock::now();
+    at::Tensor mine = w.clone();  // the all-gather writes the buffer `w` views
+    comm_->AllGather(fb.params, mine, "the all-gather of bucket " + std::to_string(b));
+    mine.reset();
+    comm_seconds_ += Seconds(t0, Clock::now());
   }
   NoteTrace("optimizer", kNone);
 }
@@ -870,6 +1010,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   step_ = step;
   tracing_ = opt_.trace && step == (opt_.trace_step < 0 ? opt_.steps - 1 : opt_.trace_step);
   recompute_seconds_ = 0;
+  comm_seconds_ = 0;
   micro_ = 0;
   meter_.ResetPeak();
   trace_peak_ = 0;
@@ -889,7 +1030,11 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   {
     ProfileGuard scope(profiling_, Scope(Phase::kSetup));
     c10::AutoGradMode no_grad(false);
-    for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
+    if (!Distributed()) {
+      for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
+    } else if (shard_ != ShardMode::kGradients) {
+      for (FlatBucket& b : buckets_) b.grads.zero_();
+    }  // shard gradients: the flat gradients are allocated by the backward (EnsureFullGradient)
   }
   if (tracing_ || profiling_) {
     callback_ = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
@@ -966,6 +1111,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     ProfileGuard scope(profiling_, Scope(Phase::kSetup));
     SelectMicroBatch(0);
   }
+  if (Distributed()) Communicate();
   StopObserving();
   int64_t peak = std::max(meter_.peak(), trace_peak_);
   int64_t reserved = meter_.reserved_peak();
@@ -974,6 +1120,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     meter_.SetObserver(nullptr);
     meter_.ResetPeak();
     for (TensorId p : trained_) {
+      if (!persistent_[p].grad().defined()) continue;  // shard gradients: only the shard is kept
       at::Tensor gr = persistent_[p].grad().detach().to(at::kCPU).to(at::kFloat).contiguous();
       const float* d = gr.data_ptr<float>();
       last_gradients_[g_.tensors[p].name] = std::vector<float>(d, d + gr.numel());
@@ -983,7 +1130,8 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   }
   {
     ProfileGuard scope(profiling_, Scope(Phase::kOptimizer));
-    OptimizerStep(step);
+    if (Distributed() && shard_ != ShardMode::kNone) ShardedOptimizerStep(step);
+    else OptimizerStep(step);
   }
   peak = std::max({peak, meter_.peak(), trace_peak_});
   reserved = std::max(reserved, meter_.reserved_peak());
@@ -993,6 +1141,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   stats->loss = loss_value;
   stats->seconds = Seconds(t0, t1);
   stats->recompute_seconds = recompute_seconds_;
+  stats->comm_seconds = comm_seconds_;
   stats->peak_bytes = peak;
   stats->reserved_peak_bytes = device_.is_cuda() ? reserved : peak;
   if (profiling_) {
@@ -1019,6 +1168,22 @@ RunResult Trainer::Run() {
   RunResult result;
   result.device = device_.str() + " (" + ExecutorBackendDescription() + ")";
   if (opt_.steps < 1) throw MemplanError("--steps must be at least 1");
+  const DistributedOptions& d = opt_.distributed;
+  if (d.world_size > 1) {
+    if (d.layout.devices != d.world_size) {
+      throw MemplanError("rank " + std::to_string(d.rank) + ": WORLD_SIZE is " + std::to_string(d.world_size) +
+                         " but the plan's layout has " + std::to_string(d.layout.devices) +
+                         " devices; start as many ranks as the plan has devices, or re-plan with --devices " +
+                         std::to_string(d.world_size));
+    }
+    if (d.layout.shard == ShardMode::kParameters) {
+      throw MemplanError("shard parameters (ZeRO-3) is not implemented yet; plan with --shard optimizer or gradients");
+    }
+    shard_ = d.layout.shard;
+    comm_ = exec::Communicator::Connect(d, opt_.device);
+    row_offset_ = d.rank * opt_.micro_batches * g_.batch;
+    result.device += ", rank " + std::to_string(d.rank) + " of " + std::to_string(d.world_size) + " (" + comm_->backend() + ")";
+  }
   meter_.SetLimit(opt_.memory_limit_bytes);
   try {
     Setup();
@@ -1062,6 +1227,11 @@ RunResult Trainer::Run() {
   result.profile = std::move(profile_);
   result.gradients = std::move(last_gradients_);
   if (opt_.keep_gradients) {
+    for (TensorId p : trained_) {
+      at::Tensor v = persistent_[p].detach().to(at::kCPU).to(at::kFloat).contiguous();
+      const float* d = v.data_ptr<float>();
+      result.parameters[g_.tensors[p].name] = std::vector<float>(d, d + v.numel());
+    }
     for (const Tensor& t : g_.tensors) {
       if (t.category != TensorCategory::kConstant || t.producer != kNone || !IsFloating(t.dtype)) continue;
       at::Tensor v = persistent_[t.id].detach().to(at::kCPU).to(at::kFloat).contiguous();
@@ -1069,7 +1239,56 @@ RunResult Trainer::Run() {
       result.buffers[t.name] = std::vector<float>(d, d + v.numel());
     }
   }
+  if (Distributed()) GatherRanks(&result);
   return result;
+}
+
+RankStats Trainer::OwnStats(const RunResult& r) const {
+  RankStats s;
+  s.rank = comm_ ? comm_->rank() : 0;
+  s.measured_peak_bytes = r.measured_peak_bytes;
+  s.max_peak_bytes = r.max_peak_bytes;
+  s.persistent_bytes = r.persistent_bytes;
+  for (const StepStats& st : r.steps) {
+    s.step_seconds.push_back(st.seconds);
+    s.comm_seconds.push_back(st.comm_seconds);
+    s.loss.push_back(st.loss);
+    s.peak_bytes.push_back(st.peak_bytes);
+  }
+  return s;
+}
+
+// Every rank's figures reach every rank (one all-gather of float64s, after the last step); the
+// step's loss becomes the mean over the ranks.
+void Trainer::GatherRanks(RunResult* r) {
+  const RankStats own = OwnStats(*r);
+  std::vector<double> figures = {static_cast<double>(own.measured_peak_bytes), static_cast<double>(own.max_peak_bytes),
+                                 static_cast<double>(own.persistent_bytes)};
+  for (size_t i = 0; i < own.loss.size(); ++i) {
+    figures.insert(figures.end(), {own.step_seconds[i], own.comm_seconds[i], own.loss[i], static_cast<double>(own.peak_bytes[i])});
+  }
+  const std::vector<std::vector<double>> all = comm_->GatherFigures(figures, "the final gathering of the ranks' figures");
+  r->ranks.clear();
+  for (size_t k = 0; k < all.size(); ++k) {
+    const std::vector<double>& f = all[k];
+    RankStats s;
+    s.rank = static_cast<int64_t>(k);
+    s.measured_peak_bytes = static_cast<int64_t>(f[0]);
+    s.max_peak_bytes = static_cast<int64_t>(f[1]);
+    s.persistent_bytes = static_cast<int64_t>(f[2]);
+    for (size_t i = 0; i < own.loss.size(); ++i) {
+      s.step_seconds.push_back(f[3 + 4 * i]);
+      s.comm_seconds.push_back(f[4 + 4 * i]);
+      s.loss.push_back(f[5 + 4 * i]);
+      s.peak_bytes.push_back(static_cast<int64_t>(f[6 + 4 * i]));
+    }
+    r->ranks.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < r->steps.size(); ++i) {
+    double sum = 0;
+    for (const RankStats& s : r->ranks) sum += s.loss[i];
+    r->steps[i].loss = sum / static_cast<double>(r->ranks.size());
+  }
 }
 
 }  // namespace

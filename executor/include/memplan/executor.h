@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/plan.h"
 #include "memplan/profiler.h"
 #include "memplan/training_graph.h"
 
@@ -34,6 +35,7 @@ struct StepStats {
   double loss = 0;
   double seconds = 0;                // wall time of the whole step
   double recompute_seconds = 0;      // time spent re-running forward segments
+  double comm_seconds = 0;           // data parallelism: time in the collectives (0 on one device)
   int64_t peak_bytes = 0;            // allocator bytes alive at the step's peak
   int64_t reserved_peak_bytes = 0;   // CUDA: caching-allocator reserved peak; CPU: = peak_bytes
 };
@@ -48,6 +50,21 @@ struct TraceEvent {
   // Forward, loss and recompute events: the activations (and views of them) the executor
   // holds after the node, sorted. Autograd's saved tensors are not among them.
   std::vector<TensorId> held;
+};
+
+// One rank of a data-parallel run (plan.h's "Data parallelism"): what torchrun and Slurm
+// scripts put in the environment (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and
+// the plan's layout. world_size 1: the one-device step.
+struct DistributedOptions {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  std::string master_addr = "127.0.0.1";  // rank 0's host: it hosts the rendezvous (TCPStore)
+  int64_t master_port = 29500;
+  // Rendezvous and every collective fail after this long (a peer that exited, an unreachable
+  // MASTER_ADDR) instead of hanging.
+  double timeout_seconds = 30;
+  ParallelLayout layout;  // layout.devices must equal world_size
 };
 
 struct RunOptions {
@@ -87,6 +104,20 @@ struct RunOptions {
   bool keep_gradients = false;  // copy the parameter gradients of the last step into the result
   // Called after every step (progress lines).
   std::function<void(const StepStats&)> on_step;
+  // Data parallelism: this process is one rank. The graph is loaded at the rank's micro-batch
+  // (B / (world_size x micro_batches)); synthetic inputs (and --input files) hold the whole
+  // batch B, of which the rank keeps its rows.
+  DistributedOptions distributed;
+};
+
+// One rank's figures in a data-parallel run (every rank's reach every rank at the end).
+struct RankStats {
+  int64_t rank = 0;
+  int64_t measured_peak_bytes = 0;  // the last step's
+  int64_t max_peak_bytes = 0;
+  int64_t persistent_bytes = 0;
+  std::vector<double> step_seconds, comm_seconds, loss;
+  std::vector<int64_t> peak_bytes;
 };
 
 struct RunResult {
@@ -102,7 +133,18 @@ struct RunResult {
   // Non-trainable float initializers (batch-norm running statistics) after the run
   // (keep_gradients).
   std::map<std::string, std::vector<float>> buffers;
+  // Data parallelism: every rank's figures, in rank order (empty on one device). The steps'
+  // `loss` above is then the mean over the ranks; the rest of the fields are this rank's.
+  std::vector<RankStats> ranks;
+  // Parameter name -> its value after the last step (keep_gradients; the exactness tests).
+  std::map<std::string, std::vector<float>> parameters;
 };
+
+// The rank this process is, from the environment torchrun and Slurm scripts set: WORLD_SIZE
+// (unset: one device, world_size 1), RANK, LOCAL_RANK, MASTER_ADDR, MASTER_PORT. Throws
+// MemplanError naming a variable that is missing or not a number in range. The layout is left
+// at its default (the caller sets it from the plan).
+DistributedOptions DistributedFromEnvironment();
 
 // Runs `options.steps` training steps. Throws MemplanError on bad input (missing weights,
 // an op the executor lacks, a segmentation that does not partition the nodes, out of

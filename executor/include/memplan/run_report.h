@@ -37,6 +37,17 @@ struct RunTraceEvent {
   bool operator==(const RunTraceEvent&) const = default;
 };
 
+// One rank of a data-parallel run ("ranks" in the run JSON).
+struct RunRank {
+  int64_t rank = 0;
+  int64_t measured_peak_bytes = 0;   // the rank's last step
+  int64_t predicted_peak_bytes = 0;  // the per-rank plan's (ApplyDataParallel)
+  std::vector<double> step_seconds;  // per step
+  std::vector<double> comm_seconds;  // per step: time in the collectives
+
+  bool operator==(const RunRank&) const = default;
+};
+
 // A run as the JSON holds it. Required fields are DESIGN.md's contract for runs ("kind",
 // "memplan_version", "device", "steps", "measured_peak_bytes", "predicted_peak_bytes",
 // "step_seconds", "recompute_seconds", "loss", "plan"); the others are std::optional: the
@@ -73,6 +84,12 @@ struct RunReport {
   std::optional<std::vector<int64_t>> reserved_peak_bytes;  // per step (CUDA reserved; CPU: = peak_bytes)
   std::optional<std::vector<RunTimelinePoint>> predicted_timeline;
   std::optional<std::vector<RunTraceEvent>> measured_trace;  // runs with --trace
+  // Data-parallel runs (written by rank 0): the device count (WORLD_SIZE), the shard mode
+  // (ShardModeName) and every rank's figures in rank order; `loss` is then the mean over the
+  // ranks, `batch` the whole batch and the top-level peaks rank 0's.
+  std::optional<int64_t> devices;
+  std::optional<std::string> shard;
+  std::optional<std::vector<RunRank>> ranks;
 
   bool operator==(const RunReport&) const = default;
 };

@@ -1,0 +1,185 @@
+// The rendezvous (c10d TCPStore) and the collectives (ProcessGroupGloo) of a data-parallel
+// rank. The only translation unit that includes c10d's headers (compiled with USE_C10D_GLOO).
+#include "distributed.h"
+
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+
+#include "memplan/analyzer.h"
+#include "memplan/parse.h"
+
+namespace memplan {
+
+namespace {
+
+std::string FirstLine(const std::string& what) {
+  std::string line = what.substr(0, what.find('\n'));
+  return line.empty() ? "unknown error" : line;
+}
+
+// c10::Error carries a backtrace after its message.
+std::string Message(const std::exception& e) {
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return FirstLine(c->what_without_backtrace());
+  return FirstLine(e.what());
+}
+
+int64_t EnvInt(const char* name, int64_t lo, int64_t hi, bool required, int64_t fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) {
+    if (required) {
+      throw MemplanError(std::string("WORLD_SIZE is set, so this memplan is one rank of a data-parallel run, but ") + name +
+                         " is not set; a launcher (torchrun, srun, memplan run --nproc) sets RANK, WORLD_SIZE, "
+                         "LOCAL_RANK, MASTER_ADDR and MASTER_PORT");
+    }
+    return fallback;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const long long x = std::strtoll(v, &end, 10);
+  if (*end != '\0' || errno != 0 || x < lo || x > hi) {
+    throw MemplanError(std::string(name) + "='" + PrintableText(v) + "' is not a whole number from " + std::to_string(lo) +
+                       " to " + std::to_string(hi));
+  }
+  return x;
+}
+
+}  // namespace
+
+DistributedOptions DistributedFromEnvironment() {
+  DistributedOptions d;
+  const char* world = std::getenv("WORLD_SIZE");
+  if (!world || !*world) return d;
+  d.world_size = EnvInt("WORLD_SIZE", 1, 1 << 20, true, 1);
+  d.rank = EnvInt("RANK", 0, d.world_size - 1, true, 0);
+  d.local_rank = EnvInt("LOCAL_RANK", 0, d.world_size - 1, false, d.rank);
+  if (d.world_size > 1) {
+    const char* addr = std::getenv("MASTER_ADDR");
+    if (!addr || !*addr) {
+      throw MemplanError("WORLD_SIZE is " + std::to_string(d.world_size) +
+                         " but MASTER_ADDR is not set: set it to rank 0's host name or address (127.0.0.1 on one machine)");
+    }
+    d.master_addr = addr;
+    d.master_port = EnvInt("MASTER_PORT", 1, 65535, true, 0);
+  }
+  return d;
+}
+
+namespace exec {
+namespace {
+
+using std::chrono::milliseconds;
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(const DistributedOptions& d) : d_(d) {
+    const milliseconds timeout(static_cast<int64_t>(d.timeout_seconds * 1000));
+    const std::string where = d.master_addr + ":" + std::to_string(d.master_port);
+    const std::string rank = "rank " + std::to_string(d.rank);
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<uint16_t>(d.master_port);
+    o.isServer = d.rank == 0;
+    o.numWorkers = static_cast<size_t>(d.world_size);
+    o.waitWorkers = true;
+    o.timeout = timeout;
+    try {
+      store_ = c10::make_intrusive<c10d::TCPStore>(d.master_addr, o);
+    } catch (const std::exception& e) {
+      const std::string m = Message(e);
+      if (d.rank == 0 && m.find("listen") != std::string::npos) {
+        throw MemplanError(rank + ": cannot host the rendezvous on " + where + ": " + m +
+                           "; the port is probably in use (another run?): choose a free MASTER_PORT, and set "
+                           "MASTER_ADDR to an address of this host");
+      }
+      throw MemplanError(rank + ": the rendezvous at " + where + " failed within " + Seconds(d) + ": " + m +
+                         "; check that MASTER_ADDR and MASTER_PORT name rank 0's host and port, that rank 0 is "
+                         "running, and that all " + std::to_string(d.world_size) + " ranks were started");
+    }
+    try {
+      auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
+      const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+      if (ifname && *ifname) {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+      } else if (d.master_addr == "127.0.0.1" || d.master_addr == "localhost") {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+      } else {
+        opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+      }
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, static_cast<int>(d.rank), static_cast<int>(d.world_size), opts);
+    } catch (const std::exception& e) {
+      throw MemplanError(rank + ": connecting the " + std::to_string(d.world_size) + " ranks (Gloo, rendezvous at " + where +
+                         ") failed within " + Seconds(d) + ": " + Message(e) +
+                         " (another rank has probably exited; see its message)");
+    }
+  }
+
+  int rank() const override { return static_cast<int>(d_.rank); }
+  int world_size() const override { return static_cast<int>(d_.world_size); }
+  std::string backend() const override { return "gloo"; }
+
+  void AllReduceSum(at::Tensor& flat, const std::string& what) override {
+    std::vector<at::Tensor> t = {flat};
+    Wait([&] { return pg_->allreduce(t); }, what);
+  }
+
+  void ReduceScatterSum(at::Tensor& shard, at::Tensor& flat, const std::string& what) override {
+    Wait([&] { return pg_->reduce_scatter_single(shard, flat); }, what);
+  }
+
+  void AllGather(at::Tensor& flat, at::Tensor& shard, const std::string& what) override {
+    Wait([&] { return pg_->all_gather_single(flat, shard); }, what);
+  }
+
+  std::vector<std::vector<double>> GatherFigures(const std::vector<double>& figures, const std::string& what) override {
+    const int64_t n = static_cast<int64_t>(figures.size());
+    at::Tensor mine = at::from_blob(const_cast<double*>(figures.data()), {n}, at::kDouble).clone();
+    at::Tensor all = at::zeros({n * d_.world_size}, at::kDouble);
+    Wait([&] { return pg_->all_gather_single(all, mine); }, what);
+    std::vector<std::vector<double>> out(static_cast<size_t>(d_.world_size));
+    const double* p = all.data_ptr<double>();
+    for (int64_t r = 0; r < d_.world_size; ++r) out[r].assign(p + r * n, p + (r + 1) * n);
+    return out;
+  }
+
+ private:
+  static std::string Seconds(const DistributedOptions& d) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g s", d.timeout_seconds);
+    return buf;
+  }
+
+  template <class Start>
+  void Wait(Start start, const std::string& what) {
+    try {
+      c10::intrusive_ptr<c10d::Work> work = start();
+      work->wait();
+    } catch (const std::exception& e) {
+      throw MemplanError("rank " + std::to_string(d_.rank) + ": " + what + " failed: " + Message(e) +
+                         " (another rank has probably exited; see its message)");
+    }
+  }
+
+  DistributedOptions d_;
+  c10::intrusive_ptr<c10d::TCPStore> store_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> Communicator::Connect(const DistributedOptions& d, const std::string& device) {
+  if (device != "cpu") {
+    throw MemplanError("--device " + device + ": data-parallel runs use ProcessGroupGloo on the CPU; ProcessGroupNCCL "
+                       "(CUDA) is not built into this memplan yet: run the ranks with --device cpu");
+  }
+  if (!(d.timeout_seconds > 0)) throw MemplanError("--timeout must be a positive number of seconds");
+  return std::make_unique<GlooCommunicator>(d);
+}
+
+}  // namespace exec
+}  // namespace memplan
