@@ -29,3 +29,17 @@ if(TARGET memplan_planner)
   add_dependencies(executor_cli_tests memplan)
   gtest_discover_tests(executor_cli_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
 endif()
+
+# Data parallelism (issue 12): ranks are processes (executor_distributed_rank, or memplan run
+# under torchrun's environment) on loopback Gloo.
+if(TARGET memplan_planner)
+  add_executable(executor_distributed_rank executor_distributed_rank.cc)
+  target_link_libraries(executor_distributed_rank PRIVATE memplan_executor memplan_planner nlohmann_json::nlohmann_json)
+  add_executable(executor_distributed_tests executor_distributed_test.cc)
+  target_link_libraries(executor_distributed_tests PRIVATE memplan_executor memplan_run_report memplan_testing
+                        GTest::gtest_main nlohmann_json::nlohmann_json)
+  target_compile_definitions(executor_distributed_tests PRIVATE MEMPLAN_DP_RANK="$<TARGET_FILE:executor_distributed_rank>")
+  add_dependencies(executor_distributed_tests executor_distributed_rank memplan)
+  # Each test starts its ranks on a free port: they run in parallel processes without clashing.
+  gtest_discover_tests(executor_distributed_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED corpus)
+endif()

@@ -1,0 +1,87 @@
+// One rank of a data-parallel training run for executor_distributed_test: the rank comes from
+// the environment (RANK, WORLD_SIZE, ... as memplan run reads it), the layout and the model
+// from the arguments. Writes what the test compares into OUT.json: the losses (the mean over
+// the ranks), the trained parameters after the last step, and the rank's measured and predicted
+// (ApplyDataParallel) peaks.
+//
+//   executor_distributed_rank MODEL.onnx RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES STEPS OUT.json
+//       [MICRO_BATCHES [TIMEOUT_SECONDS [SLEEP_AFTER_STEP_SECONDS]]]
+//
+// RANK_BATCH is the batch the rank's graph is loaded at (the whole batch / (ranks x micro-batches)).
+// SLEEP_AFTER_STEP_SECONDS > 0: the process sleeps after its first step (a test kills it then).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "memplan/analyzer.h"
+#include "memplan/executor.h"
+#include "memplan/plan.h"
+#include "memplan/planner.h"
+
+int main(int argc, char** argv) {
+  using namespace memplan;
+  if (argc < 8) {
+    std::cerr << "usage: executor_distributed_rank MODEL RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES STEPS OUT.json "
+                 "[MICRO_BATCHES [TIMEOUT [SLEEP]]]\n";
+    return 2;
+  }
+  try {
+    LoadOptions lo;
+    lo.batch = std::atoll(argv[2]);
+    lo.optimizer = ParseOptimizer(argv[3]);
+    const int64_t micro = argc > 8 ? std::atoll(argv[8]) : 1;
+    TrainingGraph g = LoadTrainingGraph(argv[1], lo);
+
+    RunOptions o;
+    o.random_weights = true;
+    o.steps = std::atoll(argv[6]);
+    o.learning_rate = 0.05;
+    o.keep_gradients = true;
+    o.micro_batches = micro;
+    o.distributed = DistributedFromEnvironment();
+    o.distributed.layout.devices = o.distributed.world_size;
+    o.distributed.layout.shard = ParseShardMode(argv[4]);
+    o.distributed.layout.bucket_bytes = std::atoll(argv[5]);
+    if (argc > 9) o.distributed.timeout_seconds = std::atof(argv[9]);
+    const double sleep_after = argc > 10 ? std::atof(argv[10]) : 0;
+    if (sleep_after > 0) {
+      o.on_step = [&](const StepStats& s) {
+        if (s.step == 0) {
+          std::printf("step 1 done\n");
+          std::fflush(stdout);
+          ::usleep(static_cast<useconds_t>(sleep_after * 1e6));
+        }
+      };
+    }
+
+    // The per-rank prediction: the plain step (micro-batched as the run is), rewritten for the layout.
+    int64_t predicted = 0;
+    if (micro == 1) {
+      Plan p;
+      p.strategy = "none";
+      p.batch = g.batch;
+      p.schedule = BuildTrainingSchedule(g);
+      ApplyDataParallel(p, g, o.distributed.layout);
+      predicted = Simulate(p.schedule).peak_bytes;
+    }
+
+    RunResult r = RunTraining(g, o);
+    nlohmann::json j;
+    j["rank"] = o.distributed.rank;
+    j["measured_peak_bytes"] = r.measured_peak_bytes;
+    j["predicted_peak_bytes"] = predicted;
+    for (const StepStats& s : r.steps) j["loss"].push_back(s.loss);
+    for (const auto& [name, v] : r.parameters) j["parameters"][name] = v;
+    for (const RankStats& k : r.ranks) j["rank_peaks"].push_back(k.measured_peak_bytes);
+    std::ofstream(argv[7]) << j.dump();
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

@@ -1,0 +1,372 @@
+// Data parallelism on c10d (plan.h's "Data parallelism", issue 12), with Gloo on loopback:
+//   - exactness: N ranks (2 and 4) on the batch split N ways train like one process on the
+//     whole batch (the same losses and parameters after 3 steps, relative error <= 1e-5) for
+//     shard none, optimizer and gradients, with SGD and Adam;
+//   - each rank's measured peak equals its prediction (ApplyDataParallel) within 1%;
+//   - faults: a rank killed mid-run makes the other fail within the collective timeout, naming
+//     the collective; an unreachable MASTER_ADDR and a port in use are clear errors;
+//   - `memplan run` under torchrun's environment: rank 0 writes the run JSON with every rank.
+// The ranks are separate processes (fork + exec of executor_distributed_rank or memplan), as a
+// launcher starts them: LibTorch's thread pools do not survive fork.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "memplan/analyzer.h"
+#include "memplan/executor.h"
+#include "memplan/run_report.h"
+#include "testing/cli_runner.h"
+#include "testing/corpus.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::GraphBuilder;
+using testing::ReadFile;
+
+// x[N,32] -> Gemm -> Relu -> Gemm -> [N,10] (cross-entropy): no dropout or batch norm, whose
+// statistics are per rank. 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
+GraphBuilder Mlp() {
+  GraphBuilder b;
+  b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});
+  b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
+  b.Node("Relu", {"h"}, {"r"});
+  b.Node("Gemm", {"r", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
+  b.Output("y");
+  return b;
+}
+
+// A TCP port of 127.0.0.1 nothing listens on now.
+int FreePort() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+struct Proc {
+  pid_t pid = -1;
+  std::string out, err;  // files
+};
+
+// Starts `argv` with the rank's environment; stdout and stderr go to files in `dir`.
+Proc Start(const std::vector<std::string>& argv, int rank, int world, int port, const std::string& dir,
+           const std::string& addr = "127.0.0.1") {
+  Proc p;
+  p.out = dir + "/rank" + std::to_string(rank) + ".out";
+  p.err = dir + "/rank" + std::to_string(rank) + ".err";
+  p.pid = ::fork();
+  if (p.pid == 0) {
+    std::freopen(p.out.c_str(), "w", stdout);
+    std::freopen(p.err.c_str(), "w", stderr);
+    ::setenv("RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+    ::setenv("MASTER_ADDR", addr.c_str(), 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    ::setenv("OMP_NUM_THREADS", "1", 1);  // 4 ranks on 2 cores
+    std::vector<char*> args;
+    for (const std::string& s : argv) args.push_back(const_cast<char*>(s.c_str()));
+    args.push_back(nullptr);
+    ::execv(args[0], args.data());
+    std::_Exit(127);
+  }
+  return p;
+}
+
+// Waits for `p` at most `seconds`; returns its exit code (-1: killed by a signal, -2: still
+// running after `seconds`, then killed).
+int Wait(const Proc& p, double seconds) {
+  const auto until = Clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (true) {
+    pid_t r = ::waitpid(p.pid, &status, WNOHANG);
+    if (r == p.pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (Clock::now() > until) {
+      ::kill(p.pid, SIGKILL);
+      ::waitpid(p.pid, &status, 0);
+      return -2;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string TempDir(const std::string& name) {
+  std::string d = ::testing::TempDir() + "memplan_dp_" + name + "_" + std::to_string(::getpid());
+  ::mkdir(d.c_str(), 0755);
+  return d;
+}
+
+double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
+  double diff = 0, norm = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    diff += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    norm += double(b[i]) * b[i];
+  }
+  return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
+}
+
+struct RankRun {
+  std::vector<nlohmann::json> ranks;  // each rank's OUT.json
+  std::string errors;
+  bool ok = false;
+};
+
+// Runs `world` ranks of executor_distributed_rank on `model` at the whole batch `batch`.
+RankRun RunRanks(const std::string& model, int world, int64_t batch, const std::string& optimizer,
+                 const std::string& shard, int64_t bucket_bytes, int steps, const std::string& dir) {
+  const int port = FreePort();
+  std::vector<Proc> procs;
+  for (int r = 0; r < world; ++r) {
+    procs.push_back(Start({MEMPLAN_DP_RANK, model, std::to_string(batch / world), optimizer, shard,
+                           std::to_string(bucket_bytes), std::to_string(steps), dir + "/out" + std::to_string(r) + ".json"},
+                          r, world, port, dir));
+  }
+  RankRun run;
+  run.ok = true;
+  for (int r = 0; r < world; ++r) {
+    int code = Wait(procs[r], 300);
+    if (code != 0) {
+      run.ok = false;
+      run.errors += "rank " + std::to_string(r) + " exit " + std::to_string(code) + ": " + ReadFile(procs[r].err) + "\n";
+      continue;
+    }
+    run.ranks.push_back(nlohmann::json::parse(ReadFile(dir + "/out" + std::to_string(r) + ".json")));
+  }
+  return run;
+}
+
+class DistributedExactness : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+
+// One process on the whole batch of 8 against N ranks on 8 / N rows each. Small buckets
+// (8 KiB: w1 alone, then b1 + w2 + b2 = 714 elements, padded to 716 for 4 ranks) make the
+// padding and several buckets part of the test.
+TEST_P(DistributedExactness, RanksTrainLikeOneProcessOnTheWholeBatch) {
+  const auto& [world, optimizer, shard] = GetParam();
+  const std::string dir = TempDir("exact_" + std::to_string(world) + optimizer + shard);
+  const std::string model = dir + "/mlp.onnx";
+  Mlp().Save(model);
+
+  RunOptions o;
+  o.random_weights = true;
+  o.steps = 3;
+  o.learning_rate = 0.05;
+  o.keep_gradients = true;
+  LoadOptions lo;
+  lo.batch = 8;
+  lo.optimizer = ParseOptimizer(optimizer);
+  const RunResult one = RunTraining(LoadTrainingGraph(model, lo), o);
+
+  RankRun run = RunRanks(model, world, 8, optimizer, shard, 8192, 3, dir);
+  ASSERT_TRUE(run.ok) << run.errors;
+  ASSERT_EQ(run.ranks.size(), static_cast<size_t>(world));
+  for (const nlohmann::json& rank : run.ranks) {
+    const int r = rank["rank"].get<int>();
+    ASSERT_EQ(rank["loss"].size(), 3u);
+    for (size_t s = 0; s < 3; ++s) {
+      const double l = rank["loss"][s].get<double>();
+      EXPECT_LE(std::abs(l - one.steps[s].loss), 1e-5 * std::abs(one.steps[s].loss))
+          << "rank " << r << " step " << s + 1 << ": " << l << " vs one process " << one.steps[s].loss;
+    }
+    ASSERT_EQ(rank["parameters"].size(), one.parameters.size());
+    for (const auto& [name, want] : one.parameters) {
+      const std::vector<float> got = rank["parameters"][name].get<std::vector<float>>();
+      ASSERT_EQ(got.size(), want.size()) << name;
+      EXPECT_LE(RelativeError(got, want), 1e-5) << "rank " << r << " parameter " << name;
+    }
+  }
+  double worst_loss = 0, worst_parameter = 0;
+  for (const nlohmann::json& rank : run.ranks) {
+    for (size_t s = 0; s < 3; ++s) {
+      worst_loss = std::max(worst_loss, std::abs(rank["loss"][s].get<double>() - one.steps[s].loss) / std::abs(one.steps[s].loss));
+    }
+    for (const auto& [name, want] : one.parameters) {
+      worst_parameter = std::max(worst_parameter, RelativeError(rank["parameters"][name].get<std::vector<float>>(), want));
+    }
+  }
+  std::printf("%d ranks %s shard %s: worst relative error of a loss %.3g, of a parameter %.3g\n", world, optimizer.c_str(),
+              shard.c_str(), worst_loss, worst_parameter);
+  // The training moved the parameters (a test of nothing otherwise).
+  EXPECT_NE(one.steps[0].loss, one.steps[2].loss);
+}
+
+INSTANTIATE_TEST_SUITE_P(Loopback, DistributedExactness,
+                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("sgd", "adam"),
+                                            ::testing::Values("none", "optimizer", "gradients")),
+                         [](const auto& info) {
+                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+                                  std::get<2>(info.param);
+                         });
+
+// Each rank's measured peak against ApplyDataParallel's per-rank prediction, on corpus models.
+class DistributedPeaks : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
+
+TEST_P(DistributedPeaks, EveryRankMeasuresItsPredictedPeak) {
+  const auto& [name, shard] = GetParam();
+  const std::string dir = TempDir("peak_" + name + shard);
+  // Adam: every shard mode changes the rank's bytes (parameters, gradients, two states).
+  RankRun run = RunRanks(testing::CorpusModel(name), 2, 4, "adam", shard, 4 << 20, 2, dir);
+  ASSERT_TRUE(run.ok) << run.errors;
+  for (const nlohmann::json& rank : run.ranks) {
+    const double measured = rank["measured_peak_bytes"].get<double>();
+    const double predicted = rank["predicted_peak_bytes"].get<double>();
+    ASSERT_GT(measured, 0);
+    EXPECT_LE(std::abs(predicted - measured), 0.01 * measured)
+        << name << " shard " << shard << " rank " << rank["rank"] << ": predicted " << predicted << " measured " << measured;
+    std::printf("%s shard %s rank %d: predicted %.0f measured %.0f (%+.4f%%)\n", name.c_str(), shard.c_str(),
+                rank["rank"].get<int>(), predicted, measured, 100 * (predicted - measured) / measured);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, DistributedPeaks,
+                         ::testing::Combine(::testing::Values("resnet18", "gpt"),
+                                            ::testing::Values("none", "optimizer", "gradients")),
+                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+
+// Rank 1 is killed after its first step while rank 0 waits in the second step's all-reduce:
+// rank 0 fails at once (the connection closes) or at the latest after the collective timeout,
+// naming the collective, instead of hanging.
+TEST(DistributedFaults, AKilledRankMakesTheOtherFailWithinTheTimeout) {
+  const std::string dir = TempDir("kill");
+  const std::string model = dir + "/mlp.onnx";
+  Mlp().Save(model);
+  const int port = FreePort();
+  const double timeout = 10;
+  auto argv = [&](int r, const std::string& sleep) {
+    return std::vector<std::string>{MEMPLAN_DP_RANK, model, "4", "sgd", "none", "8192", "3",
+                                    dir + "/out" + std::to_string(r) + ".json", "1", std::to_string(timeout), sleep};
+  };
+  Proc r0 = Start(argv(0, "0"), 0, 2, port, dir);
+  Proc r1 = Start(argv(1, "60"), 1, 2, port, dir);
+  // Wait until rank 1 has finished its first step (it then sleeps).
+  const auto until = Clock::now() + std::chrono::seconds(120);
+  while (ReadFile(r1.out).find("step 1 done") == std::string::npos && Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_NE(ReadFile(r1.out).find("step 1 done"), std::string::npos) << ReadFile(r1.err);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // rank 0 reaches the all-reduce
+  const auto killed = Clock::now();
+  ::kill(r1.pid, SIGKILL);
+  EXPECT_EQ(Wait(r1, 10), -1);
+  const int code = Wait(r0, timeout + 20);
+  const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+  EXPECT_EQ(code, 1) << "rank 0 did not fail on its own (-2: still running)";
+  EXPECT_LE(seconds, timeout + 5);
+  const std::string err = ReadFile(r0.err);
+  EXPECT_NE(err.find("rank 0: the all-reduce of bucket "), std::string::npos) << err;
+  EXPECT_NE(err.find("another rank has probably exited"), std::string::npos) << err;
+  EXPECT_FALSE(testing::FileExists(dir + "/out0.json"));
+}
+
+class DistributedCli : public testing::CliTest {};
+
+// `memplan run` as one rank: what torchrun, an srun script or a user by hand starts.
+TEST_F(DistributedCli, TwoRanksStartedByHandWriteOneRunJsonWithEveryRank) {
+  const std::string model = dir_ + "/mlp.onnx";
+  Mlp().Save(model);
+  const int port = FreePort();
+  auto argv = [&](int r) {
+    return std::vector<std::string>{MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--steps", "2",
+                                    "--json", dir_ + "/run" + std::to_string(r) + ".json"};
+  };
+  Proc r0 = Start(argv(0), 0, 2, port, dir_);
+  Proc r1 = Start(argv(1), 1, 2, port, dir_);
+  ASSERT_EQ(Wait(r0, 120), 0) << ReadFile(r0.err);
+  ASSERT_EQ(Wait(r1, 120), 0) << ReadFile(r1.err);
+  // Rank 1 prints nothing and writes nothing; rank 0 reports both.
+  EXPECT_EQ(ReadFile(r1.out), "");
+  EXPECT_FALSE(testing::FileExists(dir_ + "/run1.json"));
+  const std::string out = ReadFile(r0.out);
+  EXPECT_NE(out.find("rank 1 "), std::string::npos) << out;
+  RunReport rep = RunReportFromJson(nlohmann::json::parse(ReadFile(dir_ + "/run0.json")));
+  EXPECT_EQ(rep.batch, 8);
+  EXPECT_EQ(rep.devices, 2);
+  EXPECT_EQ(rep.shard, "none");
+  ASSERT_TRUE(rep.ranks.has_value());
+  ASSERT_EQ(rep.ranks->size(), 2u);
+  for (const RunRank& k : *rep.ranks) {
+    EXPECT_EQ(k.step_seconds.size(), 2u);
+    EXPECT_GT(k.measured_peak_bytes, 0);
+    EXPECT_LE(std::abs(k.predicted_peak_bytes - k.measured_peak_bytes), k.measured_peak_bytes / 100);
+  }
+  // The loss is the whole batch's: one process at batch 8 reports the same.
+  testing::CliResult one = Run("run " + model + " --batch 8 --random-weights --steps 2 --json " + dir_ + "/one.json");
+  ASSERT_EQ(one.code, 0) << one.err;
+  RunReport single = RunReportFromJson(nlohmann::json::parse(ReadFile(dir_ + "/one.json")));
+  for (size_t s = 0; s < 2; ++s) EXPECT_NEAR(rep.loss[s], single.loss[s], 1e-5 * std::abs(single.loss[s]));
+}
+
+TEST_F(DistributedCli, APortInUseIsAClearError) {
+  const std::string model = dir_ + "/mlp.onnx";
+  Mlp().Save(model);
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(fd, 1), 0);
+  socklen_t len = sizeof a;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  const int port = ntohs(a.sin_port);
+  Proc r0 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "5", "--json", dir_ + "/o.json"},
+                  0, 2, port, dir_);
+  EXPECT_EQ(Wait(r0, 30), 1);
+  ::close(fd);
+  const std::string err = ReadFile(r0.err);
+  EXPECT_NE(err.find("rank 0: cannot host the rendezvous on 127.0.0.1:" + std::to_string(port)), std::string::npos) << err;
+  EXPECT_NE(err.find("MASTER_PORT"), std::string::npos) << err;
+  EXPECT_FALSE(testing::FileExists(dir_ + "/o.json"));
+}
+
+TEST_F(DistributedCli, AnUnreachableMasterIsAClearErrorWithinTheTimeout) {
+  const std::string model = dir_ + "/mlp.onnx";
+  Mlp().Save(model);
+  // Nobody hosts the rendezvous: rank 1 alone tries to reach it.
+  const int port = FreePort();
+  const auto t0 = Clock::now();
+  Proc r1 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "3"}, 1, 2, port, dir_);
+  EXPECT_EQ(Wait(r1, 60), 1);
+  EXPECT_LE(std::chrono::duration<double>(Clock::now() - t0).count(), 3 + 15);
+  const std::string err = ReadFile(r1.err);
+  EXPECT_NE(err.find("rank 1: the rendezvous at 127.0.0.1:" + std::to_string(port) + " failed within 3 s"), std::string::npos)
+      << err;
+  EXPECT_NE(err.find("MASTER_ADDR"), std::string::npos) << err;
+}
+
+TEST_F(DistributedCli, ARankOutsideTheWorldIsAClearError) {
+  const std::string model = dir_ + "/mlp.onnx";
+  Mlp().Save(model);
+  Proc p = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights"}, 5, 2, FreePort(), dir_);
+  EXPECT_EQ(Wait(p, 60), 1);
+  const std::string err = ReadFile(p.err);
+  EXPECT_NE(err.find("RANK='5' is not a whole number from 0 to 1"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace memplan
