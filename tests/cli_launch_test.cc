@@ -449,6 +449,109 @@ TEST_F(LaunchCli, OneProcessIsThePlainRun) {
   EXPECT_TRUE(Exists(dir_ + "/run.json"));
   EXPECT_EQ(out.find("[rank"), std::string::npos) << out;
 }
+
+TEST_F(LaunchCli, AKilledRankFailsTheRunNamingItAndLeavesNothing) {
+  // Rank 1 is killed a few steps in, as the OOM killer would. Rank 0 fails its next
+  // collective within the timeout (or ends on its own); the launcher exits 1 naming rank 1,
+  // removes the JSON and leaves no process.
+  const std::string json = dir_ + "/run.json";
+  const pid_t launcher = StartMemplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "1000",
+                                       "--random-weights", "--nproc", "2", "--json", json},
+                                      {}, dir_ + "/log");
+  std::vector<pid_t> ranks;
+  pid_t victim = 0;
+  const Clock::time_point start = Clock::now();
+  while (victim == 0 && Since(start) < 60) {
+    ranks = ChildrenOf(launcher);
+    for (pid_t pid : ranks) {
+      if (RankOf(pid) == 1) victim = pid;
+    }
+    if (ranks.size() < 2) victim = 0;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(victim, 0) << Slurp(dir_ + "/log");
+  IntoTheSteps();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  const Clock::time_point killed = Clock::now();
+  // 30 s of collective timeout + 5 s of grace + 5 s until SIGKILL, and slack.
+  const int code = WaitExit(launcher, 30 + 5 + 5 + 10);
+  const double seconds = Since(killed);
+  const std::string log = Slurp(dir_ + "/log");
+  EXPECT_EQ(code, 1) << log;
+  std::printf("the launcher exited %.2f s after rank 1 was killed\n", seconds);
+  EXPECT_NE(log.find("memplan: rank 1 was killed by signal SIGKILL (out of memory? see the kernel log)"), std::string::npos) << log;
+  EXPECT_FALSE(Exists(json));
+  for (pid_t pid : ranks) EXPECT_FALSE(Running(pid)) << "rank pid " << pid;
+}
+
+TEST_F(LaunchCli, TwoRanksWriteOneRunJson) {
+  std::string out;
+  const std::string json = dir_ + "/run.json";
+  ASSERT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "2", "--random-weights", "--nproc", "2",
+                     "--json", json},
+                    {}, &out),
+            0)
+      << out;
+  // Rank 0 reports once, unprefixed; rank 1 prints nothing.
+  EXPECT_EQ(out.find("[rank 1]"), std::string::npos) << out;
+  EXPECT_NE(out.find("wrote        " + json), std::string::npos) << out;
+  EXPECT_EQ(out.find("wrote"), out.rfind("wrote")) << out;
+  std::ifstream in(json);
+  const nlohmann::json j = nlohmann::json::parse(in);
+  EXPECT_EQ(j["devices"], 2);
+  ASSERT_EQ(j["ranks"].size(), 2u);
+  EXPECT_EQ(j["ranks"][0]["rank"], 0);
+  EXPECT_EQ(j["ranks"][1]["rank"], 1);
+}
+
+TEST_F(LaunchCli, AStalledRankEndsTheRunWithinTheTimeout) {
+  // Rank 1 stops (SIGSTOP: alive, its connections open, as a hung device would leave it). Rank 0
+  // fails its next collective after --timeout 3; the launcher names it, gives rank 1 the grace
+  // period (3 + 5 s), then stops it.
+  const std::string json = dir_ + "/run.json";
+  const pid_t launcher = StartMemplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "1000",
+                                       "--random-weights", "--timeout", "3", "--nproc", "2", "--json", json},
+                                      {}, dir_ + "/log");
+  std::vector<pid_t> ranks;
+  pid_t victim = 0;
+  const Clock::time_point start = Clock::now();
+  while ((victim == 0 || ranks.size() < 2) && Since(start) < 60) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ranks = ChildrenOf(launcher);
+    for (pid_t pid : ranks) {
+      if (RankOf(pid) == 1) victim = pid;
+    }
+  }
+  ASSERT_NE(victim, 0) << Slurp(dir_ + "/log");
+  IntoTheSteps();
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  const Clock::time_point stopped = Clock::now();
+  // 3 s timeout + 8 s grace, and slack for a loaded machine (SIGTERM ends rank 1: the launcher
+  // sends SIGCONT with it).
+  const int code = WaitExit(launcher, 3 + 8 + 10);
+  const double seconds = Since(stopped);
+  const std::string log = Slurp(dir_ + "/log");
+  EXPECT_EQ(code, 1) << log;
+  std::printf("the launcher exited %.2f s after rank 1 stalled\n", seconds);
+  EXPECT_GE(seconds, 3.0) << log;  // the collective waited its timeout
+  EXPECT_NE(log.find("memplan: rank 0 exited with status 1"), std::string::npos) << log;
+  EXPECT_NE(log.find("still running 8 s after rank 0 failed: stopping them (SIGTERM)"), std::string::npos) << log;
+  EXPECT_NE(log.find("memplan: stopped rank 1 (SIGTERM)"), std::string::npos) << log;
+  EXPECT_FALSE(Exists(json));
+  for (pid_t pid : ranks) EXPECT_FALSE(Running(pid)) << "rank pid " << pid;
+}
+
+TEST_F(LaunchCli, ARankThatCannotReachItsStoreFailsWithinTheTimeout) {
+  // Under another launcher (no --nproc): rank 1 of 2 whose MASTER_ADDR is routable but answers
+  // nothing gives up after --timeout 2 with a message naming the address.
+  std::string out;
+  const Clock::time_point start = Clock::now();
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights", "--timeout", "2"},
+                    {"WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "MASTER_ADDR=10.255.255.1", "MASTER_PORT=29511"}, &out),
+            1);
+  EXPECT_LT(Since(start), 2 + 20.0) << out;  // the timeout, and loading the model on a loaded machine
+  EXPECT_NE(out.find("10.255.255.1"), std::string::npos) << out;
+}
 #endif  // MEMPLAN_HAVE_EXECUTOR
 
 }  // namespace
