@@ -368,5 +368,44 @@ TEST_F(DistributedCli, ARankOutsideTheWorldIsAClearError) {
   EXPECT_NE(err.find("RANK='5' is not a whole number from 0 to 1"), std::string::npos) << err;
 }
 
+// The run JSON's data-parallel fields: written and read back unchanged; ranks out of order or
+// with a step count unlike the run's are named.
+TEST(DistributedRunReport, RanksRoundTripAndAreChecked) {
+  RunReport r;
+  r.memplan_version = "0.1.0";
+  r.device = "cpu";
+  r.steps = 2;
+  r.step_seconds = {0.5, 0.4};
+  r.recompute_seconds = {0, 0};
+  r.loss = {2.0, 1.5};
+  r.plan = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
+  r.devices = 2;
+  r.shard = "gradients";
+  r.ranks = std::vector<RunRank>{{0, 1000, 1004, {0.5, 0.4}, {0.1, 0.05}}, {1, 1000, 1004, {0.5, 0.39}, {0.1, 0.06}}};
+  const nlohmann::json j = RunReportToJson(r);
+  EXPECT_EQ(j["ranks"][1]["comm_seconds"][1], 0.06);
+  EXPECT_EQ(RunReportFromJson(j), r);
+
+  nlohmann::json swapped = j;
+  std::swap(swapped["ranks"][0], swapped["ranks"][1]);
+  EXPECT_THROW(
+      {
+        try {
+          RunReportFromJson(swapped);
+        } catch (const MemplanError& e) {
+          EXPECT_NE(std::string(e.what()).find("ranks[0].rank"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      MemplanError);
+  nlohmann::json short_rank = j;
+  short_rank["ranks"][1]["step_seconds"] = {0.5};
+  short_rank["ranks"][1]["comm_seconds"] = {0.1};
+  EXPECT_THROW(RunReportFromJson(short_rank), MemplanError);
+  nlohmann::json three = j;
+  three["devices"] = 3;
+  EXPECT_THROW(RunReportFromJson(three), MemplanError);
+}
+
 }  // namespace
 }  // namespace memplan
