@@ -391,6 +391,22 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   EXPECT_EQ(r.timeline->peak_bytes, 900);
   EXPECT_EQ(r.measured->peak_bytes, 950);
   EXPECT_EQ(r.plan_peak_bytes, 900);  // from predicted_peak_bytes
+  EXPECT_TRUE(r.ranks.empty());  // one device
+
+  // A data-parallel run: every rank's figures, the last step's seconds.
+  run["devices"] = 2;
+  run["shard"] = "optimizer";
+  run["ranks"] = {{{"rank", 0}, {"measured_peak_bytes", 700}, {"predicted_peak_bytes", 690},
+                   {"step_seconds", {2.0, 1.0}}, {"comm_seconds", {0.5, 0.25}}},
+                  {{"rank", 1}, {"measured_peak_bytes", 710}, {"predicted_peak_bytes", 690},
+                   {"step_seconds", {2.0, 1.25}}, {"comm_seconds", {0.5, 0.125}}}};
+  r = ItemFromJson(run, "run.json");
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[1].rank, 1);
+  EXPECT_EQ(r.ranks[1].measured_peak_bytes, 710);
+  EXPECT_EQ(r.ranks[1].predicted_peak_bytes, 690);
+  EXPECT_DOUBLE_EQ(r.ranks[1].step_seconds, 1.25);
+  EXPECT_DOUBLE_EQ(r.ranks[1].comm_seconds, 0.125);
 }
 
 TEST(GuiDocument, BadFilesThrowNamingTheFile) {

@@ -246,6 +246,13 @@ void ReadRun(const RunReport& r, Item& item) {
   item.step_seconds = r.step_seconds.empty() ? -1 : r.step_seconds.back();
   item.recompute_seconds = r.recompute_seconds.empty() ? -1 : r.recompute_seconds.back();
   item.losses = r.loss;
+  if (r.ranks) {
+    for (const RunRank& k : *r.ranks) {
+      item.ranks.push_back({k.rank, k.measured_peak_bytes, k.predicted_peak_bytes,
+                            k.step_seconds.empty() ? -1 : k.step_seconds.back(),
+                            k.comm_seconds.empty() ? -1 : k.comm_seconds.back()});
+    }
+  }
   ReadPlanFields(r.plan, item);
   if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
   if (r.predicted_timeline) {

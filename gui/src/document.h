@@ -148,6 +148,15 @@ struct Item {
   std::string shard;                   // "none", "optimizer", "gradients"
   int64_t bucket_count = -1;
   double predicted_comm_seconds = -1;  // the plan's predicted communication per step
+  // Data-parallel runs: every rank's measured and predicted peak and its last step's seconds.
+  struct RankFigures {
+    int64_t rank = 0;
+    int64_t measured_peak_bytes = -1;
+    int64_t predicted_peak_bytes = -1;
+    double step_seconds = -1;
+    double comm_seconds = -1;
+  };
+  std::vector<RankFigures> ranks;
   // Selective plans: the storages dropped after the forward and recomputed in the backward, by
   // name (the plan JSON's "recomputed"); for plans made here also by id, with every saved
   // activation's decision (SelectiveStorages).

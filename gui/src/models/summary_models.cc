@@ -130,6 +130,14 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
           run);
     }
     row(QStringLiteral("Device"), Q(run->device), run);
+    // One row per rank of a data-parallel run: each metered its own peak.
+    for (const Item::RankFigures& k : run->ranks) {
+      row(QStringLiteral("Rank %1").arg(k.rank),
+          QStringLiteral("%1 measured vs %2 predicted, step %3, communication %4")
+              .arg(BytesQ(k.measured_peak_bytes), BytesQ(k.predicted_peak_bytes), SecondsText(k.step_seconds),
+                   SecondsText(k.comm_seconds)),
+          run);
+    }
     row(QStringLiteral("Step time / recompute"),
         QStringLiteral("%1 / %2").arg(SecondsText(run->step_seconds),
                                       SecondsText(run->recompute_seconds)),
