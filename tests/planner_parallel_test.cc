@@ -174,9 +174,9 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
   // Chain on 2 ranks, 100 B buckets: w0 and w1 (25 elements, 100 B) each a bucket of 26
   // elements (104 B), shard 52 B. One device holds w0, w1 and their gradients: 400 B.
   //   none:      parameters 208 + gradients 208           = 416 (+16 against one device)
-  //   gradients: parameters 208 + gradient shards 104     = 312 (-88), then bucket 1's flat
-  //              gradient (104) from Mul(w1)'s backward (-88 + 104 = +16), bucket 0's from
-  //              Mul(w0)'s backward (+120).
+  //   gradients: parameters 208 + gradient shards 104     = 312 (-88) until bucket 1's flat
+  //              gradient (104) comes with Mul(w1)'s backward, where bucket 1 is also reduced;
+  //              bucket 0's comes and goes with Mul(w0)'s.
   TrainingGraph g = Chain();
   Plan one = Plain(g);
   Plan none = Parallel(g, Layout(2, ShardMode::kNone, 100));
@@ -184,15 +184,68 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
   const std::string mul0 = NodeProducing(g, "h0"), mul1 = NodeProducing(g, "h2");
   const size_t b_mul1 = StepOfNode(one, g, Phase::kBackward, mul1), b_mul0 = StepOfNode(one, g, Phase::kBackward, mul0);
   ASSERT_LT(b_mul1, b_mul0);
-  for (size_t i = 0; i < one.schedule.steps.size() - 1; ++i) {  // up to the optimizer
+  for (size_t i = 0; i < b_mul1; ++i) {  // up to the backward of Mul(w1), the steps are the same
     SCOPED_TRACE("step " + one.schedule.StepLabel(g, i));
     EXPECT_EQ(none.timeline.bytes_during[i] - one.timeline.bytes_during[i], 16);
-    const int64_t flat = (i >= b_mul1 ? 104 : 0) + (i >= b_mul0 ? 104 : 0);
-    EXPECT_EQ(lazy.timeline.bytes_during[i] - one.timeline.bytes_during[i], -88 + flat);
-    // At the start of the backward, lower than none by the flat gradients not yet produced
-    // (208) less the shards (104).
-    if (i < b_mul1) EXPECT_EQ(none.timeline.bytes_during[i] - lazy.timeline.bytes_during[i], 208 - 104);
+    EXPECT_EQ(lazy.timeline.bytes_during[i] - one.timeline.bytes_during[i], -88);
   }
+  // Each of the two backward steps reading a parameter is split in two (the op, then the
+  // accumulation that allocates the flat gradient) and followed by its bucket's communication.
+  const std::vector<std::pair<Phase, std::string>> tail = {
+      {Phase::kBackward, mul1}, {Phase::kBackward, mul1}, {Phase::kCommunication, ""},
+      {Phase::kBackward, NodeProducing(g, "h1")}, {Phase::kBackward, mul0}, {Phase::kBackward, mul0},
+      {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
+  ASSERT_GE(lazy.schedule.steps.size(), b_mul1 + tail.size());
+  for (size_t k = 0; k < tail.size(); ++k) {
+    const Step& st = lazy.schedule.steps[b_mul1 + k];
+    EXPECT_EQ(st.phase, tail[k].first) << k;
+    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, tail[k].second) << k;
+  }
+  // Bucket 1's flat gradient lives from the accumulation step (which frees w1's 100 B
+  // temporary) to the communication step right after; bucket 0's likewise, so the backward of
+  // Relu runs with none, 88 B below one device.
+  EXPECT_EQ(lazy.timeline.bytes_during[b_mul1 + 1], lazy.timeline.bytes_after[b_mul1] + 104);
+  EXPECT_EQ(lazy.timeline.bytes_after[b_mul1 + 1], lazy.timeline.bytes_after[b_mul1] + 104 - 100);
+  EXPECT_EQ(lazy.timeline.bytes_after[b_mul1 + 2], lazy.timeline.bytes_after[b_mul1] - 100);
+  const size_t relu = StepOfNode(one, g, Phase::kBackward, NodeProducing(g, "h1"));
+  EXPECT_EQ(lazy.timeline.bytes_during[b_mul1 + 3] - one.timeline.bytes_during[relu], -88);
+  EXPECT_EQ(lazy.timeline.bytes_during[b_mul1 + 5], lazy.timeline.bytes_after[b_mul1 + 4] + 104);
+  EXPECT_EQ(lazy.timeline.bytes_after[b_mul1 + 6], lazy.timeline.bytes_after[b_mul1 + 4] - 100);
+}
+
+TEST(Parallel, ShardGradientsAllocatesTheFlatGradientAfterTheOpsWorkspaceBeforeItsTemporary) {
+  // Chain at batch 1 on 2 ranks, 100 B buckets, with a backward workspace of W = 1000 B given to
+  // Mul(w1). Its one-device backward step starts with B bytes alive (among them the loss's 4 B
+  // gradient, of which SumLoss hands h2's gradient on as a view), allocates grad h1 (100), the
+  // temporary of w1's new gradient (100) and W, and frees all but grad h1 and the 4 B.
+  // Shard gradients (persistent 400 - 88) splits it as LibTorch runs it: the op (W and the
+  // incoming 4 B freed at its end), then AccumulateGrad (the flat gradient, 104, allocated beside
+  // grad h1 and the temporary, which it then frees); bucket 1's communication right after frees
+  // the flat gradient.
+  TrainingGraph g = Chain();
+  const std::string mul1 = NodeProducing(g, "h2");
+  g.nodes[g.tensors[g.FindTensor("h2")].producer].backward_workspace_bytes = 1000;
+  Plan one = Plain(g);
+  Plan lazy = Parallel(g, Layout(2, ShardMode::kGradients, 100));
+  const size_t op = StepOfNode(one, g, Phase::kBackward, mul1);
+  ASSERT_EQ(StepOfNode(lazy, g, Phase::kBackward, mul1), op);
+  const int64_t before = one.timeline.bytes_after[op - 1];  // B
+  EXPECT_EQ(one.timeline.bytes_during[op], before + 100 + 100 + 1000);
+  EXPECT_EQ(one.timeline.bytes_after[op], before + 100 - 4);
+  // The op: as on one device, less the 88 B the persistent buffers save.
+  EXPECT_EQ(lazy.timeline.bytes_during[op], before - 88 + 100 + 100 + 1000);
+  EXPECT_EQ(lazy.timeline.bytes_after[op], before - 88 + 100 + 100 - 4);
+  // The accumulation: 1000 B below the flat gradient allocated beside the op's workspace.
+  EXPECT_EQ(lazy.schedule.steps[op + 1].node, lazy.schedule.steps[op].node);
+  EXPECT_EQ(lazy.timeline.bytes_during[op + 1], before - 88 + 100 + 100 - 4 + 104);
+  EXPECT_EQ(lazy.timeline.bytes_after[op + 1], before - 88 + 100 - 4 + 104);
+  // The communication: the flat gradient freed; one device's bytes after the step, less 88.
+  EXPECT_EQ(lazy.schedule.steps[op + 2].phase, Phase::kCommunication);
+  EXPECT_EQ(lazy.timeline.bytes_after[op + 2], one.timeline.bytes_after[op] - 88);
+  // With W = 1000 the peak of the three is the op's, which holds no flat gradient.
+  EXPECT_EQ(std::max({lazy.timeline.bytes_during[op], lazy.timeline.bytes_during[op + 1],
+                      lazy.timeline.bytes_during[op + 2]}),
+            before - 88 + 1200);
 }
 
 TEST(Parallel, ShardGradientsWithMicroBatchesHoldsTheFlatGradientsFromTheSetup) {
@@ -206,20 +259,26 @@ TEST(Parallel, ShardGradientsWithMicroBatchesHoldsTheFlatGradientsFromTheSetup) 
   EXPECT_EQ(p.micro_batches, 2);
 }
 
-TEST(Parallel, CommunicationStepsFreeTheFlatGradients) {
+TEST(Parallel, CommunicationPhaseFollowsTheBackwardUnlessShardGradientsReducesInIt) {
+  // Shard none and optimizer: one step per bucket right after the one-device step's last
+  // backward step, freeing nothing. Shard gradients with 2 micro-batches (the schedule models
+  // one that holds every flat gradient throughout): the same steps free the flat gradients
+  // (104 B each).
   TrainingGraph g = Chain();
   for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients}) {
     SCOPED_TRACE(ShardModeName(m));
+    const int64_t k = m == ShardMode::kGradients ? 2 : 1;
     Plan one = Plain(g);
-    Plan p = Parallel(g, Layout(2, m, 100));
-    // One step per bucket, right after the one-device step's last backward step.
+    if (k > 1) ApplyMicroBatches(one, g, k, {});
+    Plan p = Plain(g);
+    if (k > 1) ApplyMicroBatches(p, g, k, {});
+    ApplyDataParallel(p, g, Layout(2, m, 100));
     const size_t first = one.schedule.steps.size() - 1;
     ASSERT_GE(p.schedule.steps.size(), first + 3);
     EXPECT_EQ(p.schedule.steps[first - 1].phase, Phase::kBackward);
     EXPECT_EQ(p.schedule.steps[first].phase, Phase::kCommunication);
     EXPECT_EQ(p.schedule.steps[first + 1].phase, Phase::kCommunication);
     EXPECT_EQ(p.schedule.steps[first + 2].phase, Phase::kOptimizer);
-    // Shard gradients frees both flat gradients (104 B each) there; the others free nothing.
     const int64_t freed = m == ShardMode::kGradients ? 104 : 0;
     EXPECT_EQ(p.timeline.bytes_after[first - 1] - p.timeline.bytes_after[first], freed);
     EXPECT_EQ(p.timeline.bytes_after[first] - p.timeline.bytes_after[first + 1], freed);
@@ -401,8 +460,9 @@ TEST(Parallel, BadInputsGiveClearErrors) {
 
 // Corpus: per-rank peaks by shard mode, and the setup step holds plan.h's table computed from
 // the analysis' own parameter bytes. (peak(optimizer) >= peak(gradients) does not hold under
-// the contract: on resnet18 the peak is at the end of the backward, where shard gradients holds
-// the flat gradients and the shards.)
+// the contract: a bucket's flat gradient lives from the first to the last backward step that
+// reads one of its parameters, and buckets follow g.parameters (forward) order, so on resnet18
+// the buckets holding layer4 are all alive at its peak in layer4's backward, with the shards.)
 class ParallelCorpus : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(ParallelCorpus, ShardingLowersThePerRankPeakByTheTable) {
@@ -441,9 +501,8 @@ TEST_P(ParallelCorpus, ShardingLowersThePerRankPeakByTheTable) {
     // Sharding the optimizer state only removes bytes.
     EXPECT_GE(peak[0], peak[1]);
     // Shard gradients holds S instead of P until the backward starts (at the loss: P - S
-    // fewer bytes than shard optimizer); by the end of the backward every flat gradient is
-    // back and the shards are extra (the reduce-scatters wait for the communication phase),
-    // so its peak lies between optimizer's - (P - S) and optimizer's + S.
+    // fewer bytes than shard optimizer); at most every flat gradient is alive besides the
+    // shards, so its peak lies between optimizer's - (P - S) and optimizer's + S.
     const Plan plain = Plain(g);
     const size_t loss = StepOfNode(plain, g, Phase::kLoss, g.nodes[g.tensors[g.loss].producer].name);
     EXPECT_EQ(during[1][loss] - during[2][loss], padded - shard);

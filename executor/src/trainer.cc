@@ -6,6 +6,7 @@
 #include <ATen/SequenceNumber.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/version.h>
 
@@ -154,6 +155,9 @@ class Trainer {
   bool Distributed() const { return comm_ != nullptr; }
   void MakeBuckets();
   void EnsureFullGradient(size_t b);
+  void StartEarlyReduce();
+  void Accumulated(TensorId p);
+  void ReduceScatterBucket(size_t b);
   void Communicate();
   void ShardedOptimizerStep(int64_t step);
   void Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step);
@@ -249,10 +253,21 @@ class Trainer {
     at::Tensor grads;       // P_b: persistent (none, optimizer), or this step's (gradients)
     at::Tensor grad_shard;  // S_b (gradients)
     at::Tensor state1, state2;  // sharded modes: S_b each, as the optimizer needs
+    // Shard gradients: the parameters' AccumulateGrad nodes (held, so that their post hooks
+    // stay), how many of the parameters still await their last accumulation in this backward,
+    // and whether the bucket was reduced this step.
+    std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+    int64_t pending = 0;
+    bool reduced = false;
   };
   std::unique_ptr<exec::Communicator> comm_;
   ShardMode shard_ = ShardMode::kNone;
   std::vector<FlatBucket> buckets_;
+  // Shard gradients: per parameter, the AccumulateGrad calls of one micro-batch (one per
+  // segment whose nodes read it) and those still to come in the last micro-batch's backward.
+  std::vector<int> accum_expected_, accum_left_;
+  std::vector<int> bucket_of_;
+  bool early_reduce_ = false;
   double comm_seconds_ = 0;
   int64_t row_offset_ = 0;  // the rank's first row of the whole batch
 };
@@ -911,6 +926,16 @@ void Trainer::MakeBuckets() {
       if (shard_ == ShardMode::kGradients) {
         // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
         persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
+        // Runs after AccumulateGrad: the bucket is reduced once its last gradient is in.
+        c10::intrusive_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
+        acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, p](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+              Accumulated(p);
+              return outputs;
+            }));
+        fb.accumulators.push_back(std::move(acc));
+        if (bucket_of_.empty()) bucket_of_.assign(g_.tensors.size(), -1);
+        bucket_of_[p] = static_cast<int>(b);
       }
     }
     (void)r;
@@ -923,6 +948,11 @@ void Trainer::MakeBuckets() {
 void Trainer::EnsureFullGradient(size_t b) {
   FlatBucket& fb = buckets_[b];
   if (fb.grads.defined()) return;
+  if (fb.reduced) {
+    throw MemplanError("internal: a gradient of bucket " + std::to_string(b) +
+                       "'s parameters arrived after the bucket's reduce-scatter (plan.h: a bucket is reduced after "
+                       "the last backward call that reads its parameters)");
+  }
   c10::AutoGradMode no_grad(false);
   fb.grads = at::zeros({fb.layout.elements}, fb.params.options());
   for (size_t k = 0; k < fb.layout.parameters.size(); ++k) {
@@ -931,8 +961,60 @@ void Trainer::EnsureFullGradient(size_t b) {
   }
 }
 
-// The communication phase (plan.h): per bucket, in bucket order, the gradient all-reduce (or
-// reduce-scatter into the rank's shard), averaged over the ranks.
+// Shard gradients, before the last micro-batch's backward: each parameter expects one
+// AccumulateGrad call per backward call that reaches it, that is per segment whose nodes read
+// it (autograd sums a tensor's gradients before its AccumulateGrad runs).
+void Trainer::StartEarlyReduce() {
+  if (accum_expected_.empty()) {
+    accum_expected_.assign(g_.tensors.size(), 0);
+    for (const std::vector<NodeId>& seg : segments_) {
+      std::set<TensorId> read;
+      for (NodeId n : seg) {
+        for (TensorId in : g_.nodes[n].inputs) {
+          if (in != kNone && bucket_of_[in] >= 0) read.insert(in);
+        }
+      }
+      for (TensorId t : read) ++accum_expected_[t];
+    }
+  }
+  accum_left_ = accum_expected_;
+  for (FlatBucket& fb : buckets_) {
+    fb.pending = 0;
+    for (TensorId p : fb.layout.parameters) fb.pending += accum_expected_[p] > 0 ? 1 : 0;
+  }
+  early_reduce_ = true;
+}
+
+// AccumulateGrad's post hook (the autograd engine's thread): the bucket's reduce-scatter runs
+// as soon as the last of its parameters' gradients is in. Every rank runs the same graph in the
+// same order, so the collectives match.
+void Trainer::Accumulated(TensorId p) {
+  if (!early_reduce_ || accum_left_[p] <= 0) return;
+  if (--accum_left_[p] > 0) return;
+  FlatBucket& fb = buckets_[static_cast<size_t>(bucket_of_[p])];
+  if (--fb.pending == 0 && !fb.reduced) {
+    auto t0 = Clock::now();
+    ReduceScatterBucket(static_cast<size_t>(bucket_of_[p]));
+    comm_seconds_ += Seconds(t0, Clock::now());
+  }
+}
+
+// Shard gradients: reduce-scatter (sum) of bucket b's flat gradient into the rank's shard, / N,
+// then the flat gradient is freed.
+void Trainer::ReduceScatterBucket(size_t b) {
+  c10::AutoGradMode no_grad(false);
+  FlatBucket& fb = buckets_[b];
+  EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
+  comm_->ReduceScatterSum(fb.grad_shard, fb.grads, "the reduce-scatter of bucket " + std::to_string(b));
+  fb.grad_shard.div_(static_cast<double>(comm_->world_size()));
+  for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
+  fb.grads.reset();
+  fb.reduced = true;
+}
+
+// The communication phase (plan.h): per bucket, in bucket order, the gradient all-reduce (or,
+// for a bucket of shard gradients the backward did not reduce, the reduce-scatter into the
+// rank's shard), averaged over the ranks.
 void Trainer::Communicate() {
   where_.phase = "communication";
   where_.node = kNone;
@@ -943,11 +1025,8 @@ void Trainer::Communicate() {
     ProfileGuard scope(profiling_, Scope(Phase::kCommunication));
     FlatBucket& fb = buckets_[b];
     if (shard_ == ShardMode::kGradients) {
-      EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
-      comm_->ReduceScatterSum(fb.grad_shard, fb.grads, "the reduce-scatter of bucket " + std::to_string(b));
-      fb.grad_shard.div_(n);
-      for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
-      fb.grads.reset();
+      if (fb.reduced) continue;
+      ReduceScatterBucket(b);
     } else {
       comm_->AllReduceSum(fb.grads, "the all-reduce of bucket " + std::to_string(b));
       fb.grads.div_(n);
@@ -1034,7 +1113,9 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
     } else if (shard_ != ShardMode::kGradients) {
       for (FlatBucket& b : buckets_) b.grads.zero_();
-    }  // shard gradients: the flat gradients are allocated by the backward (EnsureFullGradient)
+    } else {  // shard gradients: the flat gradients are allocated by the backward (EnsureFullGradient)
+      for (FlatBucket& b : buckets_) b.reduced = false;
+    }
   }
   if (tracing_ || profiling_) {
     callback_ = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
@@ -1080,6 +1161,8 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       tracer.profiler = profiling_;
       tracer.micro_batch = static_cast<int32_t>(m);
     }
+    // Shard gradients: the last micro-batch reduces each bucket as soon as it is complete.
+    if (Distributed() && shard_ == ShardMode::kGradients && m + 1 == micro_batches) StartEarlyReduce();
     {
       ProfileGuard scope(profiling_, Scope(Phase::kBackward, kNone, static_cast<int32_t>(K - 1)));
       if (Selective()) StartSelectiveBackward();
@@ -1106,6 +1189,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       Backward(s);
     }
   }
+  early_reduce_ = false;
   micro_ = 0;
   {
     ProfileGuard scope(profiling_, Scope(Phase::kSetup));

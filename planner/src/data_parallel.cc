@@ -186,7 +186,6 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   // 2. The buckets' flat buffers in the setup step.
   const std::string opt = OptimizerName(g.optimizer);
   std::vector<BufferId> flat_grad(buckets.size(), kNone);
-  std::vector<char> allocated_in_comm(buckets.size(), 0);
   for (size_t b = 0; b < buckets.size(); ++b) {
     const std::string name = "bucket " + std::to_string(b);
     const int64_t padded = buckets[b].bytes, shard = padded / layout.devices;
@@ -204,43 +203,92 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     }
   }
 
-  // 3. Shard gradients: each flat gradient from the first backward step that accumulates into
-  // one of the bucket's parameters (with several micro-batches, from the setup: plan.h).
-  if (lazy) {
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      size_t at = 0;  // the setup step
-      if (p.micro_batches <= 1) {
-        std::unordered_set<TensorId> params(buckets[b].parameters.begin(), buckets[b].parameters.end());
-        at = s.steps.size() - 1;  // none found (no gradient reaches them): the communication phase
-        for (size_t i = 1; i + 1 < s.steps.size() && at == s.steps.size() - 1; ++i) {
-          const Step& st = s.steps[i];
-          if (st.phase != Phase::kBackward) continue;
-          bool hit = false;
-          for (BufferId a : st.allocs) {
-            const Buffer& buf = s.buffers[a];
-            hit = hit || (buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && params.count(buf.tensor));
-          }
-          if (st.node != kNone) {
-            for (TensorId in : g.nodes[st.node].inputs) hit = hit || (in != kNone && params.count(in));
-          }
-          if (hit) at = i;
+  // 3-4. Shard gradients with one micro-batch: each flat gradient is allocated in the first
+  // backward step that accumulates into one of the bucket's parameters, and its communication
+  // step follows the last one (plan.h). That first step is split in two, as LibTorch runs it:
+  // the op's backward (its workspace and the node's incoming gradients freed at its end), then
+  // AccumulateGrad (the flat gradient allocated while the gradient temporaries are alive).
+  // Otherwise (none, optimizer; micro-batches: every micro-batch but the last holds every flat
+  // gradient through its backward) the communication phase follows the backward.
+  const bool early = lazy && p.micro_batches <= 1;
+  std::vector<size_t> first_touch(buckets.size(), 0), last_touch(buckets.size(), 0);  // 0: none
+  if (early) {
+    for (size_t i = 1; i + 1 < s.steps.size(); ++i) {
+      const Step& st = s.steps[i];
+      if (st.phase != Phase::kBackward) continue;
+      std::vector<char> hit(buckets.size(), 0);
+      for (BufferId a : st.allocs) {
+        const Buffer& buf = s.buffers[a];
+        if (buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0)
+          hit[bucket_of[buf.tensor]] = 1;
+      }
+      if (st.node != kNone) {
+        for (TensorId in : g.nodes[st.node].inputs) {
+          if (in != kNone && bucket_of[in] >= 0) hit[bucket_of[in]] = 1;
         }
       }
-      if (at < s.steps.size() - 1) s.steps[at].allocs.push_back(flat_grad[b]);
-      else allocated_in_comm[b] = 1;
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        if (!hit[b]) continue;
+        if (first_touch[b] == 0) first_touch[b] = i;
+        last_touch[b] = i;
+      }
     }
   }
-
-  // 4. The communication phase, one step per bucket, before the optimizer step.
-  std::vector<Step> comm(buckets.size());
+  std::vector<Step> steps;
+  steps.reserve(s.steps.size() + 2 * buckets.size());
+  std::vector<Step> tail_comm;  // after the backward, before the optimizer
   for (size_t b = 0; b < buckets.size(); ++b) {
-    comm[b].phase = Phase::kCommunication;
+    if (early && last_touch[b] != 0) continue;
+    Step c;
+    c.phase = Phase::kCommunication;
     if (lazy) {
-      if (allocated_in_comm[b]) comm[b].allocs.push_back(flat_grad[b]);
-      comm[b].frees.push_back(flat_grad[b]);
+      // Micro-batches: from the setup; no gradient reaches the bucket: allocated here (zeros).
+      if (early) c.allocs.push_back(flat_grad[b]);
+      else s.steps.front().allocs.push_back(flat_grad[b]);
+      c.frees.push_back(flat_grad[b]);
+    }
+    tail_comm.push_back(std::move(c));
+  }
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    if (i + 1 == s.steps.size()) {
+      for (Step& c : tail_comm) steps.push_back(std::move(c));
+    }
+    Step& st = s.steps[i];
+    std::vector<BufferId> first_here;
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (early && first_touch[b] == i && last_touch[b] != 0) first_here.push_back(flat_grad[b]);
+    }
+    const NodeId node = st.node;
+    const Phase phase = st.phase;
+    if (first_here.empty()) {
+      steps.push_back(std::move(st));
+    } else {
+      // The accumulation step: the parameters' gradient temporaries stay alive into it.
+      Step acc;
+      acc.phase = phase;
+      acc.node = node;
+      acc.allocs = std::move(first_here);
+      std::vector<BufferId> rest;
+      for (BufferId f : st.frees) {
+        const Buffer& buf = s.buffers[f];
+        const bool param_tmp =
+            buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0;
+        (param_tmp ? acc.frees : rest).push_back(f);
+      }
+      st.frees = std::move(rest);
+      steps.push_back(std::move(st));
+      steps.push_back(std::move(acc));
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (!early || last_touch[b] != i) continue;
+      Step c;
+      c.phase = Phase::kCommunication;
+      c.node = kNone;
+      c.frees.push_back(flat_grad[b]);
+      steps.push_back(std::move(c));
     }
   }
-  s.steps.insert(s.steps.end() - 1, comm.begin(), comm.end());
+  s.steps = std::move(steps);
 
   // 5. The sharded optimizer: per bucket, the update (Adam's S_b temporary), then the
   // all-gather's copy of the rank's shard.

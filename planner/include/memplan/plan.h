@@ -54,8 +54,8 @@
 // Selective recompute does not combine with segments yet; it does with micro-batching.
 // Data parallelism (Plan::layout with devices = N > 1): N ranks, one process per device, each
 // run the step above (with its segments or selective recompute, and its micro-batches) on
-// their share of the batch, and communicate after the backward pass. The per-rank schedule is
-// the one-device schedule of the rank's graph rewritten by ApplyDataParallel (planner.h); the
+// their share of the batch, and communicate after the backward pass (shard gradients: during
+// it). The per-rank schedule is the one-device schedule of the rank's graph rewritten by ApplyDataParallel (planner.h); the
 // executor (executor/src/distributed.cc) carries out exactly this:
 //   - Batch: the step's batch B is divided by N x micro_batches; rank r trains on rows
 //     [r B/N, (r+1) B/N) of every input and of the loss target and holds only those rows
@@ -81,22 +81,35 @@
 //   - gradients (ZeRO-2): bucket b's full flat gradient (P_b, zeroed) is allocated by the first
 //     backward step (of the step, across micro-batches) that produces a gradient for one of its
 //     parameters, before that gradient is accumulated into it (the accumulation's temporary is
-//     the one-device step's); it is freed in the communication phase after its reduce-scatter.
-//     In the schedule that step is the earliest backward step that allocates the temporary
-//     accumulated into one of the bucket's parameters (a kTemporary buffer of that parameter)
-//     or whose node reads one of them (an op that hands the gradient on as a view, Transpose of
-//     a weight, allocates no temporary). With micro_batches > 1 the schedule, which models one
-//     micro-batch, allocates every flat gradient in the setup step: every micro-batch after the
-//     first runs with them all alive, so that is the rank's peak.
-//     Within that step the executor allocates the flat gradient when autograd hands the
-//     parameter's gradient to its AccumulateGrad (a tensor pre-hook on the parameter): after
-//     the op's backward has returned and freed its workspaces (a convolution's columns), while
-//     the gradient to accumulate is alive. Measured on resnet18 (batch 4, 2 ranks, Adam, 4 MiB
-//     buckets), allocating it at the start of the step, beside the op's workspaces, predicts
-//     1.7% over the measured peak.
+//     the one-device step's), and reduced as soon as it is complete, as DDP and ZeRO-2 do: in the
+//     last micro-batch, right after the backward step in which the last of its parameters'
+//     gradients is accumulated (with segments: in the last backward call that reads one of
+//     them), bucket b's communication step reduce-scatters it into the rank's shard and frees it.
+//     In the schedule (one micro-batch) the bucket's steps are the backward steps that allocate
+//     the temporary accumulated into one of its parameters (a kTemporary buffer of that
+//     parameter) or whose node reads one of them (an op that hands the gradient on as a view,
+//     Transpose of a weight, allocates no temporary): the flat gradient is allocated in the
+//     first, the communication step follows the last. The first is split in two as LibTorch runs
+//     it: the op (its allocations; it frees its workspace and the incoming gradients it frees),
+//     then, for the same node, the accumulation step: the flat gradient allocated while the
+//     parameters' gradient temporaries are alive, which it then frees. (The executor allocates
+//     it in a tensor pre-hook on the parameter, when autograd hands the gradient to its
+//     AccumulateGrad: the op's backward has returned and freed its workspaces, a convolution's
+//     columns. Allocating it beside the op's workspace predicted resnet18's peak 1.7% high.)
+//     The executor counts each parameter's AccumulateGrad calls (a post hook on its grad
+//     accumulator; one per backward call that reads it) and runs the collective in the hook
+//     of the bucket's last one, on the autograd engine's thread; every rank runs the same graph
+//     in the same order, so the collectives match. A bucket no gradient reaches is reduced (of
+//     zeros) in the communication phase after the backward.
+//     With micro_batches > 1 the schedule, which models one micro-batch, allocates every flat
+//     gradient in the setup step and reduces them in the communication phase after the
+//     backward: every micro-batch but the last runs its whole backward with them all alive, so
+//     that is the rank's peak (the last micro-batch's early reductions only lower its own).
 //   - Communication phase (Phase::kCommunication), after the backward of the last micro-batch
-//     and before the optimizer, one step per bucket in bucket order:
-//         none, optimizer: all-reduce (sum) of the bucket's flat gradient in place, then / N;
+//     and before the optimizer, one step per bucket in bucket order (shard gradients: only the
+//     buckets not reduced in the backward, see above):
+//         none, optimizer: all-reduce (sum) of the bucket's flat gradient in place, then / N
+//         (after the backward: the gradients are persistent, so the memory is the same);
 //         gradients: reduce-scatter (sum) of the flat gradient into the rank's gradient
 //         shard, / N, then the flat gradient is freed.
 //     No collective allocates through LibTorch's allocator: with Gloo the reduce-scatter is an
@@ -104,7 +117,8 @@
 //     shard, since ProcessGroupGloo's reduce_scatter_single copies its input into a temporary
 //     of P_b (+ 12 bytes, measured) and all_gather_single allocates one of P_b. Gloo's own
 //     scratch buffers are malloc'd and not counted (nor are NCCL's on CUDA).
-//     Communication is not overlapped with the backward pass (yet).
+//     The collectives block their thread: shard gradients' reductions inside the backward
+//     delay it rather than overlap with it (yet).
 //   - Optimizer: none: per parameter, as in the one-device step. optimizer and gradients:
 //     bucket by bucket, the rank updates its shard of the parameters from its gradient shard
 //     and its state (Adam's one temporary is S_b), then all-gathers the bucket's parameters
