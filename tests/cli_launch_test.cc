@@ -26,6 +26,7 @@
 
 #include "launch.h"
 #include "memplan/training_graph.h"
+#include "testing/cli_runner.h"
 #include "testing/corpus.h"
 
 extern char** environ;
@@ -408,15 +409,9 @@ TEST_F(LaunchCli, NprocUnderALauncherIsAnError) {
 
 TEST_F(LaunchCli, APortInUseIsAClearErrorAtOnce) {
   // Something listens on the port the user names.
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a = {};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const std::string port = std::to_string(ntohs(a.sin_port));
+  testing::LoopbackListener listener;
+  ASSERT_GT(listener.port(), 0);
+  const std::string port = std::to_string(listener.port());
   std::string out;
   const Clock::time_point start = Clock::now();
   EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights", "--nproc", "2", "--json",
@@ -426,7 +421,6 @@ TEST_F(LaunchCli, APortInUseIsAClearErrorAtOnce) {
   EXPECT_LT(Since(start), 10.0);
   EXPECT_NE(out.find("MASTER_PORT " + port + " on 127.0.0.1 is already in use"), std::string::npos) << out;
   EXPECT_FALSE(Exists(dir_ + "/run.json"));
-  ::close(fd);
 }
 
 TEST_F(LaunchCli, AnAddressNotOfThisMachineIsAClearErrorAtOnce) {

@@ -46,15 +46,7 @@ using testing::ReadFile;
 
 // x[N,32] -> Gemm -> Relu -> Gemm -> [N,10] (cross-entropy): no dropout or batch norm, whose
 // statistics are per rank. 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
-GraphBuilder Mlp() {
-  GraphBuilder b;
-  b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});
-  b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
-  b.Node("Relu", {"h"}, {"r"});
-  b.Node("Gemm", {"r", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
-  b.Output("y");
-  return b;
-}
+GraphBuilder Mlp() { return testing::TwoLayerMlp(); }
 
 // A TCP port of 127.0.0.1 nothing listens on now.
 int FreePort() {
@@ -325,19 +317,12 @@ TEST_F(DistributedCli, TwoRanksStartedByHandWriteOneRunJsonWithEveryRank) {
 TEST_F(DistributedCli, APortInUseIsAClearError) {
   const std::string model = dir_ + "/mlp.onnx";
   Mlp().Save(model);
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  ASSERT_EQ(::listen(fd, 1), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  const int port = ntohs(a.sin_port);
+  testing::LoopbackListener listener;
+  const int port = listener.port();
+  ASSERT_GT(port, 0);
   Proc r0 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "5", "--json", dir_ + "/o.json"},
                   0, 2, port, dir_);
   EXPECT_EQ(Wait(r0, 30), 1);
-  ::close(fd);
   const std::string err = ReadFile(r0.err);
   EXPECT_NE(err.find("rank 0: cannot host the rendezvous on 127.0.0.1:" + std::to_string(port)), std::string::npos) << err;
   EXPECT_NE(err.find("MASTER_PORT"), std::string::npos) << err;

@@ -53,15 +53,7 @@ GraphBuilder SmallCnn() {
 
 // x[N,32] -> Gemm -> Relu -> Gemm -> [N,10]: no dropout or batch norm, so micro-batches
 // reproduce the full batch's gradient.
-GraphBuilder Mlp() {
-  GraphBuilder b;
-  b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});
-  b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
-  b.Node("Relu", {"h"}, {"r"});
-  b.Node("Gemm", {"r", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
-  b.Output("y");
-  return b;
-}
+GraphBuilder Mlp() { return testing::TwoLayerMlp(); }
 
 // x[N,32] -> Gemm -> Relu -> Dropout(0.3) -> Gemm -> [N,10]: with no batch norm, any plan
 // (micro-batches too) must reproduce the full batch's step, dropout masks included.

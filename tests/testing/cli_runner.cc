@@ -1,3 +1,6 @@
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include "testing/cli_runner.h"
 
 #include <sys/stat.h>
@@ -41,6 +44,20 @@ void CliTest::ExpectUserError(const std::string& args, const std::string& expect
   EXPECT_EQ(r.code, 1) << r.err;
   EXPECT_NE(r.err.find(expect), std::string::npos) << "stderr: " << r.err;
   EXPECT_FALSE(FileExists(json));
+}
+
+LoopbackListener::LoopbackListener() {
+  fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a = {};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 1) != 0) return;
+  socklen_t len = sizeof a;
+  if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) port_ = ntohs(a.sin_port);
+}
+
+LoopbackListener::~LoopbackListener() {
+  if (fd_ >= 0) ::close(fd_);
 }
 
 }  // namespace memplan::testing

@@ -27,4 +27,19 @@ class CliTest : public ::testing::Test {
   std::string dir_;
 };
 
+// A socket listening on 127.0.0.1 at a port the kernel picked (a port in use, for tests of
+// rendezvous errors). Closes on destruction.
+class LoopbackListener {
+ public:
+  LoopbackListener();
+  ~LoopbackListener();
+  LoopbackListener(const LoopbackListener&) = delete;
+  LoopbackListener& operator=(const LoopbackListener&) = delete;
+  int port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  int port_ = 0;
+};
+
 }  // namespace memplan::testing

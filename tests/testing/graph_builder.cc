@@ -116,4 +116,14 @@ std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k) {
   return segments;
 }
 
+GraphBuilder TwoLayerMlp() {
+  GraphBuilder b;
+  b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});
+  b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
+  b.Node("Relu", {"h"}, {"r"});
+  b.Node("Gemm", {"r", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
+  b.Output("y");
+  return b;
+}
+
 }  // namespace memplan::testing

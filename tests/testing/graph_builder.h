@@ -49,6 +49,11 @@ class GraphBuilder {
   int64_t opset_ = 17;
 };
 
+// x[N,32] -> Gemm(w1[64,32], b1) -> Relu -> Gemm(w2[10,64], b2) -> y[N,10]: no dropout or
+// batch norm, so micro-batches and data-parallel ranks reproduce the full batch's step.
+// 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
+GraphBuilder TwoLayerMlp();
+
 // `k` contiguous segments of (roughly) equal node counts: a plan's segmentation for tests.
 std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k);
 
