@@ -248,6 +248,39 @@ TEST(Parallel, ShardGradientsAllocatesTheFlatGradientAfterTheOpsWorkspaceBeforeI
             before - 88 + 1200);
 }
 
+TEST(Parallel, ShardGradientsKeepsAGradientHandedOnByAViewOpUntilTheFlatGradientIsAllocated) {
+  // x[1,257] -> MatMul(x, Transpose(w[256,257])) -> y[1,256] -> sum, on 2 ranks, one bucket
+  // (w: 65,792 elements, P = 263,168 B, shard P/2; w is larger than the analyzer folds to a
+  // constant). MatMul's backward makes wt's gradient G (P bytes); Transpose's
+  // backward hands G on as w's gradient (a view), which AccumulateGrad adds into w's .grad: G
+  // lives until then. One device: the Transpose step frees G. Shard gradients: the op step frees
+  // nothing, the accumulation step allocates the flat gradient (P) beside G, then frees G, and
+  // the communication frees the flat gradient. The setup holds the P/2 shard where one device
+  // holds the P gradient: P/2 less throughout.
+  const int64_t P = 256 * 257 * 4;
+  GraphBuilder b;
+  b.Input("x", {-1, 257}).Param("w", {256, 257});
+  b.Node("Transpose", {"w"}, {"wt"}).Attr("perm", std::vector<int64_t>{1, 0});
+  b.Node("MatMul", {"x", "wt"}, {"y"});
+  LoadOptions o;
+  o.batch = 1;
+  o.loss = LossKind::kSum;
+  TrainingGraph g = b.Output("y").Load(o);
+  Plan one = Plain(g);
+  Plan lazy = Parallel(g, Layout(2, ShardMode::kGradients, 1024));
+  const std::string transpose = NodeProducing(g, "wt");
+  const size_t op = StepOfNode(one, g, Phase::kBackward, transpose);
+  ASSERT_EQ(StepOfNode(lazy, g, Phase::kBackward, transpose), op);
+  const int64_t before = one.timeline.bytes_after[op - 1];  // G among them
+  EXPECT_EQ(one.timeline.bytes_after[op], before - P);
+  EXPECT_EQ(lazy.timeline.bytes_after[op], before - P / 2);
+  EXPECT_EQ(lazy.schedule.steps[op + 1].node, lazy.schedule.steps[op].node);
+  EXPECT_EQ(lazy.timeline.bytes_during[op + 1], before - P / 2 + P);
+  EXPECT_EQ(lazy.timeline.bytes_after[op + 1], before - P / 2);
+  EXPECT_EQ(lazy.schedule.steps[op + 2].phase, Phase::kCommunication);
+  EXPECT_EQ(lazy.timeline.bytes_after[op + 2], before - P / 2 - P);
+}
+
 TEST(Parallel, ShardGradientsWithMicroBatchesHoldsTheFlatGradientsFromTheSetup) {
   // Every micro-batch after the first runs with the flat gradients alive (plan.h): with 2
   // micro-batches the setup holds the shards (2 x 52) and the flat gradients (2 x 104).

@@ -268,12 +268,18 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       acc.phase = phase;
       acc.node = node;
       acc.allocs = std::move(first_here);
+      // A view op on a parameter (a Transpose of a weight) hands its incoming gradient on as
+      // the parameter's: that gradient, too, lives until AccumulateGrad has run.
+      const Node* n = node != kNone ? &g.nodes[node] : nullptr;
+      const bool hands_on = n && n->gradient_passes_through;
       std::vector<BufferId> rest;
       for (BufferId f : st.frees) {
         const Buffer& buf = s.buffers[f];
         const bool param_tmp =
             buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0;
-        (param_tmp ? acc.frees : rest).push_back(f);
+        const bool handed_on = hands_on && buf.category == MemoryCategory::kActivationGradient &&
+                               std::find(n->outputs.begin(), n->outputs.end(), buf.tensor) != n->outputs.end();
+        (param_tmp || handed_on ? acc.frees : rest).push_back(f);
       }
       st.frees = std::move(rest);
       steps.push_back(std::move(st));
