@@ -1250,9 +1250,9 @@ void Trainer::Step(int64_t step, StepStats* stats) {
 
 RunResult Trainer::Run() {
   RunResult result;
-  result.device = device_.str() + " (" + ExecutorBackendDescription() + ")";
   if (opt_.steps < 1) throw MemplanError("--steps must be at least 1");
   const DistributedOptions& d = opt_.distributed;
+  std::string rank_suffix;
   if (d.world_size > 1) {
     if (d.layout.devices != d.world_size) {
       throw MemplanError("rank " + std::to_string(d.rank) + ": WORLD_SIZE is " + std::to_string(d.world_size) +
@@ -1266,11 +1266,13 @@ RunResult Trainer::Run() {
     shard_ = d.layout.shard;
     comm_ = exec::Communicator::Connect(d, opt_.device);
     row_offset_ = d.rank * opt_.micro_batches * g_.batch;
-    result.device += ", rank " + std::to_string(d.rank) + " of " + std::to_string(d.world_size) + " (" + comm_->backend() + ")";
+    rank_suffix = ", rank " + std::to_string(d.rank) + " of " + std::to_string(d.world_size) + " (" + comm_->backend() + ")";
   }
   meter_.SetLimit(opt_.memory_limit_bytes);
   try {
     Setup();
+    // After Setup: it applies --threads, which the description names.
+    result.device = device_.str() + " (" + ExecutorBackendDescription() + ")" + rank_suffix;
     MakeProfiler();
     result.persistent_bytes = meter_.current();
     for (int64_t s = 0; s < opt_.steps; ++s) {
