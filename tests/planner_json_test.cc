@@ -198,6 +198,19 @@ TEST(PlannerJson, FractionalBatchIsRejected) {
       << ErrorOf(j, g);
 }
 
+TEST(PlannerJson, BudgetBeyondInt64IsRejectedNamingTheField) {
+  // 5.4e23 bytes as a float: converting it to int64_t would overflow (found by fuzz_plan).
+  TrainingGraph g = Load(ChainBuilder(3));
+  nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
+  j["budget_bytes"] = 5.41844674407370955e23;
+  EXPECT_NE(ErrorOf(j, g).find("the plan's \"budget_bytes\" must be a whole number of bytes"), std::string::npos)
+      << ErrorOf(j, g);
+  j["budget_bytes"] = 1000;
+  j["baseline_peak_bytes"] = "big";
+  EXPECT_NE(ErrorOf(j, g).find("\"baseline_peak_bytes\" must be a whole number of bytes"), std::string::npos)
+      << ErrorOf(j, g);
+}
+
 TEST(PlannerJson, MicroBatchCountWhoseProductWrapsIsRejected) {
   nlohmann::json j = {{"kind", "plan"}, {"batch", 0}, {"micro_batches", int64_t{1} << 62}};
   EXPECT_THROW(PlanGraphBatch(j), MemplanError);

@@ -136,6 +136,18 @@ int64_t PositiveInteger(const nlohmann::json& j, const char* key) {
   return v.get<int64_t>();
 }
 
+// A byte count the plan may leave out (0): a JSON integer (a float like 5e23 is an edited plan,
+// and converting it to int64_t would overflow).
+int64_t OptionalBytes(const nlohmann::json& j, const char* key) {
+  if (!j.contains(key)) return 0;
+  const nlohmann::json& v = j[key];
+  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+    throw MemplanError(std::string("the plan's \"") + key + "\" must be a whole number of bytes, not " +
+                       v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; re-plan with `memplan plan`");
+  }
+  return v.get<int64_t>();
+}
+
 std::string String(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = Field(j, key);
   if (!v.is_string()) throw MemplanError(std::string("the plan's \"") + key + "\" must be a string; re-plan with `memplan plan`");
@@ -311,8 +323,8 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
                          std::to_string(segments.size()) +
                          " sections, which memplan does not combine; re-plan with `memplan plan`");
     }
-    const int64_t budget = j.value("budget_bytes", int64_t{0});
-    const int64_t baseline = j.value("baseline_peak_bytes", int64_t{0});
+    const int64_t budget = OptionalBytes(j, "budget_bytes");
+    const int64_t baseline = OptionalBytes(j, "baseline_peak_bytes");
     Plan p = recomputed.empty()
                  ? ReplaySegmentation(g, strategy, CutsFromSegments(g, segments), budget, baseline)
                  : ReplaySelective(g, strategy, recomputed, budget, baseline);
