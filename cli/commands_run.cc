@@ -202,25 +202,22 @@ int RunRun(const Args& a) {
   }
 #endif
   CheckSegments(g, opt.segments);
+  // No plan (or a plan of one plain step): the analyzer's training step.
   if (ranks == 1 && opt.segments.size() <= 1 && opt.recomputed.empty() && opt.micro_batches <= 1) {
     schedule = BuildTrainingSchedule(g);
   }
-  if (!a.has("plan")) {
-    schedule = BuildTrainingSchedule(g);
+  if (!a.has("plan") && ranks > 1) {
 #ifdef MEMPLAN_HAVE_PLANNER
-    if (ranks > 1) {
-      // The rank's prediction: the plain step rewritten for the layout (plan.h).
-      Plan p;
-      p.strategy = "none";
-      p.batch = g.batch;
-      p.schedule = schedule;
-      ApplyDataParallel(p, g, dist.layout);
-      schedule = p.schedule;
-      plan_out = PlanToJson(p, g);
-      plan_out.erase("timeline");
-    }
+    // The rank's prediction: the plain step rewritten for the layout (plan.h).
+    PlanOptions none;
+    none.strategy = "none";
+    Plan p = PlanNone(g, CostModel{}, none);
+    ApplyDataParallel(p, g, dist.layout);
+    schedule = p.schedule;
+    plan_out = PlanToJson(p, g);
+    plan_out.erase("timeline");
 #else
-    if (ranks > 1) throw MemplanError("data-parallel runs need the planner, which this build lacks");
+    throw MemplanError("data-parallel runs need the planner, which this build lacks");
 #endif
   }
   MemoryTimeline predicted = Simulate(schedule);

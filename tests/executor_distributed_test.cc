@@ -48,19 +48,8 @@ using testing::ReadFile;
 // statistics are per rank. 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
 GraphBuilder Mlp() { return testing::TwoLayerMlp(); }
 
-// A TCP port of 127.0.0.1 nothing listens on now.
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+// A TCP port of 127.0.0.1 nothing listens on now (the listener closes it again).
+int FreePort() { return testing::LoopbackListener().port(); }
 
 struct Proc {
   pid_t pid = -1;

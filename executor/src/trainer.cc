@@ -897,7 +897,7 @@ void Trainer::MakeBuckets() {
   c10::AutoGradMode no_grad(false);
   ParallelLayout layout = opt_.distributed.layout;
   layout.devices = comm_->world_size();
-  const int64_t n = layout.devices, r = comm_->rank();
+  const int64_t n = layout.devices;
   const int mult = OptimizerStateMultiplier(g_.optimizer);
   const bool sharded = shard_ != ShardMode::kNone;
   for (const ParameterBucket& lb : ParameterBuckets(g_, layout)) {
@@ -938,7 +938,6 @@ void Trainer::MakeBuckets() {
         bucket_of_[p] = static_cast<int>(b);
       }
     }
-    (void)r;
     buckets_.push_back(std::move(fb));
   }
 }
