@@ -120,5 +120,57 @@ TEST(ShapeRules, SymbolicDimsBindByName) {
   EXPECT_EQ(g.tensor(g.loss_target).shape, (std::vector<int64_t>{6, 6}));
 }
 
+// Op facts the executor reads from the rule table, by what each op does.
+TEST(OpFacts, RandomOpsAreTheOnesThatDraw) {
+  // Sources draw on every call; Dropout only when it trains; arithmetic never.
+  for (const char* op : {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli"}) {
+    EXPECT_EQ(RandomnessOf(op), Randomness::kAlways) << op;
+  }
+  EXPECT_EQ(RandomnessOf("Dropout"), Randomness::kInTraining);
+  for (const char* op : {"Relu", "Add", "MatMul", "Identity", "ConstantOfShape", "NoSuchOp"}) {
+    EXPECT_EQ(RandomnessOf(op), Randomness::kNone) << op;
+  }
+}
+
+TEST(OpFacts, ViewsAndCastsPassInputValues) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Slice", "Expand",
+                         "Split", "Cast", "CastLike"}) {
+    EXPECT_TRUE(PassesInputValues(op)) << op;
+  }
+  // These compute new values (Shape's output is input 0's dims, not its elements).
+  for (const char* op : {"Relu", "Add", "Shape", "Gather", "Concat", "NoSuchOp"}) {
+    EXPECT_FALSE(PassesInputValues(op)) << op;
+  }
+}
+
+TEST(OpFacts, IndexInputsAlongAnAxis) {
+  // ONNX: Gather(data, indices), GatherElements(data, indices), ScatterElements(data, indices,
+  // updates), each indexing along 'axis' of data.
+  EXPECT_EQ(AxisIndicesInput("Gather"), 1);
+  EXPECT_EQ(AxisIndicesInput("GatherElements"), 1);
+  EXPECT_EQ(AxisIndicesInput("ScatterElements"), 1);
+  // ScatterND's indices address whole index tuples, not one axis; MatMul has none.
+  EXPECT_EQ(AxisIndicesInput("ScatterND"), -1);
+  EXPECT_EQ(AxisIndicesInput("MatMul"), -1);
+  EXPECT_EQ(AxisIndicesInput("NoSuchOp"), -1);
+}
+
+TEST(OpFacts, NormalisationStartsAsTheIdentity) {
+  // BatchNormalization(X, scale, B, mean, var): y = scale * (X - mean) / sqrt(var) + B is X
+  // with scale 1, B 0, mean 0, var 1 (torch.nn's initial values).
+  EXPECT_EQ(InitialFillOf("BatchNormalization", 1), InitialFill::kOne);
+  EXPECT_EQ(InitialFillOf("BatchNormalization", 2), InitialFill::kZero);
+  EXPECT_EQ(InitialFillOf("BatchNormalization", 3), InitialFill::kZero);
+  EXPECT_EQ(InitialFillOf("BatchNormalization", 4), InitialFill::kOne);
+  for (const char* op : {"LayerNormalization", "InstanceNormalization"}) {  // (X, scale, B)
+    EXPECT_EQ(InitialFillOf(op, 1), InitialFill::kOne) << op;
+    EXPECT_EQ(InitialFillOf(op, 2), InitialFill::kZero) << op;
+  }
+  // Other weights are drawn.
+  EXPECT_EQ(InitialFillOf("Conv", 1), InitialFill::kRandom);
+  EXPECT_EQ(InitialFillOf("Gemm", 2), InitialFill::kRandom);
+  EXPECT_EQ(InitialFillOf("NoSuchOp", 1), InitialFill::kRandom);
+}
+
 }  // namespace
 }  // namespace memplan

@@ -102,6 +102,16 @@ struct OpRule {
   // Bytes the forward op holds temporarily (in every mode: with autograd, without it while a
   // plan's early segments run, and when recomputing).
   WorkspaceFn forward_workspace = nullptr;
+  // Facts the executor reads too (training_graph.h's RandomnessOf, PassesInputValues,
+  // AxisIndicesInput, InitialFillOf).
+  Randomness random = Randomness::kNone;
+  // Output 0 is input 0 converted element by element to another dtype (its values pass through
+  // as views' do).
+  bool casts = false;
+  int axis_indices_input = -1;   // input holding indices into input 0 along attribute 'axis'
+  uint32_t init_one_inputs = 0;  // bit i set: a fresh model holds input i at one (a scale, a
+                                 // running variance), as torch.nn initialises it
+  uint32_t init_zero_inputs = 0; // bit i set: ... at zero (a shift, a running mean)
 };
 
 // Runs the node's ValidateFn (if its op has a rule and the rule one).

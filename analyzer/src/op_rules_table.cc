@@ -26,6 +26,12 @@ OpRule NoGradient(const char* op_type, InferFn infer) {
           .differentiable = false};
 }
 
+OpRule RandomSource(const char* op_type, InferFn infer) {
+  OpRule r = NoGradient(op_type, infer);
+  r.random = Randomness::kAlways;
+  return r;
+}
+
 // Fields left out take OpRule's defaults: backward FLOPs equal to forward, saves nothing,
 // every input differentiable, a new output, no workspaces, no checks beyond the shape rule.
 std::vector<OpRule> MakeRules() {
@@ -45,13 +51,17 @@ std::vector<OpRule> MakeRules() {
       {.op_type = "Einsum", .infer = InferEinsum, .flops = EinsumFlops, .backward_factor = 2.0,
        .saves = SavesBothInputs},
       // Normalization.
+      // Inputs: X, scale, bias, running mean, running variance.
       {.op_type = "BatchNormalization", .infer = InferBatchNorm, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesBatchNorm, .nondiff_inputs = Bits({3, 4}),
-       .backward_workspace = BatchNormWorkspace},
+       .backward_workspace = BatchNormWorkspace, .init_one_inputs = Bits({1, 4}),
+       .init_zero_inputs = Bits({2, 3})},
       {.op_type = "LayerNormalization", .infer = InferLayerNorm, .flops = NormFlops,
-       .backward_factor = 1.5, .saves = SavesLayerNorm, .validate = ValidateLayerNorm},
+       .backward_factor = 1.5, .saves = SavesLayerNorm, .validate = ValidateLayerNorm,
+       .init_one_inputs = Bits({1}), .init_zero_inputs = Bits({2})},
       {.op_type = "InstanceNormalization", .infer = InferSameAsInput, .flops = NormFlops,
-       .backward_factor = 1.5, .saves = SavesInstanceNorm},
+       .backward_factor = 1.5, .saves = SavesInstanceNorm, .init_one_inputs = Bits({1}),
+       .init_zero_inputs = Bits({2})},
       // Activations.
       {.op_type = "Relu", .infer = InferSameAsInput, .flops = ElementwiseFlops,
        .saves = SavesOutput0},
@@ -106,7 +116,8 @@ std::vector<OpRule> MakeRules() {
       {.op_type = "LogSoftmax", .infer = InferSameAsInput, .flops = SoftmaxFlops,
        .saves = SavesOutput0},
       {.op_type = "Dropout", .infer = InferDropout, .flops = ElementwiseFlops,
-       .saves = SavesDropout, .nondiff_inputs = Bits({1, 2})},
+       .saves = SavesDropout, .nondiff_inputs = Bits({1, 2}),
+       .random = Randomness::kInTraining},
       // Elementwise arithmetic.
       // add's backward hands the incoming gradient to both inputs (no copy; a broadcast
       // input gets a reduced one, parameter-sized at most).
@@ -155,13 +166,13 @@ std::vector<OpRule> MakeRules() {
       {.op_type = "ScatterND", .infer = InferSameAsInput, .flops = ElementwiseFlops,
        .saves = SavesScatter, .nondiff_inputs = Bits({1})},
       {.op_type = "ScatterElements", .infer = InferSameAsInput, .flops = ElementwiseFlops,
-       .saves = SavesScatter, .nondiff_inputs = Bits({1})},
+       .saves = SavesScatter, .nondiff_inputs = Bits({1}), .axis_indices_input = 1},
       {.op_type = "GatherElements", .infer = InferGatherElements, .flops = ElementwiseFlops,
-       .saves = SavesGather, .nondiff_inputs = Bits({1})},
+       .saves = SavesGather, .nondiff_inputs = Bits({1}), .axis_indices_input = 1},
       // cat's backward returns narrow() views of the incoming gradient.
       {.op_type = "Concat", .infer = InferConcat, .flops = ElementwiseFlops, .grad_is_view = true},
       {.op_type = "Gather", .infer = InferGather, .flops = ElementwiseFlops, .saves = SavesGather,
-       .nondiff_inputs = Bits({1})},
+       .nondiff_inputs = Bits({1}), .axis_indices_input = 1},
       {.op_type = "Tile", .infer = InferTile, .flops = ElementwiseFlops,
        .nondiff_inputs = Bits({1})},
       {.op_type = "Pad", .infer = InferPad, .flops = ElementwiseFlops,
@@ -170,9 +181,9 @@ std::vector<OpRule> MakeRules() {
        .nondiff_inputs = Bits({1, 2, 3})},
       {.op_type = "Upsample", .infer = InferResize, .flops = ElementwiseFlops,
        .nondiff_inputs = Bits({1})},
-      {.op_type = "Cast", .infer = InferCast, .flops = ElementwiseFlops},
+      {.op_type = "Cast", .infer = InferCast, .flops = ElementwiseFlops, .casts = true},
       {.op_type = "CastLike", .infer = InferCastLike, .flops = ElementwiseFlops,
-       .nondiff_inputs = Bits({1})},
+       .nondiff_inputs = Bits({1}), .casts = true},
       {.op_type = "Trilu", .infer = InferTrilu, .flops = ElementwiseFlops,
        .nondiff_inputs = Bits({1})},
       {.op_type = "TopK", .infer = InferTopK, .flops = ReduceFlops, .saves = SavesTopK,
@@ -228,11 +239,11 @@ std::vector<OpRule> MakeRules() {
       NoGradient("ArgMax", InferArgReduce),
       NoGradient("ArgMin", InferArgReduce),
       NoGradient("NonZero", InferNonDiffInt),
-      NoGradient("RandomUniformLike", InferRandomLike),
-      NoGradient("RandomNormalLike", InferRandomLike),
-      NoGradient("RandomUniform", InferRandom),
-      NoGradient("RandomNormal", InferRandom),
-      NoGradient("Bernoulli", InferBernoulli),
+      RandomSource("RandomUniformLike", InferRandomLike),
+      RandomSource("RandomNormalLike", InferRandomLike),
+      RandomSource("RandomUniform", InferRandom),
+      RandomSource("RandomNormal", InferRandom),
+      RandomSource("Bernoulli", InferBernoulli),
   };
 }
 
@@ -251,6 +262,29 @@ const OpRule* FindOpRule(const std::string& op_type) {
   }();
   auto it = index.find(op_type);
   return it == index.end() ? nullptr : it->second;
+}
+
+Randomness RandomnessOf(const std::string& op_type) {
+  const OpRule* r = FindOpRule(op_type);
+  return r ? r->random : Randomness::kNone;
+}
+
+bool PassesInputValues(const std::string& op_type) {
+  const OpRule* r = FindOpRule(op_type);
+  return r && (r->view != ViewKind::kNone || r->casts);
+}
+
+int AxisIndicesInput(const std::string& op_type) {
+  const OpRule* r = FindOpRule(op_type);
+  return r ? r->axis_indices_input : -1;
+}
+
+InitialFill InitialFillOf(const std::string& op_type, size_t input) {
+  const OpRule* r = FindOpRule(op_type);
+  if (!r || input >= 32) return InitialFill::kRandom;
+  if (r->init_one_inputs >> input & 1u) return InitialFill::kOne;
+  if (r->init_zero_inputs >> input & 1u) return InitialFill::kZero;
+  return InitialFill::kRandom;
 }
 
 std::vector<std::string> SupportedOpTypes() {

@@ -220,6 +220,26 @@ bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
 // saves) and the executor (which kernel runs) both follow.
 bool BatchNormIsTraining(const Node& n);
 
+// Op facts from the rule table that the executor reads as well as the analyzer. An op without
+// a rule has none of them (kNone, false, -1, kRandom).
+//
+// Whether the op draws random numbers: always (RandomUniform, Bernoulli, ...), or only when it
+// trains (Dropout, see DropoutIsActive). The executor seeds such a node per step so that a
+// recompute or a micro-batch draws the forward's values.
+enum class Randomness { kNone, kAlways, kInTraining };
+Randomness RandomnessOf(const std::string& op_type);
+// Whether the values of input 0 reach the op's outputs unchanged but for their layout or
+// dtype: views (Reshape, Transpose, Slice, Split, ...) and casts.
+bool PassesInputValues(const std::string& op_type);
+// The input that holds indices into input 0 along the node's attribute 'axis' (Gather,
+// GatherElements, ScatterElements), or -1: such indices lie in [0, input 0's dim 'axis').
+int AxisIndicesInput(const std::string& op_type);
+// What a freshly initialised model holds in input `input` of a node of this type, as torch.nn
+// initialises it: one (normalisation scales, running variances), zero (shifts, running means),
+// or random values (every other weight).
+enum class InitialFill { kRandom, kOne, kZero };
+InitialFill InitialFillOf(const std::string& op_type, size_t input);
+
 // The nodes `pick` selects, grouped by op type, as error messages name them:
 // "op A (node 'a1' and 2 more); op B (node 'b1')". Empty when none is picked.
 std::string DescribeNodesByOp(const TrainingGraph& g, const std::function<bool(const Node&)>& pick);
