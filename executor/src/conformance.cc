@@ -164,9 +164,8 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
     }
   }
   for (const Node& n : nodes) {
-    if (n.op_type == "Dropout" || exec::IsRandomOp(n.op_type)) {
-      if (n.op_type != "Dropout") r.randomized = true;
-    }
+    // A random source's outputs are always drawn; Dropout's only when it trains (checked per call below).
+    if (RandomnessOf(n.op_type) == Randomness::kAlways) r.randomized = true;
   }
   std::vector<std::string> sets = DataSets(case_dir);
   if (sets.empty()) { r.skipped = true; r.message = "no test_data_set_*"; return r; }

@@ -46,10 +46,9 @@ at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData
     const Node& n = g.nodes[c];
     for (size_t s = 0; s < n.inputs.size(); ++s) {
       if (n.inputs[s] != t.id) continue;
-      bool norm = n.op_type == "BatchNormalization" || n.op_type == "LayerNormalization" ||
-                  n.op_type == "InstanceNormalization";
-      if (norm && (s == 1 || s == 4)) return at::ones(t.shape, at::TensorOptions().dtype(st));
-      if (norm && (s == 2 || s == 3)) return at::zeros(t.shape, at::TensorOptions().dtype(st));
+      InitialFill fill = InitialFillOf(n.op_type, s);
+      if (fill == InitialFill::kOne) return at::ones(t.shape, at::TensorOptions().dtype(st));
+      if (fill == InitialFill::kZero) return at::zeros(t.shape, at::TensorOptions().dtype(st));
     }
   }
   if (!IsFloating(t.dtype)) return at::zeros(t.shape, at::TensorOptions().dtype(st));

@@ -54,9 +54,6 @@ void RegisterTensorKernels(KernelTable& table);
 const KernelTable& Kernels();
 const Kernel* FindKernel(const std::string& op_type);
 
-// Random ops draw from the default generator; the caller seeds it per node.
-bool IsRandomOp(const std::string& op_type);
-
 // ---- helpers shared by the kernel files ----
 std::vector<int64_t> ToInts(const at::Tensor& t);
 double ToDouble(const at::Tensor& t);

@@ -829,11 +829,6 @@ Outs Bernoulli(const OpCall& c) {
 
 }  // namespace
 
-bool IsRandomOp(const std::string& op) {
-  return op == "Dropout" || op == "RandomUniformLike" || op == "RandomNormalLike" || op == "RandomUniform" ||
-         op == "RandomNormal" || op == "Bernoulli";
-}
-
 void RegisterTensorKernels(KernelTable& t) {
   t["Add"] = Add; t["Sub"] = Sub; t["Mul"] = Mul; t["Div"] = Div; t["Pow"] = Pow; t["Mod"] = Mod;
   t["Sum"] = Sum; t["Max"] = Max; t["Min"] = Min; t["Mean"] = Mean;

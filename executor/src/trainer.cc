@@ -291,7 +291,7 @@ at::Tensor Trainer::Value(TensorId id) const {
 }
 
 int64_t Trainer::IndexBound(TensorId t) const {
-  // Follow the integer input through views and casts to a Gather that indexes with it.
+  // Follow the integer input through views and casts to an op that indexes along an axis with it.
   std::vector<TensorId> frontier = {t};
   std::set<TensorId> seen;
   while (!frontier.empty()) {
@@ -300,15 +300,14 @@ int64_t Trainer::IndexBound(TensorId t) const {
     if (!seen.insert(cur).second) continue;
     for (NodeId c : g_.tensors[cur].consumers) {
       const Node& n = g_.nodes[c];
-      if ((n.op_type == "Gather" || n.op_type == "GatherElements") && n.inputs.size() > 1 && n.inputs[1] == cur) {
+      const int indices = AxisIndicesInput(n.op_type);
+      if (indices >= 0 && static_cast<int>(n.inputs.size()) > indices && n.inputs[indices] == cur) {
         const Tensor& data = g_.tensors[n.inputs[0]];
         int64_t axis = n.attr_int("axis", 0);
         if (axis < 0) axis += static_cast<int64_t>(data.shape.size());
         if (axis >= 0 && axis < static_cast<int64_t>(data.shape.size())) return data.shape[axis];
       }
-      static const std::set<std::string> passthrough = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Cast",
-                                                         "Identity", "Transpose", "Slice", "Expand"};
-      if (passthrough.count(n.op_type) && n.inputs[0] == cur) {
+      if (PassesInputValues(n.op_type) && n.inputs[0] == cur) {
         for (TensorId o : n.outputs) if (o != kNone) frontier.push_back(o);
       }
     }
@@ -598,7 +597,7 @@ OpCall Trainer::CallFor(const Node& n, bool update_running_stats) {
 }
 
 void Trainer::SetupRandom(const Node& n, OpCall* call) {
-  if (!exec::IsRandomOp(n.op_type)) return;
+  if (RandomnessOf(n.op_type) == Randomness::kNone) return;
   // Seeded by (step, node) and drawn row by row over the whole batch: a recompute, or a
   // micro-batch, draws exactly the forward's values.
   SeedFor(step_ * opt_.micro_batches + micro_, n.id);
