@@ -353,9 +353,6 @@ int RunPlan(const Args& a) {
   if (request.layout.devices == 1 && shard != "none" && shard != "auto") {
     throw MemplanError("--shard " + PrintableText(shard) + " needs --devices N with N > 1 (one device has nothing to shard)");
   }
-  if (request.layout.shard == ShardMode::kParameters) {
-    throw MemplanError("--shard parameters (ZeRO-3) is not implemented yet; use optimizer or gradients");
-  }
   request.layout.bucket_bytes = a.get_bytes("bucket-size", request.layout.bucket_bytes);
   if (a.has("link-bandwidth")) {
     std::string text = a.get("link-bandwidth");

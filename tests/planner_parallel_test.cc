@@ -129,24 +129,26 @@ TEST(Parallel, PersistentBytesPerRankFollowTheTable) {
   //   none:      parameters P, gradients P, state mult x P
   //   optimizer: parameters P, gradients P, state mult x S
   //   gradients: parameters P, gradients S, state mult x S
+  //   parameters: parameters S, gradients S, state mult x S
   struct Row {
     ShardMode shard;
-    int64_t grads, state_per_mult;
+    int64_t params, grads, state_per_mult;
   };
   for (Optimizer opt : {Optimizer::kSgd, Optimizer::kMomentum, Optimizer::kAdam}) {
     const int64_t mult = opt == Optimizer::kSgd ? 0 : opt == Optimizer::kMomentum ? 1 : 2;
     TrainingGraph g = ThreeParams(opt);
-    for (Row r : {Row{ShardMode::kNone, 96, 96}, Row{ShardMode::kOptimizer, 96, 24}, Row{ShardMode::kGradients, 24, 24}}) {
+    for (Row r : {Row{ShardMode::kNone, 96, 96, 96}, Row{ShardMode::kOptimizer, 96, 96, 24},
+                  Row{ShardMode::kGradients, 96, 24, 24}, Row{ShardMode::kParameters, 24, 24, 24}}) {
       SCOPED_TRACE(std::string(OptimizerName(opt)) + " " + ShardModeName(r.shard));
       ParallelLayout l = Layout(4, r.shard, 40);
       RankPersistent rp = RankPersistentBytes(g, l);
-      EXPECT_EQ(rp.parameters, 96);
+      EXPECT_EQ(rp.parameters, r.params);
       EXPECT_EQ(rp.gradients, r.grads);
       EXPECT_EQ(rp.optimizer_state, mult * r.state_per_mult);
       // The replayed schedule's setup step allocates exactly that (shard gradients: the
       // shards; the flat gradients come later), besides the inputs x, y, z (80 B).
       Plan p = Parallel(g, l);
-      EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter), 96);
+      EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter), r.params);
       EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient), r.grads);
       EXPECT_EQ(SetupBytes(p, MemoryCategory::kOptimizerState), mult * r.state_per_mult);
       EXPECT_EQ(SetupBytes(p, MemoryCategory::kInput), 80);
@@ -342,6 +344,130 @@ TEST(Parallel, ShardedOptimizerHoldsOneShardTemporaryAtATime) {
   EXPECT_EQ(none.timeline.bytes_during.back(), 932 + 100);
 }
 
+TEST(Parallel, ShardParametersGathersEachBucketAroundItsReadersInEveryPass) {
+  // Chain (SGD, batch 1) on 2 ranks, 100 B buckets: bucket 0 = w0, bucket 1 = w1, each 104 B
+  // (26 elements), shard 52 B. Persistent: x 100 + parameter shards 104 + gradient shards 104 =
+  // 308, 192 B below one device's 500 (x, w0, w1 and their gradients).
+  // Forward: bucket 0 gathered (104) right before Mul(w0) and released with it; bucket 1 likewise
+  // around Mul(w1). Backward: bucket 1 gathered before Mul(w1)'s backward and released after its
+  // accumulation (the flat gradient, 104, comes with it and goes with the reduce-scatter);
+  // Relu's backward runs with nothing gathered; bucket 0 likewise around Mul(w0)'s backward.
+  TrainingGraph g = Chain();
+  Plan one = Plain(g);
+  Plan p = Parallel(g, Layout(2, ShardMode::kParameters, 100));
+  EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter), 104);
+  EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient), 104);
+  EXPECT_EQ(p.timeline.bytes_after.front(), 308);
+  const std::string mul0 = NodeProducing(g, "h0"), relu = NodeProducing(g, "h1"), mul1 = NodeProducing(g, "h2");
+  const std::vector<std::pair<Phase, std::string>> expected = {
+      {Phase::kSetup, ""},
+      {Phase::kCommunication, ""}, {Phase::kForward, mul0},  // gather 0; Mul(w0) releases it
+      {Phase::kForward, relu},
+      {Phase::kCommunication, ""}, {Phase::kForward, mul1},  // gather 1; Mul(w1) releases it
+      {Phase::kLoss, NodeProducing(g, g.tensors[g.loss].name)},
+      {Phase::kBackward, NodeProducing(g, g.tensors[g.loss].name)},
+      {Phase::kCommunication, ""}, {Phase::kBackward, mul1}, {Phase::kBackward, mul1},  // gather 1, op, accumulation
+      {Phase::kCommunication, ""}, {Phase::kCommunication, ""},  // release 1, reduce-scatter 1
+      {Phase::kBackward, relu},
+      {Phase::kCommunication, ""}, {Phase::kBackward, mul0}, {Phase::kBackward, mul0},
+      {Phase::kCommunication, ""}, {Phase::kCommunication, ""},
+      {Phase::kOptimizer, ""}, {Phase::kOptimizer, ""}, {Phase::kOptimizer, ""}};  // one-device step, 2 updates
+  ASSERT_EQ(p.schedule.steps.size(), expected.size());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    const Step& st = p.schedule.steps[k];
+    EXPECT_EQ(st.phase, expected[k].first) << k;
+    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, expected[k].second) << k;
+  }
+  // The forward: 192 below one device, plus the gathered bucket while its reader runs.
+  const size_t f0 = StepOfNode(one, g, Phase::kForward, mul0), f1 = StepOfNode(one, g, Phase::kForward, mul1);
+  EXPECT_EQ(p.timeline.bytes_during[2], one.timeline.bytes_during[f0] - 192 + 104);
+  EXPECT_EQ(p.timeline.bytes_after[2], one.timeline.bytes_after[f0] - 192);
+  EXPECT_EQ(p.timeline.bytes_during[3], one.timeline.bytes_during[f0 + 1] - 192);  // Relu: none gathered
+  EXPECT_EQ(p.timeline.bytes_during[5], one.timeline.bytes_during[f1] - 192 + 104);
+  EXPECT_EQ(p.timeline.bytes_after[5], one.timeline.bytes_after[f1] - 192);
+  // The backward of Mul(w1): the op with bucket 1 gathered; the accumulation adds the flat
+  // gradient (104) and frees w1's 100 B temporary; the release and the reduce-scatter return
+  // 104 each.
+  const size_t b1 = StepOfNode(one, g, Phase::kBackward, mul1);
+  EXPECT_EQ(p.timeline.bytes_during[9], one.timeline.bytes_during[b1] - 192 + 104);
+  EXPECT_EQ(p.timeline.bytes_during[10], p.timeline.bytes_after[9] + 104);
+  EXPECT_EQ(p.timeline.bytes_after[10], p.timeline.bytes_after[9] + 104 - 100);
+  EXPECT_EQ(p.timeline.bytes_after[12], p.timeline.bytes_after[10] - 208);
+  EXPECT_EQ(p.timeline.bytes_after[12], one.timeline.bytes_after[b1] - 192);
+  // Relu's backward: as on one device, less 192.
+  EXPECT_EQ(p.timeline.bytes_during[13], one.timeline.bytes_during[b1 + 1] - 192);
+  // The optimizer updates shards in place (SGD: nothing allocated).
+  EXPECT_EQ(p.timeline.bytes_during.back(), 308);
+}
+
+TEST(Parallel, ShardParametersGathersAgainInEachSegmentsRecompute) {
+  // Chain with a checkpoint after Mul(w0): segments {Mul(w0)} and {Relu, Mul(w1), loss}.
+  // Passes: forward of segment 0 (gathers bucket 0), forward of segment 1 (bucket 1), backward
+  // of segment 1 (bucket 1), recompute of segment 0 (bucket 0), backward of segment 0 (bucket
+  // 0): bucket 0 is gathered 3 times, bucket 1 twice. At 1000 B/s and 10 ms per collective on
+  // 2 ranks, an all-gather or a reduce-scatter of 104 B costs 52 / 1000 + 0.01 = 0.062 s:
+  // (1 reduce-scatter + 3 gathers) + (1 + 2) = 7 x 0.062 = 0.434 s.
+  TrainingGraph g = Chain();
+  PlanOptions o;
+  o.strategy = "manual";
+  o.checkpoints = {"h0"};
+  Plan p = PlanManual(g, {}, o);
+  ASSERT_EQ(p.segments.size(), 2u);
+  ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  l.link_bytes_per_second = 1000;
+  l.link_latency_seconds = 0.01;
+  ApplyDataParallel(p, g, l);
+  int gathers[2] = {0, 0};
+  for (const Step& st : p.schedule.steps) {
+    for (BufferId b : st.allocs) {
+      const std::string& name = p.schedule.buffers[b].name;
+      if (name == "bucket 0 gathered parameters") ++gathers[0];
+      if (name == "bucket 1 gathered parameters") ++gathers[1];
+    }
+  }
+  EXPECT_EQ(gathers[0], 3);
+  EXPECT_EQ(gathers[1], 2);
+  EXPECT_NEAR(p.predicted_comm_seconds, 0.434, 1e-12);
+  // Every gathered buffer is released: after the step, only the persistent bytes remain.
+  EXPECT_EQ(p.timeline.bytes_after.back(), p.timeline.bytes_after.front());
+}
+
+TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
+  // x -> Mul(w) -> h -> Mul(h, w) -> y (w read twice, and through a Transpose view in a second
+  // graph below): one segment releases bucket 0 after the second Mul; two segments {Mul} and
+  // {Mul, loss} release it after each.
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4});
+  b.Node("Mul", {"x", "w"}, {"h"}).Node("Mul", {"h", "w"}, {"y"});
+  LoadOptions lo;
+  lo.batch = 1;
+  lo.loss = LossKind::kSum;
+  TrainingGraph g = b.Output("y").Load(lo);
+  const std::vector<int> bucket_of = BucketOfTensor(g, ParameterBuckets(g, Layout(2, ShardMode::kParameters, 1024)));
+  const NodeId first = g.tensors[g.FindTensor("h")].producer, second = g.tensors[g.FindTensor("y")].producer;
+  EXPECT_EQ(BucketsReadBy(g, g.nodes[first], bucket_of), std::vector<int>{0});
+  std::vector<std::vector<int>> one = ForwardReleases(g, {}, bucket_of);
+  EXPECT_TRUE(one[first].empty());
+  EXPECT_EQ(one[second], std::vector<int>{0});
+  std::vector<std::vector<NodeId>> two = {{first}, {}};
+  for (const Node& n : g.nodes) {
+    if (n.id != first) two[1].push_back(n.id);
+  }
+  std::vector<std::vector<int>> split = ForwardReleases(g, two, bucket_of);
+  EXPECT_EQ(split[first], std::vector<int>{0});
+  EXPECT_EQ(split[second], std::vector<int>{0});
+  // A view of a weight reads the weight's bucket: MatMul(x, Transpose(w)) reads it twice over.
+  GraphBuilder t;
+  t.Input("x", {-1, 257}).Param("w", {256, 257});
+  t.Node("Transpose", {"w"}, {"wt"}).Attr("perm", std::vector<int64_t>{1, 0});
+  t.Node("MatMul", {"x", "wt"}, {"y"});
+  TrainingGraph tg = t.Output("y").Load(lo);
+  const std::vector<int> tb = BucketOfTensor(tg, ParameterBuckets(tg, Layout(2, ShardMode::kParameters, 1024)));
+  const NodeId matmul = tg.tensors[tg.FindTensor("y")].producer;
+  EXPECT_EQ(BucketsReadBy(tg, tg.nodes[matmul], tb), std::vector<int>{0});
+  EXPECT_EQ(ForwardReleases(tg, {}, tb)[matmul], std::vector<int>{0});
+}
+
 TEST(Parallel, CommSecondsFollowTheRingModel) {
   // Two buckets of 104 B on 2 ranks at 1000 B/s and 10 ms per collective. (N-1)/N = 1/2:
   //   none:      all-reduce 2 x 52 / 1000 + 0.01 = 0.114 per bucket            -> 0.228
@@ -479,16 +605,25 @@ TEST(Parallel, BadInputsGiveClearErrors) {
   }
   o.micro_batches = 0;
   o.layout.shard = ShardMode::kParameters;
+  o.plan.strategy = "selective";
   try {
     PlanForBudget(whole, ChainAt(Optimizer::kSgd), {}, o);
     FAIL();
   } catch (const MemplanError& e) {
-    EXPECT_NE(std::string(e.what()).find("ZeRO-3) is not implemented yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("selective does not combine with --shard parameters"), std::string::npos)
+        << e.what();
   }
   TrainingGraph g = Chain();
   Plan p = Plain(g);
-  EXPECT_THROW(ApplyDataParallel(p, g, Layout(2, ShardMode::kParameters, 100)), MemplanError);
   EXPECT_THROW(ApplyDataParallel(p, g, Layout(0, ShardMode::kNone, 100)), MemplanError);
+  // A selective plan recomputes inside the backward, where no gather span is defined.
+  Plan selective = ReplaySelective(g, "selective", {g.FindTensor("h1")}, 0, 0);
+  try {
+    ApplyDataParallel(selective, g, Layout(2, ShardMode::kParameters, 100));
+    FAIL();
+  } catch (const MemplanError& e) {
+    EXPECT_NE(std::string(e.what()).find("selective plan"), std::string::npos) << e.what();
+  }
 }
 
 // Corpus: per-rank peaks by shard mode, and the setup step holds plan.h's table computed from

@@ -90,20 +90,22 @@ RankPersistent RankPersistentBytes(const TrainingGraph& g, const ParallelLayout&
   for (const ParameterBucket& b : ParameterBuckets(g, layout)) {
     const int64_t shard = b.bytes / b.devices;
     const bool sharded = layout.shard != ShardMode::kNone && layout.devices > 1;
-    r.parameters += b.bytes;
-    r.gradients += layout.shard == ShardMode::kGradients && layout.devices > 1 ? shard : b.bytes;
+    const bool shard_gradients = sharded && layout.shard != ShardMode::kOptimizer;
+    r.parameters += sharded && layout.shard == ShardMode::kParameters ? shard : b.bytes;
+    r.gradients += shard_gradients ? shard : b.bytes;
     r.optimizer_state += mult * (sharded ? shard : b.bytes);
   }
   return r;
 }
 
-double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout) {
+double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout,
+                          const std::vector<int64_t>& gathers) {
   if (layout.devices <= 1) return 0;
   const double n = static_cast<double>(layout.devices);
   const double part = (n - 1) / n / layout.link_bytes_per_second;
   double seconds = 0;
-  for (const ParameterBucket& b : buckets) {
-    const double bytes = static_cast<double>(b.bytes);
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const double bytes = static_cast<double>(buckets[i].bytes);
     switch (layout.shard) {
       case ShardMode::kNone:  // all-reduce
         seconds += 2 * part * bytes + layout.link_latency_seconds;
@@ -112,13 +114,153 @@ double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const Par
         seconds += 3 * part * bytes + 2 * layout.link_latency_seconds;
         break;
       case ShardMode::kGradients:  // reduce-scatter, then the all-gather
-      case ShardMode::kParameters:
         seconds += 2 * part * bytes + 2 * layout.link_latency_seconds;
+        break;
+      case ShardMode::kParameters:  // reduce-scatter, and an all-gather per gather span
+        seconds += static_cast<double>(1 + (i < gathers.size() ? gathers[i] : 2)) *
+                   (part * bytes + layout.link_latency_seconds);
         break;
     }
   }
   return seconds;
 }
+
+std::vector<int> BucketOfTensor(const TrainingGraph& g, const std::vector<ParameterBucket>& buckets) {
+  std::vector<int> bucket_of(g.tensors.size(), -1);
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    for (TensorId t : buckets[b].parameters) bucket_of[t] = static_cast<int>(b);
+  }
+  return bucket_of;
+}
+
+std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n, const std::vector<int>& bucket_of) {
+  std::vector<int> read;
+  if (NodeIsFolded(g, n)) return read;
+  for (TensorId in : n.inputs) {
+    if (in == kNone) continue;
+    const int b = bucket_of[g.tensors[in].storage];
+    if (b >= 0 && std::find(read.begin(), read.end(), b) == read.end()) read.push_back(b);
+  }
+  std::sort(read.begin(), read.end());
+  return read;
+}
+
+std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
+                                              const std::vector<int>& bucket_of) {
+  std::vector<std::vector<NodeId>> all;
+  if (segments.empty()) {
+    all.emplace_back();
+    for (const Node& n : g.nodes) all.back().push_back(n.id);
+  }
+  std::vector<std::vector<int>> release(g.nodes.size());
+  for (const std::vector<NodeId>& seg : segments.empty() ? all : segments) {
+    std::vector<NodeId> last;  // per bucket, its last reader in the segment
+    for (NodeId id : seg) {
+      for (int b : BucketsReadBy(g, g.nodes[id], bucket_of)) {
+        if (last.size() <= static_cast<size_t>(b)) last.resize(b + 1, kNone);
+        last[b] = id;
+      }
+    }
+    for (size_t b = 0; b < last.size(); ++b) {
+      if (last[b] != kNone) release[last[b]].push_back(static_cast<int>(b));
+    }
+  }
+  return release;
+}
+
+namespace {
+
+// Shard parameters (plan.h): in every pass (the forward of one segment with the loss, the
+// recompute of one segment, one segment's backward call) each bucket's flat parameters are
+// gathered before the first step that reads them and released after the last. Returns how many
+// gathers each bucket has per micro-batch.
+std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
+                                    const std::vector<ParameterBucket>& buckets, const std::vector<int>& bucket_of) {
+  std::vector<int> segment_of(g.nodes.size(), 0);
+  for (size_t k = 0; k < segments.size(); ++k) {
+    for (NodeId n : segments[k]) segment_of[n] = static_cast<int>(k);
+  }
+  // 1. Per step, its pass and the buckets it touches. A backward step touches the buckets its
+  // node reads and those whose parameters' gradient temporaries it allocates.
+  const size_t nsteps = s.steps.size();
+  std::vector<int> pass(nsteps, -1);
+  std::vector<char> backward_pass;
+  std::vector<std::vector<int>> touched(nsteps);
+  std::pair<int, int> key = {-1, -1};
+  for (size_t i = 0; i < nsteps; ++i) {
+    const Step& st = s.steps[i];
+    if (st.node == kNone) continue;
+    int kind = -1;
+    if (st.phase == Phase::kForward || st.phase == Phase::kLoss) kind = 0;
+    else if (st.phase == Phase::kRecompute) kind = 1;
+    else if (st.phase == Phase::kBackward) kind = 2;
+    if (kind < 0) continue;
+    const std::pair<int, int> k = {kind, segment_of[st.node]};
+    if (k != key) {
+      key = k;
+      backward_pass.push_back(kind == 2);
+    }
+    pass[i] = static_cast<int>(backward_pass.size()) - 1;
+    touched[i] = BucketsReadBy(g, g.nodes[st.node], bucket_of);
+    if (kind == 2) {
+      for (BufferId a : st.allocs) {
+        const Buffer& buf = s.buffers[a];
+        if (buf.category != MemoryCategory::kTemporary || buf.tensor == kNone || bucket_of[buf.tensor] < 0) continue;
+        const int b = bucket_of[buf.tensor];
+        if (std::find(touched[i].begin(), touched[i].end(), b) == touched[i].end()) touched[i].push_back(b);
+      }
+    }
+  }
+  // 2. Per pass and bucket, the first and last step touching it.
+  const size_t nb = buckets.size(), np = backward_pass.size();
+  std::vector<size_t> first(np * nb, SIZE_MAX), last(np * nb, SIZE_MAX);
+  for (size_t i = 0; i < nsteps; ++i) {
+    for (int b : touched[i]) {
+      const size_t at = static_cast<size_t>(pass[i]) * nb + static_cast<size_t>(b);
+      if (first[at] == SIZE_MAX) first[at] = i;
+      last[at] = i;
+    }
+  }
+  // 3. The gather steps, and the releases: a forward or recompute pass releases a bucket with
+  // its last reader's step; a backward call once that step (its last accumulation) is done.
+  std::vector<int64_t> gathers(nb, 0);
+  std::vector<BufferId> gathered(np * nb, kNone);
+  std::vector<Step> out;
+  out.reserve(nsteps + 2 * np * nb);
+  for (size_t i = 0; i < nsteps; ++i) {
+    std::vector<BufferId> released;
+    if (pass[i] >= 0) {
+      const size_t row = static_cast<size_t>(pass[i]) * nb;
+      for (size_t b = 0; b < nb; ++b) {
+        if (first[row + b] != i) continue;
+        Step gather;
+        gather.phase = Phase::kCommunication;
+        gathered[row + b] = s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters", buckets[b].bytes,
+                                         MemoryCategory::kParameter, kNone});
+        gather.allocs.push_back(gathered[row + b]);
+        out.push_back(std::move(gather));
+        ++gathers[b];
+      }
+      for (size_t b = 0; b < nb; ++b) {
+        if (last[row + b] == i) released.push_back(gathered[row + b]);
+      }
+    }
+    out.push_back(std::move(s.steps[i]));
+    if (released.empty()) continue;
+    if (backward_pass[static_cast<size_t>(pass[i])]) {
+      Step release;
+      release.phase = Phase::kCommunication;
+      release.frees = std::move(released);
+      out.push_back(std::move(release));
+    } else {
+      for (BufferId b : released) out.back().frees.push_back(b);
+    }
+  }
+  s.steps = std::move(out);
+  return gathers;
+}
+
+}  // namespace
 
 void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelLayout& layout,
                        const SimulatorOptions& sim) {
@@ -128,8 +270,10 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   }
   p.layout = layout;
   if (layout.devices == 1) return;
-  if (layout.shard == ShardMode::kParameters) {
-    throw MemplanError("--shard parameters (ZeRO-3) is not implemented yet; use optimizer or gradients");
+  if (layout.shard == ShardMode::kParameters && !p.recomputed.empty()) {
+    throw MemplanError("--shard parameters does not combine with a selective plan yet (its recompute runs inside "
+                       "the backward, where no parameter gather is scheduled); plan with another --strategy, or "
+                       "--shard gradients");
   }
   const TrainingGraph& g = rank_graph;
   Schedule& s = p.schedule;
@@ -137,12 +281,10 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     throw MemplanError("internal: ApplyDataParallel needs a replayed plan (setup first, optimizer last)");
   }
   const std::vector<ParameterBucket> buckets = ParameterBuckets(g, layout);
-  std::vector<int> bucket_of(g.tensors.size(), -1);
-  for (size_t b = 0; b < buckets.size(); ++b) {
-    for (TensorId t : buckets[b].parameters) bucket_of[t] = static_cast<int>(b);
-  }
+  const std::vector<int> bucket_of = BucketOfTensor(g, buckets);
   const bool sharded = layout.shard != ShardMode::kNone;
-  const bool lazy = layout.shard == ShardMode::kGradients;
+  const bool zero3 = layout.shard == ShardMode::kParameters;
+  const bool lazy = layout.shard == ShardMode::kGradients || zero3;
   const int64_t mult = OptimizerStateMultiplier(g.optimizer);
 
   // 1. Phase 1: drop the per-parameter buffers of the trained parameters (buffers renumbered).
@@ -190,7 +332,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     const std::string name = "bucket " + std::to_string(b);
     const int64_t padded = buckets[b].bytes, shard = padded / layout.devices;
     Step& setup = s.steps.front();
-    setup.allocs.push_back(s.AddBuffer({name + " parameters", padded, MemoryCategory::kParameter, kNone}));
+    if (zero3) setup.allocs.push_back(s.AddBuffer({name + " parameter shard", shard, MemoryCategory::kParameter, kNone}));
+    else setup.allocs.push_back(s.AddBuffer({name + " parameters", padded, MemoryCategory::kParameter, kNone}));
     if (lazy) {
       setup.allocs.push_back(s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone}));
       flat_grad[b] = s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient, kNone});
@@ -296,6 +439,13 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   }
   s.steps = std::move(steps);
 
+  // 4b. Shard parameters: the gather spans.
+  std::vector<int64_t> gathers;
+  if (zero3) {
+    gathers = AddGatherSpans(s, g, p.segments, buckets, bucket_of);
+    for (int64_t& k : gathers) k *= std::max<int64_t>(1, p.micro_batches);
+  }
+
   // 5. The sharded optimizer: per bucket, the update (Adam's S_b temporary), then the
   // all-gather's copy of the rank's shard.
   if (sharded) {
@@ -310,6 +460,7 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
         update.frees.push_back(t);
       }
       s.steps.push_back(std::move(update));
+      if (zero3) continue;  // the next forward gathers the parameters
       Step gather;
       gather.phase = Phase::kOptimizer;
       BufferId c = s.AddBuffer({name + " all-gather copy of the shard", shard, MemoryCategory::kTemporary, kNone});
@@ -323,7 +474,7 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   p.timeline = Simulate(s, sim);
   p.predicted_peak_bytes = p.timeline.peak_bytes;
   p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= p.budget_bytes;
-  p.predicted_comm_seconds = PredictCommSeconds(buckets, layout);
+  p.predicted_comm_seconds = PredictCommSeconds(buckets, layout, gathers);
 }
 
 }  // namespace memplan

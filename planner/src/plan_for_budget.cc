@@ -43,6 +43,8 @@ Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const Cos
     return p;
   };
   PlanOptions moved = o;
+  // Shard parameters gathers in forward and recompute passes, which selective recompute has not.
+  if (layout.shard == ShardMode::kParameters) moved.auto_selective_max_nodes = 0;
   if (o.budget_bytes > 0) moved.budget_bytes = std::max<int64_t>(1, o.budget_bytes + saved);
   Plan best = rewrite(PlanBatch(rank, at_batch, cost, moved, k, nullptr));
   for (int attempt = 0; attempt < 3 && !best.feasible && o.budget_bytes > 0; ++attempt) {
@@ -61,6 +63,7 @@ Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const
                   int64_t k, const ParallelLayout& layout, int64_t baseline) {
   PlanOptions none_fits = o;
   none_fits.budget_bytes = 1;
+  if (layout.shard == ShardMode::kParameters) none_fits.auto_selective_max_nodes = 0;
   Plan p = PlanMicroBatched(at_batch, rank.batch, cost, none_fits, k);
   p.budget_bytes = o.budget_bytes;
   ApplyDataParallel(p, p.batch == rank.batch ? rank : at_batch(p.batch), layout, o.simulator);
@@ -76,8 +79,11 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   const int64_t n = options.layout.devices;
   const int64_t k = options.micro_batches;
   if (n < 1) throw MemplanError("--devices must be at least 1 (got " + std::to_string(n) + ")");
-  if (n > 1 && options.layout.shard == ShardMode::kParameters && !options.shard_auto) {
-    throw MemplanError("--shard parameters (ZeRO-3) is not implemented yet; use optimizer or gradients");
+  if (n > 1 && options.layout.shard == ShardMode::kParameters && !options.shard_auto &&
+      options.plan.strategy == "selective") {
+    throw MemplanError("--strategy selective does not combine with --shard parameters yet (its recompute runs "
+                       "inside the backward, where no parameter gather is scheduled); use another --strategy or "
+                       "--shard gradients");
   }
   if (n > 1 && (g.batch % n != 0 || (k > 1 && (g.batch / n) % k != 0))) {
     throw MemplanError("the batch of " + std::to_string(g.batch) + " does not split into " + std::to_string(n) +
@@ -110,7 +116,10 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   // Data parallelism: each shard mode planned per rank on the graph at batch / N.
   const TrainingGraph rank = at_batch(g.batch / n);
   std::vector<ShardMode> modes = {options.layout.shard};
-  if (options.shard_auto) modes = {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients};
+  if (options.shard_auto) {
+    modes = {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients};
+    if (options.plan.strategy != "selective") modes.push_back(ShardMode::kParameters);
+  }
   std::string tried;
   bool chosen = false;
   for (ShardMode m : modes) {

@@ -75,6 +75,7 @@
 //         none        P_b         P_b                             mult x P_b
 //         optimizer   P_b         P_b                             mult x S_b
 //         gradients   P_b         S_b (the reduced shard)         mult x S_b
+//         parameters  S_b         S_b                             mult x S_b
 //     Parameters (and, for none and optimizer, gradients) are one flat buffer per bucket with
 //     every parameter a view of it. Parameters without a gradient, constants, and the rank's
 //     rows of the batch are as in the one-device step.
@@ -137,8 +138,30 @@
 //     gradient shard", S_b, and "bucket B flat gradients", P_b, allocated as above) and
 //     "bucket B <optimizer> state", with categories kParameter, kGradient, kOptimizerState and
 //     no tensor; the all-reduce has no buffer of its own (it works in place).
-//   - parameters (ZeRO-3 / FSDP: parameters sharded and all-gathered per bucket in the forward
-//     and the backward) is not implemented yet; planning or running it is a clear error.
+//   - parameters (ZeRO-3, FSDP's FULL_SHARD): the rank keeps only its shards between steps:
+//     "bucket B parameter shard" (S_b), the gradient shard (S_b) and the optimizer state
+//     (mult x S_b). A bucket's flat parameters (P_b, "bucket B gathered parameters") exist only
+//     inside gather spans. A pass is the forward of one segment (with the loss), the recompute of
+//     one segment, or one segment's backward call; a node reads a bucket when one of its inputs'
+//     storages is a parameter of it (BucketsReadBy; a view of a weight reads its bucket). In each
+//     pass, the bucket is all-gathered (a kCommunication step allocating P_b) right before the
+//     first step that reads it: in a forward or recompute pass, before the node runs; in a
+//     backward call, before the first backward step whose node reads it (the executor: a
+//     pre-hook on that node's outputs' autograd functions, which the engine runs before the
+//     node's backward). A forward or recompute pass releases it with the step of its last reader
+//     in the segment (ForwardReleases); a backward call releases it once the last of its
+//     parameters' gradients of that call has been accumulated (a kCommunication step after that
+//     step; the executor: the AccumulateGrad post hook that completes the bucket, after the
+//     reduce-scatter when that is the bucket's last). Released means the memory is returned
+//     while autograd's saved references to the parameters stay: the executor swaps the flat
+//     storage's data for none and back (FSDP frees storages the same way), and writes a gather
+//     through a tensor of its own version counter, so autograd sees no in-place change.
+//     Gradients are as shard gradients (the flat gradient allocated lazily, reduce-scattered as
+//     soon as complete). The optimizer updates the shards (Adam's S_b temporary) and gathers
+//     nothing: the next forward does. With Gloo an all-gather is the in-place all-reduce above
+//     into the gathered buffer, with no temporary (the rank's shard is persistent).
+//     A selective plan does not combine with it yet (its recompute runs inside the backward);
+//     planning one is a clear error.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -273,8 +273,9 @@ nlohmann::json SweepToJson(const SweepResult& s);
 // shards, the communication phase and the sharded optimizer are added, and the schedule is
 // replayed (timeline, peak, feasibility against p.budget_bytes less p.margin_bytes), the
 // collectives' seconds predicted (Plan::predicted_comm_seconds) and p.layout recorded.
-// devices = 1 leaves `p` as it is (but for p.layout). Throws MemplanError for shard
-// `parameters` (not implemented yet), devices < 1 and bucket_bytes < 1.
+// devices = 1 leaves `p` as it is (but for p.layout). Throws MemplanError for devices < 1,
+// bucket_bytes < 1, and shard `parameters` with a selective plan (its recompute runs inside the
+// backward, where no gather span is defined yet).
 void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelLayout& layout,
                        const SimulatorOptions& sim = {});
 
@@ -290,8 +291,19 @@ struct RankPersistent {
 RankPersistent RankPersistentBytes(const TrainingGraph& g, const ParallelLayout& layout);
 
 // Seconds of the collectives of one step under `layout` (ParallelLayout's time model) for
-// buckets of these padded bytes. 0 for one device.
-double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout);
+// buckets of these padded bytes. 0 for one device. Shard parameters: gathers[b] all-gathers of
+// bucket b per step (ApplyDataParallel counts its gather spans; a bucket without a count: 2, one
+// in the forward and one in the backward).
+double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout,
+                          const std::vector<int64_t>& gathers = {});
+
+// Shard parameters (ZeRO-3, plan.h): the facts the planner's gather spans and the executor's
+// gathers both read.
+// Per tensor, the index of the bucket holding it, or -1.
+std::vector<int> BucketOfTensor(const TrainingGraph& g, const std::vector<ParameterBucket>& buckets);
+// The buckets whose parameters `n` reads, directly or through a view of one (its inputs'
+// storages), ascending. A folded node (every output a constant) runs nowhere and reads none.
+std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n, const std::vector<int>& bucket_of);
 
 // The one entry point for "plan this model for this budget", shared by the command line and
 // the GUI so that both answer the same budget with the same plan.
