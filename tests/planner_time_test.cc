@@ -64,6 +64,94 @@ TEST(PlannerTime, RooflineIsTheSlowerOfComputeAndMemoryPlusTheOverhead) {
   EXPECT_NEAR(RooflineSeconds(g, g.nodes[3], rates), 1.101e-3, 1e-12);
 }
 
+// x [1, 4, 8, 8] -> Conv 3x3 (w [4, 4, 3, 3], pad 1) -> c -> depthwise Conv 3x3 (group 4) -> d
+// -> BatchNormalization (batch statistics) -> n -> Relu -> r -> MaxPool 2x2 stride 2 -> p
+// [1, 4, 4, 4] -> Dropout (ratio 0.5, training) -> q -> Reshape [1, 64] -> f -> MatMul (fc
+// [64, 2]) -> y; and a grouped 1x1 Conv (group 2, w [4, 2, 1, 1]) on c beside them -> e.
+// Every [1, 4, 8, 8] activation is 256 floats, 1,024 B.
+TrainingGraph OneOfEachClass() {
+  GraphBuilder b;
+  b.Input("x", {-1, 4, 8, 8}).Param("w", {4, 4, 3, 3}).Param("dw", {4, 1, 3, 3}).Param("gw", {4, 2, 1, 1});
+  for (const char* p : {"scale", "bias", "mean", "var"}) b.Param(p, {4});
+  b.Param("fc", {64, 2}).Ints("shape", {1, 64});
+  const std::vector<int64_t> pad1 = {1, 1, 1, 1};
+  b.Node("Conv", {"x", "w"}, {"c"}).Attr("pads", pad1).Attr("kernel_shape", std::vector<int64_t>{3, 3});
+  b.Node("Conv", {"c", "dw"}, {"d"}).Attr("pads", pad1).Attr("kernel_shape", std::vector<int64_t>{3, 3}).Attr("group", int64_t{4});
+  b.Node("BatchNormalization", {"d", "scale", "bias", "mean", "var"}, {"n", "rm", "rv"}).Attr("training_mode", int64_t{1});
+  b.Node("Relu", {"n"}, {"r"});
+  b.Node("MaxPool", {"r"}, {"p"}).Attr("kernel_shape", std::vector<int64_t>{2, 2}).Attr("strides", std::vector<int64_t>{2, 2});
+  b.Node("Constant", {}, {"ratio"}).Attr("value_float", 0.5);
+  b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{1});
+  b.Node("Dropout", {"p", "ratio", "train"}, {"q"});
+  b.Node("Reshape", {"q", "shape"}, {"f"}).Node("MatMul", {"f", "fc"}, {"y"}).Output("y");
+  b.Node("Conv", {"c", "gw"}, {"e"}).Attr("kernel_shape", std::vector<int64_t>{1, 1}).Attr("group", int64_t{2}).Output("e");
+  return testing::LoadSum(b);
+}
+
+const Node& NodeNamed(const TrainingGraph& g, const std::string& name) {
+  const NodeId id = g.FindNode(name);
+  EXPECT_NE(id, kNone) << name;
+  return g.nodes.at(id);
+}
+
+TEST(PlannerTime, EachNodeHasTheComputeClassOfItsKernel) {
+  TrainingGraph g = OneOfEachClass();
+  auto cls = [&](const std::string& name) { return ComputeClassOf(NodeNamed(g, name), g.tensors); };
+  EXPECT_EQ(cls("Conv_0"), ComputeClass::kConv);
+  EXPECT_EQ(cls("Conv_1"), ComputeClass::kDepthwiseConv);  // group 4 = its 4 input channels
+  EXPECT_EQ(cls("Conv_10"), ComputeClass::kConv);          // group 2 of 4 channels: dense per group
+  EXPECT_EQ(cls("BatchNormalization_2"), ComputeClass::kNormalization);
+  EXPECT_EQ(cls("Relu_3"), ComputeClass::kMemory);
+  EXPECT_EQ(cls("MaxPool_4"), ComputeClass::kPooling);
+  EXPECT_EQ(cls("Dropout_7"), ComputeClass::kRandom);
+  EXPECT_EQ(cls("Reshape_8"), ComputeClass::kMemory);
+  EXPECT_EQ(cls("MatMul_9"), ComputeClass::kMatmul);
+
+  // Without batch statistics a batch norm is an affine map, and an inactive Dropout draws nothing.
+  GraphBuilder b;
+  b.Input("x", {-1, 4, 2, 2});
+  for (const char* p : {"scale", "bias", "mean", "var"}) b.Param(p, {4});
+  b.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"n"}).Node("Dropout", {"n"}, {"d"}).Output("d");
+  TrainingGraph inference = testing::LoadSum(b);
+  EXPECT_EQ(ComputeClassOf(inference.nodes[0], inference.tensors), ComputeClass::kMemory);
+  EXPECT_EQ(ComputeClassOf(inference.nodes[1], inference.tensors), ComputeClass::kMemory);
+  EXPECT_STREQ(ComputeClassName(ComputeClass::kDepthwiseConv), "depthwise_conv");
+}
+
+TEST(PlannerTime, TheRooflinePricesEachNodeAtItsClassRates) {
+  TrainingGraph g = OneOfEachClass();
+  // General rates 1e6 FLOP/s and 1,000 B/s, no overhead; each class its own (0: the general).
+  MachineRates r = Rates(1e6, 1e3, 0);
+  auto& c = r.classes;
+  c[static_cast<size_t>(ComputeClass::kConv)] = {.flops_per_second = 1e4, .bytes_per_second = 1e6};
+  c[static_cast<size_t>(ComputeClass::kDepthwiseConv)] = {.flops_per_second = 1e4, .bytes_per_second = 2e3};
+  c[static_cast<size_t>(ComputeClass::kNormalization)] = {.flops_per_second = 0, .bytes_per_second = 2e3};
+  c[static_cast<size_t>(ComputeClass::kPooling)] = {.flops_per_second = 128, .bytes_per_second = 0};
+  c[static_cast<size_t>(ComputeClass::kRandom)] = {.flops_per_second = 32, .bytes_per_second = 0};
+  c[static_cast<size_t>(ComputeClass::kMatmul)] = {.flops_per_second = 128, .bytes_per_second = 0};
+  auto seconds = [&](const std::string& name) { return RooflineSeconds(g, NodeNamed(g, name), r); };
+  // Conv_0: 2 x 256 outputs x (4 channels x 9) = 18,432 FLOPs / 1e4 = 1.8432 s; its x 1,024 B +
+  // w 576 B + c 1,024 B = 2,624 B / 1e6 B/s = 2.6 ms. (At the general rates: 2.624 s, memory-bound.)
+  EXPECT_DOUBLE_EQ(NodeBytesMoved(g, NodeNamed(g, "Conv_0")), 2624);
+  EXPECT_NEAR(seconds("Conv_0"), 1.8432, 1e-12);
+  EXPECT_NEAR(RooflineSeconds(g, NodeNamed(g, "Conv_0"), Rates(1e6, 1e3, 0)), 2.624, 1e-12);
+  // Depthwise: 2 x 256 x 9 = 4,608 FLOPs / 1e4 = 0.4608 s < (1,024 + 144 + 1,024) B / 2e3 = 1.096 s.
+  EXPECT_NEAR(seconds("Conv_1"), 1.096, 1e-12);
+  // Batch norm: reads d 1,024 B and four [4] vectors (64 B), writes n 1,024 B (the running
+  // statistics are its inputs, updated in place): 2,112 B / 2e3 = 1.056 s; its 8 x 256 FLOPs take
+  // 2 ms at the general rate.
+  EXPECT_DOUBLE_EQ(NodeBytesMoved(g, NodeNamed(g, "BatchNormalization_2")), 2112);
+  EXPECT_NEAR(seconds("BatchNormalization_2"), 1.056, 1e-12);
+  // Relu is memory: 2,048 B / 1e3 = 2.048 s.
+  EXPECT_NEAR(seconds("Relu_3"), 2.048, 1e-12);
+  // MaxPool: 64 outputs x a 4-element window = 256 / 128 = 2 s; its 1,280 B take 1.28 s.
+  EXPECT_NEAR(seconds("MaxPool_4"), 2, 1e-12);
+  // Dropout: 64 elements / 32 = 2 s.
+  EXPECT_NEAR(seconds("Dropout_7"), 2, 1e-12);
+  // MatMul [1, 64] x [64, 2]: 256 FLOPs / 128 = 2 s; its 256 + 512 + 8 B take 0.776 s.
+  EXPECT_NEAR(seconds("MatMul_9"), 2, 1e-12);
+}
+
 TEST(PlannerTime, AFoldedNodeIsNotRunAndCostsNothing) {
   // x [1, 100] -> Shape -> s (known at analysis time: [1, 100]) -> Reshape(x, s) -> Mul(w) -> Relu.
   GraphBuilder b;
@@ -275,6 +363,41 @@ TEST(PlannerTime, MachineRatesRoundTripAndRejectNonsense) {
   j = MachineRatesToJson(r);
   j.erase("bytes_per_second");
   EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(j); }).find("bytes_per_second"), std::string::npos);
+}
+
+TEST(PlannerTime, ClassRatesRoundTripAndAnOldFileWithoutThemTakesTheGeneralRates) {
+  MachineRates r = Rates(2e11, 3e10, 4e-6);
+  r.classes[static_cast<size_t>(ComputeClass::kConv)] = {.flops_per_second = 5e10, .bytes_per_second = 6e9};
+  r.classes[static_cast<size_t>(ComputeClass::kPooling)] = {.flops_per_second = 7e8, .bytes_per_second = 0};
+  const nlohmann::json j = MachineRatesToJson(r);
+  ASSERT_TRUE(j.contains("classes"));
+  EXPECT_EQ(j["classes"].size(), 2u);  // only the measured classes
+  MachineRates q = MachineRatesFromJson(nlohmann::json::parse(j.dump()));
+  EXPECT_DOUBLE_EQ(q.FlopsPerSecond(ComputeClass::kConv), 5e10);
+  EXPECT_DOUBLE_EQ(q.BytesPerSecond(ComputeClass::kConv), 6e9);
+  EXPECT_DOUBLE_EQ(q.FlopsPerSecond(ComputeClass::kPooling), 7e8);
+  EXPECT_DOUBLE_EQ(q.BytesPerSecond(ComputeClass::kPooling), 3e10);  // not measured: the general
+  EXPECT_DOUBLE_EQ(q.FlopsPerSecond(ComputeClass::kMatmul), 2e11);
+  // A cache written before class rates: every class at the general rates.
+  nlohmann::json old = j;
+  old.erase("classes");
+  MachineRates o = MachineRatesFromJson(old);
+  for (int k = 0; k < kNumComputeClasses; ++k) {
+    EXPECT_DOUBLE_EQ(o.FlopsPerSecond(static_cast<ComputeClass>(k)), 2e11);
+    EXPECT_DOUBLE_EQ(o.BytesPerSecond(static_cast<ComputeClass>(k)), 3e10);
+  }
+  nlohmann::json bad = j;
+  bad["classes"]["convolution"] = {{"flops_per_second", 1e9}};
+  std::string e = ErrorOf([&] { MachineRatesFromJson(bad); });
+  EXPECT_NE(e.find("unknown class 'convolution'"), std::string::npos) << e;
+  EXPECT_NE(e.find("depthwise_conv"), std::string::npos) << e;  // the known ones are listed
+  bad = j;
+  bad["classes"]["conv"]["flops_per_second"] = -1;
+  e = ErrorOf([&] { MachineRatesFromJson(bad); });
+  EXPECT_NE(e.find("classes.conv.flops_per_second"), std::string::npos) << e;
+  bad = j;
+  bad["classes"] = 3;
+  EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(bad); }).find("\"classes\" must be an object"), std::string::npos);
 }
 
 TEST(PlannerTime, DefaultRatesAreTheDocumentedOnes) {

@@ -112,6 +112,9 @@ struct OpRule {
   uint32_t init_one_inputs = 0;  // bit i set: a fresh model holds input i at one (a scale, a
                                  // running variance), as torch.nn initialises it
   uint32_t init_zero_inputs = 0; // bit i set: ... at zero (a shift, a running mean)
+  // The kernel kind that prices the forward (training_graph.h's ComputeClassOf, which also
+  // decides per node: depthwise convolutions, batch norm without batch statistics, random ops).
+  ComputeClass compute = ComputeClass::kMemory;
 };
 
 // Runs the node's ValidateFn (if its op has a rule and the rule one).

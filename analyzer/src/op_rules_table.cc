@@ -41,27 +41,28 @@ std::vector<OpRule> MakeRules() {
       // Compute-heavy ops.
       {.op_type = "Conv", .infer = InferConv, .flops = ConvFlops, .backward_factor = 2.0,
        .saves = SavesInputs01, .backward_workspace = ConvWorkspace, .validate = ValidateConv,
-       .forward_workspace = ConvForwardWorkspace},
+       .forward_workspace = ConvForwardWorkspace, .compute = ComputeClass::kConv},
       {.op_type = "ConvTranspose", .infer = InferConvTranspose, .flops = ConvTransposeFlops,
-       .backward_factor = 2.0, .saves = SavesInputs01, .validate = ValidateConvTranspose},
+       .backward_factor = 2.0, .saves = SavesInputs01, .validate = ValidateConvTranspose,
+       .compute = ComputeClass::kConv},
       {.op_type = "MatMul", .infer = InferMatMul, .flops = MatMulFlops, .backward_factor = 2.0,
-       .saves = SavesMatMul, .validate = ValidateContraction},
+       .saves = SavesMatMul, .validate = ValidateContraction, .compute = ComputeClass::kMatmul},
       {.op_type = "Gemm", .infer = InferGemm, .flops = GemmFlops, .backward_factor = 2.0,
-       .saves = SavesGemm, .validate = ValidateContraction},
+       .saves = SavesGemm, .validate = ValidateContraction, .compute = ComputeClass::kMatmul},
       {.op_type = "Einsum", .infer = InferEinsum, .flops = EinsumFlops, .backward_factor = 2.0,
-       .saves = SavesBothInputs},
+       .saves = SavesBothInputs, .compute = ComputeClass::kMatmul},
       // Normalization.
       // Inputs: X, scale, bias, running mean, running variance.
       {.op_type = "BatchNormalization", .infer = InferBatchNorm, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesBatchNorm, .nondiff_inputs = Bits({3, 4}),
        .backward_workspace = BatchNormWorkspace, .init_one_inputs = Bits({1, 4}),
-       .init_zero_inputs = Bits({2, 3})},
+       .init_zero_inputs = Bits({2, 3}), .compute = ComputeClass::kNormalization},
       {.op_type = "LayerNormalization", .infer = InferLayerNorm, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesLayerNorm, .validate = ValidateLayerNorm,
        .init_one_inputs = Bits({1}), .init_zero_inputs = Bits({2})},
       {.op_type = "InstanceNormalization", .infer = InferSameAsInput, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesInstanceNorm, .init_one_inputs = Bits({1}),
-       .init_zero_inputs = Bits({2})},
+       .init_zero_inputs = Bits({2}), .compute = ComputeClass::kNormalization},
       // Activations.
       {.op_type = "Relu", .infer = InferSameAsInput, .flops = ElementwiseFlops,
        .saves = SavesOutput0},
@@ -139,9 +140,9 @@ std::vector<OpRule> MakeRules() {
        .nondiff_inputs = Bits({0})},
       // Pooling and reductions.
       {.op_type = "MaxPool", .infer = InferPool, .flops = PoolFlops, .saves = SavesMaxPool,
-       .validate = ValidatePool},
+       .validate = ValidatePool, .compute = ComputeClass::kPooling},
       {.op_type = "AveragePool", .infer = InferPool, .flops = PoolFlops, .saves = SavesInput0,
-       .validate = ValidatePool},
+       .validate = ValidatePool, .compute = ComputeClass::kPooling},
       // Lowered to mean over the spatial axes, which saves no tensor.
       {.op_type = "GlobalAveragePool", .infer = InferGlobalPool, .flops = ReduceFlops},
       {.op_type = "GlobalMaxPool", .infer = InferGlobalPool, .flops = ReduceFlops,
@@ -285,6 +286,39 @@ InitialFill InitialFillOf(const std::string& op_type, size_t input) {
   if (r->init_one_inputs >> input & 1u) return InitialFill::kOne;
   if (r->init_zero_inputs >> input & 1u) return InitialFill::kZero;
   return InitialFill::kRandom;
+}
+
+ComputeClass ComputeClassOf(const Node& n, const std::vector<Tensor>& t) {
+  const OpRule* r = FindOpRule(n.op_type);
+  if (!r) return ComputeClass::kMemory;
+  // kInTraining is Dropout's fact: it draws only while active.
+  if (r->random == Randomness::kAlways || (r->random == Randomness::kInTraining && DropoutIsActive(n, t))) {
+    return ComputeClass::kRandom;
+  }
+  if (r->compute == ComputeClass::kConv) {
+    // Depthwise: one input channel per group, a direct scan far below the dense rate.
+    const int64_t group = n.attr_int("group", 1);
+    const bool known = !n.inputs.empty() && n.inputs[0] != kNone && t[n.inputs[0]].shape.size() > 1;
+    if (group > 1 && known && t[n.inputs[0]].shape[1] == group) return ComputeClass::kDepthwiseConv;
+  }
+  // Without batch statistics a batch norm is a per-channel affine map: pointwise.
+  if (r->compute == ComputeClass::kNormalization && n.op_type == "BatchNormalization" && !BatchNormIsTraining(n)) {
+    return ComputeClass::kMemory;
+  }
+  return r->compute;
+}
+
+const char* ComputeClassName(ComputeClass c) {
+  switch (c) {
+    case ComputeClass::kMemory: return "memory";
+    case ComputeClass::kMatmul: return "matmul";
+    case ComputeClass::kConv: return "conv";
+    case ComputeClass::kDepthwiseConv: return "depthwise_conv";
+    case ComputeClass::kNormalization: return "normalization";
+    case ComputeClass::kPooling: return "pooling";
+    case ComputeClass::kRandom: return "random";
+  }
+  return "memory";
 }
 
 std::vector<std::string> SupportedOpTypes() {

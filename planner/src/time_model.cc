@@ -27,27 +27,68 @@ MachineRates DefaultMachineRates(const std::string& device) {
   return r;
 }
 
+double MachineRates::FlopsPerSecond(ComputeClass c) const {
+  const double v = classes[static_cast<size_t>(c)].flops_per_second;
+  return v > 0 ? v : flops_per_second;
+}
+
+double MachineRates::BytesPerSecond(ComputeClass c) const {
+  const double v = classes[static_cast<size_t>(c)].bytes_per_second;
+  return v > 0 ? v : bytes_per_second;
+}
+
 nlohmann::json MachineRatesToJson(const MachineRates& r) {
-  return {{"device", r.device},
-          {"measured", r.measured},
-          {"flops_per_second", r.flops_per_second},
-          {"bytes_per_second", r.bytes_per_second},
-          {"op_overhead_seconds", r.op_overhead_seconds}};
+  nlohmann::json j = {{"device", r.device},
+                      {"measured", r.measured},
+                      {"flops_per_second", r.flops_per_second},
+                      {"bytes_per_second", r.bytes_per_second},
+                      {"op_overhead_seconds", r.op_overhead_seconds}};
+  nlohmann::json classes = nlohmann::json::object();
+  for (int k = 0; k < kNumComputeClasses; ++k) {
+    const MachineRates::ClassRates& c = r.classes[k];
+    if (c.flops_per_second <= 0 && c.bytes_per_second <= 0) continue;
+    nlohmann::json e = nlohmann::json::object();
+    if (c.flops_per_second > 0) e["flops_per_second"] = c.flops_per_second;
+    if (c.bytes_per_second > 0) e["bytes_per_second"] = c.bytes_per_second;
+    classes[ComputeClassName(static_cast<ComputeClass>(k))] = e;
+  }
+  if (!classes.empty()) j["classes"] = classes;
+  return j;
 }
 
 namespace {
 
-double Rate(const nlohmann::json& j, const char* key, bool may_be_zero) {
+double Rate(const nlohmann::json& j, const std::string& key, bool may_be_zero, const std::string& where = "") {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) {
-    throw MemplanError(std::string("machine rates: \"") + key + "\" must be a number");
+    throw MemplanError("machine rates: \"" + where + key + "\" must be a number");
   }
   const double v = it->get<double>();
   if (!std::isfinite(v) || v < 0 || (v == 0 && !may_be_zero)) {
-    throw MemplanError(std::string("machine rates: \"") + key + "\" must be finite and " +
+    throw MemplanError("machine rates: \"" + where + key + "\" must be finite and " +
                        (may_be_zero ? ">= 0" : "> 0") + ", not " + it->dump());
   }
   return v;
+}
+
+void ReadClassRates(const nlohmann::json& classes, MachineRates& r) {
+  if (!classes.is_object()) throw MemplanError("machine rates: \"classes\" must be an object");
+  for (const auto& [name, rates] : classes.items()) {
+    int k = 0;
+    while (k < kNumComputeClasses && name != ComputeClassName(static_cast<ComputeClass>(k))) ++k;
+    if (k == kNumComputeClasses) {
+      std::string known;
+      for (int i = 0; i < kNumComputeClasses; ++i) {
+        known += std::string(i ? ", " : "") + ComputeClassName(static_cast<ComputeClass>(i));
+      }
+      throw MemplanError("machine rates: \"classes\" names an unknown class '" + name + "' (known: " + known + ")");
+    }
+    if (!rates.is_object()) throw MemplanError("machine rates: \"classes." + name + "\" must be an object");
+    const std::string where = "classes." + name + ".";
+    MachineRates::ClassRates& c = r.classes[k];
+    if (rates.contains("flops_per_second")) c.flops_per_second = Rate(rates, "flops_per_second", true, where);
+    if (rates.contains("bytes_per_second")) c.bytes_per_second = Rate(rates, "bytes_per_second", true, where);
+  }
 }
 
 }  // namespace
@@ -63,6 +104,8 @@ MachineRates MachineRatesFromJson(const nlohmann::json& j) {
     if (!device->is_string()) throw MemplanError("machine rates: \"device\" must be a string");
     r.device = device->get<std::string>();
   }
+  auto classes = j.find("classes");
+  if (classes != j.end()) ReadClassRates(*classes, r);
   auto measured = j.find("measured");
   if (measured != j.end()) {
     if (!measured->is_boolean()) throw MemplanError("machine rates: \"measured\" must be true or false");
@@ -98,8 +141,10 @@ bool NodeIsFolded(const TrainingGraph& g, const Node& n) {
 
 double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates) {
   if (NodeIsFolded(g, n)) return 0;
-  const double compute = rates.flops_per_second > 0 ? n.forward_flops / rates.flops_per_second : 0;
-  const double memory = rates.bytes_per_second > 0 ? NodeBytesMoved(g, n) / rates.bytes_per_second : 0;
+  const ComputeClass c = ComputeClassOf(n, g.tensors);
+  const double flops_rate = rates.FlopsPerSecond(c), bytes_rate = rates.BytesPerSecond(c);
+  const double compute = flops_rate > 0 ? n.forward_flops / flops_rate : 0;
+  const double memory = bytes_rate > 0 ? NodeBytesMoved(g, n) / bytes_rate : 0;
   return std::max(compute, memory) + rates.op_overhead_seconds;
 }
 

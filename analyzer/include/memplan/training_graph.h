@@ -240,6 +240,24 @@ int AxisIndicesInput(const std::string& op_type);
 enum class InitialFill { kRandom, kOne, kZero };
 InitialFill InitialFillOf(const std::string& op_type, size_t input);
 
+// Which kind of kernel runs a node's forward, for a time model that prices each kind at its
+// own measured rate: the same FLOPs take very different times in a blocked matmul, a direct
+// convolution, a depthwise one or a window scan.
+//   kMemory: pointwise, data movement, reductions, softmax, layer norm (bound by bandwidth);
+//   kMatmul: MatMul, Gemm, Einsum;
+//   kConv: Conv, ConvTranspose;
+//   kDepthwiseConv: a Conv whose group count equals its input channels (> 1);
+//   kNormalization: batch and instance norm with batch statistics (a reduction per channel
+//     across the batch and the map, then the normalisation);
+//   kPooling: MaxPool, AveragePool (a window scan per output);
+//   kRandom: an op that draws random numbers in this node (an active Dropout, RandomUniform,
+//     Bernoulli, ...): the generator's rate per element.
+// An op without a rule is kMemory.
+enum class ComputeClass { kMemory, kMatmul, kConv, kDepthwiseConv, kNormalization, kPooling, kRandom };
+constexpr int kNumComputeClasses = 7;
+ComputeClass ComputeClassOf(const Node& n, const std::vector<Tensor>& t);
+const char* ComputeClassName(ComputeClass c);  // "memory", "matmul", "conv", "depthwise_conv", ...
+
 // The nodes `pick` selects, grouped by op type, as error messages name them:
 // "op A (node 'a1' and 2 more); op B (node 'b1')". Empty when none is picked.
 std::string DescribeNodesByOp(const TrainingGraph& g, const std::function<bool(const Node&)>& pick);

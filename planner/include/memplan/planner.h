@@ -14,6 +14,7 @@
 //   keeps every phase of the step within the budget.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
@@ -36,6 +37,17 @@ struct MachineRates {
   double bytes_per_second = 0;
   // The fixed cost of running one op (dispatch, allocation, autograd bookkeeping).
   double op_overhead_seconds = 0;
+  // Per ComputeClass (training_graph.h), the rates its kernels reach, measured on a
+  // representative shape of the class; 0 takes the general rate above (kMemory always does,
+  // and so does every class of a cache written before classes were measured).
+  struct ClassRates {
+    double flops_per_second = 0;
+    double bytes_per_second = 0;
+  };
+  std::array<ClassRates, kNumComputeClasses> classes{};
+  // The rates that price a node of class `c`.
+  double FlopsPerSecond(ComputeClass c) const;
+  double BytesPerSecond(ComputeClass c) const;
   // What the rates describe ("cpu (LibTorch 2.9.1, 2 threads)"), and whether they were
   // measured on it (false: DefaultMachineRates).
   std::string device;
@@ -44,10 +56,13 @@ struct MachineRates {
 // Documented guesses, used when nothing was measured (a build without LibTorch):
 //   cpu:  100 GFLOP/s, 10 GB/s, 10 us per op (a few cores of a current x86 server);
 //   cuda: 50 TFLOP/s, 2 TB/s, 20 us per op (an A100/H100-class GPU; TF32 matmul, HBM).
-// `device` is "cpu", "cuda" or "cuda:K"; anything else gets the cpu figures.
+// `device` is "cpu", "cuda" or "cuda:K"; anything else gets the cpu figures. No class rates.
 MachineRates DefaultMachineRates(const std::string& device);
+// Class rates go under "classes", one object per measured class by ComputeClassName.
 nlohmann::json MachineRatesToJson(const MachineRates& r);
-// Throws MemplanError naming the bad field (rates must be finite and > 0, overhead >= 0).
+// Throws MemplanError naming the bad field (rates must be finite and > 0, overhead >= 0, class
+// rates >= 0, classes named by ComputeClassName). Without "classes" every class takes the
+// general rates.
 MachineRates MachineRatesFromJson(const nlohmann::json& j);
 
 // Bytes the forward of `n` moves through memory: its inputs read plus its outputs written,
@@ -58,8 +73,8 @@ double NodeBytesMoved(const TrainingGraph& g, const Node& n);
 // Constant, Shape, ... of known value). The executor computes such nodes once before training
 // and never runs them in a step.
 bool NodeIsFolded(const TrainingGraph& g, const Node& n);
-// The roofline forward time of `n`:
-//   max(forward FLOPs / flops_per_second, bytes moved / bytes_per_second) + op_overhead_seconds,
+// The roofline forward time of `n`, at the rates of its class c = ComputeClassOf(n):
+//   max(forward FLOPs / FlopsPerSecond(c), bytes moved / BytesPerSecond(c)) + op_overhead_seconds,
 // and 0 for a folded node. Pointwise and normalisation ops are memory-bound here where FLOPs
 // alone would call them free.
 double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates);
