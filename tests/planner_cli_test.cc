@@ -202,6 +202,16 @@ TEST_F(PlannerCli, MachineRatesAreMeasuredOnceAndCached) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("1.23e+09 FLOP/s"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("measured, cached in " + cache), std::string::npos) << r.out;
+  // Each compute class's rate is measured too; an entry written before that (no "classes") is
+  // measured again and replaced, never an error.
+  EXPECT_TRUE(c["rates"].begin().value()["classes"].contains("conv"));
+  c["rates"].begin().value().erase("classes");
+  std::ofstream(cache) << c.dump();
+  r = Run(model_ + " --batch 8 --budget 70%");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("measured now, cached in " + cache), std::string::npos) << r.out;
+  c = nlohmann::json::parse(ReadFile(cache));
+  EXPECT_TRUE(c["rates"].begin().value()["classes"].contains("depthwise_conv")) << c.dump();
 }
 
 TEST_F(PlannerCli, SweepPrintsAParetoTableAndPutsItInTheJson) {

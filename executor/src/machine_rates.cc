@@ -1,5 +1,6 @@
-// The micro-benchmark behind the planner's roofline: matmul rate, memory bandwidth and per-op
-// overhead of one device, measured with the same LibTorch and allocator the executor uses.
+// The micro-benchmark behind the planner's roofline: matmul rate, memory bandwidth, per-op
+// overhead and the rates of each compute class of one device, measured with the same LibTorch
+// and allocator the executor uses.
 #include "memplan/machine_rates.h"
 
 #include <ATen/ATen.h>
@@ -72,6 +73,81 @@ double SecondsPerCall(const c10::Device& device, int calls, const std::function<
   return *std::min_element(times.begin(), times.end());
 }
 
+// Rate of `work` units per second of one call, the fixed per-op cost taken off first (the
+// roofline adds it back per node).
+double PerSecond(double work, double seconds, double overhead) {
+  return work / std::max(seconds - overhead, seconds / 2);
+}
+
+// The class rates (planner.h's MachineRates::classes) on mid-size shapes of the CNNs and
+// transformers memplan plans for, with autograd recording as forward and recompute run them, and
+// through the same ATen ops the executor lowers each class to. Work units are the analyzer's:
+// FLOPs as its rules count them (a pooling window's elements, a random op's elements), bytes
+// read plus written.
+void MeasureClassRates(const c10::Device& device, const at::TensorOptions& options, MachineRates& r) {
+  auto& classes = r.classes;
+  auto at_class = [&](ComputeClass c) -> MachineRates::ClassRates& { return classes[static_cast<size_t>(c)]; };
+  const double overhead = r.op_overhead_seconds;
+  try {
+    c10::AutoGradMode grad(true);
+    auto input = [&](at::IntArrayRef shape) { return at::rand(shape, options).set_requires_grad(true); };
+    auto bytes = [](std::initializer_list<int64_t> numels) {
+      double b = 0;
+      for (int64_t n : numels) b += 4.0 * static_cast<double>(n);
+      return b;
+    };
+    // matmul: a transformer's projection, [512, 768] x [768, 768].
+    {
+      const at::Tensor a = input({512, 768}), b = input({768, 768});
+      const double s = SecondsPerCall(device, 3, [&] { (void)at::matmul(a, b); });
+      at_class(ComputeClass::kMatmul).flops_per_second = PerSecond(2.0 * 512 * 768 * 768, s, overhead);
+    }
+    // conv, compute: a 3x3 convolution of 64 channels on a 56 x 56 map (a ResNet stage);
+    // bandwidth: a 1x1 convolution of 32 to 16 channels on a 112 x 112 map (MobileNet's
+    // projections), where the layout conversions around the kernel dominate.
+    {
+      const at::Tensor x = input({4, 64, 56, 56}), w = input({64, 64, 3, 3});
+      const double s = SecondsPerCall(device, 2, [&] { (void)at::convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1); });
+      at_class(ComputeClass::kConv).flops_per_second = PerSecond(2.0 * x.numel() * 64 * 9, s, overhead);
+      const at::Tensor x1 = input({4, 32, 112, 112}), w1 = input({16, 32, 1, 1});
+      const double s1 = SecondsPerCall(device, 3, [&] { (void)at::convolution(x1, w1, {}, {1, 1}, {0, 0}, {1, 1}, false, {0, 0}, 1); });
+      at_class(ComputeClass::kConv).bytes_per_second = PerSecond(bytes({x1.numel(), w1.numel(), x1.numel() / 2}), s1, overhead);
+    }
+    // depthwise: 3x3 over 96 channels of a 56 x 56 map (one calibrated point: its FLOPs and its
+    // bytes both).
+    {
+      const at::Tensor x = input({4, 96, 56, 56}), w = input({96, 1, 3, 3});
+      const double s = SecondsPerCall(device, 3, [&] { (void)at::convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 96); });
+      at_class(ComputeClass::kDepthwiseConv).flops_per_second = PerSecond(2.0 * x.numel() * 9, s, overhead);
+      at_class(ComputeClass::kDepthwiseConv).bytes_per_second = PerSecond(bytes({x.numel(), w.numel(), x.numel()}), s, overhead);
+    }
+    // normalization: batch norm with batch statistics over 64 channels of 8 x 56 x 56.
+    {
+      const at::Tensor x = input({8, 64, 56, 56}), scale = input({64}), shift = input({64});
+      const double s = SecondsPerCall(device, 3, [&] { (void)at::native_batch_norm(x, scale, shift, {}, {}, true, 0.0, 1e-5); });
+      at_class(ComputeClass::kNormalization).bytes_per_second = PerSecond(bytes({x.numel(), 128, x.numel()}), s, overhead);
+    }
+    // pooling: ResNet's stem max-pool, 3x3 stride 2 over 64 channels of 112 x 112, with indices.
+    {
+      const at::Tensor x = input({4, 64, 112, 112});
+      const double s = SecondsPerCall(device, 3, [&] { (void)at::max_pool2d_with_indices(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false); });
+      at_class(ComputeClass::kPooling).flops_per_second = PerSecond(9.0 * x.numel() / 4, s, overhead);
+    }
+    // random: a dropout's keep-mask (bernoulli) and the masked scale, 1M elements.
+    {
+      const at::Tensor x = input({1 << 20});
+      const double s = SecondsPerCall(device, 3, [&] {
+        at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
+        mask.bernoulli_(0.9);
+        (void)at::mul(at::mul(x, mask), 1.0 / 0.9);
+      });
+      at_class(ComputeClass::kRandom).flops_per_second = PerSecond(static_cast<double>(x.numel()), s, overhead);
+    }
+  } catch (const c10::Error& e) {
+    throw MemplanError("measuring the class rates of " + r.device + ": " + e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 std::string MachineRatesKey(const std::string& device) {
@@ -113,6 +189,7 @@ MachineRates MeasureMachineRates(const std::string& device_name) {
   } catch (const c10::Error& e) {
     throw MemplanError("measuring the rates of " + r.device + ": " + e.what_without_backtrace());
   }
+  MeasureClassRates(device, options, r);
   return r;
 }
 

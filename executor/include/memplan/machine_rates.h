@@ -13,13 +13,18 @@ namespace memplan {
 // this build cannot use.
 std::string MachineRatesKey(const std::string& device);
 
-// A micro-benchmark on `device` ("cpu", "cuda" or "cuda:K"), about a second:
+// A micro-benchmark on `device` ("cpu", "cuda" or "cuda:K"), a second or two:
 //   flops_per_second: the best of at::matmul on square float32 matrices of 256, 512 and 1024
 //     (2 n^3 FLOPs each);
 //   bytes_per_second: at::add of two 16 MiB float32 tensors into a new one (48 MiB moved), as
 //     the executor runs a pointwise op (a fresh output from its allocator);
 //   op_overhead_seconds: at::add on one-element tensors that require grad, with autograd on,
-//     as recompute runs its ops.
+//     as recompute runs its ops;
+//   classes: per ComputeClass, the rate of its ATen op on a mid-size shape, with autograd on
+//     (matmul [512, 768] x [768, 768]; conv 3x3 64 channels on 4 x 56 x 56 for FLOPs, 1x1 32 to
+//     16 channels on 4 x 112 x 112 for bytes; depthwise 3x3 96 channels on 4 x 56 x 56; batch
+//     norm with batch statistics on 8 x 64 x 56 x 56; max-pool 3x3 stride 2 with indices on
+//     4 x 64 x 112 x 112; a dropout's bernoulli mask and masked scale on 1M elements).
 // Each figure is the fastest of five timed repetitions after a warm-up (other processes on the
 // machine only slow a repetition down). Throws MemplanError
 // when the device cannot be used.
