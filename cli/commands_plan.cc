@@ -254,9 +254,11 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
   if (!path.empty() && std::filesystem::exists(path, ec)) {
     try {
       cache = ReadJsonInput(path, "rates cache");
-      // An entry without class rates was written before they were measured: measured again.
+      // An entry without class or fresh-memory rates was written before they were measured:
+      // measured again.
       if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache["rates"].is_object() &&
-          cache["rates"].contains(key) && cache["rates"][key].contains("classes")) {
+          cache["rates"].contains(key) && cache["rates"][key].contains("classes") &&
+          cache["rates"][key].contains("fresh_bytes_per_second")) {
         *source = "measured, cached in " + path;
         return MachineRatesFromJson(cache["rates"][key]);
       }

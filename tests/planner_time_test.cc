@@ -152,6 +152,26 @@ TEST(PlannerTime, TheRooflinePricesEachNodeAtItsClassRates) {
   EXPECT_NEAR(seconds("MatMul_9"), 2, 1e-12);
 }
 
+TEST(PlannerTime, NewBuffersFromTheThresholdUpPayTheFreshMemoryRate) {
+  TrainingGraph g = MatMulReluReshape();
+  MachineRates r = Rates(/*flops_per_second=*/1e6, /*bytes_per_second=*/4e6, /*overhead=*/1e-3);
+  r.fresh_bytes_per_second = 100;
+  r.fresh_threshold_bytes = 400;
+  // MatMul's y and Relu's r are 400 B new outputs: + 400 B / 100 B/s = 4 s on the 21 ms and
+  // 1.2 ms of the roofline test above; Reshape's s is a view: nothing new.
+  EXPECT_NEAR(RooflineSeconds(g, g.nodes[0], r), 4.021, 1e-12);
+  EXPECT_NEAR(RooflineSeconds(g, g.nodes[1], r), 4.0012, 1e-12);
+  EXPECT_NEAR(RooflineSeconds(g, g.nodes[2], r), 1e-3, 1e-12);
+  r.fresh_threshold_bytes = 401;  // below the threshold malloc reuses its heap
+  EXPECT_NEAR(RooflineSeconds(g, g.nodes[0], r), 21e-3, 1e-12);
+  // A saved extra is a new buffer too: MaxPool's int64 indices of its 64 outputs, 512 B (its
+  // output p, 256 B, stays under a 512 B threshold). 256 FLOPs / 1e6 < 1,280 B / 4e6 = 0.32 ms;
+  // + 512 B / 100 B/s = 5.12 s; + 1 ms.
+  TrainingGraph c = OneOfEachClass();
+  r.fresh_threshold_bytes = 512;
+  EXPECT_NEAR(RooflineSeconds(c, NodeNamed(c, "MaxPool_4"), r), 0.32e-3 + 5.12 + 1e-3, 1e-12);
+}
+
 TEST(PlannerTime, AFoldedNodeIsNotRunAndCostsNothing) {
   // x [1, 100] -> Shape -> s (known at analysis time: [1, 100]) -> Reshape(x, s) -> Mul(w) -> Relu.
   GraphBuilder b;
@@ -331,6 +351,41 @@ TEST(PlannerTime, TimesMeasuredAtAnotherBatchScaleLinearly) {
   EXPECT_TRUE(noted);
 }
 
+// x [b, 25] -> Mul(w [25]) -> h0 -> Relu -> h1 -> sum, at batch b.
+TrainingGraph MulReluAt(int64_t batch) {
+  GraphBuilder b;
+  b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"}).Node("Relu", {"h0"}, {"h1"}).Output("h1");
+  LoadOptions lo;
+  lo.loss = LossKind::kSum;
+  lo.batch = batch;
+  return b.Load(lo);
+}
+
+TEST(PlannerTime, AMicroBatchKeepsTheFixedPartOfTheTimeMeasuredAtTheFullBatch) {
+  TrainingGraph g2 = MulReluAt(2), g1 = MulReluAt(1);
+  // 1e6 FLOP/s and B/s, 100 us per op. Roofline of Mul_0: batch 2 reads x 200 B + w 100 B and
+  // writes h0 200 B: 500 us + 100 us = 600 us; batch 1: 300 + 100 = 400 us. Relu_1: batch 2
+  // 400 B: 500 us; batch 1: 300 us.
+  const MachineRates rates = Rates(1e6, 1e6, 100 * kUs);
+  ASSERT_NEAR(RooflineSeconds(g2, g2.nodes[0], rates), 600 * kUs, 1e-12);
+  ASSERT_NEAR(RooflineSeconds(g1, g1.nodes[0], rates), 400 * kUs, 1e-12);
+  // Measured at batch 2, the graph's: Mul_0 1,200 us, Relu_1 1,000 us.
+  Calibration c = CalibrateNodeSeconds(g2, Measured(2, {{"Mul_0", "Mul", 1200 * kUs}, {"Relu_1", "Relu", 1000 * kUs}}), rates);
+  EXPECT_NEAR(c.node_seconds(g2, g2.nodes[0]), 1200 * kUs, 1e-12);
+  // At batch 1 they scale as their rooflines: 1,200 x 400 / 600 = 800 us (not 600: the weight's
+  // bytes and the overhead stay), 1,000 x 300 / 500 = 600 us.
+  EXPECT_NEAR(c.node_seconds(g1, g1.nodes[0]), 800 * kUs, 1e-12);
+  EXPECT_NEAR(c.node_seconds(g1, g1.nodes[1]), 600 * kUs, 1e-12);
+  // Measured at another batch than the graph's (no roofline there): the overhead is fixed, the
+  // rest per row. Graph at batch 1, Mul_0 measured 1,200 us at batch 2: 100 + 1,100 / 2 = 650 us,
+  // and at batch 4: 100 + 1,100 x 2 = 2,300 us.
+  Calibration other = CalibrateNodeSeconds(g1, Measured(2, {{"Mul_0", "Mul", 1200 * kUs}}), rates);
+  EXPECT_NEAR(other.node_seconds(g1, g1.nodes[0]), 650 * kUs, 1e-12);
+  EXPECT_NEAR(other.node_seconds(MulReluAt(4), g1.nodes[0]), 2300 * kUs, 1e-12);
+  // Its median ratio compares 650 us with Mul_0's 400 us roofline at batch 1.
+  EXPECT_DOUBLE_EQ(other.median_ratio, 650.0 / 400.0);
+}
+
 TEST(PlannerTime, AMeasurementOfAnotherModelIsAnErrorNamingTheFile) {
   TrainingGraph g = ReluChain(4);
   std::string e = ErrorOf([&] { CalibrateNodeSeconds(g, Measured(1, {{"Conv_0", "Conv", 1e-3}}), kUnitRates); });
@@ -378,9 +433,17 @@ TEST(PlannerTime, ClassRatesRoundTripAndAnOldFileWithoutThemTakesTheGeneralRates
   EXPECT_DOUBLE_EQ(q.FlopsPerSecond(ComputeClass::kPooling), 7e8);
   EXPECT_DOUBLE_EQ(q.BytesPerSecond(ComputeClass::kPooling), 3e10);  // not measured: the general
   EXPECT_DOUBLE_EQ(q.FlopsPerSecond(ComputeClass::kMatmul), 2e11);
-  // A cache written before class rates: every class at the general rates.
+  r.fresh_bytes_per_second = 1.5e9;
+  r.fresh_threshold_bytes = int64_t{32} << 20;
+  q = MachineRatesFromJson(nlohmann::json::parse(MachineRatesToJson(r).dump()));
+  EXPECT_DOUBLE_EQ(q.fresh_bytes_per_second, 1.5e9);
+  EXPECT_EQ(q.fresh_threshold_bytes, int64_t{32} << 20);
+  // A cache written before class rates: every class at the general rates, no fresh-memory cost.
   nlohmann::json old = j;
   old.erase("classes");
+  old.erase("fresh_bytes_per_second");
+  old.erase("fresh_threshold_bytes");
+  EXPECT_DOUBLE_EQ(MachineRatesFromJson(old).fresh_bytes_per_second, 0);
   MachineRates o = MachineRatesFromJson(old);
   for (int k = 0; k < kNumComputeClasses; ++k) {
     EXPECT_DOUBLE_EQ(o.FlopsPerSecond(static_cast<ComputeClass>(k)), 2e11);

@@ -148,6 +148,28 @@ void MeasureClassRates(const c10::Device& device, const at::TensorOptions& optio
   }
 }
 
+// glibc's malloc serves a request of 32 MiB or more (DEFAULT_MMAP_THRESHOLD_MAX on 64-bit; its
+// dynamic threshold never rises above it) with a fresh mapping, every time: the op writing it
+// takes a page fault per page. Its rate: a copy into a new 64 MiB tensor against the same copy
+// into an existing one.
+void MeasureFreshMemory(const c10::Device& device, const at::TensorOptions& options, MachineRates& r) {
+  constexpr int64_t kThreshold = int64_t{32} << 20;
+  try {
+    c10::AutoGradMode no_grad(false);
+    const int64_t numel = 2 * kThreshold / 4;
+    const at::Tensor src = at::rand({numel}, options);
+    at::Tensor dst = at::empty({numel}, options);
+    const double existing = SecondsPerCall(device, 2, [&] { dst.copy_(src); });
+    const double fresh = SecondsPerCall(device, 2, [&] { (void)src.clone(); });
+    if (fresh > existing) {
+      r.fresh_bytes_per_second = 4.0 * static_cast<double>(numel) / (fresh - existing);
+      r.fresh_threshold_bytes = kThreshold;
+    }
+  } catch (const c10::Error& e) {
+    throw MemplanError("measuring the rates of " + r.device + ": " + e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 std::string MachineRatesKey(const std::string& device) {
@@ -190,6 +212,7 @@ MachineRates MeasureMachineRates(const std::string& device_name) {
     throw MemplanError("measuring the rates of " + r.device + ": " + e.what_without_backtrace());
   }
   MeasureClassRates(device, options, r);
+  if (device.is_cpu()) MeasureFreshMemory(device, options, r);
   return r;
 }
 

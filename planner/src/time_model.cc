@@ -53,6 +53,8 @@ nlohmann::json MachineRatesToJson(const MachineRates& r) {
     classes[ComputeClassName(static_cast<ComputeClass>(k))] = e;
   }
   if (!classes.empty()) j["classes"] = classes;
+  j["fresh_bytes_per_second"] = r.fresh_bytes_per_second;
+  j["fresh_threshold_bytes"] = r.fresh_threshold_bytes;
   return j;
 }
 
@@ -106,6 +108,12 @@ MachineRates MachineRatesFromJson(const nlohmann::json& j) {
   }
   auto classes = j.find("classes");
   if (classes != j.end()) ReadClassRates(*classes, r);
+  if (j.contains("fresh_bytes_per_second")) {
+    r.fresh_bytes_per_second = Rate(j, "fresh_bytes_per_second", true);
+    const double threshold = Rate(j, "fresh_threshold_bytes", true);
+    if (threshold > 9e18) throw MemplanError("machine rates: \"fresh_threshold_bytes\" is too large");
+    r.fresh_threshold_bytes = static_cast<int64_t>(threshold);
+  }
   auto measured = j.find("measured");
   if (measured != j.end()) {
     if (!measured->is_boolean()) throw MemplanError("machine rates: \"measured\" must be true or false");
@@ -145,7 +153,18 @@ double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates
   const double flops_rate = rates.FlopsPerSecond(c), bytes_rate = rates.BytesPerSecond(c);
   const double compute = flops_rate > 0 ? n.forward_flops / flops_rate : 0;
   const double memory = bytes_rate > 0 ? NodeBytesMoved(g, n) / bytes_rate : 0;
-  return std::max(compute, memory) + rates.op_overhead_seconds;
+  double fresh = 0;
+  if (rates.fresh_bytes_per_second > 0) {
+    auto add = [&](int64_t bytes) {
+      if (bytes >= rates.fresh_threshold_bytes) fresh += static_cast<double>(bytes);
+    };
+    for (TensorId o : n.outputs) {
+      if (o != kNone && !g.tensors[o].is_view()) add(g.tensors[o].bytes);
+    }
+    for (const SavedExtra& e : n.saved_extras) add(e.bytes);
+    fresh /= rates.fresh_bytes_per_second;
+  }
+  return std::max(compute, memory) + fresh + rates.op_overhead_seconds;
 }
 
 NodeSecondsFn RooflineNodeSeconds(const MachineRates& rates) {
@@ -180,10 +199,18 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
     }
     seconds[m.name] = m.seconds;
   }
-  // 2. Times scale linearly with the batch of the graph asked about.
-  const double measured_batch = static_cast<double>(measured.batch > 0 ? measured.batch : g.batch);
+  // 2. Times at another batch: as the roofline scales when it was measured at this graph's batch
+  // (its roofline there is at hand), else a fixed per-op part and a per-row part.
+  const int64_t measured_rows = measured.batch > 0 ? measured.batch : g.batch;
+  const double measured_batch = static_cast<double>(measured_rows);
+  const double overhead = rates.op_overhead_seconds;
+  auto affine = [overhead, measured_batch](double s, int64_t batch) {
+    const double fixed = std::min(s, overhead);
+    return fixed + (s - fixed) * static_cast<double>(batch) / measured_batch;
+  };
   Calibration c;
   std::vector<double> ratios;
+  std::map<std::string, double> measured_roofline;  // at the measured batch, when g is at it
   for (const Node& n : g.nodes) {
     auto it = seconds.find(n.name);
     if (it == seconds.end()) {
@@ -192,7 +219,8 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
     }
     ++c.measured_nodes;
     const double roofline = RooflineSeconds(g, n, rates);
-    if (roofline > 0) ratios.push_back(it->second * static_cast<double>(g.batch) / measured_batch / roofline);
+    if (g.batch == measured_rows) measured_roofline[n.name] = roofline;
+    if (roofline > 0) ratios.push_back(affine(it->second, g.batch) / roofline);
   }
   // 3. The median ratio prices the nodes the measurement lacks.
   if (!ratios.empty()) {
@@ -201,10 +229,14 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
     c.median_ratio = ratios.size() % 2 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2;
   }
   const double ratio = c.median_ratio;
-  c.node_seconds = [seconds, measured_batch, rates, ratio](const TrainingGraph& graph, const Node& n) {
+  c.node_seconds = [seconds, measured_rows, measured_roofline, affine, rates, ratio](const TrainingGraph& graph,
+                                                                                  const Node& n) {
     auto it = seconds.find(n.name);
-    if (it != seconds.end()) return it->second * static_cast<double>(graph.batch) / measured_batch;
-    return RooflineSeconds(graph, n, rates) * ratio;
+    if (it == seconds.end()) return RooflineSeconds(graph, n, rates) * ratio;
+    if (graph.batch == measured_rows) return it->second;
+    auto m = measured_roofline.find(n.name);
+    if (m != measured_roofline.end() && m->second > 0) return it->second * RooflineSeconds(graph, n, rates) / m->second;
+    return affine(it->second, graph.batch);
   };
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g", ratio);
@@ -216,7 +248,7 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
                     (c.folded_nodes > 0 ? ", " + std::to_string(c.folded_nodes) + " folded to constants (not run)" : ""));
   if (measured.batch > 0 && measured.batch != g.batch) {
     c.notes.push_back(src + " was measured at batch " + std::to_string(measured.batch) + "; its times are scaled "
-                      "linearly to batch " + std::to_string(g.batch));
+                      "linearly to batch " + std::to_string(g.batch) + " (but for the per-op overhead)");
   }
   return c;
 }

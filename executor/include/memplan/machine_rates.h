@@ -24,7 +24,9 @@ std::string MachineRatesKey(const std::string& device);
 //     (matmul [512, 768] x [768, 768]; conv 3x3 64 channels on 4 x 56 x 56 for FLOPs, 1x1 32 to
 //     16 channels on 4 x 112 x 112 for bytes; depthwise 3x3 96 channels on 4 x 56 x 56; batch
 //     norm with batch statistics on 8 x 64 x 56 x 56; max-pool 3x3 stride 2 with indices on
-//     4 x 64 x 112 x 112; a dropout's bernoulli mask and masked scale on 1M elements).
+//     4 x 64 x 112 x 112; a dropout's bernoulli mask and masked scale on 1M elements);
+//   fresh_bytes_per_second (CPU): a copy into a new 64 MiB tensor against one into an existing
+//     tensor (the page faults of memory glibc maps anew, from 32 MiB up: fresh_threshold_bytes).
 // Each figure is the fastest of five timed repetitions after a warm-up (other processes on the
 // machine only slow a repetition down). Throws MemplanError
 // when the device cannot be used.

@@ -45,6 +45,12 @@ struct MachineRates {
     double bytes_per_second = 0;
   };
   std::array<ClassRates, kNumComputeClasses> classes{};
+  // New memory: a buffer of at least fresh_threshold_bytes comes straight from the operating
+  // system (glibc's malloc maps it anew from 32 MiB up), and the op that first writes it pays a
+  // page fault per page, at fresh_bytes_per_second. 0: no such cost (the defaults, a caching
+  // allocator, a file written before it was measured).
+  double fresh_bytes_per_second = 0;
+  int64_t fresh_threshold_bytes = 0;
   // The rates that price a node of class `c`.
   double FlopsPerSecond(ComputeClass c) const;
   double BytesPerSecond(ComputeClass c) const;
@@ -74,8 +80,10 @@ double NodeBytesMoved(const TrainingGraph& g, const Node& n);
 // and never runs them in a step.
 bool NodeIsFolded(const TrainingGraph& g, const Node& n);
 // The roofline forward time of `n`, at the rates of its class c = ComputeClassOf(n):
-//   max(forward FLOPs / FlopsPerSecond(c), bytes moved / BytesPerSecond(c)) + op_overhead_seconds,
-// and 0 for a folded node. Pointwise and normalisation ops are memory-bound here where FLOPs
+//   max(forward FLOPs / FlopsPerSecond(c), bytes moved / BytesPerSecond(c))
+//   + fresh bytes / fresh_bytes_per_second + op_overhead_seconds,
+// where fresh bytes are those of its new outputs and saved extras (max-pool indices, dropout
+// masks) of at least fresh_threshold_bytes each; and 0 for a folded node. Pointwise and normalisation ops are memory-bound here where FLOPs
 // alone would call them free.
 double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates);
 
@@ -121,9 +129,13 @@ struct MeasuredTimes {
 };
 // A cost model's node_seconds calibrated by measurement, and what the calibration did.
 struct Calibration {
-  // A measured node takes its measured seconds, scaled linearly by the batch of the graph it is
-  // asked about over the measured batch. Any other node takes its roofline seconds at `rates`
-  // times median_ratio.
+  // A measured node takes its measured seconds at the measured batch. At another batch b (a
+  // micro-batch) a node's time is not linear in b: its per-op overhead and its weights' bytes
+  // do not shrink, and a new buffer under the fresh-memory threshold costs no page faults. So
+  // when the measured batch is the graph's, the measured seconds scale as the node's roofline
+  // does: x roofline(b) / roofline(measured batch); measured at another batch, they scale as
+  // op_overhead_seconds + the rest x b / measured batch. Any other node takes its roofline
+  // seconds at `rates` times median_ratio.
   NodeSecondsFn node_seconds;
   // The median over the measured nodes of measured / roofline seconds (at the graph's batch).
   double median_ratio = 1;
