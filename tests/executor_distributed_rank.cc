@@ -5,8 +5,10 @@
 // (ApplyDataParallel) peaks.
 //
 //   executor_distributed_rank MODEL.onnx RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES STEPS OUT.json
-//       [MICRO_BATCHES [TIMEOUT_SECONDS [SLEEP_AFTER_STEP_SECONDS]]]
+//       [MICRO_BATCHES [TIMEOUT_SECONDS [SLEEP_AFTER_STEP_SECONDS [STRATEGY]]]]
 //
+// STRATEGY (default none): the segment strategy planned without a budget (sqrt: about sqrt(n)
+// segments), which the rank runs and the prediction replays.
 // RANK_BATCH is the batch the rank's graph is loaded at (the whole batch / (ranks x micro-batches)).
 // SLEEP_AFTER_STEP_SECONDS > 0: the process sleeps after its first step (a test kills it then).
 #include <unistd.h>
@@ -27,7 +29,7 @@ int main(int argc, char** argv) {
   using namespace memplan;
   if (argc < 8) {
     std::cerr << "usage: executor_distributed_rank MODEL RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES STEPS OUT.json "
-                 "[MICRO_BATCHES [TIMEOUT [SLEEP]]]\n";
+                 "[MICRO_BATCHES [TIMEOUT [SLEEP [STRATEGY]]]]\n";
     return 2;
   }
   try {
@@ -59,13 +61,13 @@ int main(int argc, char** argv) {
       };
     }
 
-    // The per-rank prediction: the plain step (micro-batched as the run is), rewritten for the layout.
+    // The per-rank prediction: the plan (one micro-batch), rewritten for the layout.
     int64_t predicted = 0;
     if (micro == 1) {
-      Plan p;
-      p.strategy = "none";
-      p.batch = g.batch;
-      p.schedule = BuildTrainingSchedule(g);
+      PlanOptions po;
+      po.strategy = argc > 11 ? argv[11] : "none";
+      Plan p = MakePlan(g, {}, po);
+      o.segments = p.segments;
       ApplyDataParallel(p, g, o.distributed.layout);
       predicted = Simulate(p.schedule).peak_bytes;
     }

@@ -36,7 +36,7 @@ if(TARGET memplan_planner)
   add_executable(executor_distributed_rank executor_distributed_rank.cc)
   target_link_libraries(executor_distributed_rank PRIVATE memplan_executor memplan_planner nlohmann_json::nlohmann_json)
   add_executable(executor_distributed_tests executor_distributed_test.cc)
-  target_link_libraries(executor_distributed_tests PRIVATE memplan_executor memplan_run_report memplan_testing
+  target_link_libraries(executor_distributed_tests PRIVATE memplan_executor memplan_planner memplan_run_report memplan_testing
                         GTest::gtest_main nlohmann_json::nlohmann_json)
   target_compile_definitions(executor_distributed_tests PRIVATE MEMPLAN_DP_RANK="$<TARGET_FILE:executor_distributed_rank>")
   add_dependencies(executor_distributed_tests executor_distributed_rank memplan)

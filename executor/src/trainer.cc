@@ -28,6 +28,7 @@
 #include "memplan/executor.h"
 #include "memplan/onnx_convert.h"
 #include "memplan/plan.h"
+#include "memplan/planner.h"
 #include "meter.h"
 #include "backward_tracer.h"
 #include "distributed.h"
@@ -158,6 +159,13 @@ class Trainer {
   void StartEarlyReduce();
   void Accumulated(TensorId p);
   void ReduceScatterBucket(size_t b);
+  // Shard parameters (plan.h): a bucket's flat parameters exist only inside gather spans.
+  bool ShardParameters() const { return shard_ == ShardMode::kParameters; }
+  bool LazyGradients() const { return shard_ == ShardMode::kGradients || shard_ == ShardMode::kParameters; }
+  void GatherParameters(size_t b);
+  void ReleaseParameters(size_t b);
+  void HookBackwardGathers(const Node& n);
+  void StartBackwardCall(size_t segment);
   void Communicate();
   void ShardedOptimizerStep(int64_t step);
   void Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step);
@@ -259,6 +267,14 @@ class Trainer {
     std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
     int64_t pending = 0;
     bool reduced = false;
+    // Shard parameters: the rank's shard (S_b, what the optimizer updates); the flat buffer's
+    // storage seen through a tensor of its own version counter (gathers write through it, so
+    // autograd's saved parameters see no in-place change); whether it holds the parameters now;
+    // the gradients still to accumulate in this backward call before it is released.
+    at::Tensor param_shard;
+    at::Tensor gather_target;
+    bool gathered = false;
+    int64_t call_pending = 0;
   };
   std::unique_ptr<exec::Communicator> comm_;
   ShardMode shard_ = ShardMode::kNone;
@@ -267,6 +283,13 @@ class Trainer {
   // segment whose nodes read it) and those still to come in the last micro-batch's backward.
   std::vector<int> accum_expected_, accum_left_;
   std::vector<int> bucket_of_;
+  // Shard parameters: per node, the buckets it reads and those its forward pass releases after
+  // it (the planner's BucketsReadBy and ForwardReleases). Shard gradients and parameters: per
+  // segment, the parameters its backward call accumulates a gradient into.
+  std::vector<std::vector<int>> reads_, releases_;
+  std::vector<std::vector<TensorId>> segment_params_;
+  // Hooks left in a graph that outlives the trainer (a failed step) find nobody.
+  std::shared_ptr<Trainer*> hook_owner_;
   bool early_reduce_ = false;
   double comm_seconds_ = 0;
   int64_t row_offset_ = 0;  // the rank's first row of the whole batch
@@ -356,12 +379,8 @@ void Trainer::Setup() {
 
   for (const Node& n : g_.nodes) {
     kernels_[n.id] = FindKernel(n.op_type);
-    bool all_const = !n.outputs.empty();
-    for (TensorId o : n.outputs) {
-      if (o != kNone && g_.tensors[o].category != TensorCategory::kConstant) all_const = false;
-    }
-    skip_node_[n.id] = all_const;
-    if (all_const) continue;
+    skip_node_[n.id] = NodeIsFolded(g_, n);
+    if (skip_node_[n.id]) continue;
     for (TensorId o : n.outputs) {
       if (o == kNone) continue;
       auto it = model.node_by_output.find(g_.tensors[o].name);
@@ -616,6 +635,9 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     return;
   }
   OpCall call = CallFor(n, /*update_running_stats=*/!recompute);
+  if (ShardParameters()) {
+    for (int b : reads_[n.id]) GatherParameters(static_cast<size_t>(b));
+  }
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
   const bool map_backward = tracing_ || profiling_;
   uint64_t seq0 = map_backward ? at::sequence_number::peek() : 0;
@@ -639,6 +661,10 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     values_[o] = std::move(outs[k]);
   }
   outs.clear();
+  if (ShardParameters()) {
+    if (at::GradMode::is_enabled()) HookBackwardGathers(n);
+    for (int b : releases_[n.id]) ReleaseParameters(static_cast<size_t>(b));
+  }
   if (Selective() && !recompute) {
     for (TensorId o : n.outputs) {
       if (o != kNone && dropped_[o] && values_[o].defined()) {
@@ -833,11 +859,17 @@ void Trainer::Backward(size_t segment) {
   }
   where_.phase = "backward";
   where_.node = kNone;
+  if (ShardParameters()) StartBackwardCall(segment);
   if (!roots.empty()) {
     torch::autograd::backward(roots, grads, /*retain_graph=*/false, /*create_graph=*/false);
   }
   roots.clear();
   grads.clear();
+  // A bucket read in this call only through a view taken in an earlier segment (no gradient
+  // accumulated here) is released when the call ends.
+  if (ShardParameters()) {
+    for (size_t b = 0; b < buckets_.size(); ++b) ReleaseParameters(b);
+  }
   // This segment's recomputed outputs and their incoming gradients are done.
   for (TensorId c : checkpoints_out_[segment]) {
     values_[c].reset();
@@ -906,7 +938,7 @@ void Trainer::MakeBuckets() {
     const int64_t P = lb.elements, S = P / n;
     const at::TensorOptions o = at::TensorOptions().dtype(persistent_[lb.parameters[0]].scalar_type()).device(device_);
     fb.params = at::zeros({P}, o);
-    if (shard_ == ShardMode::kGradients) fb.grad_shard = at::zeros({S}, o);
+    if (LazyGradients()) fb.grad_shard = at::zeros({S}, o);
     else fb.grads = at::zeros({P}, o);
     if (mult >= 1) fb.state1 = at::zeros({sharded ? S : P}, o);
     if (mult >= 2) fb.state2 = at::zeros({sharded ? S : P}, o);
@@ -922,7 +954,7 @@ void Trainer::MakeBuckets() {
       if (fb.grads.defined()) persistent_[p].mutable_grad() = view(fb.grads);
       if (!sharded && mult >= 1) state1_[p] = view(fb.state1);
       if (!sharded && mult >= 2) state2_[p] = view(fb.state2);
-      if (shard_ == ShardMode::kGradients) {
+      if (LazyGradients()) {
         // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
         persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
         // Runs after AccumulateGrad: the bucket is reduced once its last gradient is in.
@@ -937,8 +969,101 @@ void Trainer::MakeBuckets() {
         bucket_of_[p] = static_cast<int>(b);
       }
     }
+    if (ShardParameters()) {
+      fb.param_shard = fb.params.narrow(0, comm_->rank() * S, S).clone();
+      fb.gather_target = at::empty({0}, o).set_(fb.params.storage(), 0, {P}, {1});
+      fb.gathered = true;
+    }
     buckets_.push_back(std::move(fb));
+    if (ShardParameters()) ReleaseParameters(b);
   }
+  if (!LazyGradients()) return;
+  // Autograd sums a parameter's gradients within a backward call before its AccumulateGrad
+  // runs: one call per segment whose nodes read the parameter.
+  segment_params_.assign(segments_.size(), {});
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    std::set<TensorId> read;
+    for (NodeId n : segments_[k]) {
+      for (TensorId in : g_.nodes[n].inputs) {
+        if (in != kNone && bucket_of_[in] >= 0) read.insert(in);
+      }
+    }
+    segment_params_[k].assign(read.begin(), read.end());
+  }
+  if (ShardParameters()) {
+    reads_.assign(g_.nodes.size(), {});
+    for (const Node& n : g_.nodes) reads_[n.id] = BucketsReadBy(g_, n, bucket_of_);
+    releases_ = ForwardReleases(g_, segments_, bucket_of_);
+    hook_owner_ = std::make_shared<Trainer*>(this);
+  }
+}
+
+// Shard parameters: bucket b's flat parameters all-gathered from the ranks' shards into the
+// storage every parameter of the bucket (and every saved reference to one) views.
+void Trainer::GatherParameters(size_t b) {
+  FlatBucket& fb = buckets_[b];
+  if (fb.gathered) return;
+  c10::AutoGradMode no_grad(false);
+  c10::StorageImpl* storage = fb.gather_target.storage().unsafeGetStorageImpl();
+  const size_t nbytes = static_cast<size_t>(fb.layout.bytes);
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+  fb.gathered = true;
+  auto t0 = Clock::now();
+  comm_->AllGather(fb.gather_target, fb.param_shard, "the all-gather of bucket " + std::to_string(b) + "'s parameters");
+  comm_seconds_ += Seconds(t0, Clock::now());
+}
+
+// Returns the flat parameters' memory; the storage object stays, so the views autograd saved
+// read the next gather's values (FSDP frees its flat parameters the same way).
+void Trainer::ReleaseParameters(size_t b) {
+  FlatBucket& fb = buckets_[b];
+  if (!fb.gathered) return;
+  c10::StorageImpl* storage = fb.gather_target.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+  storage->set_nbytes(0);
+  fb.gathered = false;
+}
+
+namespace {
+// Runs before an autograd function: what `fn` is given to run.
+class PreHook final : public torch::autograd::FunctionPreHook {
+ public:
+  explicit PreHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    fn_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+}  // namespace
+
+// Shard parameters: the backward of `n` (the autograd functions of its outputs, which the
+// engine runs before the rest of the node's backward) first gathers the buckets it reads.
+void Trainer::HookBackwardGathers(const Node& n) {
+  if (reads_[n.id].empty()) return;
+  std::set<torch::autograd::Node*> hooked;
+  for (TensorId o : n.outputs) {
+    if (o == kNone || !values_[o].defined()) continue;
+    const auto fn = values_[o].grad_fn();
+    if (!fn || !hooked.insert(fn.get()).second) continue;
+    std::weak_ptr<Trainer*> owner = hook_owner_;
+    const NodeId id = n.id;
+    fn->add_pre_hook(std::make_unique<PreHook>([owner, id] {
+      std::shared_ptr<Trainer*> t = owner.lock();
+      if (!t || !*t) return;
+      for (int b : (*t)->reads_[id]) (*t)->GatherParameters(static_cast<size_t>(b));
+    }));
+  }
+}
+
+// Shard parameters, before a segment's backward call: each bucket is released once the
+// gradients of its parameters that this call accumulates are in (Accumulated).
+void Trainer::StartBackwardCall(size_t segment) {
+  for (FlatBucket& fb : buckets_) fb.call_pending = 0;
+  for (TensorId p : segment_params_[segment]) ++buckets_[static_cast<size_t>(bucket_of_[p])].call_pending;
 }
 
 // Shard gradients: bucket b's full flat gradient (zeroed), and its parameters' .grad views of
@@ -965,13 +1090,7 @@ void Trainer::EnsureFullGradient(size_t b) {
 void Trainer::StartEarlyReduce() {
   if (accum_expected_.empty()) {
     accum_expected_.assign(g_.tensors.size(), 0);
-    for (const std::vector<NodeId>& seg : segments_) {
-      std::set<TensorId> read;
-      for (NodeId n : seg) {
-        for (TensorId in : g_.nodes[n].inputs) {
-          if (in != kNone && bucket_of_[in] >= 0) read.insert(in);
-        }
-      }
+    for (const std::vector<TensorId>& read : segment_params_) {
       for (TensorId t : read) ++accum_expected_[t];
     }
   }
@@ -987,14 +1106,15 @@ void Trainer::StartEarlyReduce() {
 // as soon as the last of its parameters' gradients is in. Every rank runs the same graph in the
 // same order, so the collectives match.
 void Trainer::Accumulated(TensorId p) {
-  if (!early_reduce_ || accum_left_[p] <= 0) return;
-  if (--accum_left_[p] > 0) return;
-  FlatBucket& fb = buckets_[static_cast<size_t>(bucket_of_[p])];
-  if (--fb.pending == 0 && !fb.reduced) {
+  const size_t b = static_cast<size_t>(bucket_of_[p]);
+  FlatBucket& fb = buckets_[b];
+  if (early_reduce_ && accum_left_[p] > 0 && --accum_left_[p] == 0 && --fb.pending == 0 && !fb.reduced) {
     auto t0 = Clock::now();
-    ReduceScatterBucket(static_cast<size_t>(bucket_of_[p]));
+    ReduceScatterBucket(b);
     comm_seconds_ += Seconds(t0, Clock::now());
   }
+  // Shard parameters: the call is done with the bucket once its last gradient is in.
+  if (ShardParameters() && fb.call_pending > 0 && --fb.call_pending == 0) ReleaseParameters(b);
 }
 
 // Shard gradients: reduce-scatter (sum) of bucket b's flat gradient into the rank's shard, / N,
@@ -1022,7 +1142,7 @@ void Trainer::Communicate() {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     ProfileGuard scope(profiling_, Scope(Phase::kCommunication));
     FlatBucket& fb = buckets_[b];
-    if (shard_ == ShardMode::kGradients) {
+    if (LazyGradients()) {
       if (fb.reduced) continue;
       ReduceScatterBucket(b);
     } else {
@@ -1044,6 +1164,10 @@ void Trainer::ShardedOptimizerStep(int64_t step) {
   for (size_t b = 0; b < buckets_.size(); ++b) {
     FlatBucket& fb = buckets_[b];
     const int64_t S = fb.layout.elements / n;
+    if (ShardParameters()) {  // the next forward gathers the parameters
+      Update(fb.param_shard, fb.grad_shard, fb.state1, fb.state2, step);
+      continue;
+    }
     at::Tensor w = fb.params.narrow(0, r * S, S);
     at::Tensor gr = shard_ == ShardMode::kGradients ? fb.grad_shard : fb.grads.narrow(0, r * S, S);
     Update(w, gr, fb.state1, fb.state2, step);
@@ -1109,7 +1233,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     c10::AutoGradMode no_grad(false);
     if (!Distributed()) {
       for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
-    } else if (shard_ != ShardMode::kGradients) {
+    } else if (!LazyGradients()) {
       for (FlatBucket& b : buckets_) b.grads.zero_();
     } else {  // shard gradients: the flat gradients are allocated by the backward (EnsureFullGradient)
       for (FlatBucket& b : buckets_) b.reduced = false;
@@ -1160,7 +1284,7 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       tracer.micro_batch = static_cast<int32_t>(m);
     }
     // Shard gradients: the last micro-batch reduces each bucket as soon as it is complete.
-    if (Distributed() && shard_ == ShardMode::kGradients && m + 1 == micro_batches) StartEarlyReduce();
+    if (Distributed() && LazyGradients() && m + 1 == micro_batches) StartEarlyReduce();
     {
       ProfileGuard scope(profiling_, Scope(Phase::kBackward, kNone, static_cast<int32_t>(K - 1)));
       if (Selective()) StartSelectiveBackward();
@@ -1258,8 +1382,9 @@ RunResult Trainer::Run() {
                          " devices; start as many ranks as the plan has devices, or re-plan with --devices " +
                          std::to_string(d.world_size));
     }
-    if (d.layout.shard == ShardMode::kParameters) {
-      throw MemplanError("shard parameters (ZeRO-3) is not implemented yet; plan with --shard optimizer or gradients");
+    if (d.layout.shard == ShardMode::kParameters && !opt_.recomputed.empty()) {
+      throw MemplanError("a selective plan does not combine with shard parameters yet; re-plan with another "
+                         "--strategy or --shard gradients");
     }
     shard_ = d.layout.shard;
     comm_ = exec::Communicator::Connect(d, opt_.device);
@@ -1311,6 +1436,9 @@ RunResult Trainer::Run() {
   result.profile = std::move(profile_);
   result.gradients = std::move(last_gradients_);
   if (opt_.keep_gradients) {
+    if (ShardParameters()) {
+      for (size_t b = 0; b < buckets_.size(); ++b) GatherParameters(b);
+    }
     for (TensorId p : trained_) {
       at::Tensor v = persistent_[p].detach().to(at::kCPU).to(at::kFloat).contiguous();
       const float* d = v.data_ptr<float>();
