@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "document.h"
+#include "memplan/planner.h"
 #include "gui_test_profile.h"
 #include "gui_test_selective.h"
 #include "testing/corpus.h"
@@ -211,36 +212,61 @@ TEST(GuiDocument, LifetimesDrawADroppedStorageInOneRow) {
   }
 }
 
+// A sweep as `memplan plan --sweep` writes it (SweepToJson), with one selective point.
+nlohmann::json SelectiveSweepJson() {
+  SweepResult s;
+  s.baseline_peak_bytes = 1200;
+  s.min_budget_bytes = 900;
+  s.min_budget_strategy = "selective";
+  SweepPoint p;
+  p.budget_bytes = 1000;
+  p.strategy = "selective";
+  p.peak_bytes = 900;
+  p.recompute_flops = 2e6;
+  p.recompute_seconds = 0.25;
+  p.overhead = 0.5;
+  s.points = {p};
+  return SweepToJson(s);
+}
+
 TEST(GuiDocument, SelectivePlanJsonNamesItsRecomputedTensors) {
   nlohmann::json j = {{"kind", "plan"},
                       {"strategy", "selective"},
                       {"predicted_peak_bytes", 900},
                       {"predicted_recompute_seconds", 0.25},
                       {"recomputed", {"h0", "a", "b"}},
-                      {"sweep",
-                       {{"points",
-                         {{{"strategy", "selective"},
-                           {"peak_bytes", 900},
-                           {"overhead", 0.5},
-                           {"predicted_recompute_seconds", 0.25}}}}}},
-                      {"strategies",
-                       {{{"strategy", "selective"},
-                         {"predicted_peak_bytes", 900},
-                         {"predicted_recompute_seconds", 0.25},
-                         {"recomputed", {"h0", "a", "b"}}}}}};
+                      {"sweep", SelectiveSweepJson()}};
   Item item = ItemFromJson(j, "selective.json");
   EXPECT_EQ(item.recomputed, (std::vector<std::string>{"h0", "a", "b"}));
   EXPECT_DOUBLE_EQ(item.predicted_recompute_seconds, 0.25);
   ASSERT_EQ(item.sweep.size(), 1u);
+  EXPECT_EQ(item.sweep[0].strategy, "selective");
+  EXPECT_EQ(item.sweep[0].budget_bytes, 1000);
+  EXPECT_EQ(item.sweep[0].peak_bytes, 900);
+  EXPECT_DOUBLE_EQ(item.sweep[0].recompute_flops, 2e6);
+  EXPECT_DOUBLE_EQ(item.sweep[0].overhead, 0.5);
   EXPECT_DOUBLE_EQ(item.sweep[0].recompute_seconds, 0.25);
   EXPECT_EQ(item.sweep[0].series, "");  // a file's sweep
-  ASSERT_EQ(item.strategies.size(), 1u);
-  EXPECT_EQ(item.strategies[0].recomputed, 3);
-  EXPECT_DOUBLE_EQ(item.strategies[0].recompute_seconds, 0.25);
+  // The strategy comparison has no file form (the explorer fills it when it plans).
+  EXPECT_TRUE(item.strategies.empty());
   // A plan written before the field: nothing recomputed, the seconds unknown.
   Item old = ItemFromJson({{"kind", "plan"}, {"strategy", "sqrt"}}, "old.json");
   EXPECT_TRUE(old.recomputed.empty());
   EXPECT_LT(old.predicted_recompute_seconds, 0);
+}
+
+TEST(GuiDocument, PlanWithABrokenSweepNamesTheFileAndField) {
+  nlohmann::json sweep = SelectiveSweepJson();
+  sweep["points"][0].erase("peak_bytes");
+  try {
+    ItemFromJson({{"kind", "plan"}, {"strategy", "selective"}, {"sweep", sweep}}, "edited.json");
+    FAIL() << "expected an error";
+  } catch (const MemplanError& e) {
+    EXPECT_STREQ(e.what(), "edited.json: the plan's sweep: field 'points[0].peak_bytes' is missing");
+  }
+  // A bare array of points (a form no writer produces) is refused, not read.
+  EXPECT_THROW(ItemFromJson({{"kind", "plan"}, {"strategy", "sqrt"}, {"sweep", sweep["points"]}}, "bare.json"),
+               MemplanError);
 }
 
 TEST(GuiDocument, DataParallelPlanJsonGivesItsLayout) {

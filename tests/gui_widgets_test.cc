@@ -206,10 +206,20 @@ TEST_F(GuiWindow, ItemModelsPassTheTester) {
       {"checkpoints", {"a", "b"}},
       {"sections", {{"n1"}, {"n2"}}},
       {"feasible", true},
-      {"strategies",
-       {{{"strategy", "sqrt"}, {"predicted_peak_bytes", 90 << 20}, {"feasible", true}}}},
       {"sweep",
-       {{{"budget_bytes", 100 << 20}, {"predicted_peak_bytes", 90 << 20}, {"overhead", 0.25}}}}};
+       {{"baseline_peak_bytes", 200 << 20},
+        {"min_budget_bytes", 80 << 20},
+        {"min_budget_strategy", "sqrt"},
+        {"points",
+         {{{"budget_bytes", 100 << 20},
+           {"strategy", "sqrt"},
+           {"peak_bytes", 90 << 20},
+           {"recompute_flops", 1e9},
+           {"predicted_recompute_seconds", 0.5},
+           {"overhead", 0.25},
+           {"checkpoints", 2},
+           {"sections", 2},
+           {"solve_seconds", 0.01}}}}}}};
   QString plan_path = TempPath("plan.json");
   std::ofstream(plan_path.toStdString()) << plan.dump();
   std::vector<std::unique_ptr<QAbstractItemModelTester>> testers;
@@ -229,7 +239,7 @@ TEST_F(GuiWindow, ItemModelsPassTheTester) {
     }
   }
   EXPECT_GT(window_->itemModels().at(0)->rowCount(), 5);   // the summary
-  EXPECT_EQ(window_->itemModels().at(5)->rowCount(), 1);   // the plan's strategy table
+  EXPECT_EQ(window_->itemModels().at(5)->rowCount(), 0);   // the strategy table: a plan file has none
   EXPECT_EQ(window_->itemModels().at(9)->rowCount(), 8);   // the time page's nodes (sorted view)
   EXPECT_EQ(window_->itemModels().at(10)->rowCount(), 2);  // recompute: segment 0, all
   window_->comparePage()->choose("gui_w_hand_a.json (profile)", "gui_w_hand_b.json (profile)");

@@ -241,5 +241,74 @@ TEST(PlannerJson, EditedMicroBatchFieldsAreNamedNotAnotherModel) {
   EXPECT_EQ(e.find("'test.onnx'"), e.rfind("'test.onnx'")) << e;
 }
 
+// The sweep a plan file carries (`memplan plan --sweep`), read back by the GUI.
+SweepResult HandMadeSweep() {
+  SweepResult s;
+  s.baseline_peak_bytes = 1000;
+  s.min_budget_bytes = 400;
+  s.min_budget_strategy = "optimal";
+  s.points = {{/*budget_bytes=*/1000, "none", /*peak_bytes=*/1000, /*recompute_flops=*/0,
+               /*recompute_seconds=*/0, /*overhead=*/0, /*num_checkpoints=*/0, /*num_sections=*/1,
+               /*solve_seconds=*/0.001},
+              {/*budget_bytes=*/500, "sqrt", /*peak_bytes=*/480, /*recompute_flops=*/2.5e6,
+               /*recompute_seconds=*/0.125, /*overhead=*/0.25, /*num_checkpoints=*/3, /*num_sections=*/4,
+               /*solve_seconds=*/0.5}};
+  return s;
+}
+
+std::string SweepErrorOf(const nlohmann::json& j) {
+  try {
+    SweepFromJson(j);
+  } catch (const MemplanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(SweepJson, RoundTripKeepsEveryField) {
+  const SweepResult in = HandMadeSweep();
+  // Through the text, as a file holds it.
+  const SweepResult out = SweepFromJson(nlohmann::json::parse(SweepToJson(in).dump()));
+  EXPECT_EQ(out.baseline_peak_bytes, 1000);
+  EXPECT_EQ(out.min_budget_bytes, 400);
+  EXPECT_EQ(out.min_budget_strategy, "optimal");
+  ASSERT_EQ(out.points.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const SweepPoint &a = in.points[i], &b = out.points[i];
+    EXPECT_EQ(b.budget_bytes, a.budget_bytes) << i;
+    EXPECT_EQ(b.strategy, a.strategy) << i;
+    EXPECT_EQ(b.peak_bytes, a.peak_bytes) << i;
+    EXPECT_EQ(b.recompute_flops, a.recompute_flops) << i;
+    EXPECT_EQ(b.recompute_seconds, a.recompute_seconds) << i;
+    EXPECT_EQ(b.overhead, a.overhead) << i;
+    EXPECT_EQ(b.num_checkpoints, a.num_checkpoints) << i;
+    EXPECT_EQ(b.num_sections, a.num_sections) << i;
+    EXPECT_EQ(b.solve_seconds, a.solve_seconds) << i;
+  }
+  EXPECT_EQ(out.points[1].num_checkpoints, 3);
+  EXPECT_EQ(out.points[1].recompute_seconds, 0.125);
+}
+
+TEST(SweepJson, MissingOrMistypedFieldIsNamed) {
+  nlohmann::json j = SweepToJson(HandMadeSweep());
+  nlohmann::json missing = j;
+  missing["points"][1].erase("peak_bytes");
+  EXPECT_EQ(SweepErrorOf(missing), "field 'points[1].peak_bytes' is missing");
+  nlohmann::json text = j;
+  text["points"][0]["checkpoints"] = "3";
+  EXPECT_NE(SweepErrorOf(text).find("'points[0].checkpoints'"), std::string::npos) << SweepErrorOf(text);
+  nlohmann::json fraction = j;
+  fraction["min_budget_bytes"] = 400.5;
+  EXPECT_EQ(SweepErrorOf(fraction), "field 'min_budget_bytes' is not a whole number");
+  nlohmann::json negative = j;
+  negative["points"][0]["solve_seconds"] = -1;
+  EXPECT_NE(SweepErrorOf(negative).find("'points[0].solve_seconds'"), std::string::npos);
+  nlohmann::json no_points = j;
+  no_points.erase("points");
+  EXPECT_EQ(SweepErrorOf(no_points), "field 'points' is missing");
+  // A bare array of points (read by an early GUI) is not a sweep.
+  EXPECT_EQ(SweepErrorOf(j["points"]), "field 'sweep' is not an object");
+}
+
 }  // namespace
 }  // namespace memplan

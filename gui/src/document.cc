@@ -16,6 +16,7 @@
 
 #include "memplan/lifetimes.h"
 #include "memplan/plan.h"
+#include "memplan/planner.h"
 #include "memplan/run_report.h"
 #include "memplan/storage_facts.h"
 
@@ -165,52 +166,13 @@ void ReadPlanFields(const json& j, Item& item) {
   if (item.param_bytes < 0) item.param_bytes = GetInt(j, "param_bytes");
   if (item.peak_event.empty()) item.peak_event = GetString(j, "peak_event");
   ReadBreakdown(j, item);
-  // The sweep (Pareto curve) and the per-strategy comparison, when the plan carries them.
-  for (const char* key : {"sweep", "pareto"}) {
-    if (!j.contains(key)) continue;
-    // The planner writes {"points": [...], ...}; a bare array is accepted too.
-    const json& sweep = j[key].is_object() && j[key].contains("points") ? j[key]["points"] : j[key];
-    if (!sweep.is_array()) continue;
-    for (const json& p : sweep) {
-      if (!p.is_object()) continue;
-      ParetoPoint pt;
-      pt.strategy = GetString(p, "strategy");
-      pt.budget_bytes = GetInt(p, "budget_bytes");
-      pt.peak_bytes = GetInt(p, "predicted_peak_bytes");
-      if (pt.peak_bytes < 0) pt.peak_bytes = GetInt(p, "peak_bytes");
-      pt.recompute_flops = GetDouble(p, "recompute_flops", 0);
-      pt.overhead = GetDouble(p, "overhead", 0);  // SweepPoint::overhead
-      pt.recompute_seconds = GetDouble(p, "predicted_recompute_seconds");
-      if (p.contains("feasible") && p["feasible"].is_boolean())
-        pt.feasible = p["feasible"].get<bool>();
-      if (pt.peak_bytes >= 0) item.sweep.push_back(pt);
-    }
-  }
-  for (const char* key : {"strategies", "candidates"}) {
-    if (!j.contains(key) || !j[key].is_array()) continue;
-    for (const json& p : j[key]) {
-      if (!p.is_object()) continue;
-      StrategyRow r;
-      r.strategy = GetString(p, "strategy");
-      r.peak_bytes = GetInt(p, "predicted_peak_bytes");
-      r.overhead = GetDouble(p, "overhead");
-      if (p.contains("checkpoints") && p["checkpoints"].is_array())
-        r.checkpoints = p["checkpoints"].size();
-      else
-        r.checkpoints = GetInt(p, "num_checkpoints");
-      if (p.contains("sections") && p["sections"].is_array())
-        r.sections = p["sections"].size();
-      else
-        r.sections = GetInt(p, "num_sections");
-      if (p.contains("feasible") && p["feasible"].is_boolean())
-        r.feasible = p["feasible"].get<bool>();
-      r.solve_seconds = GetDouble(p, "solve_seconds");
-      r.recompute_seconds = GetDouble(p, "predicted_recompute_seconds");
-      if (p.contains("recomputed") && p["recomputed"].is_array())
-        r.recomputed = p["recomputed"].size();
-      else
-        r.recomputed = GetInt(p, "num_recomputed");
-      item.strategies.push_back(r);
+  // The sweep (Pareto curve), when the plan carries it (`memplan plan --sweep`). The strategy
+  // comparison table has no file form: the explorer fills it when it plans.
+  if (j.contains("sweep")) {
+    try {
+      item.sweep = ParetoPoints(SweepFromJson(j["sweep"]), /*series=*/"");
+    } catch (const MemplanError& e) {
+      throw MemplanError(std::string("the plan's sweep: ") + e.what());
     }
   }
   if (j.contains("timeline")) {
@@ -286,6 +248,22 @@ std::string ReadFile(const std::string& path) {
 }
 
 }  // namespace
+
+std::vector<ParetoPoint> ParetoPoints(const SweepResult& sweep, const std::string& series) {
+  std::vector<ParetoPoint> points;
+  for (const SweepPoint& sp : sweep.points) {
+    ParetoPoint pt;
+    pt.strategy = sp.strategy;
+    pt.budget_bytes = sp.budget_bytes;
+    pt.peak_bytes = sp.peak_bytes;
+    pt.recompute_flops = sp.recompute_flops;
+    pt.overhead = sp.overhead;
+    pt.recompute_seconds = sp.recompute_seconds;
+    pt.series = series;
+    points.push_back(pt);
+  }
+  return points;
+}
 
 const char* SourceKindName(SourceKind k) {
   switch (k) {

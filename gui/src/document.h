@@ -24,6 +24,10 @@
 #include "memplan/profiler.h"
 #include "memplan/training_graph.h"
 
+namespace memplan {
+struct SweepResult;
+}
+
 namespace memplan::gui {
 
 enum class SourceKind { kModel, kAnalysis, kPlan, kRun, kProfile };
@@ -61,6 +65,9 @@ struct ParetoPoint {
   // chosen strategy and, when the planner offers it, `selective`); empty: a file's sweep.
   std::string series;
 };
+// The planner's sweep (from SweepBudgets, or a plan file's through SweepFromJson) as points of
+// the series `series`.
+std::vector<ParetoPoint> ParetoPoints(const SweepResult& sweep, const std::string& series);
 
 // One strategy's result at a budget, for the plan explorer's comparison table.
 struct StrategyRow {

@@ -104,19 +104,7 @@ std::vector<ParetoPoint> CachedSweep(const std::shared_ptr<const Analysis>& anal
     if (it != sweep_cache.end()) return it->second;
   }
   options.strategy = strategy;
-  SweepResult sweep = SweepBudgets(g, cost, options);
-  std::vector<ParetoPoint> points;
-  for (const SweepPoint& sp : sweep.points) {
-    ParetoPoint pt;
-    pt.strategy = sp.strategy;
-    pt.budget_bytes = sp.budget_bytes;
-    pt.peak_bytes = sp.peak_bytes;
-    pt.recompute_flops = sp.recompute_flops;
-    pt.overhead = sp.overhead;
-    pt.recompute_seconds = sp.recompute_seconds;
-    pt.series = strategy;
-    points.push_back(pt);
-  }
+  std::vector<ParetoPoint> points = ParetoPoints(SweepBudgets(g, cost, options), strategy);
   std::lock_guard<std::mutex> lock(sweep_mutex);
   sweep_cache[key] = points;
   return points;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "memplan/json_read.h"
 #include "optimal.h"
 #include "planner_internal.h"
 
@@ -353,6 +354,41 @@ nlohmann::json SweepToJson(const SweepResult& s) {
           {"min_budget_bytes", s.min_budget_bytes},
           {"min_budget_strategy", s.min_budget_strategy},
           {"points", std::move(points)}};
+}
+
+SweepResult SweepFromJson(const nlohmann::json& j) {
+  using namespace json_read;
+  // Byte and node counts are JSON integers: 4e2 or 400.5 is an edited file.
+  auto bytes = [](const json& v, const std::string& field) {
+    if (v.is_number() && !v.is_number_integer()) Bad(field, "is not a whole number");
+    return Count(v, field);
+  };
+  auto whole = [&](const json& v, const std::string& field) {
+    const int64_t n = bytes(v, field);
+    if (n > INT32_MAX) Bad(field, "is too large");
+    return static_cast<int>(n);
+  };
+  auto point = [&](const json& v, const std::string& f) {
+    Object(v, f);
+    SweepPoint p;
+    p.budget_bytes = Get(v, f, "budget_bytes", bytes);
+    p.strategy = Get(v, f, "strategy", String);
+    p.peak_bytes = Get(v, f, "peak_bytes", bytes);
+    p.recompute_flops = Get(v, f, "recompute_flops", Real);
+    p.recompute_seconds = Get(v, f, "predicted_recompute_seconds", Seconds);
+    p.overhead = Get(v, f, "overhead", Real);
+    p.num_checkpoints = Get(v, f, "checkpoints", whole);
+    p.num_sections = Get(v, f, "sections", whole);
+    p.solve_seconds = Get(v, f, "solve_seconds", Seconds);
+    return p;
+  };
+  Object(j, "sweep");
+  SweepResult s;
+  s.baseline_peak_bytes = Get(j, "", "baseline_peak_bytes", bytes);
+  s.min_budget_bytes = Get(j, "", "min_budget_bytes", bytes);
+  s.min_budget_strategy = Get(j, "", "min_budget_strategy", String);
+  s.points = Get(j, "", "points", ArrayOf(point));
+  return s;
 }
 
 }  // namespace memplan

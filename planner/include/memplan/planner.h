@@ -293,6 +293,10 @@ struct SweepResult {
 SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
                          int num_budgets = 12);
 nlohmann::json SweepToJson(const SweepResult& s);
+// The reverse, for readers of plan files (`memplan plan --sweep` writes it under "sweep"). Every
+// field SweepToJson writes is required; throws MemplanError naming the missing or mistyped one
+// ("field 'points[2].peak_bytes' is missing").
+SweepResult SweepFromJson(const nlohmann::json& j);
 
 // Data parallelism (plan.h's contract): rewrites `p`, a plan made on the rank's graph
 // `rank_graph` (loaded at p.batch, after ApplyMicroBatches when micro-batched), into the
