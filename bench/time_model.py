@@ -14,7 +14,8 @@ for `memplan plan --costs`), and the measured recompute is reported both as the 
 cached, for N threads too): on a machine whose cores other work shares, one thread per run
 avoids the stragglers that make a two-thread step take twice as long now and then.
 
-Prints a markdown table; --json writes the rows.
+Prints a markdown table, with the machine's 1-minute load average after each plan's run (on
+2 cores, a load above 1 means the steps shared their core); --json writes the rows.
 
 usage: time_model.py [--memplan BUILD/cli/memplan] [--models DIR] [--only NAME,...]
                      [--budgets 50,75] [--steps 5] [--profiles 3] [--threads N] [--json OUT]
@@ -102,6 +103,7 @@ def main():
                 p, c = load(plan), load(calibrated)
                 assert p["sections"] == c["sections"], "calibration changed the plan"
                 run([a.memplan, "run", model, "--batch", b, "--plan", plan, "--steps", str(a.steps), "--json", report])
+                load_average = os.getloadavg()[0]  # other work on the machine slows every step
                 r = load(report)
                 row = {
                     "model": m, "batch": int(b), "budget_percent": int(budget),
@@ -113,6 +115,7 @@ def main():
                     "measured": statistics.median(r["recompute_seconds"][1:] or r["recompute_seconds"]),
                     "measured_steps": r["recompute_seconds"],
                     "rates": p["time_model"]["rates"],
+                    "load_average": load_average,
                 }
                 rows.append(row)
                 print("%s %s%%: roofline %.3f s, calibrated %.3f s, measured %s" %
@@ -120,15 +123,15 @@ def main():
                        " ".join("%.3f" % x for x in row["measured_steps"])), file=sys.stderr)
     print("| model | batch | budget | sections | predicted (roofline) | predicted (calibrated) "
           "| measured, last step | measured, median of steps 2-%d | error (roofline) | error (calibrated) "
-          "| error (calibrated, last step) |" % a.steps)
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+          "| error (calibrated, last step) | load average |" % a.steps)
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        print("| %s | %d | %d%% | %d%s | %.3f s | %.3f s | %.3f s | %.3f s | %s | %s | %s |" % (
+        print("| %s | %d | %d%% | %d%s | %.3f s | %.3f s | %.3f s | %.3f s | %s | %s | %s | %.1f |" % (
             r["model"], r["batch"], r["budget_percent"], r["sections"],
             " x %d mb" % r["micro_batches"] if r["micro_batches"] > 1 else "",
             r["predicted_roofline"], r["predicted_calibrated"], r["measured_last"], r["measured"],
             pct(r["predicted_roofline"], r["measured"]), pct(r["predicted_calibrated"], r["measured"]),
-            pct(r["predicted_calibrated"], r["measured_last"])))
+            pct(r["predicted_calibrated"], r["measured_last"]), r["load_average"]))
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)
