@@ -111,6 +111,27 @@ PYEOF
   echo "gpu-check: profile in $BUILD/gpu-profile.json, trace (ui.perfetto.dev) in $BUILD/gpu-profile-trace.json"
 fi
 
+# 2b. Data parallelism on NCCL (2 or more GPUs): two ranks on cuda:0 and cuda:1, each shard mode,
+#     every rank's measured allocated peak against its prediction.
+if [ "$(echo "$VERSION" | sed -n 's/.*(\([0-9]*\) device(s) visible).*/\1/p')" -ge 2 ] 2>/dev/null; then
+  for SHARD in none gradients parameters; do
+    "$MEMPLAN" plan "$MODELS/resnet18.onnx" --batch 8 --optimizer adam --budget 100GiB --strategy none --devices 2 \
+      --shard "$SHARD" --json "$BUILD/gpu-dp-$SHARD-plan.json" >/dev/null
+    "$MEMPLAN" run "$MODELS/resnet18.onnx" --plan "$BUILD/gpu-dp-$SHARD-plan.json" --steps 2 --device cuda --nproc 2 \
+      --random-weights --json "$BUILD/gpu-dp-$SHARD-run.json" >/dev/null
+    "$PY" - "$BUILD/gpu-dp-$SHARD-run.json" "$SHARD" <<'PYEOF'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for k in r["ranks"]:
+    err = (k["measured_peak_bytes"] - r["predicted_peak_bytes"]) / r["predicted_peak_bytes"] * 100
+    print(f"gpu-check: NCCL shard {sys.argv[2]} rank {k['rank']}: measured {k['measured_peak_bytes'] / 2**20:.1f} MiB, "
+          f"predicted {r['predicted_peak_bytes'] / 2**20:.1f} MiB ({err:+.2f}%)")
+PYEOF
+  done
+else
+  echo "gpu-check: fewer than 2 devices visible: the NCCL data-parallel check is skipped"
+fi
+
 # 3. The accuracy table on the device.
 if [ "$ACCURACY" = 1 ]; then
   "$PY" "$ROOT/bench/executor_accuracy.py" --memplan "$MEMPLAN" --models "$MODELS" --device "$DEVICE" \

@@ -382,6 +382,30 @@ TEST_F(DistributedCli, AnUnreachableMasterIsAClearErrorWithinTheTimeout) {
   EXPECT_NE(err.find("MASTER_ADDR"), std::string::npos) << err;
 }
 
+// A rank on "cuda" takes cuda:LOCAL_RANK (NCCL); where that device is missing, as on every
+// machine without a GPU, each rank says so and exits 1 without a file.
+TEST_F(DistributedCli, ACudaRankWithoutItsDeviceIsAClearError) {
+  const std::string backend = ExecutorBackendDescription();  // "..., CUDA 13.0 (K device(s) visible)"
+  if (backend.find("device(s) visible") != std::string::npos && backend.find("(0 device(s)") == std::string::npos &&
+      backend.find("(1 device(s)") == std::string::npos) {
+    GTEST_SKIP() << "two CUDA devices are visible: scripts/gpu-check.sh runs NCCL there";
+  }
+  const std::string model = dir_ + "/mlp.onnx";
+  Mlp().Save(model);
+  const int port = FreePort();
+  auto argv = [&](int r) {
+    return std::vector<std::string>{MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--device", "cuda",
+                                    "--timeout", "5", "--json", dir_ + "/cuda" + std::to_string(r) + ".json"};
+  };
+  Proc r0 = Start(argv(0), 0, 2, port, dir_);
+  Proc r1 = Start(argv(1), 1, 2, port, dir_);
+  EXPECT_EQ(Wait(r0, 60), 1);
+  EXPECT_EQ(Wait(r1, 60), 1);
+  const std::string err = ReadFile(r1.err);
+  EXPECT_NE(err.find("cuda:1"), std::string::npos) << err;
+  EXPECT_FALSE(testing::FileExists(dir_ + "/cuda0.json"));
+}
+
 TEST_F(DistributedCli, ARankOutsideTheWorldIsAClearError) {
   const std::string model = dir_ + "/mlp.onnx";
   Mlp().Save(model);

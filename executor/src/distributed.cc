@@ -1,9 +1,14 @@
-// The rendezvous (c10d TCPStore) and the collectives (ProcessGroupGloo) of a data-parallel
-// rank. The only translation unit that includes c10d's headers (compiled with USE_C10D_GLOO).
+// The rendezvous (c10d TCPStore) and the collectives (ProcessGroupGloo on CPU, ProcessGroupNCCL
+// on CUDA) of a data-parallel rank. The only translation unit that includes c10d's headers
+// (compiled with USE_C10D_GLOO, and USE_C10D_NCCL when the LibTorch has CUDA).
 #include "distributed.h"
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef MEMPLAN_TORCH_CUDA
+#include <c10/cuda/CUDAFunctions.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
 
 #include <cerrno>
 #include <chrono>
@@ -76,9 +81,14 @@ namespace {
 
 using std::chrono::milliseconds;
 
-class GlooCommunicator final : public Communicator {
+// One rank of a c10d process group: Gloo on the CPU, NCCL on CUDA devices. The collectives are
+// the same calls on either backend (c10d::Backend).
+class ProcessGroupCommunicator final : public Communicator {
  public:
-  GlooCommunicator(const DistributedOptions& d) : d_(d) {
+  // `cuda_index` >= 0: NCCL on that device; -1: Gloo on the CPU.
+  ProcessGroupCommunicator(const DistributedOptions& d, int64_t cuda_index)
+      : d_(d), backend_(cuda_index >= 0 ? "nccl" : "gloo") {
+    const bool cuda = cuda_index >= 0;
     const milliseconds timeout(static_cast<int64_t>(d.timeout_seconds * 1000));
     const std::string where = d.master_addr + ":" + std::to_string(d.master_port);
     const std::string rank = "rank " + std::to_string(d.rank);
@@ -101,6 +111,10 @@ class GlooCommunicator final : public Communicator {
                          "; check that MASTER_ADDR and MASTER_PORT name rank 0's host and port, that rank 0 is "
                          "running, and that all " + std::to_string(d.world_size) + " ranks were started");
     }
+    if (cuda) {
+      ConnectNccl(d, cuda_index, timeout, where);
+      return;
+    }
     try {
       auto opts = c10d::ProcessGroupGloo::Options::create(timeout);
       const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
@@ -121,7 +135,7 @@ class GlooCommunicator final : public Communicator {
 
   int rank() const override { return static_cast<int>(d_.rank); }
   int world_size() const override { return static_cast<int>(d_.world_size); }
-  std::string backend() const override { return "gloo"; }
+  std::string backend() const override { return backend_; }
 
   void AllReduceSum(at::Tensor& flat, const std::string& what) override {
     // The work object keeps its tensors until Gloo's worker thread lets go of it, which can be
@@ -129,7 +143,9 @@ class GlooCommunicator final : public Communicator {
     // gradient freed after its collective is freed then (the meter sees the free where plan.h
     // puts it).
     std::vector<at::Tensor> t = {at::from_blob(flat.data_ptr(), flat.sizes(), flat.strides(), flat.options())};
-    Wait([&] { return pg_->allreduce(t); }, what);
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    Wait([&] { return pg_->allreduce(t, o); }, what);
   }
 
   // ProcessGroupGloo's reduce_scatter_single and all_gather_single each copy through a
@@ -152,9 +168,12 @@ class GlooCommunicator final : public Communicator {
 
   std::vector<std::vector<double>> GatherFigures(const std::vector<double>& figures, const std::string& what) override {
     const int64_t n = static_cast<int64_t>(figures.size());
-    at::Tensor mine = at::from_blob(const_cast<double*>(figures.data()), {n}, at::kDouble).clone();
-    at::Tensor all = at::zeros({n * d_.world_size}, at::kDouble);
+    // NCCL gathers device memory; the figures travel there and back.
+    const at::TensorOptions o = at::TensorOptions().dtype(at::kDouble).device(device_);
+    at::Tensor mine = at::from_blob(const_cast<double*>(figures.data()), {n}, at::kDouble).to(device_).clone();
+    at::Tensor all = at::zeros({n * d_.world_size}, o);
     Wait([&] { return pg_->all_gather_single(all, mine); }, what);
+    all = all.to(at::kCPU);
     std::vector<std::vector<double>> out(static_cast<size_t>(d_.world_size));
     const double* p = all.data_ptr<double>();
     for (int64_t r = 0; r < d_.world_size; ++r) out[r].assign(p + r * n, p + (r + 1) * n);
@@ -179,20 +198,56 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
+#ifdef MEMPLAN_TORCH_CUDA
+  void ConnectNccl(const DistributedOptions& d, int64_t index, std::chrono::milliseconds timeout,
+                   const std::string& where) {
+    const std::string rank = "rank " + std::to_string(d.rank);
+    const int64_t visible = c10::cuda::device_count();
+    if (visible == 0) {
+      throw MemplanError(rank + ": --device cuda needs a CUDA device for NCCL, and none is visible "
+                         "(nvidia-smi; CUDA_VISIBLE_DEVICES); run the ranks with --device cpu (Gloo)");
+    }
+    if (index >= visible) {
+      throw MemplanError(rank + ": cuda:" + std::to_string(index) + " (LOCAL_RANK " + std::to_string(d.local_rank) +
+                         ") is not a device here (" + std::to_string(visible) +
+                         " visible): start at most one rank per device on each host");
+    }
+    device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+    try {
+      auto opts = c10d::ProcessGroupNCCL::Options::create();
+      opts->timeout = timeout;
+      pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, static_cast<int>(d.rank), static_cast<int>(d.world_size),
+                                                        opts);
+    } catch (const std::exception& e) {
+      throw MemplanError(rank + ": connecting the " + std::to_string(d.world_size) + " ranks (NCCL, rendezvous at " +
+                         where + ") failed within " + Seconds(d) + ": " + Message(e) +
+                         " (another rank has probably exited; see its message)");
+    }
+  }
+#else
+  void ConnectNccl(const DistributedOptions& d, int64_t, std::chrono::milliseconds, const std::string&) {
+    throw MemplanError("rank " + std::to_string(d.rank) +
+                       ": this memplan's LibTorch has no CUDA, so no NCCL: run the ranks with --device cpu (Gloo)");
+  }
+#endif
+
   DistributedOptions d_;
+  std::string backend_;
+  c10::Device device_ = c10::Device(c10::kCPU);
   c10::intrusive_ptr<c10d::TCPStore> store_;
-  c10::intrusive_ptr<c10d::ProcessGroupGloo> pg_;
+  c10::intrusive_ptr<c10d::Backend> pg_;
 };
 
 }  // namespace
 
 std::unique_ptr<Communicator> Communicator::Connect(const DistributedOptions& d, const std::string& device) {
-  if (device != "cpu") {
-    throw MemplanError("--device " + device + ": data-parallel runs use ProcessGroupGloo on the CPU; ProcessGroupNCCL "
-                       "(CUDA) is not built into this memplan yet: run the ranks with --device cpu");
-  }
+  // A rank on "cuda" runs on cuda:LOCAL_RANK (RunTraining resolves it, as torchrun users expect).
+  int64_t index = -1;
+  if (device == "cuda") index = d.local_rank;
+  else if (device.rfind("cuda:", 0) == 0) index = std::atoll(device.c_str() + 5);
+  else if (device != "cpu") throw MemplanError("--device " + device + ": data-parallel ranks run on cpu (Gloo) or cuda (NCCL)");
   if (!(d.timeout_seconds > 0)) throw MemplanError("--timeout must be a positive number of seconds");
-  return std::make_unique<GlooCommunicator>(d);
+  return std::make_unique<ProcessGroupCommunicator>(d, index);
 }
 
 }  // namespace exec

@@ -1506,6 +1506,13 @@ void Trainer::GatherRanks(RunResult* r) {
 }  // namespace
 
 RunResult RunTraining(const TrainingGraph& g, const RunOptions& options) {
+  // Data-parallel ranks on "cuda" take the device of their local rank, as under torchrun.
+  if (options.distributed.world_size > 1 && options.device == "cuda") {
+    RunOptions o = options;
+    o.device = "cuda:" + std::to_string(options.distributed.local_rank);
+    Trainer trainer(g, o);
+    return trainer.Run();
+  }
   Trainer trainer(g, options);
   return trainer.Run();
 }
