@@ -244,6 +244,39 @@ TEST(TrainingMemory, InferenceDropoutPassesItsGradientThrough) {
   EXPECT_EQ(dropout_steps, 1);
 }
 
+// A small weight read through a view is trained, not folded: its values change every step, so
+// Transpose(w) is no constant even though w's 32 elements are known at load.
+GraphBuilder TransposedWeight() {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {4, 8});
+  b.Node("Transpose", {"w"}, {"wt"}).Attr("perm", std::vector<int64_t>{1, 0});
+  b.Node("MatMul", {"x", "wt"}, {"y"});
+  return b.Output("y");
+}
+
+TEST(TrainingMemory, WeightReadThroughATransposeIsTrained) {
+  LoadOptions o;
+  o.batch = 1;
+  o.loss = LossKind::kSum;
+  TrainingGraph g = TransposedWeight().Load(o);
+  const TensorId w = g.FindTensor("w"), wt = g.FindTensor("wt");
+  EXPECT_EQ(g.parameters, (std::vector<TensorId>{w}));
+  EXPECT_EQ(g.tensor(w).category, TensorCategory::kParameter);
+  EXPECT_FALSE(g.tensor(wt).value.has_value());  // not folded
+  EXPECT_TRUE(g.tensor(wt).requires_grad);
+  EXPECT_EQ(g.tensor(wt).storage, w);  // a view of the weight
+  EXPECT_TRUE(g.tensor(w).has_gradient);
+  Analysis a = Analyze(g);
+  // Persistent: x 1x8x4 = 32 + w 4x8x4 = 128 + w's gradient 128 = 288 B (SGD: no state).
+  // Forward: y [1,4] 16 B and the loss 4 B: 308 B. The peak is MatMul's backward: the seed
+  // (4 B; grad y is a view of it) and wt's new gradient x^T grad y [8,4] (128 B), before
+  // Transpose hands it on to be added into w's gradient: 288 + 4 + 128 = 420 B.
+  EXPECT_EQ(a.timeline.peak_bytes, 420);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kParameter), 128);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 128);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kInput), 32);
+}
+
 TEST(TrainingMemory, SimulatorRejectsDoubleAllocation) {
   Schedule s;
   BufferId b = s.AddBuffer({"t", 10, MemoryCategory::kActivation, kNone});

@@ -187,6 +187,33 @@ TEST(ExecutorTraining, InactiveDropoutMaskIsAllocatedAsTheAnalyzerCounts) {
   EXPECT_EQ(during_dropout - after_relu, 64000);
 }
 
+// A small weight read through a Transpose is trained (the analyzer once folded Transpose(w) to a
+// constant). y = x w^T summed over [3,4]: dL/dw[i][j] = sum_b x[b][j], the same for every row i.
+TEST(ExecutorTraining, WeightReadThroughATransposeIsTrained) {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {4, 8});
+  b.Node("Transpose", {"w"}, {"wt"}).Attr("perm", std::vector<int64_t>{1, 0});
+  b.Node("MatMul", {"x", "wt"}, {"y"});
+  b.Output("y");
+  LoadOptions lo{/*batch=*/3};
+  lo.loss = LossKind::kSum;
+  TrainingGraph g = b.Load(lo);
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult r = RunTraining(g, o);
+  ASSERT_TRUE(r.gradients.count("w"));
+  const std::vector<float>& gw = r.gradients.at("w");
+  ASSERT_EQ(gw.size(), 32u);
+  double sum = 0;
+  for (int j = 0; j < 8; ++j) sum += std::fabs(gw[j]);
+  EXPECT_GT(sum, 0);
+  for (int i = 1; i < 4; ++i) {
+    for (int j = 0; j < 8; ++j) EXPECT_FLOAT_EQ(gw[i * 8 + j], gw[j]) << "row " << i << ", column " << j;
+  }
+  // The setup holds what the analyzer counts: x 96 + w 128 + its gradient 128 B.
+  EXPECT_EQ(r.persistent_bytes, 96 + 128 + 128);
+}
+
 TEST(ExecutorTraining, MeasuredPeakIsNearThePrediction) {
   GraphBuilder b = SmallCnn();
   TrainingGraph g = b.Load({/*batch=*/16});

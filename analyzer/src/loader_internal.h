@@ -30,4 +30,9 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt);
 
 bool ShapeKnown(const Tensor& t);
 
+// Per tensor: whether it is a trainable parameter, a floating initializer of more than one
+// element (a scalar is a constant the exporter hoisted), not a graph output, that a
+// differentiable input of an op with a gradient reads. Its values change every step, so they are never folded.
+std::vector<bool> TrainableInitializers(const TrainingGraph& g);
+
 }  // namespace memplan

@@ -20,6 +20,13 @@ void ResolveShapes(TrainingGraph& g) {
       throw MemplanError(g.model_path + ": input '" + t.name + "' has no concrete shape or type; bind its dims with --batch/--dim");
     }
   }
+  // A weight's values change every step: they are data, not constants, so no rule folds an op
+  // that reads one (Transpose(w) folded to a constant would leave w untrained). Folding is for
+  // shape arithmetic on integer and constant data.
+  const std::vector<bool> weights = TrainableInitializers(g);
+  for (size_t t = 0; t < weights.size(); ++t) {
+    if (weights[t]) g.tensors[t].value.reset();
+  }
   for (const Node& n : g.nodes) {
     const OpRule* rule = FindOpRule(n.op_type);
     std::vector<Tensor> hints;

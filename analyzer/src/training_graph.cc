@@ -207,6 +207,25 @@ void AppendLoss(TrainingGraph& g, const LoadOptions& opt) {
 
 }  // namespace
 
+std::vector<bool> TrainableInitializers(const TrainingGraph& g) {
+  std::vector<bool> produced(g.tensors.size(), false), out(g.tensors.size(), false);
+  for (const Node& n : g.nodes) {
+    for (TensorId o : n.outputs) if (o != kNone) produced[o] = true;
+  }
+  for (TensorId o : g.outputs) produced[o] = true;  // a graph output is not trained
+  for (const Node& n : g.nodes) {
+    const OpRule* r = FindOpRule(n.op_type);
+    if (!r || !r->differentiable) continue;
+    for (size_t s = 0; s < n.inputs.size(); ++s) {
+      const TensorId i = n.inputs[s];
+      if (i == kNone || produced[i] || !IsDiffSlot(*r, s)) continue;
+      const Tensor& t = g.tensors[i];
+      if (t.category == TensorCategory::kConstant && IsFloating(t.dtype) && t.numel() > 1) out[i] = true;
+    }
+  }
+  return out;
+}
+
 void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
   AppendLoss(g, opt);
   int64_t total = 0;
@@ -233,21 +252,10 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     if (t.value && t.producer != kNone) t.category = TensorCategory::kConstant;
   }
 
-  // Parameters: floating initializers that feed a differentiable input of a compute op.
-  // Scalars are constants the exporter hoisted, not weights.
   g.parameters.clear();
+  const std::vector<bool> trainable = TrainableInitializers(g);
   for (Tensor& t : g.tensors) {
-    if (t.category != TensorCategory::kConstant || t.producer != kNone || !IsFloating(t.dtype)) continue;
-    if (t.numel() <= 1) continue;
-    bool trainable = false;
-    for (NodeId c : t.consumers) {
-      const Node& n = g.nodes[c];
-      const OpRule* r = FindOpRule(n.op_type);
-      for (size_t s = 0; s < n.inputs.size(); ++s) {
-        if (n.inputs[s] == t.id && r && r->differentiable && IsDiffSlot(*r, s)) trainable = true;
-      }
-    }
-    if (trainable) {
+    if (trainable[t.id]) {
       t.category = TensorCategory::kParameter;
       t.requires_grad = true;
       g.parameters.push_back(t.id);
