@@ -13,7 +13,8 @@ Times are the median of steps 2..N (step 1 warms up). The ranks share this machi
 --threads fixes each rank's intra-op threads (1 by default: 4 ranks on 4 cores or fewer).
 
 usage: distributed.py [--memplan BUILD/cli/memplan] [--models DIR] [--only NAME,...]
-                      [--batch 8] [--optimizer adam] [--steps 3] [--threads 1] [--json OUT]
+                      [--batch 8] [--optimizer adam] [--steps 3] [--threads 1] [--ranks 2,4]
+                      [--shards none,optimizer,gradients,parameters] [--bucket-size 25MiB] [--json OUT]
 """
 import argparse
 import json
@@ -56,7 +57,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--ranks", default="2,4")
-    ap.add_argument("--shards", default="none,optimizer,gradients")
+    ap.add_argument("--shards", default="none,optimizer,gradients,parameters")
+    ap.add_argument("--bucket-size", default="25MiB")
     ap.add_argument("--json", default="")
     a = ap.parse_args()
     out = {"accuracy": [], "scaling": [], "fit": []}
@@ -71,7 +73,7 @@ def main():
                 res = os.path.join(tmp, "%s-%d-%s%s-run.json" % (m, n, shard, tag))
                 cmd = [a.memplan, "plan", model] + common + ["--budget", budget, "--strategy", "auto", "--json", plan]
                 if n > 1:
-                    cmd += ["--devices", str(n), "--shard", shard]
+                    cmd += ["--devices", str(n), "--shard", shard, "--bucket-size", a.bucket_size]
                 run(cmd)
                 cmd = [a.memplan, "run", model, "--plan", plan] + runopts + ["--json", res]
                 if n > 1:
@@ -111,7 +113,7 @@ def main():
             budget = one["predicted_peak_bytes"] // 2
             plan = os.path.join(tmp, m + "-fit-plan.json")
             cmd = [a.memplan, "plan", model] + common + ["--budget", "%dB" % budget, "--devices", "4", "--shard", "auto",
-                                                        "--json", plan]
+                                                        "--bucket-size", a.bucket_size, "--json", plan]
             p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             row = {"model": m, "one_device_peak_bytes": one["predicted_peak_bytes"],
                    "persistent_share": persistent / an["peak_bytes"], "budget_bytes": budget,
