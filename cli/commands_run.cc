@@ -1,6 +1,7 @@
 // memplan run: train the model for a few steps with LibTorch (optionally following a plan)
 // and compare the measured peak with the predicted one.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -49,11 +50,28 @@ std::string Pct(double v) {
 // A CPU step whose predicted peak exceeds what the machine can hold would be killed by the
 // kernel's OOM killer part-way (or swap for minutes): refused before any allocation. With
 // --memory-limit the user's limit applies instead (the meter fails the allocation beyond it).
+// Data-parallel ranks on one host share it: LOCAL_WORLD_SIZE (set by torchrun and --nproc) of
+// them each need their peak.
 void CheckFitsHostMemory(const Args& a, const TrainingGraph& g, const RunOptions& opt, int64_t peak) {
   if (a.has("memory-limit") || opt.device.rfind("cpu", 0) != 0) return;
   const HostMemory host = HostMemoryLimit();
-  if (host.bytes <= 0 || peak <= host.bytes) return;
+  int64_t local_ranks = 1;
+  if (opt.distributed.world_size > 1) {
+    const char* v = std::getenv("LOCAL_WORLD_SIZE");
+    const long long n = v ? std::atoll(v) : 0;
+    local_ranks = n >= 1 && n <= opt.distributed.world_size ? n : 1;
+  }
+  int64_t need = 0;
+  if (__builtin_mul_overflow(peak, local_ranks, &need)) need = INT64_MAX;
+  if (host.bytes <= 0 || need <= host.bytes) return;
   const std::string batch = std::to_string(g.batch * opt.micro_batches);
+  if (local_ranks > 1) {
+    throw MemplanError(g.model_path + ": " + std::to_string(local_ranks) + " ranks on this host each predict a peak of " +
+                       FormatBytes(peak) + ", " + FormatBytes(need) + " together, more than the " + FormatBytes(host.bytes) +
+                       " this machine can use (" + host.source + "); the ranks would be killed for lack of memory. "
+                       "Start fewer ranks per host, or plan a smaller per-rank peak (memplan plan --devices N --budget "
+                       "SIZE, --shard parameters); --memory-limit SIZE runs anyway, failing at SIZE per rank");
+  }
   throw MemplanError(g.model_path + ": the predicted peak of a training step at batch " + batch + " is " +
                      FormatBytes(peak) + ", more than the " + FormatBytes(host.bytes) + " this machine can use (" +
                      host.source + "); the run would be killed for lack of memory. Make it fit with `memplan plan " +

@@ -331,6 +331,22 @@ TEST(RunCli, ABatchBeyondTheMachinesMemoryIsRefusedUpFront) {
   EXPECT_LT(seconds, 30);
 }
 
+// Ranks on one host share its memory: a rank checks LOCAL_WORLD_SIZE times its own peak. Rank 0
+// of 2^20 ranks, all on this host (LOCAL_WORLD_SIZE), at 2^16 rows each: x alone is 2 MiB per
+// rank, 2 TiB for the host, more than any machine has, though one rank's step fits. It is
+// refused before the rendezvous (no rank 1 is listening) and names the ranks per host.
+TEST(RunCli, RanksThatTogetherExceedTheHostAreRefusedUpFront) {
+  std::string model = TinyModel("tiny_local_ranks.onnx");
+  std::string out = Tmp("local_ranks.json");
+  const std::string env = "RANK=0 LOCAL_RANK=0 WORLD_SIZE=1048576 LOCAL_WORLD_SIZE=1048576 MASTER_ADDR=127.0.0.1 "
+                          "MASTER_PORT=9";
+  Result r = Cli("run " + model + " --batch 68719476736 --steps 1 --random-weights --timeout 5 --json " + out, env);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("1048576 ranks on this host each predict a peak of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Start fewer ranks per host"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+}
+
 // With --memory-limit the user's limit applies instead: the run starts, and the allocation
 // beyond the limit fails as out of memory (the 1024 TiB input is refused, never allocated).
 TEST(RunCli, WithAMemoryLimitTheLimitDecides) {
