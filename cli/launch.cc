@@ -20,6 +20,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <iterator>
 
 #include "cli_util.h"
@@ -62,12 +63,21 @@ std::string SignalName(int sig) {
 }
 
 // One rank's pipe: the bytes of an unfinished line wait here until its newline arrives.
+// `errors_shown`: for standard error, the error lines any rank printed already; every rank
+// finds the same bad input, and the user is told once.
 struct Stream {
   int fd = -1;
   int out_fd = 1;
   std::string prefix;
   std::string pending;
+  std::set<std::string>* errors_shown = nullptr;
 };
+
+// A line a rank prints about the user's input ("memplan run: error: ..."), shown by one rank.
+bool AlreadyShown(Stream& s, const std::string& line) {
+  if (!s.errors_shown || line.rfind("memplan", 0) != 0 || line.find(": error: ") == std::string::npos) return false;
+  return !s.errors_shown->insert(line).second;
+}
 
 // Forwards what is in `s` now; false at end of file (the pipe is closed then).
 bool Pump(Stream& s) {
@@ -87,6 +97,7 @@ bool Pump(Stream& s) {
     size_t start = 0;
     std::string lines;
     for (size_t nl; (nl = s.pending.find('\n', start)) != std::string::npos; start = nl + 1) {
+      if (AlreadyShown(s, s.pending.substr(start, nl - start))) continue;
       lines += s.prefix;
       lines.append(s.pending, start, nl + 1 - start);
     }
@@ -285,6 +296,7 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
   const pid_t launcher = ::getpid();
   std::vector<pid_t> pids(n, 0);
   std::vector<bool> reaped(n, false);
+  std::set<std::string> errors_shown;  // error lines of the ranks' standard error (Stream)
   std::vector<Stream> streams;  // 2 per rank: stdout, stderr
   pid_t group = 0;              // rank 0's pid: the ranks' process group
   std::string start_error;
@@ -336,7 +348,7 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
     for (int i : {0, 1}) {
       const int fd = i == 0 ? out[0] : err[0];
       ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-      streams.push_back(Stream{fd, i == 0 ? opt.out_fd : opt.err_fd, prefix, ""});
+      streams.push_back(Stream{fd, i == 0 ? opt.out_fd : opt.err_fd, prefix, "", i == 1 ? &errors_shown : nullptr});
     }
     if (opt.on_start) opt.on_start(r, pid);
   }

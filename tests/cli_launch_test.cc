@@ -194,6 +194,19 @@ TEST_F(Launch, AFailedRankIsNamedAndTheLauncherExits1) {
   ExpectNoRankRunning();
 }
 
+// Every rank meets the same bad input: its error line is shown once, by whichever rank printed
+// it first; the launcher still names each rank's exit.
+TEST_F(Launch, AnErrorEveryRankPrintsIsShownOnce) {
+  LaunchOptions o = Options(3, "echo 'memplan run: error: no.onnx: no such file' >&2; exit 1");
+  const LaunchResult r = LaunchRanks(o);
+  EXPECT_EQ(r.exit_code, 1);
+  const std::string e = err();
+  const size_t first = e.find("memplan run: error: no.onnx: no such file\n");
+  ASSERT_NE(first, std::string::npos) << e;
+  EXPECT_EQ(e.find("memplan run: error: no.onnx", first + 1), std::string::npos) << e;
+  ExpectNoRankRunning();
+}
+
 TEST_F(Launch, RanksFailingAlikeGiveTheirStatus) {
   // No plan fits (2) on every rank: the launcher's exit status says the same.
   EXPECT_EQ(LaunchRanks(Options(2, "exit 2")).exit_code, 2);
