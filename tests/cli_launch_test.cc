@@ -558,6 +558,9 @@ TEST_F(LaunchCli, ARankThatCannotReachItsStoreFailsWithinTheTimeout) {
             1);
   EXPECT_LT(Since(start), 2 + 20.0) << out;  // the timeout, and loading the model on a loaded machine
   EXPECT_NE(out.find("10.255.255.1"), std::string::npos) << out;
+  // c10d's retry warnings and their C++ backtraces are not shown: memplan's message is.
+  EXPECT_EQ(out.find("frame #"), std::string::npos) << out;
+  EXPECT_EQ(out.find("[c10d]"), std::string::npos) << out;
 }
 #endif  // MEMPLAN_HAVE_EXECUTOR
 

@@ -5,11 +5,13 @@
 
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <c10/util/Logging.h>
 #ifdef MEMPLAN_TORCH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -81,6 +83,18 @@ namespace {
 
 using std::chrono::milliseconds;
 
+// While alive, c10 (and c10d) log only fatal messages.
+class QuietC10Logging {
+ public:
+  QuietC10Logging() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = std::max(saved_, 3); }
+  ~QuietC10Logging() { FLAGS_caffe2_log_level = saved_; }
+  QuietC10Logging(const QuietC10Logging&) = delete;
+  QuietC10Logging& operator=(const QuietC10Logging&) = delete;
+
+ private:
+  int saved_;
+};
+
 // One rank of a c10d process group: Gloo on the CPU, NCCL on CUDA devices. The collectives are
 // the same calls on either backend (c10d::Backend).
 class ProcessGroupCommunicator final : public Communicator {
@@ -99,6 +113,9 @@ class ProcessGroupCommunicator final : public Communicator {
     o.waitWorkers = true;
     o.timeout = timeout;
     try {
+      // c10d logs every connection retry with a C++ backtrace; the one message that matters is
+      // the MemplanError below.
+      QuietC10Logging quiet;
       store_ = c10::make_intrusive<c10d::TCPStore>(d.master_addr, o);
     } catch (const std::exception& e) {
       const std::string m = Message(e);
