@@ -335,6 +335,10 @@ std::vector<int> BucketOfTensor(const TrainingGraph& g, const std::vector<Parame
 // The buckets whose parameters `n` reads, directly or through a view of one (its inputs'
 // storages), ascending. A folded node (every output a constant) runs nowhere and reads none.
 std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n, const std::vector<int>& bucket_of);
+// Per node, the buckets released right after it runs in a forward or recompute pass of its
+// segment: those whose last reader in the segment it is. `segments` empty: one segment.
+std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
+                                              const std::vector<int>& bucket_of);
 
 // The one entry point for "plan this model for this budget", shared by the command line and
 // the GUI so that both answer the same budget with the same plan.
