@@ -1,0 +1,318 @@
+// Data parallelism in the trainer (plan.h): buckets and their flat buffers, shard gradients and
+// parameters, the communication phase, the sharded optimizer, and gathering the ranks' figures.
+#include <torch/csrc/autograd/utils/lambda_post_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <functional>
+
+#include "memplan/planner.h"
+#include "trainer.h"
+
+namespace memplan::exec {
+
+// The buckets of plan.h: every trained parameter becomes a view of its bucket's flat parameter
+// buffer (padding zero); gradients and optimizer state are flat per bucket or per shard.
+void Trainer::MakeBuckets() {
+  c10::AutoGradMode no_grad(false);
+  ParallelLayout layout = opt_.distributed.layout;
+  layout.devices = comm_->world_size();
+  const int64_t n = layout.devices;
+  const int mult = OptimizerStateMultiplier(g_.optimizer);
+  const bool sharded = shard_ != ShardMode::kNone;
+  for (const ParameterBucket& lb : ParameterBuckets(g_, layout)) {
+    const size_t b = buckets_.size();
+    FlatBucket fb;
+    fb.layout = lb;
+    const int64_t P = lb.elements, S = P / n;
+    const at::TensorOptions o = at::TensorOptions().dtype(persistent_[lb.parameters[0]].scalar_type()).device(device_);
+    fb.params = at::zeros({P}, o);
+    if (LazyGradients()) fb.grad_shard = at::zeros({S}, o);
+    else fb.grads = at::zeros({P}, o);
+    if (mult >= 1) fb.state1 = at::zeros({sharded ? S : P}, o);
+    if (mult >= 2) fb.state2 = at::zeros({sharded ? S : P}, o);
+    for (size_t k = 0; k < lb.parameters.size(); ++k) {
+      const TensorId p = lb.parameters[k];
+      auto view = [&](const at::Tensor& flat) {
+        return flat.narrow(0, lb.offsets[k], persistent_[p].numel()).view(persistent_[p].sizes());
+      };
+      at::Tensor w = view(fb.params);
+      w.copy_(persistent_[p].detach());
+      persistent_[p] = w;  // the parameter's own buffer is freed
+      persistent_[p].requires_grad_(true);
+      if (fb.grads.defined()) persistent_[p].mutable_grad() = view(fb.grads);
+      if (!sharded && mult >= 1) state1_[p] = view(fb.state1);
+      if (!sharded && mult >= 2) state2_[p] = view(fb.state2);
+      if (LazyGradients()) {
+        // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
+        persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
+        // Runs after AccumulateGrad: the bucket is reduced once its last gradient is in.
+        c10::intrusive_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
+        acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
+            [this, p](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+              Accumulated(p);
+              return outputs;
+            }));
+        fb.accumulators.push_back(std::move(acc));
+        if (bucket_of_.empty()) bucket_of_.assign(g_.tensors.size(), -1);
+        bucket_of_[p] = static_cast<int>(b);
+      }
+    }
+    if (ShardParameters()) {
+      fb.param_shard = fb.params.narrow(0, comm_->rank() * S, S).clone();
+      fb.gather_target = at::empty({0}, o).set_(fb.params.storage(), 0, {P}, {1});
+      fb.gathered = true;
+    }
+    buckets_.push_back(std::move(fb));
+    if (ShardParameters()) ReleaseParameters(b);
+  }
+  if (!LazyGradients()) return;
+  // Autograd sums a parameter's gradients within a backward call before its AccumulateGrad
+  // runs: one call per segment whose nodes read the parameter.
+  segment_params_.assign(segments_.size(), {});
+  for (size_t k = 0; k < segments_.size(); ++k) {
+    std::set<TensorId> read;
+    for (NodeId n : segments_[k]) {
+      for (TensorId in : g_.nodes[n].inputs) {
+        if (in != kNone && bucket_of_[in] >= 0) read.insert(in);
+      }
+    }
+    segment_params_[k].assign(read.begin(), read.end());
+  }
+  if (ShardParameters()) {
+    reads_.assign(g_.nodes.size(), {});
+    for (const Node& n : g_.nodes) reads_[n.id] = BucketsReadBy(g_, n, bucket_of_);
+    releases_ = ForwardReleases(g_, segments_, bucket_of_);
+    hook_owner_ = std::make_shared<Trainer*>(this);
+  }
+}
+
+// Shard parameters: bucket b's flat parameters all-gathered from the ranks' shards into the
+// storage every parameter of the bucket (and every saved reference to one) views.
+void Trainer::GatherParameters(size_t b) {
+  FlatBucket& fb = buckets_[b];
+  if (fb.gathered) return;
+  c10::AutoGradMode no_grad(false);
+  c10::StorageImpl* storage = fb.gather_target.storage().unsafeGetStorageImpl();
+  const size_t nbytes = static_cast<size_t>(fb.layout.bytes);
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(nbytes));
+  storage->set_nbytes(nbytes);
+  fb.gathered = true;
+  auto t0 = Clock::now();
+  comm_->AllGather(fb.gather_target, fb.param_shard, "the all-gather of bucket " + std::to_string(b) + "'s parameters");
+  comm_seconds_ += Seconds(t0, Clock::now());
+}
+
+// Returns the flat parameters' memory; the storage object stays, so the views autograd saved
+// read the next gather's values (FSDP frees its flat parameters the same way).
+void Trainer::ReleaseParameters(size_t b) {
+  FlatBucket& fb = buckets_[b];
+  if (!fb.gathered) return;
+  c10::StorageImpl* storage = fb.gather_target.storage().unsafeGetStorageImpl();
+  storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
+  storage->set_nbytes(0);
+  fb.gathered = false;
+}
+
+namespace {
+// Runs before an autograd function: what `fn` is given to run.
+class PreHook final : public torch::autograd::FunctionPreHook {
+ public:
+  explicit PreHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    fn_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
+}  // namespace
+
+// Shard parameters: the backward of `n` (the autograd functions of its outputs, which the
+// engine runs before the rest of the node's backward) first gathers the buckets it reads.
+void Trainer::HookBackwardGathers(const Node& n) {
+  if (reads_[n.id].empty()) return;
+  std::set<torch::autograd::Node*> hooked;
+  for (TensorId o : n.outputs) {
+    if (o == kNone || !values_[o].defined()) continue;
+    const auto fn = values_[o].grad_fn();
+    if (!fn || !hooked.insert(fn.get()).second) continue;
+    std::weak_ptr<Trainer*> owner = hook_owner_;
+    const NodeId id = n.id;
+    fn->add_pre_hook(std::make_unique<PreHook>([owner, id] {
+      std::shared_ptr<Trainer*> t = owner.lock();
+      if (!t || !*t) return;
+      for (int b : (*t)->reads_[id]) (*t)->GatherParameters(static_cast<size_t>(b));
+    }));
+  }
+}
+
+// Shard parameters, before a segment's backward call: each bucket is released once the
+// gradients of its parameters that this call accumulates are in (Accumulated).
+void Trainer::StartBackwardCall(size_t segment) {
+  for (FlatBucket& fb : buckets_) fb.call_pending = 0;
+  for (TensorId p : segment_params_[segment]) ++buckets_[static_cast<size_t>(bucket_of_[p])].call_pending;
+}
+
+// Shard gradients: bucket b's full flat gradient (zeroed), and its parameters' .grad views of
+// it, from the first backward step of the step that produces one of their gradients.
+void Trainer::EnsureFullGradient(size_t b) {
+  FlatBucket& fb = buckets_[b];
+  if (fb.grads.defined()) return;
+  if (fb.reduced) {
+    throw MemplanError("internal: a gradient of bucket " + std::to_string(b) +
+                       "'s parameters arrived after the bucket's reduce-scatter (plan.h: a bucket is reduced after "
+                       "the last backward call that reads its parameters)");
+  }
+  c10::AutoGradMode no_grad(false);
+  fb.grads = at::zeros({fb.layout.elements}, fb.params.options());
+  for (size_t k = 0; k < fb.layout.parameters.size(); ++k) {
+    at::Tensor& w = persistent_[fb.layout.parameters[k]];
+    w.mutable_grad() = fb.grads.narrow(0, fb.layout.offsets[k], w.numel()).view(w.sizes());
+  }
+}
+
+// Shard gradients, before the last micro-batch's backward: each parameter expects one
+// AccumulateGrad call per backward call that reaches it, that is per segment whose nodes read
+// it (autograd sums a tensor's gradients before its AccumulateGrad runs).
+void Trainer::StartEarlyReduce() {
+  if (accum_expected_.empty()) {
+    accum_expected_.assign(g_.tensors.size(), 0);
+    for (const std::vector<TensorId>& read : segment_params_) {
+      for (TensorId t : read) ++accum_expected_[t];
+    }
+  }
+  accum_left_ = accum_expected_;
+  for (FlatBucket& fb : buckets_) {
+    fb.pending = 0;
+    for (TensorId p : fb.layout.parameters) fb.pending += accum_expected_[p] > 0 ? 1 : 0;
+  }
+  early_reduce_ = true;
+}
+
+// AccumulateGrad's post hook (the autograd engine's thread): the bucket's reduce-scatter runs
+// as soon as the last of its parameters' gradients is in. Every rank runs the same graph in the
+// same order, so the collectives match.
+void Trainer::Accumulated(TensorId p) {
+  const size_t b = static_cast<size_t>(bucket_of_[p]);
+  FlatBucket& fb = buckets_[b];
+  if (early_reduce_ && accum_left_[p] > 0 && --accum_left_[p] == 0 && --fb.pending == 0 && !fb.reduced) {
+    auto t0 = Clock::now();
+    ReduceScatterBucket(b);
+    comm_seconds_ += Seconds(t0, Clock::now());
+  }
+  // Shard parameters: the call is done with the bucket once its last gradient is in.
+  if (ShardParameters() && fb.call_pending > 0 && --fb.call_pending == 0) ReleaseParameters(b);
+}
+
+// Shard gradients: reduce-scatter (sum) of bucket b's flat gradient into the rank's shard, / N,
+// then the flat gradient is freed.
+void Trainer::ReduceScatterBucket(size_t b) {
+  c10::AutoGradMode no_grad(false);
+  FlatBucket& fb = buckets_[b];
+  EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
+  comm_->ReduceScatterSum(fb.grad_shard, fb.grads, "the reduce-scatter of bucket " + std::to_string(b));
+  fb.grad_shard.div_(static_cast<double>(comm_->world_size()));
+  for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
+  fb.grads.reset();
+  fb.reduced = true;
+}
+
+// The communication phase (plan.h): per bucket, in bucket order, the gradient all-reduce (or,
+// for a bucket of shard gradients the backward did not reduce, the reduce-scatter into the
+// rank's shard), averaged over the ranks.
+void Trainer::Communicate() {
+  where_.phase = "communication";
+  where_.node = kNone;
+  c10::AutoGradMode no_grad(false);
+  const double n = static_cast<double>(comm_->world_size());
+  auto t0 = Clock::now();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    ProfileGuard scope(profiling_, Scope(Phase::kCommunication));
+    FlatBucket& fb = buckets_[b];
+    if (LazyGradients()) {
+      if (fb.reduced) continue;
+      ReduceScatterBucket(b);
+    } else {
+      comm_->AllReduceSum(fb.grads, "the all-reduce of bucket " + std::to_string(b));
+      fb.grads.div_(n);
+    }
+    NoteTrace("communication", kNone);
+  }
+  comm_seconds_ += Seconds(t0, Clock::now());
+}
+
+// Shard optimizer and gradients: each rank updates its shard of every bucket, then the bucket's
+// parameters are all-gathered from every rank's shard.
+void Trainer::ShardedOptimizerStep(int64_t step) {
+  where_.phase = "optimizer";
+  where_.node = kNone;
+  c10::AutoGradMode no_grad(false);
+  const int64_t n = comm_->world_size(), r = comm_->rank();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    FlatBucket& fb = buckets_[b];
+    const int64_t S = fb.layout.elements / n;
+    if (ShardParameters()) {  // the next forward gathers the parameters
+      Update(fb.param_shard, fb.grad_shard, fb.state1, fb.state2, step);
+      continue;
+    }
+    at::Tensor w = fb.params.narrow(0, r * S, S);
+    at::Tensor gr = shard_ == ShardMode::kGradients ? fb.grad_shard : fb.grads.narrow(0, r * S, S);
+    Update(w, gr, fb.state1, fb.state2, step);
+    auto t0 = Clock::now();
+    at::Tensor mine = w.clone();  // the all-gather writes the buffer `w` views
+    comm_->AllGather(fb.params, mine, "the all-gather of bucket " + std::to_string(b));
+    mine.reset();
+    comm_seconds_ += Seconds(t0, Clock::now());
+  }
+  NoteTrace("optimizer", kNone);
+}
+RankStats Trainer::OwnStats(const RunResult& r) const {
+  RankStats s;
+  s.rank = comm_ ? comm_->rank() : 0;
+  s.measured_peak_bytes = r.measured_peak_bytes;
+  s.max_peak_bytes = r.max_peak_bytes;
+  s.persistent_bytes = r.persistent_bytes;
+  for (const StepStats& st : r.steps) {
+    s.step_seconds.push_back(st.seconds);
+    s.comm_seconds.push_back(st.comm_seconds);
+    s.loss.push_back(st.loss);
+    s.peak_bytes.push_back(st.peak_bytes);
+  }
+  return s;
+}
+
+// Every rank's figures reach every rank (one all-gather of float64s, after the last step); the
+// step's loss becomes the mean over the ranks.
+void Trainer::GatherRanks(RunResult* r) {
+  const RankStats own = OwnStats(*r);
+  std::vector<double> figures = {static_cast<double>(own.measured_peak_bytes), static_cast<double>(own.max_peak_bytes),
+                                 static_cast<double>(own.persistent_bytes)};
+  for (size_t i = 0; i < own.loss.size(); ++i) {
+    figures.insert(figures.end(), {own.step_seconds[i], own.comm_seconds[i], own.loss[i], static_cast<double>(own.peak_bytes[i])});
+  }
+  const std::vector<std::vector<double>> all = comm_->GatherFigures(figures, "the final gathering of the ranks' figures");
+  r->ranks.clear();
+  for (size_t k = 0; k < all.size(); ++k) {
+    const std::vector<double>& f = all[k];
+    RankStats s;
+    s.rank = static_cast<int64_t>(k);
+    s.measured_peak_bytes = static_cast<int64_t>(f[0]);
+    s.max_peak_bytes = static_cast<int64_t>(f[1]);
+    s.persistent_bytes = static_cast<int64_t>(f[2]);
+    for (size_t i = 0; i < own.loss.size(); ++i) {
+      s.step_seconds.push_back(f[3 + 4 * i]);
+      s.comm_seconds.push_back(f[4 + 4 * i]);
+      s.loss.push_back(f[5 + 4 * i]);
+      s.peak_bytes.push_back(static_cast<int64_t>(f[6 + 4 * i]));
+    }
+    r->ranks.push_back(std::move(s));
+  }
+  for (size_t i = 0; i < r->steps.size(); ++i) {
+    double sum = 0;
+    for (const RankStats& s : r->ranks) sum += s.loss[i];
+    r->steps[i].loss = sum / static_cast<double>(r->ranks.size());
+  }
+}
+
+}  // namespace memplan::exec
