@@ -1,6 +1,8 @@
 // Peaks and breakdowns of small graphs, computed by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "memplan/analyzer.h"
 #include "memplan/lifetimes.h"
 #include "testing/graph_builder.h"
@@ -269,12 +271,103 @@ TEST(TrainingMemory, WeightReadThroughATransposeIsTrained) {
   Analysis a = Analyze(g);
   // Persistent: x 1x8x4 = 32 + w 4x8x4 = 128 + w's gradient 128 = 288 B (SGD: no state).
   // Forward: y [1,4] 16 B and the loss 4 B: 308 B. The peak is MatMul's backward: the seed
-  // (4 B; grad y is a view of it) and wt's new gradient x^T grad y [8,4] (128 B), before
-  // Transpose hands it on to be added into w's gradient: 288 + 4 + 128 = 420 B.
-  EXPECT_EQ(a.timeline.peak_bytes, 420);
+  // (4 B; grad y is a broadcast view of it), mm's contiguous copy of grad y (16 B) and wt's
+  // new gradient x^T grad y [8,4] (128 B), before Transpose hands it on to be added into w's
+  // gradient: 288 + 4 + 16 + 128 = 436 B.
+  EXPECT_EQ(a.timeline.peak_bytes, 436);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kParameter), 128);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 128);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kInput), 32);
+}
+
+// The sum loss's backward hands on its input's gradient as the seed expanded to the input's
+// shape: a broadcast view (stride 0, no bytes). mm's backward copies such a gradient to a
+// contiguous one before multiplying (measured with LibTorch's counting allocator), a
+// temporary of the gradient's full size; relu's backward reads it as it is.
+Analysis SumLossAnalysis(const GraphBuilder& b) {
+  LoadOptions o;
+  o.batch = 3;
+  o.loss = LossKind::kSum;
+  return Analyze(b.Load(o));
+}
+
+int64_t BytesNamed(const Schedule& s, const std::string& part) {
+  int64_t bytes = 0;
+  for (const Buffer& buf : s.buffers) if (buf.name.find(part) != std::string::npos) bytes += buf.bytes;
+  return bytes;
+}
+
+// x[3,5] -> MatMul w[5,4] -> y[3,4], sum loss.
+TEST(TrainingMemory, SumLossGradientIsCopiedByMatMul) {
+  GraphBuilder b;
+  b.Input("x", {-1, 5}).Param("w", {5, 4}).Node("MatMul", {"x", "w"}, {"y"}).Output("y");
+  Analysis a = SumLossAnalysis(b);
+  // Persistent: x 60 + w 80 + w's gradient 80 = 220 B. MatMul's backward: the seed (4 B;
+  // grad y is a broadcast view of it), the new gradient of w (80 B) and the contiguous copy
+  // of grad y (3x4x4 = 48 B): 220 + 4 + 80 + 48 = 352 B (the forward reaches 220 + 48 + 4).
+  EXPECT_EQ(a.timeline.peak_bytes, 352);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 80 + 48);
+  EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
+}
+
+// The broadcast view reaches MatMul through a Transpose, which hands it on as a view.
+TEST(TrainingMemory, SumLossGradientThroughAViewIsCopiedByMatMul) {
+  GraphBuilder b;
+  b.Input("x", {-1, 5}).Param("w", {5, 4}).Node("MatMul", {"x", "w"}, {"y"});
+  b.Node("Transpose", {"y"}, {"yt"}).Attr("perm", std::vector<int64_t>{1, 0}).Output("yt");
+  Analysis a = SumLossAnalysis(b);
+  // As above (yt is a view of y, its gradient a view of the seed): 220 + 4 + 80 + 48 = 352 B.
+  EXPECT_EQ(a.timeline.peak_bytes, 352);
+  EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
+}
+
+// Relu's backward reads the broadcast view without a copy and makes a new contiguous gradient,
+// so the MatMul before it copies nothing either.
+TEST(TrainingMemory, SumLossGradientIsReadInPlaceByRelu) {
+  GraphBuilder b;
+  b.Input("x", {-1, 5}).Param("w", {5, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Relu", {"h"}, {"y"}).Output("y");
+  Analysis a = SumLossAnalysis(b);
+  // Persistent 220 B. Forward: h 48 + y 48 (Relu saves y) = 316 B. Relu's backward: grad h
+  // (48 B) beside y and the seed: 220 + 48 + 4 + 48 = 320 B. MatMul's backward: grad h and
+  // the new gradient of w: 220 + 48 + 80 = 348 B, the peak.
+  EXPECT_EQ(a.timeline.peak_bytes, 348);
+  EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 0);
+}
+
+// Add hands the broadcast view on to its same-shaped input; a second consumer's gradient is
+// summed into a new tensor, which MatMul reads without a copy.
+TEST(TrainingMemory, SumLossGradientSummedWithAnotherIsNotCopied) {
+  GraphBuilder through_add;
+  through_add.Input("x", {-1, 5}).Param("w", {5, 4}).Param("p", {3, 4});
+  through_add.Node("MatMul", {"x", "w"}, {"h"}).Node("Add", {"h", "p"}, {"y"}).Output("y");
+  // Persistent: x 60 + w 80 + p 48 + their gradients 128 = 316 B. MatMul's backward: the
+  // seed 4 + w's new gradient 80 + the copy of grad h 48 = 448 B (Add's backward adds the view
+  // into p's gradient in place).
+  Analysis a = SumLossAnalysis(through_add);
+  EXPECT_EQ(a.timeline.peak_bytes, 316 + 4 + 80 + 48);
+  EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
+
+  GraphBuilder summed;
+  summed.Input("x", {-1, 5}).Param("w", {5, 4});
+  summed.Node("MatMul", {"x", "w"}, {"h"}).Node("Add", {"h", "h"}, {"y"}).Output("y");
+  // h's two gradients (both views of the seed) are summed into a new 48 B tensor, which
+  // MatMul reads as it is: 220 (x, w, w's gradient) + 48 + w's new gradient 80 = 348 B.
+  Analysis s = SumLossAnalysis(summed);
+  EXPECT_EQ(s.timeline.peak_bytes, 220 + 48 + 80);
+  EXPECT_EQ(BytesNamed(s.schedule, "broadcast"), 0);
+}
+
+// ReduceSum's backward expands its incoming gradient back to the input's shape, a broadcast
+// view, whatever the loss.
+TEST(TrainingMemory, ReduceSumHandsOnABroadcastGradient) {
+  GraphBuilder b;
+  b.Input("x", {-1, 5}).Param("w", {5, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  b.Ints("axes", {1}).Node("ReduceSum", {"h", "axes"}, {"y"}).Output("y");
+  Analysis a = Analyze(b.Load({/*batch=*/3}));  // cross-entropy over y's one class
+  // grad h is no new buffer (a view of grad y, 3x1x4 = 12 B); MatMul copies it (48 B).
+  EXPECT_EQ(BytesNamed(a.schedule, "grad h"), 0);
+  EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
 }
 
 TEST(TrainingMemory, SimulatorRejectsDoubleAllocation) {

@@ -96,6 +96,18 @@ struct OpRule {
   uint32_t nondiff_inputs = 0;       // bit i set: input i never receives a gradient
   ViewKind view = ViewKind::kNone;
   bool grad_is_view = false;         // backward hands back a view of the incoming gradient
+  // Backward hands back the incoming gradient expanded to the input's shape (sum's backward):
+  // a broadcast view, stride 0 along the reduced axes. Implies grad_is_view.
+  bool grad_is_broadcast = false;
+  // Backward reduces the gradient of an input the forward broadcast (add's sum_to): that input
+  // gets a new tensor, not a broadcast view, even where the incoming gradient is one.
+  bool grad_reduces_broadcast_inputs = false;
+  // Backward makes a contiguous copy of an incoming gradient that is a broadcast view (the BLAS,
+  // oneDNN and vectorised kernels of mm, addmm, convolution, gelu, softmax, layer norm and
+  // pooling backward need real strides): a temporary of the output's size during the backward.
+  // Measured with LibTorch's counting allocator; elementwise (TensorIterator) backward ops,
+  // batch and instance norm, einsum and the reductions read it as it is.
+  bool copies_broadcast_grad = false;
   bool differentiable = true;        // false: outputs never require grad (shape ops, comparisons)
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
   ValidateFn validate = nullptr;             // nullptr: nothing beyond the shape rule's checks

@@ -92,7 +92,7 @@ void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
 }
 
 GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
-    : g_(g), s_(s), grad_(g.tensors.size(), kNone) {}
+    : g_(g), s_(s), grad_(g.tensors.size(), kNone), broadcast_(g.tensors.size(), false) {}
 
 // A gradient buffer is created by the first backward op that produces it and freed after the
 // backward of the tensor's producer consumed it. Views pass the incoming gradient through
@@ -109,13 +109,26 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     grad_readers[seed] = 1;
     step.allocs.push_back(seed);
   }
-  BufferId out_grad = n.outputs[0] != kNone ? grad[n.outputs[0]] : kNone;
+  const TensorId out = n.outputs[0];
+  BufferId out_grad = out != kNone ? grad[out] : kNone;
+  const bool out_broadcast = out_grad != kNone && broadcast_[out];
   for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
     TensorId i = n.inputs[slot];
     if (i == kNone || !g.tensors[i].has_gradient) continue;
     if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
     const Tensor& t = g.tensors[i];
     bool view = (rule->grad_is_view || IsIdentityInTraining(n, g.tensors)) && out_grad != kNone;
+    if (t.category != TensorCategory::kParameter && grad[i] != kNone && broadcast_[i]) {
+      // Summed with a broadcast view (no bytes of its own): the sum is a new full-size
+      // gradient, contiguous, which replaces the view.
+      broadcast_[i] = false;
+      const BufferId old = grad[i];
+      grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
+      grad_readers[grad[i]] = 1;
+      step.allocs.push_back(grad[i]);
+      if (--grad_readers[old] == 0) step.frees.push_back(old);
+      continue;
+    }
     if (t.category == TensorCategory::kParameter || grad[i] != kNone) {
       // Accumulated into an existing buffer: a temporary unless it is a view.
       if (!view) {
@@ -128,11 +141,24 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     if (view) {
       grad[i] = out_grad;
       ++grad_readers[out_grad];
+      // Expanding to a larger input makes a broadcast view; other views keep one broadcast
+      // unless the op reduces this input (it was broadcast in the forward). One element has
+      // no strides that matter.
+      const Tensor& o = g.tensors[out];
+      const bool expands = rule->grad_is_broadcast && t.numel() > o.numel();
+      const bool keeps = out_broadcast && (t.shape == o.shape || !rule->grad_reduces_broadcast_inputs);
+      broadcast_[i] = t.numel() > 1 && (expands || keeps);
     } else {
       grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
       grad_readers[grad[i]] = 1;
       step.allocs.push_back(grad[i]);
     }
+  }
+  if (rule->copies_broadcast_grad && out_broadcast) {
+    BufferId c = s.AddBuffer({n.name + ":contiguous copy of the broadcast incoming gradient",
+                              g.tensors[out].bytes, MemoryCategory::kTemporary, out});
+    step.allocs.push_back(c);
+    step.frees.push_back(c);
   }
   if (n.backward_workspace_bytes > 0) {
     BufferId w = s.AddBuffer({n.name + ":backward workspace", n.backward_workspace_bytes,

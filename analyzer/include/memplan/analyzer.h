@@ -95,8 +95,9 @@ class GradientFlow {
   // Node n's backward (call in reverse topological order, for nodes with has_backward):
   // allocates the gradients it produces (passing the incoming gradient through where the op
   // hands back a view; a temporary where it accumulates into an existing buffer or a
-  // parameter's gradient), its workspace, and frees its outputs' gradients once every tensor
-  // sharing the buffer has been consumed.
+  // parameter's gradient), its workspace, the contiguous copy an op makes of a broadcast
+  // incoming gradient, and frees its outputs' gradients once every tensor sharing the buffer
+  // has been consumed.
   void Backward(const Node& n, Step& step);
   // The optimizer step: frees the gradients nobody consumed; Adam's one temporary.
   void Finish(Step& optimizer);
@@ -108,6 +109,9 @@ class GradientFlow {
   Schedule& s_;
   std::vector<BufferId> grad_;
   std::unordered_map<BufferId, int> readers_;  // tensors still to consume a grad buffer
+  // Per tensor: its gradient is (so far) a broadcast view (the sum loss's expanded scalar, and
+  // views of it), which some backward ops copy before reading.
+  std::vector<bool> broadcast_;
 };
 
 // How allocation sizes are accounted.
