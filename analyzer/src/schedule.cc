@@ -156,7 +156,7 @@ void GradientFlow::Backward(const Node& n, Step& step) {
   }
   if (rule->copies_broadcast_grad && out_broadcast) {
     BufferId c = s.AddBuffer({n.name + ":contiguous copy of the broadcast incoming gradient",
-                              g.tensors[out].bytes, MemoryCategory::kTemporary, out});
+                              g.tensors[out].bytes, MemoryCategory::kTemporary, kNone});
     step.allocs.push_back(c);
     step.frees.push_back(c);
   }
