@@ -8,6 +8,7 @@ add_executable(planner_tests
   planner_microbatch_test.cc   # micro-batching: hand-computed peaks, search, corpus at 50%
   planner_time_test.cc         # roofline seconds, predicted recompute seconds, calibration
   planner_selective_test.cc    # selective recompute: hand-computed peaks and plans, brute force, JSON, corpus
+  planner_selective_exact_test.cc  # the exact selective reference: its relaxation and brute force
   planner_parallel_test.cc     # data parallelism: buckets, per-rank memory per shard mode, JSON, corpus
 )
 # memplan_profiler: the CLI tests write profiles for `plan --costs`.

@@ -230,6 +230,39 @@ bool MilpAvailable();
 // `auto` never picks it: only when named.
 Plan PlanSelective(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 
+// An exact reference for `selective` on graphs of up to a few hundred nodes (selective_exact.cc:
+// logic-based Benders on COIN-OR CBC, every candidate drop set replayed): the drop set of least
+// predicted recompute seconds whose replayed peak fits options.budget_bytes, or a lower bound on
+// it when the time limit ends the search first. Beyond a few hundred nodes it rarely proves
+// optimality within minutes. Throws MemplanError when memplan was built without CBC.
+struct SelectiveExactOptions {
+  double time_limit_seconds = 60;
+  int max_iterations = 100000;  // MILP solves
+  bool seed_with_search = true;  // `selective`'s plan as the first incumbent (a cutoff)
+};
+struct SelectiveExactResult {
+  Plan plan;             // strategy "selective-exact": the best fitting drop set found, else the plain step
+  bool found = false;    // some drop set fits the budget
+  bool proven = false;   // plan is optimal (!found: no drop set fits)
+  double lower_bound = 0;  // seconds no fitting drop set goes below (== the plan's when proven)
+  int iterations = 0;      // MILP solves
+  int replays = 0;         // drop sets replayed
+  int cuts = 0;            // no-good cuts added
+};
+SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
+                                        const SelectiveExactOptions& exact = {});
+// The reference's relaxation of one drop set (for tests of its validity): bytes per step of
+// the plain schedule (never above the replay's at the same non-recompute step), seconds (never
+// above the replay's), and whether the set is canonical (every dropped storage no backward op
+// saves is read by the producer of another dropped one).
+struct SelectiveRelaxation {
+  std::vector<int64_t> bytes;
+  double seconds = 0;
+  bool canonical = false;
+};
+SelectiveRelaxation RelaxSelective(const TrainingGraph& g, const CostModel& cost, const std::vector<TensorId>& dropped,
+                                   const SimulatorOptions& sim = {});
+
 // The margin a segmented plan keeps under its budget. When the gradient of a checkpoint comes
 // back through an op that hands one gradient to several inputs (a residual Add, Concat),
 // LibTorch's AccumulateGrad copies it into the checkpoint's .grad because the tensor is
