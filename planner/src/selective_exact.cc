@@ -35,19 +35,29 @@
 //     seconds >= sum_n seconds_n y_n,  y_n >= x_r for every root r that n produces.
 //   Memory, at the steps the replay shares with the plain step (setup, forward, loss, backward,
 //   optimizer: the replay only inserts recompute steps). Every buffer alive in the plain step at
-//   such a step is alive in the replay too (gradients, extras and workspaces are the same;
-//   kept storages live at least their plain life), except a dropped saved root r in its window
-//     W_r = (forward step of its last reader, backward step of its last saver):
+//   such a step t is alive in the replay too (gradients, extras and workspaces are the same;
+//   kept storages live at least their plain life), except a dropped saved root k in its window
+//     W_k = (forward step of its last reader, backward step of its last saver):
 //   dropped, it is freed after its last forward reader and recomputed before its last saver's
-//   backward (or earlier), then held until its first saver's backward, its plain end. And a kept
-//   unsaved root i whose reader's output r is dropped is read by r's recompute, which runs after
-//   the loss: it lives at least through H_i = (forward step of its last reader, loss step]:
-//     plain(t) - sum_{r: t in W_r} bytes_r x_r + sum_{i: t in H_i} bytes_i h_i <= budget,
-//     h_i >= x_r - x_i for every r whose producer reads i.
-//   Recompute steps themselves and longer holds are left out: the rows only ever undercount.
+//   backward (or earlier), then held until its first saver's backward, its plain end. The row:
+//     plain(t) - sum_{k: t in W_k} bytes_k d_k + sum_i bytes_i h_i <= budget,
+//   where d_k (k dead at t) and h_i (kept i alive at t past its plain end) may be any values
+//   the real replay satisfies these constraints with:
+//     d_k <= x_k, and d_k <= 1 - m_k with m_k (k recomputed by step t): m_s >= x_s for a saved
+//       s whose last saver's backward is at or before t (s was recomputed before it), and
+//       m_k >= x_k + m_q - 1 when q's producer reads k (recomputing q recomputes its dropped
+//       inputs not held; a saved k is then held until its first saver's backward, after t);
+//     h_i >= x_j - x_i at steps up to the loss, for j whose producer reads i, after i's plain
+//       end: j is recomputed after the loss, reading i, which a kept i lives until;
+//     h_i >= d_j - x_i after the loss, before j's last saver's backward: a dead dropped saved j
+//       is still to be recomputed, reading i.
+//   With the true indicators every constraint holds and the row's left side is at most the
+//   replay's bytes at t; the MILP may pick other values, which only lowers the left side.
+//   Recompute steps themselves (chain transients, workspaces) are left out.
 // Tests replay every subset of small graphs and check each part: the rows' bytes never exceed
 // the replay's, the objective never exceeds its seconds, and the reference equals brute force.
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <set>
 
@@ -100,7 +110,8 @@ class Relaxation {
     bytes_.resize(n);
     saved_.resize(n);
     window_.assign(n, {0, -1});
-    hold_.assign(n, {0, -1});
+    plain_free_.assign(n, -1);
+    recompute_by_.assign(n, loss_step_ + 1);
     readers_.resize(n);
     for (size_t k = 0; k < n; ++k) {
       const int32_t r = roots_[k];
@@ -109,8 +120,17 @@ class Relaxation {
       saved_[k] = root.first_saver != kNone;
       if (saved_[k] && last_saver[r] != kNone && backward[last_saver[r]] >= 0)
         window_[k] = {forward[root.last_reader] + 1, backward[last_saver[r]] - 1};
-      if (!saved_[k]) hold_[k] = {forward[root.last_reader] + 1, loss_step_};
+      plain_free_[k] = saved_[k] ? backward[root.first_saver] : forward[root.last_reader];
+      // Dropped, it is recomputed (reading its producer's inputs) after the loss and, saved,
+      // before its last saver's backward.
+      if (saved_[k] && last_saver[r] != kNone && backward[last_saver[r]] >= 0)
+        recompute_by_[k] = backward[last_saver[r]];
     }
+    descending_.resize(n);
+    for (size_t k = 0; k < n; ++k) descending_[k] = static_cast<int>(k);
+    std::sort(descending_.begin(), descending_.end(), [&](int a, int b) {
+      return f.root[roots_[a]].producer > f.root[roots_[b]].producer;
+    });
     // readers_[k]: the candidates whose producer reads candidate k (through views).
     for (size_t k = 0; k < n; ++k) {
       const std::vector<NodeId>& rd = f.root[roots_[k]].readers;
@@ -134,18 +154,106 @@ class Relaxation {
     }
     return true;
   }
-  // The rows' bytes at every step of the plain schedule.
+  // Pair (j, i): j's producer reads i. At step t, with j dropped and i kept, either i is held
+  // (for j's recompute still to come) or j was already recomputed (`coverable`: only after the
+  // loss, and only for a saved j, which is recomputed before its last saver's backward).
+  bool Active(int j, int i, int t) const { return t > plain_free_[i] && t < recompute_by_[j]; }
+  bool Coverable(int j, int t) const { return saved_[j] && t > loss_step_; }
+  // Whether a dropped s, whose producer reads k, makes a dropped k alive at step t: s is saved
+  // and t is at or after its last saver's backward, so s was recomputed by then, and its
+  // recompute recomputed k, which stays held until its first saver's backward (after t when t
+  // is in k's window).
+  bool Early(int s, int t) const { return saved_[s] && recompute_by_[s] <= t; }
+  // Candidates in descending producer order (a reader's producer comes after the producer of
+  // what it reads).
+  const std::vector<int>& Descending() const { return descending_; }
+  // Per candidate: whether it was recomputed at or before step t for sure: a dropped saved s
+  // with Early(s, t), and, transitively, every dropped storage its producer reads (a recompute
+  // recomputes its dropped inputs that are not held; a saved one is then held until its first
+  // saver's backward).
+  std::vector<char> Materialized(const std::vector<char>& x, int t) const {
+    std::vector<char> m(size(), 0);
+    for (int k : descending_) {
+      if (!x[k]) continue;
+      m[k] = (saved_[k] && Early(k, t)) ||
+             std::any_of(readers_[k].begin(), readers_[k].end(), [&](int q) { return m[q] != 0; });
+    }
+    return m;
+  }
+  bool EarlyAlive(const std::vector<char>& x, int k, int t) const {
+    const std::vector<char> m = Materialized(x, t);
+    return std::any_of(readers_[k].begin(), readers_[k].end(), [&](int q) { return m[q] != 0; });
+  }
+
+  // The rows' bytes at every step of the plain schedule: the plain step's, less the dropped
+  // storages in their windows, plus the cheapest cover of the active pairs (a weighted vertex
+  // cover of a bipartite graph: a minimum cut, which is what the MILP's LP finds too).
   std::vector<int64_t> Bytes(const std::vector<char>& x) const {
     std::vector<int64_t> b = plain_;
-    for (size_t k = 0; k < size(); ++k) {
-      if (x[k]) {
-        for (int t = window_[k].first; t <= window_[k].second; ++t) b[t] -= bytes_[k];
-      } else if (std::any_of(readers_[k].begin(), readers_[k].end(), [&](int j) { return x[j] != 0; })) {
-        for (int t = hold_[k].first; t <= hold_[k].second; ++t) b[t] += bytes_[k];
+    for (int t = 0; t < static_cast<int>(b.size()); ++t) {
+      const std::vector<char> m = Materialized(x, t);
+      for (size_t k = 0; k < size(); ++k) {
+        if (x[k] && !m[k] && window_[k].first <= t && t <= window_[k].second) b[t] -= bytes_[k];
       }
     }
+    for (int t = 0; t < static_cast<int>(b.size()); ++t) b[t] += Cover(x, t);
     return b;
   }
+  // The least bytes covering the active pairs at step t (dropped j, kept i): i held, or (after
+  // the loss) j counted alive, giving up its credit. A weighted vertex cover of a bipartite
+  // graph: max flow from a source through j (bytes_j when coverable, else unbounded) to i
+  // (bytes_i), what the MILP's rows give too (their LP is integral here).
+  int64_t Cover(const std::vector<char>& x, int t) const {
+    std::vector<int> js, is;
+    std::vector<std::pair<int, int>> pairs;
+    for (size_t i = 0; i < size(); ++i) {
+      if (x[i]) continue;
+      for (int j : readers_[i]) {
+        // A j an earlier recompute made alive needs no held input.
+        if (x[j] && Active(j, static_cast<int>(i), t) && !(Coverable(j, t) && EarlyAlive(x, j, t)))
+          pairs.push_back({j, static_cast<int>(i)});
+      }
+    }
+    if (pairs.empty()) return 0;
+    // Nodes: 0 source, 1 sink, then j's and i's.
+    std::vector<int> id(2 * size(), -1);
+    int n = 2;
+    for (auto [j, i] : pairs) {
+      if (id[j] < 0) id[j] = n++;
+      if (id[size() + i] < 0) id[size() + i] = n++;
+    }
+    const int64_t kInf = INT64_MAX / 4;
+    std::vector<std::vector<int64_t>> cap(n, std::vector<int64_t>(n, 0));
+    for (auto [j, i] : pairs) {
+      cap[0][id[j]] = Coverable(j, t) ? bytes_[j] : kInf;
+      cap[id[j]][id[size() + i]] = kInf;
+      cap[id[size() + i]][1] = bytes_[i];
+    }
+    int64_t flow = 0;
+    for (;;) {  // Edmonds-Karp
+      std::vector<int> prev(n, -1);
+      prev[0] = 0;
+      std::vector<int> queue = {0};
+      for (size_t q = 0; q < queue.size() && prev[1] < 0; ++q) {
+        for (int v = 0; v < n; ++v) {
+          if (prev[v] < 0 && cap[queue[q]][v] > 0) {
+            prev[v] = queue[q];
+            queue.push_back(v);
+          }
+        }
+      }
+      if (prev[1] < 0) break;
+      int64_t add = kInf;
+      for (int v = 1; v != 0; v = prev[v]) add = std::min(add, cap[prev[v]][v]);
+      for (int v = 1; v != 0; v = prev[v]) {
+        cap[prev[v]][v] -= add;
+        cap[v][prev[v]] += add;
+      }
+      flow += add;
+    }
+    return flow;
+  }
+
   double Seconds(const std::vector<char>& x) const {
     std::set<NodeId> run;
     for (size_t k = 0; k < size(); ++k) {
@@ -164,8 +272,11 @@ class Relaxation {
   std::vector<int> index_;      // per root: its candidate index, or -1
   std::vector<int64_t> bytes_;
   std::vector<char> saved_;
-  std::vector<std::pair<int, int>> window_, hold_;  // plain step ranges, inclusive
+  std::vector<std::pair<int, int>> window_;  // plain step ranges, inclusive
+  std::vector<int> plain_free_;    // the plain step that frees the candidate
+  std::vector<int> recompute_by_;  // dropped, it is recomputed before this step (at least once)
   std::vector<std::vector<int>> readers_;
+  std::vector<int> descending_;
 };
 
 }  // namespace
@@ -227,31 +338,69 @@ class Master {
       if (y[p] < 0) y[p] = AddColumn(0, 1, rel.seconds_[p] * scale_, false);
       AddRow({{y[p], 1}, {static_cast<int>(k), -1}}, 0, 1e30);
     }
-    h_.assign(n, -1);
     for (size_t k = 0; k < n; ++k) {
       if (rel.saved_[k]) continue;
       // (C)
       std::vector<std::pair<int, double>> c = {{static_cast<int>(k), -1}};
       for (int j : rel.readers_[k]) c.push_back({j, 1});
       AddRow(c, 0, 1e30);
-      if (rel.readers_[k].empty() || rel.hold_[k].first > rel.hold_[k].second) continue;
-      h_[k] = AddColumn(0, 1, 0, false);
-      for (int j : rel.readers_[k]) AddRow({{h_[k], 1}, {j, -1}, {static_cast<int>(k), 1}}, 0, 1e30);
     }
-    // Memory rows: plain(t) - savings + holds <= budget, i.e. savings - holds >= plain(t) - budget.
-    for (size_t t = 0; t < rel.plain_.size(); ++t) {
-      std::vector<std::pair<int, double>> terms;
+    // Memory rows: plain(t) - savings + cover <= budget, i.e. savings - cover >= plain(t) - budget,
+    // with per-step cover columns h_i (i held) and e_j (j already recomputed).
+    for (int t = 0; t < static_cast<int>(rel.plain_.size()); ++t) {
       int64_t most = rel.plain_[t];
-      for (size_t k = 0; k < n; ++k) {
-        const int tt = static_cast<int>(t);
-        if (rel.window_[k].first <= tt && tt <= rel.window_[k].second)
-          terms.push_back({static_cast<int>(k), rel.bytes_[k] / unit_});
-        if (h_[k] >= 0 && rel.hold_[k].first <= tt && tt <= rel.hold_[k].second) {
-          terms.push_back({h_[k], -rel.bytes_[k] / unit_});
-          most += rel.bytes_[k];
+      std::vector<std::pair<int, int>> pairs;
+      std::vector<char> held(n, 0);
+      for (size_t i = 0; i < n; ++i) {
+        for (int j : rel.readers_[i]) {
+          if (rel.Active(j, static_cast<int>(i), t)) {
+            pairs.push_back({j, static_cast<int>(i)});
+            if (!held[i]) most += rel.bytes_[i];
+            held[i] = 1;
+          }
         }
       }
       if (most <= budget) continue;  // holds whatever is dropped
+      // Credit of each dropped k in its window: x_k, or d_k (k dropped and dead at t) where an
+      // early recompute may make it alive or a held input may be traded for it.
+      std::vector<char> coverable(n, 0);
+      for (auto [j, i] : pairs) coverable[j] = rel.Coverable(j, t);
+      // m_k: k recomputed by step t (Relaxation::Materialized): m_s >= x_s for a saved s with
+      // Early(s, t); m_k >= x_k + m_q - 1 for q whose producer reads k.
+      std::vector<int> m(n, -1);
+      for (int k : rel.Descending()) {
+        const bool early = rel.saved_[k] && rel.Early(k, t);
+        bool reached = false;
+        for (int q : rel.readers_[k]) reached = reached || m[q] >= 0;
+        if (!early && !reached) continue;
+        m[k] = AddColumn(0, 1, 0, false);
+        if (early) AddRow({{m[k], 1}, {k, -1}}, 0, 1e30);
+        for (int q : rel.readers_[k]) {
+          if (m[q] >= 0) AddRow({{m[k], 1}, {k, -1}, {m[q], -1}}, -1, 1e30);
+        }
+      }
+      std::vector<std::pair<int, double>> terms;
+      std::vector<int> credit(n, -1);
+      for (size_t k = 0; k < n; ++k) {
+        if (t < rel.window_[k].first || t > rel.window_[k].second) continue;
+        credit[k] = static_cast<int>(k);
+        if (m[k] >= 0 || coverable[k]) {
+          credit[k] = AddColumn(0, 1, 0, false);
+          AddRow({{credit[k], 1}, {static_cast<int>(k), -1}}, -1e30, 0);
+          if (m[k] >= 0) AddRow({{credit[k], 1}, {m[k], 1}}, -1e30, 1);
+        }
+        terms.push_back({credit[k], rel.bytes_[k] / unit_});
+      }
+      // Held inputs: h_i >= x_j - x_i before the loss, h_i >= d_j - x_i after it.
+      std::vector<int> h(n, -1);
+      for (auto [j, i] : pairs) {
+        if (h[i] < 0) {
+          h[i] = AddColumn(0, 1, 0, false);
+          terms.push_back({h[i], -rel.bytes_[i] / unit_});
+        }
+        const int cj = coverable[j] && credit[j] >= 0 ? credit[j] : j;
+        AddRow({{h[i], 1}, {cj, -1}, {i, 1}}, 0, 1e30);
+      }
       // A margin of 1e-6 units only weakens the row: a set that fits is never excluded.
       AddRow(terms, static_cast<double>(rel.plain_[t] - budget) / unit_ - 1e-6, 1e30);
     }
@@ -333,7 +482,6 @@ class Master {
 
   const Relaxation& rel_;
   double unit_ = 1, scale_ = 1;
-  std::vector<int> h_;
   std::vector<double> lo_, hi_, cost_, row_lo_, row_hi_;
   std::vector<bool> integer_;
   std::vector<CoinPackedVector> rows_;
@@ -392,6 +540,7 @@ SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel&
     const double cutoff = std::isfinite(incumbent) ? master.Scaled(incumbent) * (1 - 1e-9) : HUGE_VAL;
     MilpSolution sol = master.Solve(left, cutoff);
     ++result.iterations;
+
     if (sol.sets.empty()) {
       if (sol.proven) {
         proven = true;  // nothing cheaper than the incumbent (or nothing at all) fits
