@@ -283,6 +283,87 @@ TEST(Parallel, ShardGradientsKeepsAGradientHandedOnByAViewOpUntilTheFlatGradient
   EXPECT_EQ(lazy.timeline.bytes_after[op + 2], before - P / 2 - P);
 }
 
+// x[2,4] -> Gemm(x, w[3,4], bias[3], transB = 1) -> h[2,3] -> Mul c[3] -> out -> sum. With
+// 48 B buckets on 2 ranks: bucket 0 = w (12 elements, 48 B), bucket 1 = bias and c (6, 24 B).
+TrainingGraph GemmThenScale() {
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {3, 4}).Param("bias", {3}).Param("c", {3});
+  b.Node("Gemm", {"x", "w", "bias"}, {"h"}).Attr("transB", int64_t{1});
+  b.Node("Mul", {"h", "c"}, {"out"});
+  LoadOptions o;
+  o.batch = 2;
+  o.loss = LossKind::kSum;
+  return b.Output("out").Load(o);
+}
+
+TEST(Parallel, AGemmsBiasCompletesItsBucketBeforeItsTransposedWeightOpensTheNext) {
+  // The executor's Gemm multiplies by w.t(): autograd accumulates the bias (read directly)
+  // first, then w after TBackward0. Mul's backward opened bucket 1 (c); the bias is its last
+  // gradient, so bucket 1 is reduced (its 24 B flat gradient freed) before w's AccumulateGrad
+  // allocates bucket 0's 48 B one. With A the bytes after Gemm's op step (w's 48 B and the
+  // bias's 12 B gradient temporaries, bucket 1's flat gradient among them):
+  //   accumulation of the bias: frees 12             -> A - 12
+  //   reduce-scatter of bucket 1: frees 24           -> A - 36
+  //   accumulation of w: + 48 (during A + 12), - 48  -> A - 36
+  //   reduce-scatter of bucket 0: frees 48           -> A - 84
+  // Accumulating both at once would have held both flat gradients: A + 48 - 12 = A + 36.
+  TrainingGraph g = GemmThenScale();
+  const std::vector<ParameterBucket> buckets = ParameterBuckets(g, Layout(2, ShardMode::kGradients, 48));
+  ASSERT_EQ(buckets.size(), 2u);
+  ASSERT_EQ(buckets[0].bytes, 48);
+  ASSERT_EQ(buckets[1].bytes, 24);
+  Plan p = Parallel(g, Layout(2, ShardMode::kGradients, 48));
+  const std::string gemm = NodeProducing(g, "h");
+  const size_t op = StepOfNode(p, g, Phase::kBackward, gemm);
+  const std::vector<std::pair<Phase, std::string>> tail = {{Phase::kBackward, gemm}, {Phase::kBackward, gemm},
+                                                          {Phase::kCommunication, ""}, {Phase::kBackward, gemm},
+                                                          {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
+  ASSERT_GE(p.schedule.steps.size(), op + tail.size());
+  for (size_t k = 0; k < tail.size(); ++k) {
+    const Step& st = p.schedule.steps[op + k];
+    EXPECT_EQ(st.phase, tail[k].first) << k;
+    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, tail[k].second) << k;
+  }
+  const int64_t a = p.timeline.bytes_after[op];
+  EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
+  EXPECT_EQ(p.timeline.bytes_after[op + 2], a - 36);
+  EXPECT_EQ(p.timeline.bytes_during[op + 3], a + 12);
+  EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 36);
+  EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 84);
+}
+
+TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposedWeightAccumulates) {
+  // As above with shard parameters: bucket 1 (24 B gathered) was gathered for Mul's backward,
+  // bucket 0 (48 B) right before Gemm's. The bias is the call's last gradient of bucket 1, so
+  // its gathered parameters go with its reduce-scatter, before w's accumulation:
+  //   accumulation of the bias: frees 12                      -> A - 12
+  //   release of bucket 1, reduce-scatter of bucket 1: 24 + 24 -> A - 60
+  //   accumulation of w: + 48 (during A - 12), - 48           -> A - 60
+  //   release of bucket 0, reduce-scatter of bucket 0: 48 + 48 -> A - 156
+  TrainingGraph g = GemmThenScale();
+  Plan p = Parallel(g, Layout(2, ShardMode::kParameters, 48));
+  const std::string gemm = NodeProducing(g, "h");
+  const size_t op = StepOfNode(p, g, Phase::kBackward, gemm);
+  ASSERT_EQ(p.schedule.steps[op - 1].phase, Phase::kCommunication);  // bucket 0's gather
+  EXPECT_EQ(p.timeline.bytes_after[op - 1], p.timeline.bytes_after[op - 2] + 48);
+  const std::vector<std::pair<Phase, std::string>> tail = {
+      {Phase::kBackward, gemm},      {Phase::kBackward, gemm},      {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""},   {Phase::kBackward, gemm},      {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""},   {Phase::kOptimizer, ""}};
+  ASSERT_GE(p.schedule.steps.size(), op + tail.size());
+  for (size_t k = 0; k < tail.size(); ++k) {
+    const Step& st = p.schedule.steps[op + k];
+    EXPECT_EQ(st.phase, tail[k].first) << k;
+    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, tail[k].second) << k;
+  }
+  const int64_t a = p.timeline.bytes_after[op];
+  EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
+  EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 60);
+  EXPECT_EQ(p.timeline.bytes_during[op + 4], a - 12);
+  EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 60);
+  EXPECT_EQ(p.timeline.bytes_after[op + 6], a - 156);
+}
+
 TEST(Parallel, ShardGradientsWithMicroBatchesHoldsTheFlatGradientsFromTheSetup) {
   // Every micro-batch after the first runs with the flat gradients alive (plan.h): with 2
   // micro-batches the setup holds the shards (2 x 52) and the flat gradients (2 x 104).

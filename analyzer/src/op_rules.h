@@ -79,6 +79,7 @@ using FlopsFn = double (*)(const Node&, const std::vector<Tensor>&);
 using SaveFn = void (*)(const Node&, const std::vector<Tensor>&,
                         const std::vector<bool>& input_needs_grad, SaveSpec&);
 using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&);
+using InputMaskFn = uint32_t (*)(const Node&);  // bit i: input i
 // Checks a node against its op's definition, as ONNX's checker and its type constraints do:
 // attribute values, input ranks, channel counts, dtypes. Checks what the known inputs allow
 // (InferContext::known); calls reject() on a violation. Runs before ONNX's shape inference
@@ -108,6 +109,11 @@ struct OpRule {
   // Measured with LibTorch's counting allocator; elementwise (TensorIterator) backward ops,
   // batch and instance norm, einsum and the reductions read it as it is.
   bool copies_broadcast_grad = false;
+  // The kernel hands these inputs to its ATen op through a view it makes (Gemm's transA and
+  // transB: t()). A parameter there gets its gradient through that view's backward, so its
+  // AccumulateGrad runs after those of the op's directly read parameters (which autograd runs
+  // first); data-parallel buckets complete in that order.
+  InputMaskFn inputs_read_through_view = nullptr;
   bool differentiable = true;        // false: outputs never require grad (shape ops, comparisons)
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
   ValidateFn validate = nullptr;             // nullptr: nothing beyond the shape rule's checks

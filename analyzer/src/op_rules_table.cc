@@ -32,6 +32,11 @@ OpRule RandomSource(const char* op_type, InferFn infer) {
   return r;
 }
 
+// The executor's Gemm multiplies by a.t() and b.t() (TBackward0 views).
+uint32_t GemmTransposedInputs(const Node& n) {
+  return (n.attr_int("transA", 0) != 0 ? 1u : 0u) | (n.attr_int("transB", 0) != 0 ? 2u : 0u);
+}
+
 // Fields left out take OpRule's defaults: backward FLOPs equal to forward, saves nothing,
 // every input differentiable, a new output, no workspaces, no checks beyond the shape rule.
 std::vector<OpRule> MakeRules() {
@@ -51,8 +56,8 @@ std::vector<OpRule> MakeRules() {
        .saves = SavesMatMul, .copies_broadcast_grad = true, .validate = ValidateContraction,
        .compute = ComputeClass::kMatmul},
       {.op_type = "Gemm", .infer = InferGemm, .flops = GemmFlops, .backward_factor = 2.0,
-       .saves = SavesGemm, .copies_broadcast_grad = true, .validate = ValidateContraction,
-       .compute = ComputeClass::kMatmul},
+       .saves = SavesGemm, .copies_broadcast_grad = true, .inputs_read_through_view = GemmTransposedInputs,
+       .validate = ValidateContraction, .compute = ComputeClass::kMatmul},
       {.op_type = "Einsum", .infer = InferEinsum, .flops = EinsumFlops, .backward_factor = 2.0,
        .saves = SavesBothInputs, .compute = ComputeClass::kMatmul},
       // Normalization.

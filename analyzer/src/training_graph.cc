@@ -323,6 +323,7 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
       n.saved_extras = spec.extras;
     }
     n.gradient_passes_through = r->grad_is_view;
+    n.inputs_read_through_view = r->inputs_read_through_view ? r->inputs_read_through_view(n) : 0;
     n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors) : 0;
     n.backward_workspace_bytes = n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
     // Storage: views share their input's storage.

@@ -174,8 +174,10 @@ namespace {
 // recompute of one segment, one segment's backward call) each bucket's flat parameters are
 // gathered before the first step that reads them and released after the last. Returns how many
 // gathers each bucket has per micro-batch.
+// `overridden[i]`: step i touches the buckets `touch[i]`, not its node's (an accumulation group).
 std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
-                                    const std::vector<ParameterBucket>& buckets, const std::vector<int>& bucket_of) {
+                                    const std::vector<ParameterBucket>& buckets, const std::vector<int>& bucket_of,
+                                    const std::vector<char>& overridden, const std::vector<std::vector<int>>& touch) {
   std::vector<int> segment_of(g.nodes.size(), 0);
   for (size_t k = 0; k < segments.size(); ++k) {
     for (NodeId n : segments[k]) segment_of[n] = static_cast<int>(k);
@@ -201,6 +203,10 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const s
       backward_pass.push_back(kind == 2);
     }
     pass[i] = static_cast<int>(backward_pass.size()) - 1;
+    if (overridden[i]) {
+      touched[i] = touch[i];
+      continue;
+    }
     touched[i] = BucketsReadBy(g, g.nodes[st.node], bucket_of);
     if (kind == 2) {
       for (BufferId a : st.allocs) {
@@ -377,8 +383,30 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       }
     }
   }
+  // A node's parameters accumulate their gradients in two groups, as LibTorch's engine runs
+  // them: first those its ATen op reads directly (AccumulateGrad runs as soon as it is ready),
+  // then those read through a view the kernel makes (Gemm's transposed weight: after
+  // TBackward0). A bucket whose last gradient is in the first group is reduced, and its
+  // parameters released, before the second group allocates another bucket's flat gradient.
+  auto read_through_view = [&](const Node& n, TensorId t) {
+    bool read = false, direct = false;
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.inputs[k] != t) continue;
+      read = true;
+      if (k >= 32 || !(n.inputs_read_through_view >> k & 1u)) direct = true;
+    }
+    return read && !direct;
+  };
   std::vector<Step> steps;
-  steps.reserve(s.steps.size() + 2 * buckets.size());
+  steps.reserve(s.steps.size() + 3 * buckets.size());
+  // Per step of `steps`: whether its gather-span touches are `touch[i]` rather than its node's.
+  std::vector<char> overridden;
+  std::vector<std::vector<int>> touch;
+  auto push = [&](Step st, const std::vector<int>* touches = nullptr) {
+    steps.push_back(std::move(st));
+    overridden.push_back(touches != nullptr);
+    touch.push_back(touches ? *touches : std::vector<int>{});
+  };
   std::vector<Step> tail_comm;  // after the backward, before the optimizer
   for (size_t b = 0; b < buckets.size(); ++b) {
     if (early && last_touch[b] != 0) continue;
@@ -392,57 +420,91 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     }
     tail_comm.push_back(std::move(c));
   }
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    if (i + 1 == s.steps.size()) {
-      for (Step& c : tail_comm) steps.push_back(std::move(c));
-    }
-    Step& st = s.steps[i];
-    std::vector<BufferId> first_here;
+  auto reduce = [&](size_t i, const std::vector<char>& group) {
     for (size_t b = 0; b < buckets.size(); ++b) {
-      if (early && first_touch[b] == i && last_touch[b] != 0) first_here.push_back(flat_grad[b]);
-    }
-    const NodeId node = st.node;
-    const Phase phase = st.phase;
-    if (first_here.empty()) {
-      steps.push_back(std::move(st));
-    } else {
-      // The accumulation step: the parameters' gradient temporaries stay alive into it.
-      Step acc;
-      acc.phase = phase;
-      acc.node = node;
-      acc.allocs = std::move(first_here);
-      // A view op on a parameter (a Transpose of a weight) hands its incoming gradient on as
-      // the parameter's: that gradient, too, lives until AccumulateGrad has run.
-      const Node* n = node != kNone ? &g.nodes[node] : nullptr;
-      const bool hands_on = n && n->gradient_passes_through;
-      std::vector<BufferId> rest;
-      for (BufferId f : st.frees) {
-        const Buffer& buf = s.buffers[f];
-        const bool param_tmp =
-            buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0;
-        const bool handed_on = hands_on && buf.category == MemoryCategory::kActivationGradient &&
-                               std::find(n->outputs.begin(), n->outputs.end(), buf.tensor) != n->outputs.end();
-        (param_tmp || handed_on ? acc.frees : rest).push_back(f);
-      }
-      st.frees = std::move(rest);
-      steps.push_back(std::move(st));
-      steps.push_back(std::move(acc));
-    }
-    for (size_t b = 0; b < buckets.size(); ++b) {
-      if (!early || last_touch[b] != i) continue;
+      if (!early || last_touch[b] != i || !group[b]) continue;
       Step c;
       c.phase = Phase::kCommunication;
       c.node = kNone;
       c.frees.push_back(flat_grad[b]);
-      steps.push_back(std::move(c));
+      push(std::move(c));
     }
+  };
+  const std::vector<char> every_bucket(buckets.size(), 1);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    if (i + 1 == s.steps.size()) {
+      for (Step& c : tail_comm) push(std::move(c));
+    }
+    Step& st = s.steps[i];
+    const NodeId node = st.node;
+    const Phase phase = st.phase;
+    const Node* n = node != kNone ? &g.nodes[node] : nullptr;
+    // The buckets of this step's parameters that accumulate in the second group.
+    std::vector<char> late(buckets.size(), 0);
+    bool late_first = false;
+    if (early && n && phase == Phase::kBackward && n->inputs_read_through_view != 0) {
+      std::vector<char> direct(buckets.size(), 0), viewed(buckets.size(), 0);
+      for (TensorId in : n->inputs) {
+        if (in == kNone || bucket_of[in] < 0) continue;
+        (read_through_view(*n, in) ? viewed : direct)[bucket_of[in]] = 1;
+      }
+      for (size_t b = 0; b < buckets.size(); ++b) {
+        late[b] = viewed[b] && !direct[b];
+        late_first = late_first || (late[b] && first_touch[b] == i && last_touch[b] != 0);
+      }
+    }
+    std::vector<BufferId> first_here[2];
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      if (early && first_touch[b] == i && last_touch[b] != 0) first_here[late[b] ? 1 : 0].push_back(flat_grad[b]);
+    }
+    if (first_here[0].empty() && first_here[1].empty()) {
+      push(std::move(st));
+      reduce(i, every_bucket);
+      continue;
+    }
+    // The accumulation steps: the parameters' gradient temporaries stay alive into them.
+    Step acc[2];
+    for (int k = 0; k < 2; ++k) {
+      acc[k].phase = phase;
+      acc[k].node = node;
+      acc[k].allocs = std::move(first_here[k]);
+    }
+    // A view op on a parameter (a Transpose of a weight) hands its incoming gradient on as
+    // the parameter's: that gradient, too, lives until AccumulateGrad has run.
+    const bool hands_on = n && n->gradient_passes_through;
+    std::vector<BufferId> rest;
+    for (BufferId f : st.frees) {
+      const Buffer& buf = s.buffers[f];
+      const bool param_tmp =
+          buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0;
+      const bool handed_on = hands_on && buf.category == MemoryCategory::kActivationGradient &&
+                             std::find(n->outputs.begin(), n->outputs.end(), buf.tensor) != n->outputs.end();
+      if (param_tmp) acc[late_first && read_through_view(*n, buf.tensor) ? 1 : 0].frees.push_back(f);
+      else if (handed_on) acc[0].frees.push_back(f);
+      else rest.push_back(f);
+    }
+    st.frees = std::move(rest);
+    push(std::move(st));
+    if (!late_first) {
+      push(std::move(acc[0]));
+      reduce(i, every_bucket);
+      continue;
+    }
+    std::vector<char> first_group(buckets.size(), 0);
+    std::vector<int> touches[2];
+    for (int b : BucketsReadBy(g, *n, bucket_of)) touches[late[b] ? 1 : 0].push_back(b);
+    for (size_t b = 0; b < buckets.size(); ++b) first_group[b] = !late[b];
+    push(std::move(acc[0]), &touches[0]);
+    reduce(i, first_group);
+    push(std::move(acc[1]), &touches[1]);
+    reduce(i, late);
   }
   s.steps = std::move(steps);
 
   // 4b. Shard parameters: the gather spans.
   std::vector<int64_t> gathers;
   if (zero3) {
-    gathers = AddGatherSpans(s, g, p.segments, buckets, bucket_of);
+    gathers = AddGatherSpans(s, g, p.segments, buckets, bucket_of, overridden, touch);
     for (int64_t& k : gathers) k *= std::max<int64_t>(1, p.micro_batches);
   }
 

@@ -120,6 +120,9 @@ struct Node {
   std::vector<SavedExtra> saved_extras;
   int64_t forward_workspace_bytes = 0;   // temporaries the forward op allocates and frees
   bool gradient_passes_through = false;  // backward hands the incoming gradient to its inputs (Add, views)
+  // Bit i: input i is read through a view the kernel makes (Gemm's transposed weight), so a
+  // parameter there accumulates its gradient after the node's directly read parameters.
+  uint32_t inputs_read_through_view = 0;
   int64_t backward_workspace_bytes = 0;  // temporaries the backward op allocates and frees
   bool has_backward = false;  // some input requires grad and some output has a gradient
 
