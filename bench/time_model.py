@@ -89,7 +89,7 @@ def main():
             runs = []
             for k in range(a.profiles):
                 runs.append(os.path.join(tmp, "%s.%d.profile.json" % (m, k)))
-                run([a.memplan, "run", model, "--batch", b, "--steps", "2", "--profile", runs[-1]])
+                run([a.memplan, "run", model, "--batch", b, "--steps", "3", "--profile", runs[-1]])
             merge_profiles(runs, profile)
             for budget in a.budgets.split(","):
                 plan = os.path.join(tmp, "%s-%s.plan.json" % (m, budget))

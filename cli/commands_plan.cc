@@ -240,6 +240,7 @@ void PrintSweep(const SweepResult& s) {
 // be measured here, DefaultMachineRates.
 MachineRates RatesFor(const std::string& device, std::string* source) {
 #ifdef MEMPLAN_HAVE_EXECUTOR
+  constexpr int kRatesFormat = 2;
   std::string key;
   try {
     key = MachineRatesKey(device);
@@ -254,9 +255,11 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
   if (!path.empty() && std::filesystem::exists(path, ec)) {
     try {
       cache = ReadJsonInput(path, "rates cache");
-      // An entry without class or fresh-memory rates was written before they were measured:
+      // An entry without class or fresh-memory rates was written before they were measured, and
+      // a cache before format 2 measured fresh memory before the executor kept freed host memory:
       // measured again.
-      if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache["rates"].is_object() &&
+      if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache.value("format", 1) == kRatesFormat &&
+          cache["rates"].is_object() &&
           cache["rates"].contains(key) && cache["rates"][key].contains("classes") &&
           cache["rates"][key].contains("fresh_bytes_per_second")) {
         *source = "measured, cached in " + path;
@@ -264,7 +267,8 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
       }
     } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
     }
-    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" || !cache["rates"].is_object()) {
+    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" || cache.value("format", 1) != kRatesFormat ||
+        !cache["rates"].is_object()) {
       cache = nlohmann::json::object();
     }
   }
@@ -274,6 +278,7 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
     try {
       std::filesystem::create_directories(dir);
       cache["kind"] = "machine_rates";
+      cache["format"] = kRatesFormat;
       cache["memplan_version"] = MEMPLAN_VERSION;
       cache["rates"][key] = MachineRatesToJson(r);
       WriteJsonFile(path, cache);
