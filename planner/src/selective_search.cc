@@ -728,7 +728,15 @@ class Search {
   bool DropCheapest(const Point& p, int64_t target, bool capped, int32_t keep,
                     std::vector<char>& dropped, double* seconds = nullptr) {
     MaxTree tree(p.bytes);
-    std::vector<Option> options = Options(p, tree, target);
+    // The plain step's options do not change from point to point (only the target filters
+    // them, below): computed once.
+    if (&p == &origin_ && !origin_options_ready_) {
+      origin_options_ = Options(p, tree, INT64_MIN);
+      origin_options_ready_ = true;
+    }
+    std::vector<Option> own;
+    if (&p != &origin_) own = Options(p, tree, target);
+    const std::vector<Option>& options = &p == &origin_ ? origin_options_ : own;
     auto local_max = [&](const Option& o) {
       int64_t m = tree.Max(o.lo, o.hi);
       for (const auto& [r, span] : o.held) m = std::max(m, tree.Max(span.first, span.second));
@@ -884,6 +892,8 @@ class Search {
   uint32_t stamp_ = 0;
   int64_t events_ = 0;
   Point origin_;
+  std::vector<Option> origin_options_;
+  bool origin_options_ready_ = false;
   static constexpr int kRecent = 4;
   Point recent_[kRecent];
   int next_recent_ = 0;
@@ -894,7 +904,6 @@ class Search {
 
 }  // namespace
 
-constexpr int kGapParts = 4;
 
 Plan RunSelective(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
@@ -935,7 +944,8 @@ Plan RunSelective(Context& ctx, const PlanOptions& o) {
   }
   // 3. The cheapest point that fits among it and those in the gap above it.
   if (!stuck && num_points > 1) {
-    for (Point& q : search.Gap(prev, cur, kGapParts)) {
+    // Four limits where points replay fast, two on graphs of thousands of nodes.
+    for (Point& q : search.Gap(prev, cur, search.rich() || search.events() < 100000 ? 4 : 2)) {
       if (q.peak <= o.budget_bytes &&
           (q.seconds < cur.seconds || (q.seconds == cur.seconds && q.peak < cur.peak)))
         cur = std::move(q);
