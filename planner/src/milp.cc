@@ -24,9 +24,8 @@
 
 #ifdef MEMPLAN_HAVE_CBC
 #include <CbcModel.hpp>
-#include <CoinMessageHandler.hpp>
-#include <CoinPackedMatrix.hpp>
-#include <OsiClpSolverInterface.hpp>
+
+#include "cbc_problem.h"
 #endif
 
 namespace memplan {
@@ -53,36 +52,12 @@ struct MilpResult {
   double objective = 0;
 };
 
-class MilpBuilder {
+class MilpBuilder : public CbcProblem {
  public:
-  int AddColumn(double lo, double hi, double cost, bool integer) {
-    col_lo_.push_back(lo);
-    col_hi_.push_back(hi);
-    cost_.push_back(cost);
-    integer_.push_back(integer);
-    return static_cast<int>(col_lo_.size() - 1);
-  }
-  void AddRow(const std::vector<std::pair<int, double> >& terms, double lo, double hi) {
-    CoinPackedVector v;
-    for (const auto& [col, coef] : terms) {
-      if (coef != 0) v.insert(col, coef);
-    }
-    rows_.push_back(v);
-    row_lo_.push_back(lo);
-    row_hi_.push_back(hi);
-  }
   // Returns the column values of the best solution, empty if none was found.
   std::vector<double> Solve(double seconds, bool* proven) {
     OsiClpSolverInterface solver;
-    CoinPackedMatrix matrix(false, 0, 0);
-    matrix.setDimensions(0, static_cast<int>(col_lo_.size()));
-    for (const CoinPackedVector& r : rows_) matrix.appendRow(r);
-    solver.loadProblem(matrix, col_lo_.data(), col_hi_.data(), cost_.data(), row_lo_.data(),
-                       row_hi_.data());
-    for (size_t c = 0; c < integer_.size(); ++c) {
-      if (integer_[c]) solver.setInteger(static_cast<int>(c));
-    }
-    solver.messageHandler()->setLogLevel(0);
+    Load(solver);
     CbcModel model(solver);
     model.setLogLevel(0);
     model.messageHandler()->setLogLevel(0);
@@ -98,13 +73,8 @@ class MilpBuilder {
     *proven = model.isProvenOptimal();
     const double* x = model.bestSolution();
     if (!x) return {};
-    return std::vector<double>(x, x + col_lo_.size());
+    return std::vector<double>(x, x + columns());
   }
-
- private:
-  std::vector<double> col_lo_, col_hi_, cost_, row_lo_, row_hi_;
-  std::vector<bool> integer_;
-  std::vector<CoinPackedVector> rows_;
 };
 
 // budget < 0: minimise the peak instead of the recompute.

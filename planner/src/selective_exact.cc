@@ -65,9 +65,8 @@
 
 #ifdef MEMPLAN_HAVE_CBC
 #include <CbcModel.hpp>
-#include <CoinMessageHandler.hpp>
-#include <CoinPackedMatrix.hpp>
-#include <OsiClpSolverInterface.hpp>
+
+#include "cbc_problem.h"
 #endif
 
 namespace memplan {
@@ -320,7 +319,7 @@ struct MilpSolution {
   double best_possible = 0;             // CBC's bound
 };
 
-class Master {
+class Master : private CbcProblem {
  public:
   Master(const Relaxation& rel, int64_t budget) : rel_(rel) {
     const size_t n = rel.size();
@@ -423,14 +422,7 @@ class Master {
   // cutoff: only solutions below it (scaled objective); +inf for none.
   MilpSolution Solve(double seconds_limit, double cutoff) const {
     OsiClpSolverInterface solver;
-    CoinPackedMatrix matrix(false, 0, 0);
-    matrix.setDimensions(0, static_cast<int>(lo_.size()));
-    for (const CoinPackedVector& r : rows_) matrix.appendRow(r);
-    solver.loadProblem(matrix, lo_.data(), hi_.data(), cost_.data(), row_lo_.data(), row_hi_.data());
-    for (size_t c = 0; c < integer_.size(); ++c) {
-      if (integer_[c]) solver.setInteger(static_cast<int>(c));
-    }
-    solver.messageHandler()->setLogLevel(0);
+    Load(solver);
     CbcModel model(solver);
     model.setLogLevel(0);
     model.messageHandler()->setLogLevel(0);
@@ -463,28 +455,8 @@ class Master {
   }
 
  private:
-  int AddColumn(double lo, double hi, double cost, bool integer) {
-    lo_.push_back(lo);
-    hi_.push_back(hi);
-    cost_.push_back(cost);
-    integer_.push_back(integer);
-    return static_cast<int>(lo_.size() - 1);
-  }
-  void AddRow(const std::vector<std::pair<int, double>>& terms, double lo, double hi) {
-    CoinPackedVector v;
-    for (const auto& [col, coef] : terms) {
-      if (coef != 0) v.insert(col, coef);
-    }
-    rows_.push_back(v);
-    row_lo_.push_back(lo);
-    row_hi_.push_back(hi);
-  }
-
   const Relaxation& rel_;
   double unit_ = 1, scale_ = 1;
-  std::vector<double> lo_, hi_, cost_, row_lo_, row_hi_;
-  std::vector<bool> integer_;
-  std::vector<CoinPackedVector> rows_;
 };
 
 }  // namespace
