@@ -85,6 +85,17 @@ std::string NodeProducing(const TrainingGraph& g, const std::string& tensor) {
   return g.nodes[g.tensors[g.FindTensor(tensor)].producer].name;
 }
 
+// Steps from `first` on are `expected` (phase, node name; "" for none).
+void ExpectStepsFrom(const Plan& p, const TrainingGraph& g, size_t first,
+                     const std::vector<std::pair<Phase, std::string>>& expected) {
+  ASSERT_GE(p.schedule.steps.size(), first + expected.size());
+  for (size_t k = 0; k < expected.size(); ++k) {
+    const Step& st = p.schedule.steps[first + k];
+    EXPECT_EQ(st.phase, expected[k].first) << k;
+    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, expected[k].second) << k;
+  }
+}
+
 TEST(Parallel, ShardModeNamesRoundTrip) {
   for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters})
     EXPECT_EQ(ParseShardMode(ShardModeName(m)), m);
@@ -197,12 +208,7 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
       {Phase::kBackward, mul1}, {Phase::kBackward, mul1}, {Phase::kCommunication, ""},
       {Phase::kBackward, NodeProducing(g, "h1")}, {Phase::kBackward, mul0}, {Phase::kBackward, mul0},
       {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
-  ASSERT_GE(lazy.schedule.steps.size(), b_mul1 + tail.size());
-  for (size_t k = 0; k < tail.size(); ++k) {
-    const Step& st = lazy.schedule.steps[b_mul1 + k];
-    EXPECT_EQ(st.phase, tail[k].first) << k;
-    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, tail[k].second) << k;
-  }
+  ExpectStepsFrom(lazy, g, b_mul1, tail);
   // Bucket 1's flat gradient lives from the accumulation step (which frees w1's 100 B
   // temporary) to the communication step right after; bucket 0's likewise, so the backward of
   // Relu runs with none, 88 B below one device.
@@ -318,12 +324,7 @@ TEST(Parallel, AGemmsBiasCompletesItsBucketBeforeItsTransposedWeightOpensTheNext
   const std::vector<std::pair<Phase, std::string>> tail = {{Phase::kBackward, gemm}, {Phase::kBackward, gemm},
                                                           {Phase::kCommunication, ""}, {Phase::kBackward, gemm},
                                                           {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
-  ASSERT_GE(p.schedule.steps.size(), op + tail.size());
-  for (size_t k = 0; k < tail.size(); ++k) {
-    const Step& st = p.schedule.steps[op + k];
-    EXPECT_EQ(st.phase, tail[k].first) << k;
-    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, tail[k].second) << k;
-  }
+  ExpectStepsFrom(p, g, op, tail);
   const int64_t a = p.timeline.bytes_after[op];
   EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
   EXPECT_EQ(p.timeline.bytes_after[op + 2], a - 36);
@@ -350,12 +351,7 @@ TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposed
       {Phase::kBackward, gemm},      {Phase::kBackward, gemm},      {Phase::kCommunication, ""},
       {Phase::kCommunication, ""},   {Phase::kBackward, gemm},      {Phase::kCommunication, ""},
       {Phase::kCommunication, ""},   {Phase::kOptimizer, ""}};
-  ASSERT_GE(p.schedule.steps.size(), op + tail.size());
-  for (size_t k = 0; k < tail.size(); ++k) {
-    const Step& st = p.schedule.steps[op + k];
-    EXPECT_EQ(st.phase, tail[k].first) << k;
-    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, tail[k].second) << k;
-  }
+  ExpectStepsFrom(p, g, op, tail);
   const int64_t a = p.timeline.bytes_after[op];
   EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
   EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 60);
@@ -454,11 +450,7 @@ TEST(Parallel, ShardParametersGathersEachBucketAroundItsReadersInEveryPass) {
       {Phase::kCommunication, ""}, {Phase::kCommunication, ""},
       {Phase::kOptimizer, ""}, {Phase::kOptimizer, ""}, {Phase::kOptimizer, ""}};  // one-device step, 2 updates
   ASSERT_EQ(p.schedule.steps.size(), expected.size());
-  for (size_t k = 0; k < expected.size(); ++k) {
-    const Step& st = p.schedule.steps[k];
-    EXPECT_EQ(st.phase, expected[k].first) << k;
-    EXPECT_EQ(st.node == kNone ? "" : g.nodes[st.node].name, expected[k].second) << k;
-  }
+  ExpectStepsFrom(p, g, 0, expected);
   // The forward: 192 below one device, plus the gathered bucket while its reader runs.
   const size_t f0 = StepOfNode(one, g, Phase::kForward, mul0), f1 = StepOfNode(one, g, Phase::kForward, mul1);
   EXPECT_EQ(p.timeline.bytes_during[2], one.timeline.bytes_during[f0] - 192 + 104);

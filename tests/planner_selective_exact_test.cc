@@ -24,15 +24,6 @@ CostModel ToySeconds() {  // 1..9 ms per node, as planner_selective_test.cc
   return c;
 }
 
-CostModel Seconds(std::map<std::string, double> by_name, double others) {
-  CostModel c;
-  c.node_seconds = [by_name, others](const TrainingGraph&, const Node& n) {
-    auto it = by_name.find(n.name);
-    return it == by_name.end() ? others : it->second;
-  };
-  return c;
-}
-
 struct Subset {
   std::vector<TensorId> dropped;
   int64_t peak = 0;
@@ -131,7 +122,7 @@ TEST(SelectiveExact, ByHandOnAChain) {
   o.budget_bytes = 804;
   SelectiveExactOptions e;
   e.seed_with_search = false;
-  SelectiveExactResult r = PlanSelectiveExact(g, Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), o, e);
+  SelectiveExactResult r = PlanSelectiveExact(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), o, e);
   ASSERT_TRUE(r.found);
   EXPECT_TRUE(r.proven);
   EXPECT_EQ(r.plan.predicted_peak_bytes, 804);
@@ -145,7 +136,7 @@ TEST(SelectiveExact, AFittingPlainStepIsProvenAtOnce) {
   TrainingGraph g = testing::ReluChain(6);
   PlanOptions o;
   o.budget_bytes = 1004;  // the plain step's peak (planner_selective_test.cc)
-  SelectiveExactResult r = PlanSelectiveExact(g, Seconds({}, 1), o);
+  SelectiveExactResult r = PlanSelectiveExact(g, testing::Seconds({}, 1), o);
   EXPECT_TRUE(r.proven);
   EXPECT_TRUE(r.plan.recomputed.empty());
   EXPECT_EQ(r.plan.predicted_recompute_seconds, 0);

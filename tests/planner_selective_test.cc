@@ -94,16 +94,6 @@ TEST(SelectiveSchedule, RefusesAViewOrAPersistentTensor) {
 
 // ---- The `selective` strategy ----
 
-// Seconds per node by name (every other node: `others`), with the graph's own bytes.
-CostModel Seconds(std::map<std::string, double> by_name, double others) {
-  CostModel c;
-  c.node_seconds = [by_name, others](const TrainingGraph&, const Node& n) {
-    auto it = by_name.find(n.name);
-    return it == by_name.end() ? others : it->second;
-  };
-  return c;
-}
-
 Plan Selective(const TrainingGraph& g, const CostModel& cost, int64_t budget,
                int replays_per_point = -1) {
   PlanOptions o;
@@ -133,7 +123,7 @@ TEST(SelectivePlanner, DropsTheCheapestSavedActivation) {
   TrainingGraph g = testing::ReluChain(6);
   // Relu_3 (node 3) is the cheapest op; every other op takes 5 s. One 100 B activation less
   // at Relu_6's backward is enough: dropping h3 gives 904 B (OneDroppedTensor... above) for 1 s.
-  Plan p = Selective(g, Seconds({{"Relu_3", 1}}, 5), 904);
+  Plan p = Selective(g, testing::Seconds({{"Relu_3", 1}}, 5), 904);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h3"}));
   EXPECT_EQ(p.predicted_peak_bytes, 904);
@@ -147,7 +137,7 @@ TEST(SelectivePlanner, DropsTwoApartRatherThanAChain) {
   // Relu_6's backward: P 300 + h1, h3, h5, h6 400 + seed 4 + grad h5 100 = 804 B. Recomputing
   // h4 before Relu_4's backward: P 300 + h1, h3 200 + h4 100 + grad h4, grad h3 200 = 800 B;
   // h2 before Relu_2's likewise (h1 + h2 + grads: 700 B). 2 s in all.
-  Plan p = Selective(g, Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 804);
+  Plan p = Selective(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 804);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h2", "h4"}));
   EXPECT_EQ(p.predicted_peak_bytes, 804);
@@ -159,7 +149,7 @@ TEST(SelectivePlanner, DropsAnUnsavedInputWithItsConsumer) {
   // Mul and Relu_1 take 0.5 s, the other Relus 5 s. Dropping h1 alone keeps h0 (saved by
   // nobody) alive for its recompute: still 1004 B (AKeptInputOfARecompute... above). Dropping
   // h0 with it: 904 B for Mul + Relu_1 = 1 s, cheaper than any other Relu's 5 s.
-  Plan p = Selective(g, Seconds({{"Mul_0", 0.5}, {"Relu_1", 0.5}}, 5), 904);
+  Plan p = Selective(g, testing::Seconds({{"Mul_0", 0.5}, {"Relu_1", 0.5}}, 5), 904);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h0", "h1"}));
   EXPECT_EQ(p.predicted_peak_bytes, 904);
@@ -381,7 +371,7 @@ TEST(SelectiveBruteForce, LeanSearchGap) {
 
 Plan SelectiveChainPlan(const TrainingGraph& g) {
   // As DropsTwoApartRatherThanAChain: h2 and h4 dropped, 804 B.
-  Plan p = Selective(g, Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 804);
+  Plan p = Selective(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 804);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h2", "h4"}));
   return p;
 }

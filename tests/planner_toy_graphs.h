@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -102,6 +103,16 @@ inline CostModel ToyCosts() {
   };
   c.node_flops = [](const Node& n) {
     return 10.0 * static_cast<double>(1 + std::hash<std::string>{}(n.name) % 9);
+  };
+  return c;
+}
+
+// Seconds per node by name (every other node: `others`), with the graph's own bytes.
+inline CostModel Seconds(std::map<std::string, double> by_name, double others) {
+  CostModel c;
+  c.node_seconds = [by_name, others](const TrainingGraph&, const Node& n) {
+    auto it = by_name.find(n.name);
+    return it == by_name.end() ? others : it->second;
   };
   return c;
 }
