@@ -266,6 +266,44 @@ TEST(ExecutorTraining, SumLossBroadcastGradientCopiesAreMeasured) {
   }
 }
 
+// x[N,32] -> Gemm -> GELU as TorchScript exports it before opset 20 (Div by √2, Erf, Add 1,
+// Mul by the input, Mul by 0.5) -> Gemm -> [N,10].
+GraphBuilder ErfGeluMlp() {
+  GraphBuilder b;
+  b.Input("x", {-1, 32}).Param("w1", {256, 32}).Param("b1", {256}).Param("w2", {10, 256}).Param("b2", {10});
+  b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
+  b.Node("Constant", {}, {"sqrt2"}).Attr("value_float", std::sqrt(2.0));
+  b.Node("Div", {"h", "sqrt2"}, {"d"});
+  b.Node("Erf", {"d"}, {"e"});
+  b.Node("Constant", {}, {"one"}).Attr("value_float", 1.0);
+  b.Node("Add", {"e", "one"}, {"a"});
+  b.Node("Mul", {"h", "a"}, {"m"});
+  b.Node("Constant", {}, {"half"}).Attr("value_float", 0.5);
+  b.Node("Mul", {"m", "half"}, {"g"});
+  b.Node("Gemm", {"g", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
+  b.Output("y");
+  return b;
+}
+
+// The fused Gelu trains exactly like the ops it replaces, and each graph measures what the
+// analyzer predicts for it: the fused one keeps h alone for the backward, not h, d and a.
+TEST(ExecutorTraining, FusedErfGeluTrainsLikeItsOpsAndSavesLess) {
+  GraphBuilder b = ErfGeluMlp();
+  RunOptions o = Options(b, 2);
+  LoadOptions fused{/*batch=*/16};
+  LoadOptions unfused = fused;
+  unfused.fuse_composite_ops = false;
+  TrainingGraph gf = b.Load(fused), gu = b.Load(unfused);
+  RunResult rf = RunTraining(gf, o), ru = RunTraining(gu, o);
+  ExpectSameStep(ru, rf, "fused erf-GELU");
+  const int64_t pf = Simulate(BuildTrainingSchedule(gf)).peak_bytes;
+  const int64_t pu = Simulate(BuildTrainingSchedule(gu)).peak_bytes;
+  EXPECT_NEAR(static_cast<double>(rf.measured_peak_bytes), static_cast<double>(pf), 0.005 * static_cast<double>(pf));
+  EXPECT_NEAR(static_cast<double>(ru.measured_peak_bytes), static_cast<double>(pu), 0.005 * static_cast<double>(pu));
+  // [16,256] floats are 16 KiB; op by op, d and a are kept for the backward too.
+  EXPECT_LT(rf.measured_peak_bytes, ru.measured_peak_bytes);
+}
+
 TEST(ExecutorPlans, EverySegmentationGivesThePlainStepsGradients) {
   GraphBuilder b = SmallCnn();
   TrainingGraph g = b.Load({/*batch=*/4});

@@ -24,6 +24,11 @@ void ResolveShapes(TrainingGraph& g);
 // Throws naming every node whose op has no rule (before anything else reads the nodes).
 void RejectUnknownOps(const TrainingGraph& g);
 
+// Replaces composite subgraphs an exporter spelled out by the one op the source model runs
+// (erf-GELU -> Gelu), so that memplan saves for backward what PyTorch saves. Runs after
+// ResolveShapes (it reads known constants and shapes); returns the number fused.
+int FuseCompositeOps(TrainingGraph& g);
+
 // Classifies tensors, appends the loss, propagates requires_grad / has_gradient, and applies
 // the per-op rules (FLOPs, saved tensors, views). Throws for ops without a rule.
 void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt);

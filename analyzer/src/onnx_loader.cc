@@ -686,6 +686,7 @@ TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::st
                                          const LoadOptions& options) {
   TrainingGraph g = ParseOnnxModel(bytes, name, options);
   ResolveShapes(g);
+  if (options.fuse_composite_ops) FuseCompositeOps(g);
   FinishTrainingGraph(g, options);
   return g;
 }

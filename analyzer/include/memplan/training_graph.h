@@ -193,6 +193,9 @@ struct LoadOptions {
   // Accept external data files outside the model's folder (ONNX's loader refuses them, as a
   // model from elsewhere could otherwise read any file).
   bool allow_external_data_outside_model_dir = false;
+  // Fuse composite subgraphs back into the op the source model runs (erf-GELU written as
+  // Div, Erf, Add, Mul, Mul becomes Gelu), as the training program that exported it runs them.
+  bool fuse_composite_ops = true;
 };
 
 // Loads an ONNX model (never reads external weight data), resolves every tensor's shape,

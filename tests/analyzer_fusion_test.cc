@@ -1,0 +1,132 @@
+// Composite subgraphs fused back into the op the source model runs (analyzer/src/fusion.cc).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "memplan/training_graph.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+using testing::GraphBuilder;
+
+// x[N,4] -> MatMul w[4,4] -> h, then GELU as TorchScript exports it before opset 20:
+// Div(h, √2) -> Erf -> Add(1) -> Mul(h, ·) -> Mul(0.5) -> y.
+GraphBuilder TorchScriptGelu(double divisor = std::sqrt(2.0)) {
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Constant", {}, {"sqrt2"}).Attr("value_float", divisor);
+  b.Node("Div", {"h", "sqrt2"}, {"d"});
+  b.Node("Erf", {"d"}, {"e"});
+  b.Node("Constant", {}, {"one"}).Attr("value_float", 1.0);
+  b.Node("Add", {"e", "one"}, {"a"});
+  b.Node("Mul", {"h", "a"}, {"m"});
+  b.Node("Constant", {}, {"half"}).Attr("value_float", 0.5);
+  b.Node("Mul", {"m", "half"}, {"y"});
+  return b;
+}
+
+int CountOp(const TrainingGraph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+int64_t SavedActivationBytes(const TrainingGraph& g) {
+  int64_t bytes = 0;
+  for (const Node& n : g.nodes) {
+    for (TensorId t : n.saved_for_backward) {
+      if (!g.tensor(t).is_persistent()) bytes += g.tensor(t).bytes;
+    }
+  }
+  return bytes;
+}
+
+TEST(Fusion, TorchScriptErfGeluBecomesOneGeluNode) {
+  GraphBuilder b = TorchScriptGelu();
+  b.Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  // MatMul, Gelu and the appended loss; the Div, Erf, Add, two Muls and three Constants are gone.
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(CountOp(g, "Gelu"), 1);
+  const Node& gelu = g.nodes[1];
+  ASSERT_EQ(gelu.op_type, "Gelu");
+  ASSERT_EQ(gelu.inputs.size(), 1u);
+  EXPECT_EQ(g.tensor(gelu.inputs[0]).name, "h");
+  ASSERT_EQ(gelu.outputs.size(), 1u);
+  EXPECT_EQ(g.tensor(gelu.outputs[0]).name, "y");
+  EXPECT_EQ(g.FindTensor("d"), kNone);
+  EXPECT_EQ(g.FindTensor("e"), kNone);
+  for (size_t i = 0; i < g.tensors.size(); ++i) EXPECT_EQ(g.tensors[i].id, static_cast<TensorId>(i));
+  bool noted = false;
+  for (const std::string& note : g.notes) noted = noted || note.find("fused 1 erf-GELU") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(Fusion, FusedGeluSavesOnlyItsInput) {
+  GraphBuilder b = TorchScriptGelu();
+  b.Output("y");
+  // Activations are [3,4] floats, 48 B each. Op by op, the backward reads d (Erf), h and a
+  // (the Mul of the two): 144 B. Gelu reads h alone: 48 B. (MatMul saves only x and w, which
+  // stay alive anyway.)
+  EXPECT_EQ(SavedActivationBytes(b.Load({.batch = 3, .fuse_composite_ops = false})), 144);
+  EXPECT_EQ(SavedActivationBytes(b.Load({.batch = 3})), 48);
+}
+
+TEST(Fusion, HalfFirstAndMultiplyByInverseSqrtTwoAreFusedToo) {
+  // 0.5 * h first, x / √2 written as h * (1/√2): the same function.
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Constant", {}, {"inv_sqrt2"}).Attr("value_float", 1.0 / std::sqrt(2.0));
+  b.Node("Mul", {"inv_sqrt2", "h"}, {"d"});
+  b.Node("Erf", {"d"}, {"e"});
+  b.Node("Constant", {}, {"one"}).Attr("value_float", 1.0);
+  b.Node("Add", {"one", "e"}, {"a"});
+  b.Node("Constant", {}, {"half"}).Attr("value_float", 0.5);
+  b.Node("Mul", {"h", "half"}, {"hh"});
+  b.Node("Mul", {"a", "hh"}, {"y"}).Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  EXPECT_EQ(CountOp(g, "Gelu"), 1);
+  EXPECT_EQ(g.nodes.size(), 3u);
+}
+
+TEST(Fusion, AnIntermediateReadElsewhereIsNotFused) {
+  // erf(h/√2) is also a model output: it must exist, so nothing is fused.
+  GraphBuilder b = TorchScriptGelu();
+  b.Output("y").Output("e");
+  TrainingGraph g = b.Load({.batch = 3});
+  EXPECT_EQ(CountOp(g, "Gelu"), 0);
+  EXPECT_EQ(CountOp(g, "Erf"), 1);
+}
+
+TEST(Fusion, AnotherConstantIsNotGelu) {
+  GraphBuilder b = TorchScriptGelu(/*divisor=*/2.0);
+  b.Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  EXPECT_EQ(CountOp(g, "Gelu"), 0);
+  EXPECT_EQ(CountOp(g, "Erf"), 1);
+}
+
+TEST(Fusion, AProductThatBroadcastsBeyondTheInputIsNotFused) {
+  // The last Mul is by a 0.5 of shape [1,1,1]: the result is [1,N,4], not h's GELU.
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Constant", {}, {"sqrt2"}).Attr("value_float", std::sqrt(2.0));
+  b.Node("Div", {"h", "sqrt2"}, {"d"});
+  b.Node("Erf", {"d"}, {"e"});
+  b.Node("Constant", {}, {"one"}).Attr("value_float", 1.0);
+  b.Node("Add", {"e", "one"}, {"a"});
+  b.Node("Mul", {"h", "a"}, {"m"});
+  b.Node("Constant", {}, {"half"}).Attr("value_floats", std::vector<double>{0.5});
+  b.Ints("shape", {1, 1, 1}).Node("Reshape", {"half", "shape"}, {"half3"});
+  b.Node("Mul", {"m", "half3"}, {"y"}).Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  ASSERT_EQ(g.tensor(g.FindTensor("y")).shape, (std::vector<int64_t>{1, 3, 4}));
+  EXPECT_EQ(CountOp(g, "Gelu"), 0);
+  EXPECT_EQ(CountOp(g, "Erf"), 1);
+}
+
+}  // namespace
+}  // namespace memplan
