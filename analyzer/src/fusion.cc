@@ -66,6 +66,7 @@ struct GeluMatch {
 // applied to x or to the product, x / √2 written as a Div or as a Mul by 1/√2.
 std::optional<GeluMatch> MatchErfGelu(const TrainingGraph& g, const Uses& u, const Node& e) {
   if (e.op_type != "Erf" || e.inputs.size() != 1 || e.outputs.size() != 1) return std::nullopt;
+  if (e.inputs[0] == kNone || e.outputs[0] == kNone) return std::nullopt;
   const NodeId scale_id = u.producer[e.inputs[0]];
   if (scale_id == kNone || SoleReader(u, e.inputs[0]) != e.id) return std::nullopt;
   const Node& scale = g.nodes[scale_id];
@@ -77,7 +78,7 @@ std::optional<GeluMatch> MatchErfGelu(const TrainingGraph& g, const Uses& u, con
       if (IsScalar(g, scale.inputs[s], 1.0 / std::sqrt(2.0))) x = scale.inputs[1 - s];
     }
   }
-  if (x == kNone || !IsFloating(g.tensors[x].dtype)) return std::nullopt;
+  if (x == kNone || !IsFloating(g.tensors[x].dtype) || scale.outputs.size() != 1) return std::nullopt;
 
   const NodeId plus_id = SoleReader(u, e.outputs[0]);
   if (plus_id == kNone || g.nodes[plus_id].op_type != "Add") return std::nullopt;
@@ -106,6 +107,7 @@ std::optional<GeluMatch> MatchErfGelu(const TrainingGraph& g, const Uses& u, con
   } else {
     // Mul(Mul(x, 0.5), 1 + erf): the halved x must be read by this product alone.
     const TensorId halved = times.inputs[other];
+    if (halved == kNone) return std::nullopt;
     const NodeId half_id = u.producer[halved];
     if (half_id == kNone || SoleReader(u, halved) != times_id || g.nodes[half_id].op_type != "Mul") return std::nullopt;
     const Node& half = g.nodes[half_id];
@@ -120,7 +122,7 @@ std::optional<GeluMatch> MatchErfGelu(const TrainingGraph& g, const Uses& u, con
   // Constants broadcast to x's shape and keep its dtype, or this is not x's GELU.
   if (ty.shape != tx.shape || ty.dtype != tx.dtype) return std::nullopt;
   for (NodeId n : m.nodes) {
-    if (g.nodes[n].outputs.size() != 1) return std::nullopt;
+    if (g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] == kNone) return std::nullopt;
   }
   return m;
 }
@@ -178,7 +180,7 @@ int FuseCompositeOps(TrainingGraph& g) {
     if (removed[n.id] || n.op_type != "Constant") continue;
     bool read = false;
     for (TensorId o : n.outputs) read = read || (o != kNone && live_readers[o] > 0);
-    if (!read && !u.readers[n.outputs[0]].empty()) removed[n.id] = true;
+    if (!read && n.outputs[0] != kNone && !u.readers[n.outputs[0]].empty()) removed[n.id] = true;
   }
 
   // Drop the removed nodes and the tensors only they produced; renumber both.
