@@ -143,8 +143,12 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
     }
     // Half the baseline fits everywhere except where one op's backward alone needs more: the
     // stems of VGG-16 (77% at batch 32) and ResNet-18 (66%), whose full-resolution
-    // activations dominate; no segmentation, however fine, goes below that.
-    if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18") {
+    // activations dominate; no segmentation, however fine, goes below that. And gpt's loss
+    // at batch 32: its backward holds the logits, their log-probabilities and one gradient of
+    // their size, 3 x 32x128x8192 floats = 384 MiB, beside 2 x 28.18 MiB of parameters and
+    // gradients: 440.4 MiB, 56% of the 785.97 MiB baseline (since GELU is fused, the blocks
+    // keep less and the loss is a larger share).
+    if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18" && GetParam() != "gpt") {
       // The replayed peak fits; the segment-border margin on top may need micro-batches
       // (planner_microbatch_test holds that 50% fits with them).
       EXPECT_LE(best_optimal.predicted_peak_bytes, o.budget_bytes);
