@@ -162,6 +162,7 @@ int FuseCompositeOps(TrainingGraph& g) {
     const std::string name = FusedName(last, taken);
     taken.insert(name);
     Node gelu;
+    gelu.id = last_id;
     gelu.name = name;
     gelu.op_type = "Gelu";
     gelu.inputs = {m.x};
