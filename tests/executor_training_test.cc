@@ -272,14 +272,7 @@ GraphBuilder ErfGeluMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {256, 32}).Param("b1", {256}).Param("w2", {10, 256}).Param("b2", {10});
   b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
-  b.Node("Constant", {}, {"sqrt2"}).Attr("value_float", std::sqrt(2.0));
-  b.Node("Div", {"h", "sqrt2"}, {"d"});
-  b.Node("Erf", {"d"}, {"e"});
-  b.Node("Constant", {}, {"one"}).Attr("value_float", 1.0);
-  b.Node("Add", {"e", "one"}, {"a"});
-  b.Node("Mul", {"h", "a"}, {"m"});
-  b.Node("Constant", {}, {"half"}).Attr("value_float", 0.5);
-  b.Node("Mul", {"m", "half"}, {"g"});
+  testing::AppendErfGelu(b, "h", "g", std::sqrt(2.0));
   b.Node("Gemm", {"g", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
   b.Output("y");
   return b;

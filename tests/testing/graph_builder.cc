@@ -116,6 +116,17 @@ std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k) {
   return segments;
 }
 
+GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y, double divisor) {
+  b.Node("Constant", {}, {"gelu_divisor"}).Attr("value_float", divisor);
+  b.Node("Div", {x, "gelu_divisor"}, {"gelu_d"});
+  b.Node("Erf", {"gelu_d"}, {"gelu_e"});
+  b.Node("Constant", {}, {"gelu_one"}).Attr("value_float", 1.0);
+  b.Node("Add", {"gelu_e", "gelu_one"}, {"gelu_a"});
+  b.Node("Mul", {x, "gelu_a"}, {"gelu_m"});
+  b.Node("Constant", {}, {"gelu_half"}).Attr("value_float", 0.5);
+  return b.Node("Mul", {"gelu_m", "gelu_half"}, {y});
+}
+
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});

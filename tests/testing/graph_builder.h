@@ -54,6 +54,11 @@ class GraphBuilder {
 // 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
 GraphBuilder TwoLayerMlp();
 
+// Appends GELU as TorchScript exports it before opset 20, from `x` to `y`:
+// Div(x, divisor) -> gelu_d -> Erf -> gelu_e -> Add(1) -> gelu_a -> Mul(x, ·) -> gelu_m ->
+// Mul(0.5) -> y. With divisor √2 it is erf-GELU.
+GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y, double divisor);
+
 // `k` contiguous segments of (roughly) equal node counts: a plan's segmentation for tests.
 std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k);
 
