@@ -83,6 +83,37 @@ TEST(Fusion, HalfFirstAndMultiplyByInverseSqrtTwoAreFusedToo) {
   EXPECT_EQ(g.nodes.size(), 3u);
 }
 
+TEST(Fusion, TorchsTanhApproximationBecomesGeluTanh) {
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  testing::AppendTanhGelu(b, "h", "y").Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  // MatMul, Gelu, loss: the 9 ops and 4 constants of the approximation are one node.
+  ASSERT_EQ(g.nodes.size(), 3u);
+  ASSERT_EQ(g.nodes[1].op_type, "Gelu");
+  EXPECT_EQ(g.nodes[1].attr_string("approximate", ""), "tanh");
+  EXPECT_EQ(g.tensor(g.nodes[1].inputs[0]).name, "h");
+  // Fused, the backward reads h alone: 3x4 floats, 48 B.
+  EXPECT_EQ(SavedActivationBytes(g), 48);
+}
+
+TEST(Fusion, Gpt2sNewGeluWithPowAndHalfFirstIsFused) {
+  // Hugging Face's NewGELUActivation: 0.5 * x * (1 + tanh(√(2/π) * (x + 0.044715 * x ** 3))).
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Constant", {}, {"half"}).Attr("value_float", 0.5).Node("Mul", {"h", "half"}, {"hh"});
+  b.Node("Constant", {}, {"three"}).Attr("value_float", 3.0).Node("Pow", {"h", "three"}, {"cube"});
+  b.Node("Constant", {}, {"c"}).Attr("value_float", 0.044715).Node("Mul", {"cube", "c"}, {"t"});
+  b.Node("Add", {"h", "t"}, {"s"});
+  b.Node("Constant", {}, {"k"}).Attr("value_float", 0.7978846).Node("Mul", {"s", "k"}, {"in"});
+  b.Node("Tanh", {"in"}, {"th"});
+  b.Node("Constant", {}, {"one"}).Attr("value_float", 1.0).Node("Add", {"th", "one"}, {"a"});
+  b.Node("Mul", {"hh", "a"}, {"y"}).Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  ASSERT_EQ(g.nodes.size(), 3u);
+  EXPECT_EQ(g.nodes[1].attr_string("approximate", ""), "tanh");
+}
+
 TEST(Fusion, AnIntermediateReadElsewhereIsNotFused) {
   // erf(h/√2) is also a model output: it must exist, so nothing is fused.
   GraphBuilder b = TorchScriptGelu();

@@ -266,35 +266,43 @@ TEST(ExecutorTraining, SumLossBroadcastGradientCopiesAreMeasured) {
   }
 }
 
-// x[N,32] -> Gemm -> GELU as TorchScript exports it before opset 20 (Div by √2, Erf, Add 1,
-// Mul by the input, Mul by 0.5) -> Gemm -> [N,10].
-GraphBuilder ErfGeluMlp() {
+// x[N,32] -> Gemm -> GELU as TorchScript exports it before opset 20 (erf: Div by √2, Erf, Add
+// 1, Mul by the input, Mul by 0.5; or the tanh approximation) -> Gemm -> [N,10].
+GraphBuilder GeluMlp(bool tanh) {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {256, 32}).Param("b1", {256}).Param("w2", {10, 256}).Param("b2", {10});
   b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
-  testing::AppendErfGelu(b, "h", "g", std::sqrt(2.0));
+  if (tanh) {
+    testing::AppendTanhGelu(b, "h", "g");
+  } else {
+    testing::AppendErfGelu(b, "h", "g", std::sqrt(2.0));
+  }
   b.Node("Gemm", {"g", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
   b.Output("y");
   return b;
 }
 
 // The fused Gelu trains exactly like the ops it replaces, and each graph measures what the
-// analyzer predicts for it: the fused one keeps h alone for the backward, not h, d and a.
-TEST(ExecutorTraining, FusedErfGeluTrainsLikeItsOpsAndSavesLess) {
-  GraphBuilder b = ErfGeluMlp();
-  RunOptions o = Options(b, 2);
-  LoadOptions fused{/*batch=*/16};
-  LoadOptions unfused = fused;
-  unfused.fuse_composite_ops = false;
-  TrainingGraph gf = b.Load(fused), gu = b.Load(unfused);
-  RunResult rf = RunTraining(gf, o), ru = RunTraining(gu, o);
-  ExpectSameStep(ru, rf, "fused erf-GELU");
-  const int64_t pf = Simulate(BuildTrainingSchedule(gf)).peak_bytes;
-  const int64_t pu = Simulate(BuildTrainingSchedule(gu)).peak_bytes;
-  EXPECT_NEAR(static_cast<double>(rf.measured_peak_bytes), static_cast<double>(pf), 0.005 * static_cast<double>(pf));
-  EXPECT_NEAR(static_cast<double>(ru.measured_peak_bytes), static_cast<double>(pu), 0.005 * static_cast<double>(pu));
-  // [16,256] floats are 16 KiB; op by op, d and a are kept for the backward too.
-  EXPECT_LT(rf.measured_peak_bytes, ru.measured_peak_bytes);
+// analyzer predicts for it: the fused one keeps h alone for the backward.
+TEST(ExecutorTraining, FusedGeluTrainsLikeItsOpsAndSavesLess) {
+  for (bool tanh : {false, true}) {
+    const std::string what = tanh ? "fused tanh-GELU" : "fused erf-GELU";
+    GraphBuilder b = GeluMlp(tanh);
+    RunOptions o = Options(b, 2);
+    LoadOptions fused{/*batch=*/16};
+    LoadOptions unfused = fused;
+    unfused.fuse_composite_ops = false;
+    TrainingGraph gf = b.Load(fused), gu = b.Load(unfused);
+    ASSERT_LT(gf.nodes.size(), gu.nodes.size()) << what;
+    RunResult rf = RunTraining(gf, o), ru = RunTraining(gu, o);
+    ExpectSameStep(ru, rf, what);
+    const int64_t pf = Simulate(BuildTrainingSchedule(gf)).peak_bytes;
+    const int64_t pu = Simulate(BuildTrainingSchedule(gu)).peak_bytes;
+    EXPECT_NEAR(static_cast<double>(rf.measured_peak_bytes), static_cast<double>(pf), 0.005 * static_cast<double>(pf)) << what;
+    EXPECT_NEAR(static_cast<double>(ru.measured_peak_bytes), static_cast<double>(pu), 0.005 * static_cast<double>(pu)) << what;
+    // [16,256] floats are 16 KiB; op by op, more of them are kept for the backward.
+    EXPECT_LT(rf.measured_peak_bytes, ru.measured_peak_bytes) << what;
+  }
 }
 
 TEST(ExecutorPlans, EverySegmentationGivesThePlainStepsGradients) {

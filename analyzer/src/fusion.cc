@@ -1,7 +1,8 @@
 // Composite ops an exporter spelled out, fused back into the one op PyTorch runs.
 //
 // TorchScript exports before opset 20 have no Gelu op and write erf-GELU as
-// Div(x, √2) -> Erf -> Add(1) -> Mul(x, ·) -> Mul(0.5). Run op by op, autograd then saves
+// Div(x, √2) -> Erf -> Add(1) -> Mul(x, ·) -> Mul(0.5), and the tanh approximation (torch's
+// approximate='tanh', GPT-2's "gelu_new") as 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))). Run op by op, autograd then saves
 // x/√2, 1 + erf and x for the backward (three tensors of x's size per GELU: +12 MiB per block
 // of gpt at batch 8), where the training program the model came from runs at::gelu, which
 // saves x alone. memplan models, and the executor runs, what that program runs. ONNX Runtime's
@@ -60,35 +61,93 @@ int OtherSlot(const Node& n, TensorId known) {
 struct GeluMatch {
   TensorId x = kNone, y = kNone;
   std::vector<NodeId> nodes;  // the composite's nodes, the last one producing y
+  std::string approximate;    // Gelu's attribute: "none" (erf) or "tanh"
 };
 
-// Matches erf-GELU around Erf node `e`: y = x * (1 + erf(x / √2)) * 0.5, the scaling by 0.5
-// applied to x or to the product, x / √2 written as a Div or as a Mul by 1/√2.
-std::optional<GeluMatch> MatchErfGelu(const TrainingGraph& g, const Uses& u, const Node& e) {
-  if (e.op_type != "Erf" || e.inputs.size() != 1 || e.outputs.size() != 1) return std::nullopt;
-  if (e.inputs[0] == kNone || e.outputs[0] == kNone) return std::nullopt;
-  const NodeId scale_id = u.producer[e.inputs[0]];
-  if (scale_id == kNone || SoleReader(u, e.inputs[0]) != e.id) return std::nullopt;
-  const Node& scale = g.nodes[scale_id];
-  TensorId x = kNone;
-  if (scale.op_type == "Div" && scale.inputs.size() == 2 && IsScalar(g, scale.inputs[1], std::sqrt(2.0))) {
-    x = scale.inputs[0];
-  } else if (scale.op_type == "Mul" && scale.inputs.size() == 2) {
-    for (int s = 0; s < 2; ++s) {
-      if (IsScalar(g, scale.inputs[s], 1.0 / std::sqrt(2.0))) x = scale.inputs[1 - s];
+// The binary op `op` producing `t`, read by `reader` alone, with a scalar `c` on one side:
+// its other operand, or kNone.
+TensorId ScaledBy(const TrainingGraph& g, const Uses& u, TensorId t, NodeId reader, const char* op, double c,
+                  std::vector<NodeId>* nodes) {
+  if (t == kNone || SoleReader(u, t) != reader) return kNone;
+  const NodeId p = u.producer[t];
+  if (p == kNone || g.nodes[p].op_type != op || g.nodes[p].inputs.size() != 2) return kNone;
+  const Node& n = g.nodes[p];
+  for (int s = 0; s < 2; ++s) {
+    // Div by c only as x / c; Mul by c on either side.
+    if ((s == 1 || n.op_type == "Mul") && IsScalar(g, n.inputs[s], c)) {
+      nodes->push_back(p);
+      return n.inputs[1 - s];
     }
   }
-  if (x == kNone || !IsFloating(g.tensors[x].dtype) || scale.outputs.size() != 1) return std::nullopt;
+  return kNone;
+}
+
+// erf's argument x / √2 (a Div, or a Mul by 1/√2): x, or kNone.
+TensorId ErfInput(const TrainingGraph& g, const Uses& u, const Node& e, std::vector<NodeId>* nodes) {
+  TensorId x = ScaledBy(g, u, e.inputs[0], e.id, "Div", std::sqrt(2.0), nodes);
+  if (x == kNone) x = ScaledBy(g, u, e.inputs[0], e.id, "Mul", 1.0 / std::sqrt(2.0), nodes);
+  return x;
+}
+
+// tanh's argument √(2/π) (x + 0.044715 x³), the cube a Pow(x, 3) or Mul(x, Mul(x, x)): x, or kNone.
+TensorId TanhInput(const TrainingGraph& g, const Uses& u, const Node& e, std::vector<NodeId>* nodes) {
+  constexpr double kPi = 3.14159265358979323846;
+  const TensorId sum = ScaledBy(g, u, e.inputs[0], e.id, "Mul", std::sqrt(2.0 / kPi), nodes);
+  const NodeId add_id = sum == kNone ? kNone : u.producer[sum];
+  if (add_id == kNone || SoleReader(u, sum) != nodes->back() || g.nodes[add_id].op_type != "Add" ||
+      g.nodes[add_id].inputs.size() != 2) {
+    return kNone;
+  }
+  const Node& add = g.nodes[add_id];
+  nodes->push_back(add_id);
+  for (int s = 0; s < 2; ++s) {
+    const TensorId x = add.inputs[s];
+    std::vector<NodeId> cube_nodes;
+    const TensorId cube = ScaledBy(g, u, add.inputs[1 - s], add_id, "Mul", 0.044715, &cube_nodes);
+    const NodeId c = cube == kNone || SoleReader(u, cube) != cube_nodes.back() ? kNone : u.producer[cube];
+    if (x == kNone || c == kNone || g.nodes[c].inputs.size() != 2) continue;
+    const Node& cn = g.nodes[c];
+    bool is_cube = false;
+    if (cn.op_type == "Pow") {
+      is_cube = cn.inputs[0] == x && IsScalar(g, cn.inputs[1], 3.0);
+    } else if (cn.op_type == "Mul") {
+      // Mul(x, x²) with x² = Mul(x, x) read by it alone.
+      for (int k = 0; k < 2 && !is_cube; ++k) {
+        const TensorId sq = cn.inputs[1 - k];
+        const NodeId q = sq == kNone ? kNone : u.producer[sq];
+        if (cn.inputs[k] == x && q != kNone && SoleReader(u, sq) == c && g.nodes[q].op_type == "Mul" &&
+            g.nodes[q].inputs.size() == 2 && g.nodes[q].inputs[0] == x && g.nodes[q].inputs[1] == x) {
+          is_cube = true;
+          cube_nodes.push_back(q);
+        }
+      }
+    }
+    if (!is_cube) continue;
+    cube_nodes.push_back(c);
+    nodes->insert(nodes->end(), cube_nodes.begin(), cube_nodes.end());
+    return x;
+  }
+  return kNone;
+}
+
+// Matches GELU around its Erf or Tanh node `e`: y = x * (1 + erf(x / √2)) * 0.5, or the tanh
+// approximation, the scaling by 0.5 applied to x or to the product.
+std::optional<GeluMatch> MatchGelu(const TrainingGraph& g, const Uses& u, const Node& e) {
+  if ((e.op_type != "Erf" && e.op_type != "Tanh") || e.inputs.size() != 1 || e.outputs.size() != 1) return std::nullopt;
+  if (e.inputs[0] == kNone || e.outputs[0] == kNone) return std::nullopt;
+  GeluMatch m;
+  m.approximate = e.op_type == "Erf" ? "none" : "tanh";
+  const TensorId x = e.op_type == "Erf" ? ErfInput(g, u, e, &m.nodes) : TanhInput(g, u, e, &m.nodes);
+  if (x == kNone || !IsFloating(g.tensors[x].dtype)) return std::nullopt;
+  m.x = x;
+  m.nodes.push_back(e.id);
 
   const NodeId plus_id = SoleReader(u, e.outputs[0]);
   if (plus_id == kNone || g.nodes[plus_id].op_type != "Add") return std::nullopt;
   const Node& plus = g.nodes[plus_id];
   const int one_slot = OtherSlot(plus, e.outputs[0]);
   if (one_slot < 0 || !IsScalar(g, plus.inputs[one_slot], 1.0)) return std::nullopt;
-
-  GeluMatch m;
-  m.x = x;
-  m.nodes = {scale_id, e.id, plus_id};
+  m.nodes.push_back(plus_id);
   // The product with x, then 0.5: Mul(Mul(x, 1 + erf), 0.5).
   const NodeId times_id = SoleReader(u, plus.outputs[0]);
   if (times_id == kNone || g.nodes[times_id].op_type != "Mul") return std::nullopt;
@@ -106,14 +165,7 @@ std::optional<GeluMatch> MatchErfGelu(const TrainingGraph& g, const Uses& u, con
     m.y = half.outputs[0];
   } else {
     // Mul(Mul(x, 0.5), 1 + erf): the halved x must be read by this product alone.
-    const TensorId halved = times.inputs[other];
-    if (halved == kNone) return std::nullopt;
-    const NodeId half_id = u.producer[halved];
-    if (half_id == kNone || SoleReader(u, halved) != times_id || g.nodes[half_id].op_type != "Mul") return std::nullopt;
-    const Node& half = g.nodes[half_id];
-    const int h = OtherSlot(half, x);
-    if (h < 0 || !IsScalar(g, half.inputs[h], 0.5)) return std::nullopt;
-    m.nodes.push_back(half_id);
+    if (ScaledBy(g, u, times.inputs[other], times_id, "Mul", 0.5, &m.nodes) != x) return std::nullopt;
     m.nodes.push_back(times_id);
     m.y = times.outputs[0];
   }
@@ -147,7 +199,7 @@ int FuseCompositeOps(TrainingGraph& g) {
   for (const Node& n : g.nodes) taken.insert(n.name);
   std::vector<std::pair<NodeId, GeluMatch>> fused;  // the node that becomes Gelu, its match
   for (const Node& n : g.nodes) {
-    std::optional<GeluMatch> m = MatchErfGelu(g, u, n);
+    std::optional<GeluMatch> m = MatchGelu(g, u, n);
     if (!m) continue;
     bool overlaps = false;
     for (NodeId k : m->nodes) overlaps = overlaps || removed[k];
@@ -167,6 +219,12 @@ int FuseCompositeOps(TrainingGraph& g) {
     gelu.op_type = "Gelu";
     gelu.inputs = {m.x};
     gelu.outputs = {m.y};
+    if (m.approximate != "none") {
+      Attribute a;
+      a.kind = Attribute::Kind::kString;
+      a.s = m.approximate;
+      gelu.attributes["approximate"] = a;
+    }
     last = std::move(gelu);
     removed[last_id] = false;
   }
@@ -223,9 +281,13 @@ int FuseCompositeOps(TrainingGraph& g) {
   g.nodes = std::move(nodes);
   remap(g.inputs);
   remap(g.outputs);
-  g.notes.push_back("fused " + std::to_string(fused.size()) +
-                    " erf-GELU subgraph(s) (Div, Erf, Add, Mul, Mul, as TorchScript exports GELU before opset 20) "
-                    "into Gelu, the op the source model runs: its backward saves only the input");
+  int tanh = 0;
+  for (const auto& [id, m] : fused) tanh += m.approximate == "tanh";
+  const int erf = static_cast<int>(fused.size()) - tanh;
+  g.notes.push_back("fused " + (erf ? std::to_string(erf) + " erf-GELU" : std::string()) + (erf && tanh ? " and " : "") +
+                    (tanh ? std::to_string(tanh) + " tanh-GELU" : std::string()) +
+                    " subgraph(s) (GELU written op by op, as TorchScript exports it before opset 20) into Gelu, the "
+                    "op the source model runs: its backward saves only the input");
   return static_cast<int>(fused.size());
 }
 

@@ -127,6 +127,18 @@ GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::st
   return b.Node("Mul", {"gelu_m", "gelu_half"}, {y});
 }
 
+GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::string& y) {
+  b.Node("Mul", {x, x}, {"tanh_gelu_sq"}).Node("Mul", {x, "tanh_gelu_sq"}, {"tanh_gelu_cube"});
+  b.Node("Constant", {}, {"tanh_gelu_c"}).Attr("value_float", 0.044715);
+  b.Node("Mul", {"tanh_gelu_c", "tanh_gelu_cube"}, {"tanh_gelu_t"}).Node("Add", {x, "tanh_gelu_t"}, {"tanh_gelu_s"});
+  b.Node("Constant", {}, {"tanh_gelu_k"}).Attr("value_float", 0.7978845608028654);
+  b.Node("Mul", {"tanh_gelu_k", "tanh_gelu_s"}, {"tanh_gelu_in"}).Node("Tanh", {"tanh_gelu_in"}, {"tanh_gelu_th"});
+  b.Node("Constant", {}, {"tanh_gelu_one"}).Attr("value_float", 1.0);
+  b.Node("Add", {"tanh_gelu_one", "tanh_gelu_th"}, {"tanh_gelu_a"}).Node("Mul", {x, "tanh_gelu_a"}, {"tanh_gelu_m"});
+  b.Node("Constant", {}, {"tanh_gelu_half"}).Attr("value_float", 0.5);
+  return b.Node("Mul", {"tanh_gelu_half", "tanh_gelu_m"}, {y});
+}
+
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});

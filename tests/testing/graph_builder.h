@@ -59,6 +59,11 @@ GraphBuilder TwoLayerMlp();
 // Mul(0.5) -> y. With divisor √2 it is erf-GELU.
 GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y, double divisor);
 
+// Appends GELU's tanh approximation as TorchScript exports F.gelu(approximate='tanh') before
+// opset 20: x³ as Mul(x, Mul(x, x)), then 0.044715·x³ + x, times √(2/π), Tanh, Add(1),
+// Mul(x, ·), Mul(0.5, ·) -> y.
+GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::string& y);
+
 // `k` contiguous segments of (roughly) equal node counts: a plan's segmentation for tests.
 std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k);
 
