@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <string>
 
 #include "memplan/training_graph.h"
@@ -25,13 +26,16 @@ int CountOp(const TrainingGraph& g, const std::string& op) {
   return n;
 }
 
+// Bytes of the distinct activations some backward op reads.
 int64_t SavedActivationBytes(const TrainingGraph& g) {
-  int64_t bytes = 0;
+  std::set<TensorId> saved;
   for (const Node& n : g.nodes) {
     for (TensorId t : n.saved_for_backward) {
-      if (!g.tensor(t).is_persistent()) bytes += g.tensor(t).bytes;
+      if (!g.tensor(t).is_persistent()) saved.insert(t);
     }
   }
+  int64_t bytes = 0;
+  for (TensorId t : saved) bytes += g.tensor(t).bytes;
   return bytes;
 }
 
@@ -112,6 +116,54 @@ TEST(Fusion, Gpt2sNewGeluWithPowAndHalfFirstIsFused) {
   TrainingGraph g = b.Load({.batch = 3});
   ASSERT_EQ(g.nodes.size(), 3u);
   EXPECT_EQ(g.nodes[1].attr_string("approximate", ""), "tanh");
+}
+
+// x[N,8] -> MatMul w[8,8] -> h -> layer normalisation op by op (AppendLayerNormOps) -> y.
+GraphBuilder TorchScriptLayerNorm() {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 8}).Param("gamma", {8}).Param("beta", {8});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  return testing::AppendLayerNormOps(b, "h", "y", "gamma", "beta");
+}
+
+TEST(Fusion, TorchScriptLayerNormBecomesLayerNormalization) {
+  GraphBuilder b = TorchScriptLayerNorm();
+  b.Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  ASSERT_EQ(g.nodes.size(), 3u);  // MatMul, LayerNormalization, loss
+  const Node& ln = g.nodes[1];
+  ASSERT_EQ(ln.op_type, "LayerNormalization");
+  ASSERT_EQ(ln.inputs.size(), 3u);
+  EXPECT_EQ(g.tensor(ln.inputs[0]).name, "h");
+  EXPECT_EQ(g.tensor(ln.inputs[1]).name, "gamma");
+  EXPECT_EQ(g.tensor(ln.inputs[2]).name, "beta");
+  EXPECT_EQ(ln.attr_int("axis", 0), 1);  // the last of h's two axes
+  EXPECT_NEAR(ln.attr_float("epsilon", 0), 1e-5, 1e-12);
+}
+
+TEST(Fusion, FusedLayerNormSavesItsInputNotItsIntermediates) {
+  GraphBuilder b = TorchScriptLayerNorm();
+  b.Output("y");
+  // h is [3,8] floats, 96 B. Op by op the backward reads d = h - mean (Pow, Div: 96 B),
+  // s = sqrt(var + eps) ([3,1]: 12 B, Sqrt and Div) and d / s (the Mul by gamma: 96 B): 204 B.
+  // LayerNormalization reads h (96 B) and keeps its mean and 1/std as saved extras.
+  EXPECT_EQ(SavedActivationBytes(b.Load({.batch = 3, .fuse_composite_ops = false})), 204);
+  EXPECT_EQ(SavedActivationBytes(b.Load({.batch = 3})), 96);
+}
+
+TEST(Fusion, ANormalisationOverTheBatchAxisIsNotLayerNorm) {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 8}).Param("gamma", {8}).Param("beta", {8});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("ReduceMean", {"h"}, {"m"}).Attr("axes", std::vector<int64_t>{0}).Node("Sub", {"h", "m"}, {"d"});
+  b.Node("Constant", {}, {"two"}).Attr("value_float", 2.0).Node("Pow", {"d", "two"}, {"sq"});
+  b.Node("ReduceMean", {"sq"}, {"v"}).Attr("axes", std::vector<int64_t>{0});
+  b.Node("Constant", {}, {"eps"}).Attr("value_float", 1e-5).Node("Add", {"v", "eps"}, {"ve"});
+  b.Node("Sqrt", {"ve"}, {"s"}).Node("Div", {"d", "s"}, {"n"});
+  b.Node("Mul", {"n", "gamma"}, {"ns"}).Node("Add", {"ns", "beta"}, {"y"}).Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  EXPECT_EQ(CountOp(g, "LayerNormalization"), 0);
+  EXPECT_EQ(CountOp(g, "Sqrt"), 1);
 }
 
 TEST(Fusion, AnIntermediateReadElsewhereIsNotFused) {

@@ -2,12 +2,15 @@
 //
 // TorchScript exports before opset 20 have no Gelu op and write erf-GELU as
 // Div(x, √2) -> Erf -> Add(1) -> Mul(x, ·) -> Mul(0.5), and the tanh approximation (torch's
-// approximate='tanh', GPT-2's "gelu_new") as 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))). Run op by op, autograd then saves
-// x/√2, 1 + erf and x for the backward (three tensors of x's size per GELU: +12 MiB per block
-// of gpt at batch 8), where the training program the model came from runs at::gelu, which
-// saves x alone. memplan models, and the executor runs, what that program runs. ONNX Runtime's
-// training fuses the same patterns (its GeluFusion).
+// approximate='tanh', GPT-2's "gelu_new") as 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))).
+// Run op by op, autograd then saves x/√2, 1 + erf and x for the backward (three tensors of x's
+// size per GELU: +12 MiB per block of gpt at batch 8), where the training program the model
+// came from runs at::gelu, which saves x alone. Before opset 17 they write layer_norm as nine
+// ops, whose backward keeps x - mean, the deviation and the normalised tensor instead of x and
+// two per-row statistics. memplan models, and the executor runs, what that program runs. ONNX
+// Runtime's training fuses the same patterns (GeluFusion, LayerNormFusion).
 #include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -179,15 +182,154 @@ std::optional<GeluMatch> MatchGelu(const TrainingGraph& g, const Uses& u, const 
   return m;
 }
 
-// A name for the fused node: the composite's scope (what precedes the last '/') and "Gelu",
+// A ReduceMean keeping dims over the trailing `k` axes of a rank-`rank` input: k, or 0.
+int TrailingMeanAxes(const TrainingGraph& g, const Node& n, size_t rank) {
+  if (n.op_type != "ReduceMean" || n.attr_int("keepdims", 1) != 1 || n.inputs.empty()) return 0;
+  std::vector<int64_t> axes = n.attr_ints("axes");
+  if (n.inputs.size() > 1 && n.inputs[1] != kNone) {  // opset 18: axes as an input
+    const std::optional<ConstValue>& v = g.tensors[n.inputs[1]].value;
+    if (!v || v->is_float()) return 0;
+    axes = v->ints;
+  }
+  if (axes.empty()) return 0;
+  std::set<int64_t> norm;
+  for (int64_t a : axes) norm.insert(a < 0 ? a + static_cast<int64_t>(rank) : a);
+  const int64_t k = static_cast<int64_t>(norm.size());
+  if (k > static_cast<int64_t>(rank) || *norm.begin() != static_cast<int64_t>(rank) - k || *norm.rbegin() != static_cast<int64_t>(rank) - 1) return 0;
+  return static_cast<int>(k);
+}
+
+// The node producing `t` when it is an `op` read by `reader` alone, or nullptr.
+const Node* SoleProducer(const TrainingGraph& g, const Uses& u, TensorId t, NodeId reader, const char* op) {
+  if (t == kNone || SoleReader(u, t) != reader) return nullptr;
+  const NodeId p = u.producer[t];
+  return p != kNone && g.nodes[p].op_type == op ? &g.nodes[p] : nullptr;
+}
+
+struct LayerNormMatch {
+  TensorId x = kNone, scale = kNone, bias = kNone, y = kNone;
+  int64_t axis = -1;
+  double epsilon = 0;
+  std::vector<NodeId> nodes;  // the last one produces y
+};
+
+// Matches layer normalisation as TorchScript exports it before opset 17, around its Sqrt:
+// d = x - ReduceMean(x); s = Sqrt(ReduceMean(Pow(d, 2)) + eps); y = d / s * scale + bias, the
+// means over the trailing axes. LayerNormalization keeps x, mean and 1/std for the backward;
+// op by op autograd keeps d, s and d / s.
+std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses& u, const Node& sq) {
+  if (sq.op_type != "Sqrt" || sq.inputs.size() != 1 || sq.outputs.size() != 1 || sq.outputs[0] == kNone) return std::nullopt;
+  LayerNormMatch m;
+  const Node* plus = SoleProducer(g, u, sq.inputs[0], sq.id, "Add");
+  if (!plus || plus->inputs.size() != 2) return std::nullopt;
+  const Node* var = nullptr;
+  for (int k = 0; k < 2 && !var; ++k) {
+    const std::optional<ConstValue>& e = plus->inputs[k] == kNone ? std::nullopt : g.tensors[plus->inputs[k]].value;
+    if (!e || e->numel() != 1 || !e->is_float() || e->floats.size() != 1) continue;
+    var = SoleProducer(g, u, plus->inputs[1 - k], plus->id, "ReduceMean");
+    m.epsilon = e->floats[0];
+  }
+  if (!var || m.epsilon < 0) return std::nullopt;
+  const Node* pow = SoleProducer(g, u, var->inputs[0], var->id, "Pow");
+  if (!pow || pow->inputs.size() != 2 || !IsScalar(g, pow->inputs[1], 2.0)) return std::nullopt;
+  const TensorId d = pow->inputs[0];
+  const NodeId sub_id = d == kNone ? kNone : u.producer[d];
+  if (sub_id == kNone || g.nodes[sub_id].op_type != "Sub" || g.nodes[sub_id].inputs.size() != 2) return std::nullopt;
+  const Node& sub = g.nodes[sub_id];
+  const TensorId x = sub.inputs[0];
+  const Node* mean = SoleProducer(g, u, sub.inputs[1], sub_id, "ReduceMean");
+  if (x == kNone || !mean || mean->inputs[0] != x || !IsFloating(g.tensors[x].dtype)) return std::nullopt;
+  const size_t rank = g.tensors[x].shape.size();
+  const int k = TrailingMeanAxes(g, *mean, rank);
+  if (k == 0 || TrailingMeanAxes(g, *var, rank) != k) return std::nullopt;
+  // d is read by the Pow and by the division, nothing else.
+  const NodeId div_id = SoleReader(u, sq.outputs[0]);
+  if (div_id == kNone || g.nodes[div_id].op_type != "Div" || g.nodes[div_id].inputs.size() != 2 ||
+      g.nodes[div_id].inputs[0] != d || g.nodes[div_id].inputs[1] != sq.outputs[0] || u.graph_output[d] ||
+      u.readers[d].size() != 2) {
+    return std::nullopt;
+  }
+  const Node& div = g.nodes[div_id];
+  // The affine part: scale and bias of the normalised dims' shape. LayerNormalization needs a
+  // scale, so an unscaled normalisation stays as it is.
+  const std::vector<int64_t> normalized(g.tensors[x].shape.end() - k, g.tensors[x].shape.end());
+  auto affine = [&](TensorId t, NodeId reader, const char* op, TensorId* param) {
+    if (t == kNone || SoleReader(u, t) != reader) return false;
+    const Node& n = g.nodes[reader];
+    if (n.op_type != op || n.inputs.size() != 2) return false;
+    const int other = OtherSlot(n, t);
+    if (other < 0 || n.inputs[other] == kNone || g.tensors[n.inputs[other]].shape != normalized) return false;
+    *param = n.inputs[other];
+    return true;
+  };
+  const NodeId mul_id = SoleReader(u, div.outputs[0]);
+  if (mul_id == kNone || !affine(div.outputs[0], mul_id, "Mul", &m.scale)) return std::nullopt;
+  m.nodes = {mean->id, sub_id, pow->id, var->id, plus->id, sq.id, div_id, mul_id};
+  m.y = g.nodes[mul_id].outputs[0];
+  const NodeId add_id = SoleReader(u, m.y);
+  if (add_id != kNone && affine(m.y, add_id, "Add", &m.bias)) {
+    m.nodes.push_back(add_id);
+    m.y = g.nodes[add_id].outputs[0];
+  }
+  if (g.tensors[m.y].shape != g.tensors[x].shape || g.tensors[m.y].dtype != g.tensors[x].dtype) return std::nullopt;
+  for (NodeId n : m.nodes) {
+    if (g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] == kNone) return std::nullopt;
+  }
+  m.x = x;
+  m.axis = static_cast<int64_t>(rank) - k;
+  return m;
+}
+
+// A name for the fused node: the composite's scope (what precedes the last '/') and its op,
 // unless a node already has it; then the last node's name.
-std::string FusedName(const Node& last, const std::set<std::string>& taken) {
+std::string FusedName(const Node& last, const std::string& op, const std::set<std::string>& taken) {
   const size_t slash = last.name.rfind('/');
   if (slash != std::string::npos) {
-    const std::string name = last.name.substr(0, slash + 1) + "Gelu";
+    const std::string name = last.name.substr(0, slash + 1) + op;
     if (!taken.count(name)) return name;
   }
   return last.name;
+}
+
+Attribute StringAttribute(const std::string& s) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = s;
+  return a;
+}
+
+struct Fusion {
+  std::vector<NodeId> nodes;  // replaced; the last one's place takes `node`
+  Node node;                  // op, inputs, outputs, attributes
+  std::string what;           // for the note
+};
+
+std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const Node& n) {
+  if (std::optional<GeluMatch> m = MatchGelu(g, u, n)) {
+    Fusion f{m->nodes, {}, m->approximate == "tanh" ? "tanh-GELU" : "erf-GELU"};
+    f.node.op_type = "Gelu";
+    f.node.inputs = {m->x};
+    f.node.outputs = {m->y};
+    if (m->approximate != "none") f.node.attributes["approximate"] = StringAttribute(m->approximate);
+    return f;
+  }
+  if (std::optional<LayerNormMatch> m = MatchLayerNorm(g, u, n)) {
+    Fusion f{m->nodes, {}, "layer normalisation"};
+    f.node.op_type = "LayerNormalization";
+    f.node.inputs = {m->x, m->scale};
+    if (m->bias != kNone) f.node.inputs.push_back(m->bias);
+    f.node.outputs = {m->y};
+    Attribute axis;
+    axis.kind = Attribute::Kind::kInt;
+    axis.i = m->axis;
+    f.node.attributes["axis"] = axis;
+    Attribute eps;
+    eps.kind = Attribute::Kind::kFloat;
+    eps.f = m->epsilon;
+    f.node.attributes["epsilon"] = eps;
+    return f;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -197,36 +339,28 @@ int FuseCompositeOps(TrainingGraph& g) {
   std::vector<bool> removed(g.nodes.size(), false);
   std::set<std::string> taken;
   for (const Node& n : g.nodes) taken.insert(n.name);
-  std::vector<std::pair<NodeId, GeluMatch>> fused;  // the node that becomes Gelu, its match
+  std::vector<Fusion> fused;
   for (const Node& n : g.nodes) {
-    std::optional<GeluMatch> m = MatchGelu(g, u, n);
-    if (!m) continue;
+    std::optional<Fusion> f = MatchAny(g, u, n);
+    if (!f) continue;
     bool overlaps = false;
-    for (NodeId k : m->nodes) overlaps = overlaps || removed[k];
+    for (NodeId k : f->nodes) overlaps = overlaps || removed[k];
     if (overlaps) continue;
-    for (NodeId k : m->nodes) removed[k] = true;
-    fused.emplace_back(m->nodes.back(), *m);
+    for (NodeId k : f->nodes) removed[k] = true;
+    fused.push_back(std::move(*f));
   }
   if (fused.empty()) return 0;
 
-  for (auto& [last_id, m] : fused) {
+  std::map<std::string, int> counts;
+  for (Fusion& f : fused) {
+    const NodeId last_id = f.nodes.back();
     Node& last = g.nodes[last_id];
-    const std::string name = FusedName(last, taken);
-    taken.insert(name);
-    Node gelu;
-    gelu.id = last_id;
-    gelu.name = name;
-    gelu.op_type = "Gelu";
-    gelu.inputs = {m.x};
-    gelu.outputs = {m.y};
-    if (m.approximate != "none") {
-      Attribute a;
-      a.kind = Attribute::Kind::kString;
-      a.s = m.approximate;
-      gelu.attributes["approximate"] = a;
-    }
-    last = std::move(gelu);
+    f.node.id = last_id;
+    f.node.name = FusedName(last, f.node.op_type, taken);
+    taken.insert(f.node.name);
+    last = std::move(f.node);
     removed[last_id] = false;
+    ++counts[f.what];
   }
   // Constant nodes that fed only the removed nodes go too.
   std::vector<int> live_readers(g.tensors.size(), 0);
@@ -281,13 +415,11 @@ int FuseCompositeOps(TrainingGraph& g) {
   g.nodes = std::move(nodes);
   remap(g.inputs);
   remap(g.outputs);
-  int tanh = 0;
-  for (const auto& [id, m] : fused) tanh += m.approximate == "tanh";
-  const int erf = static_cast<int>(fused.size()) - tanh;
-  g.notes.push_back("fused " + (erf ? std::to_string(erf) + " erf-GELU" : std::string()) + (erf && tanh ? " and " : "") +
-                    (tanh ? std::to_string(tanh) + " tanh-GELU" : std::string()) +
-                    " subgraph(s) (GELU written op by op, as TorchScript exports it before opset 20) into Gelu, the "
-                    "op the source model runs: its backward saves only the input");
+  std::string what;
+  for (const auto& [kind, n] : counts) what += (what.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  g.notes.push_back("fused " + what +
+                    " subgraph(s) (written op by op, as TorchScript exports them before opsets 17 and 20) into "
+                    "the one op the source model runs (Gelu, LayerNormalization): autograd keeps less for the backward");
   return static_cast<int>(fused.size());
 }
 

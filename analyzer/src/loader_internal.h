@@ -25,7 +25,8 @@ void ResolveShapes(TrainingGraph& g);
 void RejectUnknownOps(const TrainingGraph& g);
 
 // Replaces composite subgraphs an exporter spelled out by the one op the source model runs
-// (erf-GELU -> Gelu), so that memplan saves for backward what PyTorch saves. Runs after
+// (erf/tanh GELU -> Gelu, layer norm -> LayerNormalization), so that memplan saves for
+// backward what PyTorch saves. Runs after
 // ResolveShapes (it reads known constants and shapes); returns the number fused.
 int FuseCompositeOps(TrainingGraph& g);
 

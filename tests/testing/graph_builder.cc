@@ -139,6 +139,17 @@ GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::s
   return b.Node("Mul", {"tanh_gelu_half", "tanh_gelu_m"}, {y});
 }
 
+GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale,
+                                 const std::string& bias) {
+  const std::vector<int64_t> last{-1};
+  b.Node("ReduceMean", {x}, {"ln_mean"}).Attr("axes", last).Node("Sub", {x, "ln_mean"}, {"ln_d"});
+  b.Node("Constant", {}, {"ln_two"}).Attr("value_float", 2.0).Node("Pow", {"ln_d", "ln_two"}, {"ln_sq"});
+  b.Node("ReduceMean", {"ln_sq"}, {"ln_var"}).Attr("axes", last);
+  b.Node("Constant", {}, {"ln_eps"}).Attr("value_float", 1e-5).Node("Add", {"ln_var", "ln_eps"}, {"ln_ve"});
+  b.Node("Sqrt", {"ln_ve"}, {"ln_s"}).Node("Div", {"ln_d", "ln_s"}, {"ln_n"});
+  return b.Node("Mul", {"ln_n", scale}, {"ln_scaled"}).Node("Add", {"ln_scaled", bias}, {y});
+}
+
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});

@@ -64,6 +64,11 @@ GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::st
 // Mul(x, ·), Mul(0.5, ·) -> y.
 GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::string& y);
 
+// Appends layer normalisation over the last axis as TorchScript exports it before opset 17:
+// ReduceMean, Sub, Pow 2, ReduceMean, Add 1e-5, Sqrt, Div, Mul by `scale`, Add `bias` -> y.
+GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale,
+                                 const std::string& bias);
+
 // `k` contiguous segments of (roughly) equal node counts: a plan's segmentation for tests.
 std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k);
 
