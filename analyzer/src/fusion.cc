@@ -85,6 +85,14 @@ TensorId ScaledBy(const TrainingGraph& g, const Uses& u, TensorId t, NodeId read
   return kNone;
 }
 
+// The binary `op` that alone reads `t`, with a scalar `c` as its other operand, or kNone.
+NodeId ReaderWithScalar(const TrainingGraph& g, const Uses& u, TensorId t, const char* op, double c) {
+  const NodeId r = SoleReader(u, t);
+  if (r == kNone || g.nodes[r].op_type != op) return kNone;
+  const int other = OtherSlot(g.nodes[r], t);
+  return other >= 0 && IsScalar(g, g.nodes[r].inputs[other], c) ? r : kNone;
+}
+
 // erf's argument x / √2 (a Div, or a Mul by 1/√2): x, or kNone.
 TensorId ErfInput(const TrainingGraph& g, const Uses& u, const Node& e, std::vector<NodeId>* nodes) {
   TensorId x = ScaledBy(g, u, e.inputs[0], e.id, "Div", std::sqrt(2.0), nodes);
@@ -145,11 +153,9 @@ std::optional<GeluMatch> MatchGelu(const TrainingGraph& g, const Uses& u, const 
   m.x = x;
   m.nodes.push_back(e.id);
 
-  const NodeId plus_id = SoleReader(u, e.outputs[0]);
-  if (plus_id == kNone || g.nodes[plus_id].op_type != "Add") return std::nullopt;
+  const NodeId plus_id = ReaderWithScalar(g, u, e.outputs[0], "Add", 1.0);
+  if (plus_id == kNone) return std::nullopt;
   const Node& plus = g.nodes[plus_id];
-  const int one_slot = OtherSlot(plus, e.outputs[0]);
-  if (one_slot < 0 || !IsScalar(g, plus.inputs[one_slot], 1.0)) return std::nullopt;
   m.nodes.push_back(plus_id);
   // The product with x, then 0.5: Mul(Mul(x, 1 + erf), 0.5).
   const NodeId times_id = SoleReader(u, plus.outputs[0]);
@@ -158,14 +164,11 @@ std::optional<GeluMatch> MatchGelu(const TrainingGraph& g, const Uses& u, const 
   const int other = OtherSlot(times, plus.outputs[0]);
   if (other < 0) return std::nullopt;
   if (times.inputs[other] == x) {
-    const NodeId half_id = SoleReader(u, times.outputs[0]);
-    if (half_id == kNone || g.nodes[half_id].op_type != "Mul") return std::nullopt;
-    const Node& half = g.nodes[half_id];
-    const int h = OtherSlot(half, times.outputs[0]);
-    if (h < 0 || !IsScalar(g, half.inputs[h], 0.5)) return std::nullopt;
+    const NodeId half_id = ReaderWithScalar(g, u, times.outputs[0], "Mul", 0.5);
+    if (half_id == kNone) return std::nullopt;
     m.nodes.push_back(times_id);
     m.nodes.push_back(half_id);
-    m.y = half.outputs[0];
+    m.y = g.nodes[half_id].outputs[0];
   } else {
     // Mul(Mul(x, 0.5), 1 + erf): the halved x must be read by this product alone.
     if (ScaledBy(g, u, times.inputs[other], times_id, "Mul", 0.5, &m.nodes) != x) return std::nullopt;
