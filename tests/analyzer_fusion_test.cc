@@ -166,6 +166,22 @@ TEST(Fusion, ANormalisationOverTheBatchAxisIsNotLayerNorm) {
   EXPECT_EQ(CountOp(g, "Sqrt"), 1);
 }
 
+TEST(Fusion, AHalfPrecisionGeluWithItsRoundedConstantsIsFused) {
+  // In fp16, √2 is stored as 1.4140625 (1.6e-4 below): still GELU's constant. (FLOAT16 is 10.)
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h32"});
+  b.Node("Cast", {"h32"}, {"h"}).Attr("to", int64_t{10});
+  for (const auto& [name, value] : {std::pair<std::string, double>{"r2", 1.4140625}, {"one", 1.0}, {"half", 0.5}}) {
+    b.Node("Constant", {}, {name + "32"}).Attr("value_float", value);
+    b.Node("Cast", {name + "32"}, {name}).Attr("to", int64_t{10});
+  }
+  b.Node("Div", {"h", "r2"}, {"d"}).Node("Erf", {"d"}, {"e"}).Node("Add", {"e", "one"}, {"a"});
+  b.Node("Mul", {"h", "a"}, {"m"}).Node("Mul", {"m", "half"}, {"y"}).Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  EXPECT_EQ(CountOp(g, "Gelu"), 1);
+  EXPECT_EQ(CountOp(g, "Erf"), 0);
+}
+
 TEST(Fusion, AnIntermediateReadElsewhereIsNotFused) {
   // erf(h/√2) is also a model output: it must exist, so nothing is fused.
   GraphBuilder b = TorchScriptGelu();
