@@ -55,7 +55,7 @@ NodeId SoleReader(const Uses& u, TensorId t) {
   return u.readers[t][0];
 }
 
-// For a binary node: the input slot that is not `slot_of_known` (0 or 1), or -1.
+// For a binary node reading `known`: the slot of its other input (0 or 1), or -1.
 int OtherSlot(const Node& n, TensorId known) {
   if (n.inputs.size() != 2) return -1;
   if (n.inputs[0] == known) return 1;
