@@ -21,6 +21,7 @@
 
 #include "memplan/analyzer.h"
 #include "memplan/parse.h"
+#include "torch_compat.h"
 
 namespace memplan {
 
@@ -189,7 +190,7 @@ class ProcessGroupCommunicator final : public Communicator {
     const at::TensorOptions o = at::TensorOptions().dtype(at::kDouble).device(device_);
     at::Tensor mine = at::from_blob(const_cast<double*>(figures.data()), {n}, at::kDouble).to(device_).clone();
     at::Tensor all = at::zeros({n * d_.world_size}, o);
-    Wait([&] { return pg_->all_gather_single(all, mine); }, what);
+    Wait([&] { return torch_compat::AllGatherSingle(*pg_, all, mine); }, what);
     all = all.to(at::kCPU);
     std::vector<std::vector<double>> out(static_cast<size_t>(d_.world_size));
     const double* p = all.data_ptr<double>();

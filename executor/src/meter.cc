@@ -5,7 +5,6 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 
 #include <malloc.h>
 
@@ -32,13 +31,10 @@ class CountingAllocator final : public c10::Allocator {
  public:
   explicit CountingAllocator(c10::Allocator* base) : base_(base) { instance_ = this; }
 
-#if TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 3)
-  // LibTorch >= 2.3: allocate is non-const and allocators copy data themselves.
+  // LibTorch >= 2.3 (all the executor supports, torch_compat.h): allocate is non-const and
+  // allocators copy data themselves.
   c10::DataPtr allocate(size_t n) override { return Allocate(n); }
   void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
-#else
-  c10::DataPtr allocate(size_t n) const override { return Allocate(n); }
-#endif
 
   c10::DataPtr Allocate(size_t n) const {
     int64_t bytes = static_cast<int64_t>(n);

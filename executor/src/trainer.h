@@ -24,6 +24,7 @@
 #include "memplan/plan.h"
 #include "meter.h"
 #include "saved_tensors.h"
+#include "torch_compat.h"
 
 namespace memplan::exec {
 
@@ -206,7 +207,7 @@ class Trainer {
     // Shard gradients: the parameters' AccumulateGrad nodes (held, so that their post hooks
     // stay), how many of the parameters still await their last accumulation in this backward,
     // and whether the bucket was reduced this step.
-    std::vector<c10::intrusive_ptr<torch::autograd::Node>> accumulators;
+    std::vector<torch_compat::NodePtr> accumulators;
     int64_t pending = 0;
     bool reduced = false;
     // Shard parameters: the rank's shard (S_b, what the optimizer updates); the flat buffer's

@@ -46,7 +46,7 @@ void Trainer::MakeBuckets() {
         // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
         persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
         // Runs after AccumulateGrad: the bucket is reduced once its last gradient is in.
-        c10::intrusive_ptr<torch::autograd::Node> acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
+        torch_compat::NodePtr acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
         acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
             [this, p](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
               Accumulated(p);
