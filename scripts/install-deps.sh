@@ -6,16 +6,33 @@
 #      what the executor links), torchvision, onnx, onnxscript. It lives outside the clone, in
 #      ${MEMPLAN_CACHE:-~/.cache/memplan}/venv-<hash of requirements.txt>, so fresh clones and CI
 #      reuse it and nothing downloads twice.
-# Idempotent. `install-deps.sh --print-venv` prints the environment's folder and installs nothing.
+# Idempotent.
+#
+# usage: install-deps.sh [--requirements FILE] [--print-venv]
+#   --requirements FILE  another pinned set instead of requirements.txt, in its own environment
+#                        (venv-<hash of FILE>, cached the same way), e.g. the oldest supported
+#                        LibTorch: --requirements scripts/requirements-torch211.txt
+#   --print-venv         print the environment's folder and install nothing
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REQUIREMENTS="$ROOT/scripts/requirements.txt"
+PRINT_VENV=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --requirements) [ $# -ge 2 ] || { echo "install-deps: --requirements needs a file" >&2; exit 1; }
+                    REQUIREMENTS=$(realpath "$2"); shift 2 ;;
+    --print-venv) PRINT_VENV=1; shift ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    *) echo "install-deps: unknown argument $1 (try --help)" >&2; exit 1 ;;
+  esac
+done
+[ -f "$REQUIREMENTS" ] || { echo "install-deps: no requirements file $REQUIREMENTS" >&2; exit 1; }
 CACHE=${MEMPLAN_CACHE:-$HOME/.cache/memplan}
 HASH=$(sha256sum "$REQUIREMENTS" | cut -c1-12)
 VENV="$CACHE/venv-$HASH"
 
-if [ "${1:-}" = "--print-venv" ]; then echo "$VENV"; exit 0; fi
+if [ "$PRINT_VENV" = 1 ]; then echo "$VENV"; exit 0; fi
 
 PACKAGES=(
   build-essential cmake ninja-build ccache pkg-config
@@ -57,8 +74,13 @@ else
   mkdir -p "$CACHE"
   /usr/bin/python3 -m venv "$VENV"
   "$VENV/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$REQUIREMENTS"
-  "$VENV/bin/python" -c 'import torch, torchvision, onnx, onnxscript' ||
-    { echo "install-deps: the new environment cannot import torch/onnx" >&2; exit 1; }
+  # torch always; torchvision, onnx and onnxscript where the file pins them.
+  MODULES=torch
+  for m in torchvision onnx onnxscript; do
+    if grep -qi "^$m==" "$REQUIREMENTS"; then MODULES="$MODULES, $m"; fi
+  done
+  "$VENV/bin/python" -c "import $MODULES" ||
+    { echo "install-deps: the new environment cannot import $MODULES" >&2; exit 1; }
   cp "$REQUIREMENTS" "$VENV/.memplan-complete"
   echo "install-deps: Python environment ready ($VENV)"
 fi
