@@ -18,6 +18,10 @@ and newer. The dynamo exporter writes what torch.export captured: it has no trai
 batch norm comes out in inference form (and its default graph optimizer folds it into the
 preceding convolution), while dropout keeps its training_mode input.
 
+Hugging Face transformers models (hf_llama, hf_bert, hf_gpt2, hf_vit and larger variants),
+built from a config with random weights, are exported through the dynamo exporter only:
+name them NAME_dynamo.
+
 Every model becomes DIR/<name>.onnx plus its weights as external data in one file,
 DIR/<name>.onnx.data.  Nothing is downloaded: torchvision models are built with
 weights=None and torch.manual_seed(0).
@@ -139,12 +143,14 @@ def _gpt_classes():
 # ---------------------------------------------------------------------------
 
 class Spec:
-    def __init__(self, name, build, dummy, input_name="input", output_name="logits"):
+    def __init__(self, name, build, dummy, input_name="input", output_name="logits",
+                 dynamo_only=False):
         self.name = name
         self.build = build          # () -> nn.Module
         self.dummy = dummy          # () -> example input tensor
         self.input_name = input_name
         self.output_name = output_name
+        self.dynamo_only = dynamo_only  # exported as NAME_dynamo only
 
 
 def _image_dummy(size=IMAGE_SIZE):
@@ -263,6 +269,84 @@ def _gpt(name, **kwargs):
     return Spec(name, build, dummy, input_name="input_ids", output_name="logits")
 
 
+# ---------------------------------------------------------------------------
+# Hugging Face transformers models, randomly initialised from a config (nothing is
+# downloaded), exported with the dynamo exporter only (what users of transformers export
+# today; the TorchScript exporter is deprecated there).  Attention is transformers' default
+# "sdpa" implementation: torch.export captures scaled_dot_product_attention and the exporter
+# writes it as MatMul, Softmax, MatMul (with IsNaN/Where for fully masked rows).  Tiny sizes:
+# two layers, hidden 64-128, sequence 32-64, so the 2-core test machine trains them quickly.
+# ---------------------------------------------------------------------------
+
+def _hf_build(family, config):
+    """The model of `family` for a config dict, returning logits only (no cache)."""
+    import torch.nn as nn
+    import transformers as tf
+
+    kinds = {
+        # LLaMA: RMSNorm, rotary embeddings, SiLU-gated MLP, grouped-query attention.
+        "llama": (tf.LlamaConfig, tf.LlamaForCausalLM, "input_ids"),
+        "bert": (tf.BertConfig, tf.BertForMaskedLM, "input_ids"),
+        "gpt2": (tf.GPT2Config, tf.GPT2LMHeadModel, "input_ids"),
+        "vit": (tf.ViTConfig, tf.ViTForImageClassification, "pixel_values"),
+    }
+    config_cls, model_cls, arg = kinds[family]
+    cfg = config_cls(**config)
+    cfg._attn_implementation = "sdpa"
+
+    class LogitsOnly(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner = inner
+
+        def forward(self, x):
+            kwargs = {arg: x}
+            if arg == "input_ids":
+                kwargs["use_cache"] = False
+            return self.inner(**kwargs).logits
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LogitsOnly(model_cls(cfg))
+
+
+def _hf(name, family, seq_len=32, image_size=32, **config):
+    def build():
+        return _hf_build(family, config)
+
+    if family == "vit":
+        config.setdefault("image_size", image_size)
+        return Spec(name, build, _image_dummy(image_size), input_name="pixel_values",
+                    output_name="logits", dynamo_only=True)
+    vocab = config["vocab_size"]
+
+    def dummy():
+        import torch
+        return torch.randint(0, vocab, (DUMMY_BATCH, seq_len), dtype=torch.int64)
+    return Spec(name, build, dummy, input_name="input_ids", output_name="logits",
+                dynamo_only=True)
+
+
+HF = [
+    _hf("hf_llama", "llama", seq_len=32, vocab_size=1024, hidden_size=64,
+        intermediate_size=176, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=128),
+    _hf("hf_bert", "bert", seq_len=32, vocab_size=1024, hidden_size=64,
+        intermediate_size=256, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=128),
+    _hf("hf_gpt2", "gpt2", seq_len=32, vocab_size=1024, n_embd=64, n_layer=2, n_head=4,
+        n_positions=128, bos_token_id=0, eos_token_id=0),
+    _hf("hf_vit", "vit", image_size=32, hidden_size=64, intermediate_size=256,
+        num_hidden_layers=2, num_attention_heads=4, patch_size=8, num_labels=10),
+    # Variants no test uses: other sizes of the same families, to check that the rules
+    # generalise (bench/accuracy_torch214.md).
+    _hf("hf_llama_wide", "llama", seq_len=64, vocab_size=2048, hidden_size=128,
+        intermediate_size=352, num_hidden_layers=3, num_attention_heads=8,
+        num_key_value_heads=2, max_position_embeddings=256),
+    _hf("hf_bert_wide", "bert", seq_len=64, vocab_size=2048, hidden_size=128,
+        intermediate_size=512, num_hidden_layers=3, num_attention_heads=4,
+        max_position_embeddings=256),
+]
+
 CORE = [
     _tv("resnet18"),
     _tv("resnet50"),
@@ -314,7 +398,7 @@ EXTENDED = [
     _tv_seg("lraspp_mobilenet_v3_large"),
 ]
 
-SPECS = collections.OrderedDict((s.name, s) for s in CORE + EXTENDED)
+SPECS = collections.OrderedDict((s.name, s) for s in CORE + EXTENDED + HF)
 
 
 # ---------------------------------------------------------------------------
@@ -621,8 +705,9 @@ def main(argv=None):
     args = ap.parse_args(argv)
 
     if args.list:
-        for name in SPECS:
-            print(name)
+        for name, spec in SPECS.items():
+            if not spec.dynamo_only:
+                print(name)
         for name in SPECS:
             print(name + DYNAMO_SUFFIX)
         return 0
@@ -632,13 +717,18 @@ def main(argv=None):
     if args.models in (None, "", "core"):
         selected = [] if (args.report and args.models is None) else [s.name for s in CORE]
     elif args.models == "all":
-        selected = list(SPECS)
+        selected = [n + DYNAMO_SUFFIX if s.dynamo_only else n for n, s in SPECS.items()]
     else:
         selected = [n.strip() for n in args.models.split(",") if n.strip()]
         unknown = [n for n in selected if _spec_of(n)[0] not in SPECS]
         if unknown:
             print(f"error: unknown model(s): {', '.join(unknown)} "
                   f"(see --list)", file=sys.stderr)
+            return 2
+        static = [n for n in selected if not _spec_of(n)[1] and SPECS[n].dynamo_only]
+        if static:
+            print(f"error: {', '.join(static)}: exported with the dynamo exporter only; "
+                  f"name {', '.join(n + DYNAMO_SUFFIX for n in static)}", file=sys.stderr)
             return 2
 
     os.makedirs(args.out, exist_ok=True)
