@@ -1,6 +1,7 @@
 # memplan: two commands on a fresh machine.
 #   make demo   installs dependencies, builds, exports a real model and analyzes it
 #   make test   installs dependencies, builds, runs the whole test suite (ctest)
+#   make check-torch211   builds the executor against torch 2.11.0 and runs its smoke tests
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -22,11 +23,21 @@ override CMAKE_FLAGS += -DMEMPLAN_SANITIZE=ON -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN
 export ASAN_OPTIONS ?= detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
 endif
+# make check-torch211: the executor and `memplan` built against the oldest supported LibTorch,
+# torch 2.11.0 (scripts/requirements-torch211.txt: a second pinned environment, cached like the
+# first), in build-torch211, then `memplan --version` and the executor's smoke tests there:
+# hand-built graphs (training, plans, selective recompute, errors) and two corpus models, read
+# from the model cache that the pinned environment exports. Left out: the gpt micro-batch test,
+# whose attention key biases have a gradient that is zero but for rounding (softmax ignores a
+# constant added to every key), compared by relative error: 2.11's kernels round it differently.
+TORCH211_REQUIREMENTS = scripts/requirements-torch211.txt
+TORCH211_BUILD_DIR ?= build-torch211
+TORCH211_SMOKE ?= ExecutorTraining.*:ExecutorPlans.*:ExecutorSelective.EachDroppedTensorGivesThePlainStepsGradients:ExecutorSelective.SegmentsAndDroppedTensorsAreRefused:ExecutorOps.*:ExecutorErrors.*:Corpus/ExecutorAccuracy.*/resnet18_b16:Corpus/ExecutorAccuracy.*/gpt_b4:-ExecutorPlans.GptMicroBatchedPlansGiveTheFullBatchsStep
 # make fuzz: the libFuzzer targets in fuzz/ (clang), each for FUZZ_SECONDS (fuzz/run.sh).
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all deps configure build test demo bench fuzz clean
+.PHONY: all deps configure build test check-torch211 demo bench fuzz clean
 
 all: build
 
@@ -45,6 +56,25 @@ build: deps configure
 
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+
+check-torch211: deps
+	bash scripts/install-deps.sh --requirements $(TORCH211_REQUIREMENTS)
+	@if [ ! -f $(TORCH211_BUILD_DIR)/CMakeCache.txt ]; then \
+	  cmake -S . -B $(TORCH211_BUILD_DIR) $(GENERATOR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	    -DMEMPLAN_MODEL_CACHE=$(MODEL_CACHE) \
+	    -DMEMPLAN_PYTHON=$$(bash scripts/install-deps.sh --requirements $(TORCH211_REQUIREMENTS) --print-venv)/bin/python \
+	    -DMEMPLAN_WITH_GUI=OFF -DMEMPLAN_BUILD_BENCH=OFF; \
+	fi
+	cmake --build $(TORCH211_BUILD_DIR) -j $(JOBS) --target memplan executor_tests
+	@v=$$($(TORCH211_BUILD_DIR)/cli/memplan --version); echo "$$v"; echo "$$v" | grep -q "LibTorch 2\.11\." || \
+	  { echo "check-torch211: $(TORCH211_BUILD_DIR)/cli/memplan is not built against LibTorch 2.11" >&2; exit 1; }
+	$(PYTHON) samples/export_models.py --out $(MODEL_CACHE) --models resnet18,gpt
+	$(TORCH211_BUILD_DIR)/tests/executor_tests --gtest_brief=1 --gtest_filter='$(TORCH211_SMOKE)'
+	@# Two data-parallel ranks on Gloo (c10d's collectives, torch_compat.h's all-gather).
+	$(TORCH211_BUILD_DIR)/cli/memplan plan $(MODEL_CACHE)/gpt.onnx --batch 4 --budget 100GiB --strategy none --devices 2 \
+	  --json $(TORCH211_BUILD_DIR)/gpt-2ranks-plan.json > /dev/null
+	$(TORCH211_BUILD_DIR)/cli/memplan run $(MODEL_CACHE)/gpt.onnx --plan $(TORCH211_BUILD_DIR)/gpt-2ranks-plan.json \
+	  --nproc 2 --steps 2 --random-weights --threads 1 --json $(TORCH211_BUILD_DIR)/gpt-2ranks-run.json
 
 demo: build
 	$(PYTHON) samples/export_models.py --out $(MODEL_CACHE) --models resnet50

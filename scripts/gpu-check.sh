@@ -1,140 +1,277 @@
 #!/usr/bin/env bash
-# For a user with a GPU: checks memplan's CUDA path on the device, profiles a checkpointed run
-# with CUPTI (device memory and kernel time against the prediction), then prints the
-# prediction accuracy table there (the caching allocator's allocated peak against the
-# analyzer's).
+# memplan on a GPU: a smoke run, a CUPTI profile of a plan, the accuracy table (predicted against
+# measured allocated and reserved peaks, unplanned and planned at 75% and 50%), the budget check
+# (does each plan measure at or under its budget?) and the peer table (PyTorch eager, checkpoint
+# per block, selective activation checkpointing, torch.compile's activation memory budget, and
+# memplan planned at each one's peak).
 #
-# usage: scripts/gpu-check.sh [--device cuda:0] [--only resnet18,gpt] [--skip-accuracy]
-#                             [--profile-model resnet18] [--skip-profile]
+# Two sides, for a GPU machine without network or build tools beside its own torch:
+#   scripts/gpu-check.sh --bundle [--torch 2.11.0]        on this (CPU) machine
+#       builds memplan against that torch (Release, no GUI, tests or benchmarks; the torch's
+#       pinned environment, scripts/requirements-torch211.txt for 2.11.0, made by install-deps),
+#       and bundles into .gpu/ (ignored, at most 50 MiB): the stripped binary, the Debian
+#       libraries it links, the corpus models without their weights (runs use --random-weights)
+#       and these scripts.
+#   bash .gpu/gpu-check.sh --run [--device cuda|cpu] [--out DIR]     on the GPU machine
+#       runs the check with that machine's torch (--python, else /opt/torch/.venv/bin/python, else
+#       python3; it must be the version bundled) and packs everything into OUT (at most 8 files:
+#       summary.md with every table, log.txt, results.tgz with the plans, runs, profiles, traces).
+#   scripts/gpu-check.sh [--torch VERSION]               both, on a GPU machine with network
 #
-# The normal build (`make`) already compiles the CUDA paths against the torch wheel's CUDA
-# LibTorch; this script only runs them. Nothing is downloaded beyond what `make` installs.
+# Options:
+#   --torch VERSION     bundle: the torch to build against: 2.11.0 (default) or the pinned one
+#   --python PY         bundle: build against the torch of PY instead; run: the device's Python
+#   --memplan PATH      bundle: bundle this memplan instead of building one
+#   --models LIST       bundle: corpus models to carry (default: the run's models)
+#   --models-dir DIR    bundle: take the .onnx files from DIR instead of exporting them
+#   --bundle-dir DIR    the bundle (default: .gpu in the repository, or this script's folder
+#                       when it runs from a bundle)
+#   --device DEV        run: cuda (default), cuda:K or cpu (a dry run: two small models)
+#   --out DIR           run: where the results go (default: $OUT, else gpu-check-out)
+#   --parts LIST        run: smoke,profile,accuracy,peers,nccl (default: all; the budget check
+#                       comes with accuracy; nccl: 2 data-parallel ranks where 2 GPUs are visible)
+#   --specs LIST        run: accuracy models as model:batch,... ; --peer-specs likewise for peers
+#   --peers LIST        run: eager,checkpoint,sac,compile (cpu: eager,checkpoint,sac)
+#   --time-limit S      run: seconds for the whole run (default 480); parts left are skipped
 set -euo pipefail
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-DEVICE="cuda:0"
-ONLY=""
-ACCURACY=1
-PROFILE_MODEL=resnet18
-PROFILE=1
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+if [ -f "$HERE/memplan" ] && [ -f "$HERE/bundle.json" ]; then
+  ROOT=""; BUNDLE=$HERE  # running from a bundle on the device
+else
+  ROOT=$(cd "$HERE/.." && pwd); BUNDLE=$ROOT/.gpu
+fi
+MAX_BUNDLE_MIB=50
+MAX_OUT_FILES=8
+
+DO_BUNDLE=0; DO_RUN=0
+TORCH=2.11.0; PYTHON=""; MEMPLAN=""; MODELS=""; MODELS_DIR=""
+DEVICE=cuda; OUTDIR=${OUT:-}; PARTS=smoke,profile,accuracy,peers,nccl; SPECS=""; PEER_SPECS=""; PEERS=""
+TIME_LIMIT=480
+die() { echo "gpu-check: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
+    --bundle) DO_BUNDLE=1; shift ;;
+    --run) DO_RUN=1; shift ;;
+    --torch) TORCH=$2; shift 2 ;;
+    --python) PYTHON=$2; shift 2 ;;
+    --memplan) MEMPLAN=$(realpath "$2"); shift 2 ;;
+    --models) MODELS=$2; shift 2 ;;
+    --models-dir) MODELS_DIR=$(realpath "$2"); shift 2 ;;
+    --bundle-dir) mkdir -p "$2"; BUNDLE=$(realpath "$2"); shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
-    --only) ONLY=$2; shift 2 ;;
-    --skip-accuracy) ACCURACY=0; shift ;;
-    --profile-model) PROFILE_MODEL=$2; shift 2 ;;
-    --skip-profile) PROFILE=0; shift ;;
-    -h|--help) sed -n 2,11p "$0"; exit 0 ;;
-    *) echo "gpu-check: unknown argument $1" >&2; exit 1 ;;
+    --out) OUTDIR=$2; shift 2 ;;
+    --parts) PARTS=$2; shift 2 ;;
+    --specs) SPECS=$2; shift 2 ;;
+    --peer-specs) PEER_SPECS=$2; shift 2 ;;
+    --peers) PEERS=$2; shift 2 ;;
+    --time-limit) TIME_LIMIT=$2; shift 2 ;;
+    -h|--help) sed -n 2,41p "$0"; exit 0 ;;
+    *) die "unknown argument $1 (try --help)" ;;
   esac
 done
-die() { echo "gpu-check: $*" >&2; exit 1; }
+if [ $DO_BUNDLE = 0 ] && [ $DO_RUN = 0 ]; then DO_BUNDLE=1; DO_RUN=1; fi  # one step, on a GPU machine
 
-make -C "$ROOT" build >/dev/null
-BUILD="$ROOT/build"
-MEMPLAN="$BUILD/cli/memplan"
-PY=$(bash "$ROOT/scripts/install-deps.sh" --print-venv)/bin/python
-VERSION=$("$MEMPLAN" --version)
-echo "$VERSION"
-echo "$VERSION" | grep -q "CUDA" || die "this memplan was built without CUDA"
-echo "$VERSION" | grep -q "(0 device(s) visible)" && die "no CUDA device is visible (nvidia-smi; CUDA_VISIBLE_DEVICES)"
+# What the run measures, by device: the GPU tables of shared/gpu/README.md's first check, or a
+# dry run on the CPU that goes through the same code in about a minute.
+case "$DEVICE" in
+  cuda*) SPECS=${SPECS:-resnet18:64,resnet50:64,mobilenet_v2:64,vit_b_16:32,gpt:32,gpt_deep:16,swin_t:32,efficientnet_b0:64,densenet121:32,resnet50_dynamo:64,gpt_dynamo:32}
+         PEER_SPECS=${PEER_SPECS:-gpt:32,resnet50:64,vit_b_16:32}
+         PEERS=${PEERS:-eager,checkpoint,sac,compile}
+         PROFILE_SPEC=resnet50:32; STEPS=3; PEER_STEPS=6 ;;
+  cpu)   SPECS=${SPECS:-gpt:4,gpt_dynamo:8}  # small (both exporters); 50% is feasible at these batches
+         PEER_SPECS=${PEER_SPECS:-gpt:4}
+         PEERS=${PEERS:-eager,checkpoint,sac}
+         PROFILE_SPEC=${SPECS%%,*}; STEPS=2; PEER_STEPS=2 ;;
+  *) die "--device $DEVICE: cuda, cuda:K or cpu" ;;
+esac
+spec_models() { echo "$1" | tr ',' '\n' | cut -d: -f1; }
+[ -n "$MODELS" ] || MODELS=$( (spec_models "$SPECS"; spec_models "$PEER_SPECS"; spec_models "$PROFILE_SPEC") | sort -u | paste -sd,)
 
-MODELS="$BUILD/model-cache"
-"$PY" "$ROOT/samples/export_models.py" --out "$MODELS" \
-  --models resnet18,resnet50,vgg16,mobilenet_v2,vit_b_16,gpt,densenet121,efficientnet_b0,googlenet,swin_t,gpt_deep,gpt_dynamo,resnet50_dynamo >/dev/null
+# ---------------------------------------------------------------------------------------------
+# The bundle (CPU machine)
+bundle() {
+  [ -n "$ROOT" ] || die "--bundle runs from the repository, not from a bundle"
+  local py=$PYTHON main_py
+  main_py=$(bash "$ROOT/scripts/install-deps.sh" --print-venv)/bin/python
+  if [ -z "$MEMPLAN" ] && [ -z "$py" ]; then
+    # The torch's pinned environment: the main one if it pins that version, else its own file.
+    local req=""
+    if grep -qx "torch==$TORCH" "$ROOT/scripts/requirements.txt"; then
+      req=$ROOT/scripts/requirements.txt
+    else
+      local mm; mm=$(echo "$TORCH" | cut -d. -f1,2 | tr -d .)
+      req=$ROOT/scripts/requirements-torch$mm.txt
+      [ -f "$req" ] && grep -qx "torch==$TORCH" "$req" ||
+        die "no pinned environment for torch $TORCH (scripts/requirements.txt or $req pinning torch==$TORCH); or pass --python"
+    fi
+    bash "$ROOT/scripts/install-deps.sh" --requirements "$req" >&2
+    py=$(bash "$ROOT/scripts/install-deps.sh" --requirements "$req" --print-venv)/bin/python
+  fi
+  if [ -z "$MEMPLAN" ]; then
+    local version build
+    version=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])') || die "$py cannot import torch"
+    build=$ROOT/build-gpu-torch$(echo "$version" | tr -d .)
+    echo "gpu-check: building memplan against torch $version ($py) in $build" >&2
+    if [ ! -f "$build/CMakeCache.txt" ]; then
+      cmake -S "$ROOT" -B "$build" $(command -v ninja >/dev/null && echo "-G Ninja") -DCMAKE_BUILD_TYPE=Release \
+        -DMEMPLAN_PYTHON="$py" -DMEMPLAN_WITH_GUI=OFF -DMEMPLAN_BUILD_TESTS=OFF -DMEMPLAN_BUILD_BENCH=OFF >&2
+    fi
+    cmake --build "$build" -j "$(nproc)" --target memplan >&2
+    MEMPLAN=$build/cli/memplan
+  fi
+  [ -x "$MEMPLAN" ] || die "no memplan at $MEMPLAN"
+  local version_line; version_line=$("$MEMPLAN" --version | grep "LibTorch" | head -1) ||
+    die "$MEMPLAN was built without the executor: $("$MEMPLAN" --version | paste -sd' ')"
 
-# 1. The CUDA path: a run on the device, its JSON, the caching-allocator meter.
-"$MEMPLAN" run "$MODELS/resnet18.onnx" --batch 8 --steps 3 --device "$DEVICE" --random-weights \
-  --json "$BUILD/gpu-smoke.json"
-"$PY" - "$BUILD/gpu-smoke.json" <<'PYEOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-assert r["device"].startswith("cuda"), r["device"]
-assert r["measured_peak_bytes"] > 0 and all(p > 0 for p in r["reserved_peak_bytes"])
-print(f"gpu-check: smoke run on {r['device']}: measured {r['measured_peak_bytes'] / 2**20:.1f} MiB allocated, "
-      f"{max(r['reserved_peak_bytes']) / 2**20:.1f} MiB reserved, predicted {r['predicted_peak_bytes'] / 2**20:.1f} MiB")
-PYEOF
+  # Models: the graph only; its external-data file stays behind (--random-weights draws them).
+  if [ -z "$MODELS_DIR" ]; then
+    MODELS_DIR=$HOME/.cache/memplan/models-$(cat "$ROOT/scripts/requirements.txt" "$ROOT/samples/export_models.py" | sha256sum | cut -c1-12)
+    bash "$ROOT/scripts/install-deps.sh" >&2
+    "$main_py" "$ROOT/samples/export_models.py" --out "$MODELS_DIR" --models "$MODELS" >&2
+  fi
 
-# 2. The CUPTI profiler on the device: a checkpoint plan (sqrt: every segment but the last is
-#    recomputed during backward) run with --profile. CUPTI measures the device memory the
-#    process holds (the caching allocator's cudaMalloc'd segments, from the memory held when
-#    the step began) and kernel time per node; the caching allocator's own peaks come from the
-#    executor's meter; the prediction from the plan.
-if [ "$PROFILE" = 1 ]; then
-  [ -f "$MODELS/$PROFILE_MODEL.onnx" ] || die "no model $PROFILE_MODEL in $MODELS (--profile-model)"
-  "$MEMPLAN" plan "$MODELS/$PROFILE_MODEL.onnx" --batch 8 --budget 100GiB --strategy sqrt \
-    --json "$BUILD/gpu-profile-plan.json" >/dev/null
-  "$MEMPLAN" run "$MODELS/$PROFILE_MODEL.onnx" --plan "$BUILD/gpu-profile-plan.json" --steps 3 --device "$DEVICE" \
-    --random-weights --profile "$BUILD/gpu-profile.json" --trace-events "$BUILD/gpu-profile-trace.json" \
-    --json "$BUILD/gpu-profile-run.json" >/dev/null
-  "$PY" - "$BUILD/gpu-profile.json" "$BUILD/gpu-profile-run.json" "$BUILD/gpu-profile-plan.json" <<'PYEOF'
-import json, sys
-prof, run, plan = (json.load(open(f)) for f in sys.argv[1:4])
-if prof["backend"] != "cupti":
-    sys.exit(f"gpu-check: the profile came from the {prof['backend']!r} backend, not CUPTI: "
-             + ("; ".join(prof["warnings"]) or "no reason given"))
-
-def mib(b):
-    return f"{b / 2**20:10.1f} MiB"
-
-def versus(measured, predicted):
-    return f"{(measured - predicted) / predicted * 100:+6.1f}% vs predicted" if predicted > 0 else "(no prediction)"
-
-predicted = run["predicted_peak_bytes"]
-print(f"gpu-check: CUPTI profile of step {prof['step'] + 1} of {prof['model']} on {prof['device']} "
-      f"({len(plan['checkpoints'])} checkpoints)")
-print(f"  predicted peak (allocated)                  {mib(predicted)}")
-for name, b in [("CUPTI: device memory held (cudaMalloc)", prof["peak_bytes"]),
-                ("caching allocator: allocated peak", prof["cuda_allocated_peak_bytes"]),
-                ("caching allocator: reserved peak", prof["cuda_reserved_peak_bytes"])]:
-    print(f"  {name:<43} {mib(b)}  {versus(b, predicted)}")
-if not prof["memory_events"]:
-    print("  (CUPTI saw no cudaMalloc/cudaFree in the profiled step: the caching allocator reused the segments "
-          "it reserved in earlier steps, so its peak is the memory held when the step began)")
-
-device = sum(n["device_seconds"] for n in prof["nodes"])
-recompute_device = sum(n["device_seconds"] for n in prof["nodes"] if n["phase"] == "recompute")
-measured, predicted_rc = prof["recompute_seconds"], prof["predicted_recompute_seconds"]
-print(f"  step {prof['step_seconds'] * 1e3:.2f} ms host, {device * 1e3:.2f} ms of kernels, copies and sets")
-ratio = f"measured/predicted {measured / predicted_rc:.2f}" if predicted_rc > 0 else "no prediction in the profile"
-print(f"  recompute: measured {measured * 1e3:.2f} ms host ({recompute_device * 1e3:.2f} ms on the device), "
-      f"predicted {predicted_rc * 1e3:.2f} ms: {ratio}")
-if prof["dropped_records"]:
-    print(f"  warning: CUPTI dropped {prof['dropped_records']} records")
-for w in prof["warnings"]:
-    print(f"  warning: {w}")
-if device <= 0:
-    sys.exit("gpu-check: CUPTI recorded no device time (no kernel records were attributed)")
-if plan["checkpoints"] and recompute_device <= 0:
-    sys.exit("gpu-check: the plan recomputes but CUPTI attributed no device time to the recompute phase")
-PYEOF
-  echo "gpu-check: profile in $BUILD/gpu-profile.json, trace (ui.perfetto.dev) in $BUILD/gpu-profile-trace.json"
-fi
-
-# 2b. Data parallelism on NCCL (2 or more GPUs): two ranks on cuda:0 and cuda:1, each shard mode,
-#     every rank's measured allocated peak against its prediction.
-if [ "$(echo "$VERSION" | sed -n 's/.*(\([0-9]*\) device(s) visible).*/\1/p')" -ge 2 ] 2>/dev/null; then
-  for SHARD in none gradients parameters; do
-    "$MEMPLAN" plan "$MODELS/resnet18.onnx" --batch 8 --optimizer adam --budget 100GiB --strategy none --devices 2 \
-      --shard "$SHARD" --json "$BUILD/gpu-dp-$SHARD-plan.json" >/dev/null
-    "$MEMPLAN" run "$MODELS/resnet18.onnx" --plan "$BUILD/gpu-dp-$SHARD-plan.json" --steps 2 --device cuda --nproc 2 \
-      --random-weights --json "$BUILD/gpu-dp-$SHARD-run.json" >/dev/null
-    "$PY" - "$BUILD/gpu-dp-$SHARD-run.json" "$SHARD" <<'PYEOF'
-import json, sys
-r = json.load(open(sys.argv[1]))
-for k in r["ranks"]:
-    err = (k["measured_peak_bytes"] - r["predicted_peak_bytes"]) / r["predicted_peak_bytes"] * 100
-    print(f"gpu-check: NCCL shard {sys.argv[2]} rank {k['rank']}: measured {k['measured_peak_bytes'] / 2**20:.1f} MiB, "
-          f"predicted {r['predicted_peak_bytes'] / 2**20:.1f} MiB ({err:+.2f}%)")
-PYEOF
+  rm -rf "$BUNDLE"; mkdir -p "$BUNDLE/lib" "$BUNDLE/lib-cuda" "$BUNDLE/lib-compat" "$BUNDLE/models"
+  cp "$MEMPLAN" "$BUNDLE/memplan"; strip "$BUNDLE/memplan"
+  # The Debian libraries memplan links, without LibTorch and its CUDA libraries (the device's
+  # torch brings them) and glibc's core. libstdc++ and libgcc_s go apart, used only where the
+  # device's own are too old to start memplan. libcudart and libcupti: fallbacks, searched after
+  # the device torch's.
+  local so
+  while read -r so; do
+    case "$(basename "$so")" in
+      libtorch*|libc10*|libshm*|libgomp*|libnv*|libcuda.*|libcublas*|libcudnn*|libnccl*|libcusparse*|libcufft*|libcurand*|libcusolver*|libcufile*|libnvshmem*|libcudart*|libcupti*) ;;
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libresolv.so*|libutil.so*) ;;
+      libstdc++.so*|libgcc_s.so*) cp -L "$so" "$BUNDLE/lib-compat/" ;;
+      *) cp -L "$so" "$BUNDLE/lib/" ;;
+    esac
+  done < <(ldd "$MEMPLAN" | awk '/=> \// {print $3}')
+  for so in libcudart.so.13 libcupti.so.13; do
+    [ -f "/usr/local/cuda/lib64/$so" ] && cp -L "/usr/local/cuda/lib64/$so" "$BUNDLE/lib-cuda/"
   done
-else
-  echo "gpu-check: fewer than 2 devices visible: the NCCL data-parallel check is skipped"
-fi
+  strip --strip-unneeded "$BUNDLE"/lib/*.so* 2>/dev/null || true
+  local m
+  for m in $(echo "$MODELS" | tr ',' ' '); do
+    [ -f "$MODELS_DIR/$m.onnx" ] || die "no model $m in $MODELS_DIR"
+    cp "$MODELS_DIR/$m.onnx" "$BUNDLE/models/"
+  done
+  cp "$ROOT/scripts/gpu-check.sh" "$ROOT/scripts/gpu_check.py" "$ROOT/samples/export_models.py" "$BUNDLE/"
+  local torch_version; torch_version=$(echo "$version_line" | sed -n 's/.*LibTorch \([0-9][0-9.]*\).*/\1/p')
+  cat > "$BUNDLE/bundle.json" <<EOF
+{"memplan": "$version_line", "torch": "$torch_version", "commit": "$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)",
+ "made": "$(date -u +%Y-%m-%dT%H:%M:%SZ)", "models": "$MODELS", "python": "${py:-}"}
+EOF
+  local kib; kib=$(du -sk "$BUNDLE" | cut -f1)
+  echo "gpu-check: bundle $BUNDLE: $((kib / 1024)) MiB (memplan for LibTorch $torch_version, $(ls "$BUNDLE/lib" | wc -l) libraries, $(ls "$BUNDLE/models" | wc -l) models)"
+  [ "$kib" -le $((MAX_BUNDLE_MIB * 1024)) ] || die "the bundle is $((kib / 1024)) MiB, over $MAX_BUNDLE_MIB MiB (fewer --models?)"
+}
 
-# 3. The accuracy table on the device.
-if [ "$ACCURACY" = 1 ]; then
-  "$PY" "$ROOT/bench/executor_accuracy.py" --memplan "$MEMPLAN" --models "$MODELS" --device "$DEVICE" \
-    ${ONLY:+--only "$ONLY"} --json "$BUILD/gpu-accuracy.json" | tee "$BUILD/gpu-accuracy.md"
-  echo "gpu-check: table in $BUILD/gpu-accuracy.md, rows in $BUILD/gpu-accuracy.json"
-fi
+# ---------------------------------------------------------------------------------------------
+# The run (GPU machine, no network)
+run_check() {
+  [ -f "$BUNDLE/bundle.json" ] || die "no bundle in $BUNDLE (scripts/gpu-check.sh --bundle makes it)"
+  local py=$PYTHON
+  if [ -z "$py" ]; then
+    py=$(sed -n 's/.*"python": "\([^"]*\)".*/\1/p' "$BUNDLE/bundle.json")  # one step: the bundle's own
+    [ -n "$py" ] && [ -x "$py" ] || py=/opt/torch/.venv/bin/python
+    [ -x "$py" ] || py=python3
+  fi
+  OUTDIR=${OUTDIR:-gpu-check-out}
+  mkdir -p "$OUTDIR"; OUTDIR=$(realpath "$OUTDIR")
+  # Everything is written under $work/results; OUT gets summary.md, log.txt and results.tgz.
+  local work; work=$(mktemp -d "${TMPDIR:-/tmp}/gpu-check.XXXXXX")
+  local R=$work/results; mkdir -p "$R"
+  local t0; t0=$(date +%s)
+  exec > >(tee "$work/log.txt") 2>&1
+  stamp() { echo "== $(( $(date +%s) - t0 )) s: $*"; }
+  left() { echo $(( TIME_LIMIT - ($(date +%s) - t0) )); }
+
+  # LibTorch and its CUDA libraries from the device's torch, the bundle's Debian libraries first.
+  local torch_lib site libs d
+  torch_lib=$("$py" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))') ||
+    die "$py cannot import torch (--python)"
+  site=$(dirname "$(dirname "$torch_lib")")
+  libs=$BUNDLE/lib:$torch_lib
+  for d in "$site"/nvidia/*/lib "$site"/nvidia/*/*/lib; do [ -d "$d" ] && libs=$libs:$d; done
+  export LD_LIBRARY_PATH=$libs:$BUNDLE/lib-cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  local M=$BUNDLE/memplan MD=$BUNDLE/models
+  if ! "$M" --version >/dev/null 2>&1; then
+    export LD_LIBRARY_PATH=$BUNDLE/lib-compat:$LD_LIBRARY_PATH  # the device's libstdc++ is older than the build's
+  fi
+  stamp "start: $(date -u +%Y-%m-%dT%H:%M:%SZ), time limit $TIME_LIMIT s"
+  local gpu torch_version memplan_version bundled
+  gpu=$(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null | head -1 || true)
+  torch_version=$("$py" -c 'import torch; print(torch.__version__, "CUDA", torch.version.cuda, "GPU" if torch.cuda.is_available() else "no GPU")')
+  memplan_version=$("$M" --version 2>&1 | paste -sd' ') || { ldd "$M" | grep "not found"; die "memplan does not start: $memplan_version"; }
+  bundled=$(sed -n 's/.*"torch": "\([^"]*\)".*/\1/p' "$BUNDLE/bundle.json")
+  echo "device: ${gpu:-none} | python: $py, torch $torch_version | $memplan_version"
+  case "$torch_version" in "$bundled"*) ;; *) echo "gpu-check: WARNING: memplan was built against LibTorch $bundled, the device's torch is $torch_version" ;; esac
+  "$py" - "$R/environment.json" "$gpu" "$torch_version" "$memplan_version" "$DEVICE" "$BUNDLE/bundle.json" <<'PYEOF'
+import json, sys
+out, gpu, torch, memplan, device, bundle = sys.argv[1:]
+b = json.load(open(bundle))
+json.dump({"device_name": gpu or f"the CPU ({device})", "device": device, "torch": torch, "memplan": memplan,
+           "bundle_commit": b.get("commit"), "bundle_made": b.get("made")}, open(out, "w"), indent=1)
+PYEOF
+  local G="$py $BUNDLE/gpu_check.py" m bs spec
+  if [[ ,$PARTS, == *,smoke,* ]]; then
+    stamp "smoke: ${SPECS%%,*}"
+    spec=${SPECS%%,*}; m=${spec%%:*}
+    timeout -k 5 "$(left)" "$M" run "$MD/$m.onnx" --batch "${spec#*:}" --steps "$STEPS" --device "$DEVICE" --random-weights \
+      --json "$R/smoke.json" || echo "gpu-check: smoke run failed (exit $?)"
+  fi
+  if [[ ,$PARTS, == *,profile,* ]] && [ "$(left)" -gt 30 ]; then
+    m=${PROFILE_SPEC%%:*}; bs=${PROFILE_SPEC#*:}
+    stamp "profile of $m batch $bs planned at 50%"
+    timeout -k 5 "$(left)" "$M" plan "$MD/$m.onnx" --batch "$bs" --budget 50% --device "$DEVICE" \
+      --json "$R/$m-profile-plan.json" >/dev/null &&
+    timeout -k 5 "$(left)" "$M" run "$MD/$m.onnx" --batch "$bs" --plan "$R/$m-profile-plan.json" --steps "$STEPS" \
+      --device "$DEVICE" --random-weights --profile "$R/$m-profile.json" \
+      --trace-events "$R/$m-trace-events.json" --json "$R/$m-profile-run.json" >/dev/null ||
+      echo "gpu-check: profile failed (exit $?)"
+  fi
+  if [[ ,$PARTS, == *,accuracy,* ]] && [ "$(left)" -gt 30 ]; then
+    stamp "accuracy and budget check: $SPECS"
+    timeout -k 5 "$(left)" $G accuracy --memplan "$M" --models "$MD" --device "$DEVICE" --specs "$SPECS" \
+      --steps "$STEPS" --jobs "$([[ $DEVICE == cpu ]] && echo 2 || echo 4)" --out "$R" || echo "gpu-check: accuracy stopped (exit $?)"
+  fi
+  if [[ ,$PARTS, == *,peers,* ]]; then
+    for spec in $(echo "$PEER_SPECS" | tr ',' ' '); do
+      [ "$(left)" -gt 30 ] || { echo "gpu-check: no time left for the peers of $spec"; continue; }
+      stamp "peers: $spec"
+      timeout -k 5 "$(left)" $G peers --memplan "$M" --models "$MD" --device "$DEVICE" --model "${spec%%:*}" \
+        --batch "${spec#*:}" --peers "$PEERS" --steps "$PEER_STEPS" --samples "$BUNDLE" --out "$R" || echo "gpu-check: peers of $spec stopped (exit $?)"
+    done
+  fi
+  # Data parallelism on NCCL where two GPUs are visible: two ranks per shard mode, each rank's
+  # measured allocated peak against the prediction (in the log and results.tgz).
+  if [[ ,$PARTS, == *,nccl,* ]] && [[ $DEVICE == cuda* ]] && [ "$(left)" -gt 60 ] &&
+     [ "$(echo "$memplan_version" | sed -n 's/.*(\([0-9]*\) device(s) visible).*/\1/p')" -ge 2 ] 2>/dev/null; then
+    m=${PROFILE_SPEC%%:*}
+    for shard in none gradients parameters; do
+      stamp "NCCL, 2 ranks, shard $shard"
+      timeout -k 5 "$(left)" "$M" plan "$MD/$m.onnx" --batch 8 --optimizer adam --budget 100GiB --strategy none \
+        --devices 2 --shard "$shard" --json "$R/nccl-$shard-plan.json" >/dev/null &&
+      timeout -k 5 "$(left)" "$M" run "$MD/$m.onnx" --plan "$R/nccl-$shard-plan.json" --steps 2 --device cuda \
+        --nproc 2 --random-weights --json "$R/nccl-$shard-run.json" | tail -4 || echo "gpu-check: NCCL shard $shard failed"
+    done
+  fi
+  stamp report
+  $G report --out "$R" >/dev/null || echo "gpu-check: the report failed"
+  stamp done
+
+  # At most 8 files: the summary, the log, everything else in one archive.
+  gzip -f "$R"/*-trace-events.json 2>/dev/null || true
+  [ -f "$R/summary.md" ] && cp "$R/summary.md" "$OUTDIR/"
+  tar czf "$OUTDIR/results.tgz" -C "$R" .
+  sleep 1; cp "$work/log.txt" "$OUTDIR/log.txt"
+  rm -rf "$work"
+  local n; n=$(find "$OUTDIR" -mindepth 1 | wc -l)
+  echo "gpu-check: $(ls "$OUTDIR" | paste -sd' ') in $OUTDIR ($(du -sh "$OUTDIR/results.tgz" | cut -f1) archive; summary.md has every table)"
+  [ "$n" -le $MAX_OUT_FILES ] || die "$n files in $OUTDIR, more than $MAX_OUT_FILES (give --out an empty folder)"
+  [ -f "$OUTDIR/summary.md" ] || die "no summary.md"
+}
+
+[ $DO_BUNDLE = 1 ] && bundle
+[ $DO_RUN = 1 ] && run_check
+exit 0
