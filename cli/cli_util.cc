@@ -2,13 +2,18 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
+#include "memplan/analyzer.h"
 #include "memplan/parse.h"
 
 namespace memplan::cli {
@@ -175,6 +180,82 @@ void CheckOutputPaths(const Args& a, std::initializer_list<const char*> options)
                          "' does not exist or is not writable");
     }
   }
+}
+
+void AddDeviceOptions(CLI::App& sub) {
+  AddValue(sub, "device", "cpu|cuda[:K]",
+           "the device to predict for (default cpu); cuda adds the CUDA libraries' workspaces and the caching "
+           "allocator's reserved memory");
+  AddValue(sub, "device-file", "DEV.json",
+           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate --device cuda --json)");
+}
+
+std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a) {
+  const std::string device = a.get("device", a.has("device-file") ? "cuda" : "cpu");
+  if (device == "cpu") {
+    if (a.has("device-file")) throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
+    return std::nullopt;
+  }
+  CudaDevice d = CudaDeviceFromEnvironment(device);  // names a bad --device
+  if (a.has("device-file")) {
+    const std::string path = a.get("device-file");
+    try {
+      d = CudaDeviceFromJson(ReadJsonInput(path, "device file"));
+    } catch (const MemplanError& e) {
+      const std::string what = e.what();
+      throw MemplanError(what.find(path) != std::string::npos ? "--device-file: " + what
+                                                              : "--device-file '" + PrintableText(path) + "': " + what);
+    }
+    d.device = device;
+  }
+  return d;
+}
+
+void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d) {
+  std::printf("device       %s%s, caching allocator %s; %s\n", d.device.c_str(),
+              d.name.empty() ? "" : (" (" + d.name + ")").c_str(), m.allocator_mode.c_str(), d.source.c_str());
+  std::printf("allocated    %s peak, with %s of cuBLAS/cuBLASLt workspaces (512-byte blocks)\n",
+              FormatBytes(m.allocated_peak_bytes).c_str(), FormatBytes(m.workspace_bytes).c_str());
+  std::printf("reserved     %s peak (the caching allocator's segments: what runs out)\n",
+              FormatBytes(m.reserved_peak_bytes).c_str());
+  std::printf("card         %s at the peak with %s of CUDA context and handles (%s)\n",
+              FormatBytes(m.card_peak_bytes()).c_str(), FormatBytes(m.context_bytes).c_str(),
+              m.context_measured ? "measured" : "estimate: the H200's, LibTorch 2.11");
+}
+
+struct ProgressTicker::State {
+  std::mutex mutex;
+  std::condition_variable stop;
+  bool done = false;
+  std::thread thread;
+};
+
+ProgressTicker::ProgressTicker(std::string what, double period_seconds) {
+  if (!isatty(STDERR_FILENO)) return;
+  state_ = std::make_unique<State>();
+  State* st = state_.get();
+  st->thread = std::thread([st, what = std::move(what), period_seconds] {
+    const auto start = std::chrono::steady_clock::now();
+    const auto period = std::chrono::duration<double>(period_seconds);
+    std::unique_lock<std::mutex> lock(st->mutex);
+    for (int tick = 1; !st->stop.wait_for(lock, period * tick - (std::chrono::steady_clock::now() - start),
+                                          [st] { return st->done; });
+         ++tick) {
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      std::fprintf(stderr, "%s, %.0f s\n", what.c_str(), elapsed);
+      std::fflush(stderr);
+    }
+  });
+}
+
+ProgressTicker::~ProgressTicker() {
+  if (!state_) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->done = true;
+  }
+  state_->stop.notify_all();
+  state_->thread.join();
 }
 
 }  // namespace memplan::cli

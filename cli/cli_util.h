@@ -5,10 +5,13 @@
 #include <CLI/CLI.hpp>
 #include <initializer_list>
 #include <map>
+#include <memory>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
+#include "memplan/cuda_device.h"
 #include "memplan/training_graph.h"
 
 namespace memplan::cli {
@@ -65,6 +68,16 @@ HostMemory HostMemoryLimit();
 // cannot be read or is not JSON.
 nlohmann::json ReadJsonInput(const std::string& path, const std::string& what);
 
+// --device cpu|cuda[:K] and --device-file DEV.json (analyze and plan: predict for that device).
+void AddDeviceOptions(CLI::App& sub);
+// The CUDA device to predict for: none for --device cpu (the default); the device file's when
+// given (a device file needs --device cuda or none), else the documented defaults with this
+// environment's PYTORCH_CUDA_ALLOC_CONF and CUBLAS_WORKSPACE_CONFIG. Throws MemplanError on a
+// bad device name or file.
+std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a);
+// The summary lines of a device prediction: allocated, reserved, workspaces, context, total.
+void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d);
+
 // memplan's cache folder: $XDG_CACHE_HOME/memplan, else $HOME/.cache/memplan; empty when
 // neither variable is set.
 std::string CacheDirectory();
@@ -76,5 +89,20 @@ Args ArgsOf(const CLI::App& sub);
 // folder is missing or read-only, or it names a folder. A long run must not end in "cannot
 // write".
 void CheckOutputPaths(const Args& a, std::initializer_list<const char*> options);
+
+// A line on stderr every `period_seconds` while it lives ("memplan plan: still planning, 10 s"),
+// only when stderr is a terminal: a solve of minutes (milp, a sweep) must not look like a hang,
+// and logs and tests must not fill with it.
+class ProgressTicker {
+ public:
+  ProgressTicker(std::string what, double period_seconds = 5);
+  ~ProgressTicker();
+  ProgressTicker(const ProgressTicker&) = delete;
+  ProgressTicker& operator=(const ProgressTicker&) = delete;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace memplan::cli

@@ -1,9 +1,11 @@
 #include <cstdio>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "memplan/analyzer.h"
+#include "memplan/cuda_device.h"
 
 namespace memplan::cli {
 
@@ -11,14 +13,27 @@ CLI::App* AddAnalyzeCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("analyze", "the memory of one training step: peak, breakdown, bottlenecks");
   AddModel(*sub);
   AddLoadOptions(*sub);
+  AddDeviceOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the analysis as JSON");
   return sub;
 }
 
 int RunAnalyze(const Args& a) {
-  Analysis an = Analyze(LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a)));
+  const std::optional<CudaDevice> cuda = CudaDeviceFromArgs(a);
+  TrainingGraph loaded = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
+  if (cuda) loaded.library_workspace_bytes = LibraryWorkspaceBytes(loaded, *cuda);
+  Analysis an = Analyze(std::move(loaded));
   const TrainingGraph& g = an.graph;
-  if (a.has("json")) WriteJsonFile(a.get("json"), AnalysisToJson(an));
+  std::optional<DeviceMemory> device_memory;
+  if (cuda) device_memory = PredictDeviceMemory(an.schedule, *cuda);
+  if (a.has("json")) {
+    nlohmann::json j = AnalysisToJson(an);
+    if (cuda) {
+      j.update(DeviceMemoryToJson(*device_memory, *cuda));
+      j["allocated_peak_bytes"] = device_memory->allocated_peak_bytes;
+    }
+    WriteJsonFile(a.get("json"), j);
+  }
 
   int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;
   std::printf("model        %s (opset %lld, %zu nodes, %zu tensors)\n", g.model_path.c_str(),
@@ -32,6 +47,7 @@ int RunAnalyze(const Args& a) {
   std::printf("flops        %.3g forward, %.3g backward per step\n", g.forward_flops(), g.backward_flops());
   std::printf("peak         %s at %s\n", FormatBytes(an.timeline.peak_bytes).c_str(),
               an.schedule.StepLabel(g, an.timeline.peak_step).c_str());
+  if (device_memory) PrintDeviceMemory(*device_memory, *cuda);
   std::printf("breakdown at the peak:\n");
   for (int c = 0; c < kNumMemoryCategories; ++c) {
     int64_t b = an.timeline.breakdown_at_peak[c];

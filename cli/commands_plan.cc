@@ -123,6 +123,12 @@ TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
     throw MemplanError(what.find(t.costs) != std::string::npos ? "--costs: " + what
                                                                : "--costs '" + PrintableText(t.costs) + "': " + what);
   }
+  if (!profile.structure_fingerprint.empty() && profile.structure_fingerprint != StructureFingerprint(g)) {
+    throw MemplanError("--costs '" + PrintableText(t.costs) + "' is a profile of another model (" +
+                       PrintableText(profile.model) + ", structure fingerprint " + profile.structure_fingerprint +
+                       ", not " + StructureFingerprint(g) + " of " + PrintableText(g.model_path) +
+                       "): profile this model with `memplan run " + PrintableText(g.model_path) + " --profile OUT.json`");
+  }
   Calibration c = CalibrateNodeSeconds(g, MeasuredTimesOf(profile, t.costs), t.rates);
   cost.node_seconds = c.node_seconds;
   t.notes = c.notes;
@@ -184,6 +190,18 @@ void PrintLayout(const Plan& p, const TrainingGraph& g) {
   std::printf("comm         %.3g s predicted per step (%s)\n", p.predicted_comm_seconds, link);
 }
 
+// `auto`: why it chose, one line per strategy tried.
+void PrintCandidates(const Plan& p) {
+  if (p.candidates.empty()) return;
+  std::printf("auto tried   (at the plan's batch of %lld)\n", static_cast<long long>(p.batch));
+  for (const PlanCandidate& c : p.candidates) {
+    std::printf("  %-11s peak %-12s %-13s recompute %.3g s%s\n", c.strategy.c_str(),
+                FormatBytes(c.predicted_peak_bytes).c_str(), c.feasible ? "fits" : "does not fit",
+                c.predicted_recompute_seconds,
+                c.margin_bytes > 0 ? (" (margin " + FormatBytes(c.margin_bytes) + ")").c_str() : "");
+  }
+}
+
 void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
               g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches * p.layout.devices),
@@ -212,25 +230,58 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n",
               Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
   std::printf("recompute    %.3g s predicted (%s)\n", p.predicted_recompute_seconds, time.Describe().c_str());
+  if (p.micro_batches > 1) {
+    std::printf("micro-batch  %.3g s predicted per step for running %lld micro-batches instead of one batch\n",
+                p.predicted_micro_batch_seconds, static_cast<long long>(p.micro_batches));
+  }
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
   if (p.layout.devices > 1) PrintLayout(p, g);
   if (!p.recomputed.empty() || p.strategy == "selective") PrintRecomputed(p, g);
   std::printf("solve time   %.3f s\n", p.solve_seconds);
   for (const std::string& n : p.notes) std::printf("note         %s\n", n.c_str());
+  PrintCandidates(p);
 }
 
 void PrintSweep(const SweepResult& s) {
   std::printf("\nbudget sweep (Pareto points, baseline %s):\n",
               FormatBytes(s.baseline_peak_bytes).c_str());
-  std::printf("  %-12s %-11s %-12s %9s %11s %6s %8s %9s\n", "budget", "strategy", "peak", "overhead",
-              "recompute s", "ckpts", "sections", "solve s");
+  std::printf("  %-12s %-11s %-12s %9s %11s %6s %8s %6s %9s\n", "budget", "strategy", "peak", "overhead",
+              "recompute s", "ckpts", "sections", "micro", "solve s");
   for (const SweepPoint& p : s.points) {
-    std::printf("  %-12s %-11s %-12s %9s %11.3g %6d %8d %9.3f\n", FormatBytes(p.budget_bytes).c_str(),
+    std::printf("  %-12s %-11s %-12s %9s %11.3g %6d %8d %6d %9.3f\n", FormatBytes(p.budget_bytes).c_str(),
                 p.strategy.c_str(), FormatBytes(p.peak_bytes).c_str(), Percent(p.overhead).c_str(),
-                p.recompute_seconds, p.num_checkpoints, p.num_sections, p.solve_seconds);
+                p.recompute_seconds, p.num_checkpoints, p.num_sections, p.micro_batches, p.solve_seconds);
   }
   std::printf("smallest feasible budget: %s (%s)\n", FormatBytes(s.min_budget_bytes).c_str(),
               s.min_budget_strategy.c_str());
+}
+
+// Exit 2's message: what the strategy asked for reaches at best, and for a named strategy
+// whether another fits.
+std::string InfeasibleMessage(const BudgetPlan& r, const std::string& strategy) {
+  const bool is_auto = strategy == "auto" || strategy.empty();
+  const Plan& s = r.smallest;
+  const std::string at = s.micro_batches > 1 ? " with " + std::to_string(s.micro_batches) + " micro-batches" : "";
+  const std::string least = FormatBytes(r.smallest_budget_bytes());
+  std::string m = "memplan plan: no " + (is_auto ? std::string() : strategy + " ") + "plan fits the budget of " +
+                  FormatBytes(r.budget_bytes) + "; ";
+  if (is_auto) {
+    m += "the smallest budget any strategy fits is " + least + " (strategy " + s.strategy + at + ")";
+  } else {
+    m += strategy + " fits " + least + " at best" + at;
+  }
+  m += ": use --budget " + least + " or more";
+  if (!r.alternative.schedule.steps.empty()) {
+    const Plan& alt = r.alternative;
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "%.3g s recompute", alt.predicted_overhead_seconds());
+    m += "; strategy " + alt.strategy + " fits this budget (peak " + FormatBytes(alt.predicted_peak_bytes) +
+         (alt.micro_batches > 1 ? ", " + std::to_string(alt.micro_batches) + " micro-batches" : std::string()) + ", " +
+         buf + "): use --strategy " + alt.strategy + " or auto";
+  } else {
+    m += ", a smaller --batch, or more devices";
+  }
+  return m;
 }
 
 }  // namespace
@@ -306,7 +357,12 @@ CLI::App* AddPlanCommand(CLI::App& app) {
   AddValue(*sub, "micro-batches", "K|auto", "split the batch into K micro-batches (default auto: only when no plan fits)");
   AddValue(*sub, "time-limit", "SECONDS", "the milp solver's time limit");
   AddValue(*sub, "device", "cpu|cuda[:K]",
-           "the device whose rates predict the recompute seconds (default cpu; measured once and cached)");
+           "the device to plan for (default cpu): its rates predict the recompute seconds (measured once and "
+           "cached); cuda adds the CUDA libraries' workspaces, and the budget bounds the reserved memory");
+  AddValue(*sub, "device-file", "DEV.json",
+           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate --device cuda --json)");
+  AddValue(*sub, "budget-of", "reserved|allocated",
+           "with --device cuda: the memory the budget bounds (default reserved: the caching allocator's segments)");
   AddValue(*sub, "devices", "N", "data parallelism: plan for N ranks, each on batch / N (the budget is per device)");
   AddValue(*sub, "shard", "none|optimizer|gradients|parameters|auto",
            "with --devices N > 1: what the ranks shard (ZeRO 1: optimizer, 2: gradients; default none; auto: the "
@@ -371,16 +427,31 @@ int RunPlan(const Args& a) {
       throw MemplanError(std::string("--link-bandwidth: ") + e.what() + " (a size per second: 10GB/s)");
     }
   }
-  TrainingGraph g = LoadTrainingGraph(a.positional[0], load_options);
+  request.cuda = CudaDeviceFromArgs(a);
+  const std::string budget_of = a.get("budget-of", "reserved");
+  if (budget_of != "reserved" && budget_of != "allocated") {
+    throw MemplanError("--budget-of must be reserved or allocated (got '" + PrintableText(budget_of) + "')");
+  }
+  if (a.has("budget-of") && !request.cuda) throw MemplanError("--budget-of is for --device cuda");
+  request.budget_reserved = budget_of == "reserved";
+  // On a CUDA device every graph carries the libraries' workspaces.
+  auto on_device = [&](TrainingGraph graph) {
+    if (request.cuda) graph.library_workspace_bytes = LibraryWorkspaceBytes(graph, *request.cuda);
+    return graph;
+  };
+  TrainingGraph g = on_device(LoadTrainingGraph(a.positional[0], load_options));
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
     if (batch == g.batch) return g;
-    LoadOptions o = load_options;
-    o.batch = batch;
-    return LoadTrainingGraph(a.positional[0], o);
+    return on_device(LoadTrainingGraph(a.positional[0], load_options.AtBatch(g, batch)));
   };
   CostModel cost;
   const TimeModel time = TimeModelFor(a, g, cost);
-  const BudgetPlan result = PlanForBudget(g, graph_at_batch, cost, request);
+  BudgetPlan result;
+  {
+    ProgressTicker ticker("memplan plan: still planning (--strategy " + options.strategy +
+                          (sweep ? ", --sweep" : "") + ")");
+    result = PlanForBudget(g, graph_at_batch, cost, request);
+  }
   Plan plan = result.plan;
   plan.notes.insert(plan.notes.end(), time.notes.begin(), time.notes.end());
 
@@ -390,28 +461,28 @@ int RunPlan(const Args& a) {
   const TrainingGraph& plan_graph = micro_graph ? *micro_graph : g;
   if (a.has("json")) {
     nlohmann::json j = PlanToJson(plan, plan_graph);
+    if (request.cuda) {
+      j.update(DeviceMemoryToJson(PredictDeviceMemory(plan.schedule, *request.cuda), *request.cuda));
+      j.erase("reserved_peak_bytes");  // a plan's is predicted_reserved_peak_bytes
+    }
     j["time_model"] = time.ToJson();
     if (sweep) j["sweep"] = SweepToJson(result.sweep);
-    if (!plan.feasible) {
+    if (result.smallest_searched) {
       j["smallest_budget_bytes"] = result.smallest_budget_bytes();
       j["smallest_budget_strategy"] = result.smallest.strategy;
+      j["smallest_budget_micro_batches"] = result.smallest.micro_batches;
     }
     WriteJsonFile(a.get("json"), j);
   }
   PrintPlan(plan, plan_graph, time);
+  if (request.cuda) {
+    PrintDeviceMemory(PredictDeviceMemory(plan.schedule, *request.cuda), *request.cuda);
+    std::printf("budget of    %s memory\n", plan.budget_of.c_str());
+  }
   if (sweep) PrintSweep(result.sweep);
   if (a.has("json")) std::printf("wrote        %s\n", a.get("json").c_str());
   if (!plan.feasible) {
-    const Plan& smallest = result.smallest;
-    std::fprintf(stderr,
-                 "memplan plan: no %splan fits the budget of %s; the smallest peak any strategy "
-                 "reaches is %s "
-                 "(strategy %s%s): use --budget %s or more, a smaller --batch, or more devices\n",
-                 options.strategy == "auto" ? "" : (options.strategy + " ").c_str(),
-                 FormatBytes(result.budget_bytes).c_str(),
-                 FormatBytes(result.smallest_budget_bytes()).c_str(), smallest.strategy.c_str(),
-                 smallest.micro_batches > 1 ? (", " + std::to_string(smallest.micro_batches) + " micro-batches").c_str() : "",
-                 FormatBytes(result.smallest_budget_bytes()).c_str());
+    std::fprintf(stderr, "%s\n", InfeasibleMessage(result, options.strategy).c_str());
     return kExitInfeasible;
   }
   return kExitOk;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "launch.h"
 #include "memplan/analyzer.h"
+#include "memplan/cuda_device.h"
 #include "memplan/executor.h"
 #include "memplan/run_report.h"
 #ifdef MEMPLAN_HAVE_PLANNER
@@ -80,13 +82,72 @@ void CheckFitsHostMemory(const Args& a, const TrainingGraph& g, const RunOptions
                      "(--memory-limit SIZE runs anyway, failing at SIZE)");
 }
 
+// A CUDA step whose predicted reserved peak exceeds the device's free memory would fail part-way
+// with an out-of-memory error: refused before training (--memory-limit runs anyway).
+void CheckFitsDevice(const Args& a, const RunOptions& opt, const DeviceMemory& m) {
+  if (a.has("memory-limit") || !ExecutorHasCuda()) return;
+  const size_t colon = opt.device.find(':');
+  const int index = colon == std::string::npos ? 0 : std::atoi(opt.device.c_str() + colon + 1);
+  CudaMemoryInfo info;
+  try {
+    info = QueryCudaMemory(index);
+  } catch (const MemplanError&) {
+    return;  // no device here: the run itself names that
+  }
+  if (m.reserved_peak_bytes <= info.free_bytes) return;
+  throw MemplanError("the predicted reserved peak of this step, " + FormatBytes(m.reserved_peak_bytes) + " (" +
+                     m.allocator_mode + " segments, " + FormatBytes(m.workspace_bytes) +
+                     " of library workspaces), is more than the " + FormatBytes(info.free_bytes) + " free on " +
+                     opt.device + " (of " + FormatBytes(info.total_bytes) +
+                     "); plan for it with `memplan plan --device " + opt.device + " --budget " +
+                     std::to_string(info.free_bytes >> 20) + "MiB`, or use a smaller --batch (--memory-limit SIZE "
+                     "runs anyway)");
+}
+
+#ifdef MEMPLAN_HAVE_PLANNER
+// A run that cannot keep the plan's promise says so before it starts: a plan written as not
+// fitting its budget, or options that change the step's memory from what was planned.
+void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p, const TrainingGraph& g) {
+  const std::string file = a.get("plan");
+  if (plan_json.contains("feasible") && plan_json["feasible"].is_boolean() && !plan_json["feasible"].get<bool>()) {
+    std::fprintf(stderr,
+                 "memplan run: warning: the plan '%s' does not fit its budget of %s (memplan plan said so: "
+                 "predicted %s); expect the run to exceed it\n",
+                 file.c_str(), FormatBytes(p.budget_bytes).c_str(), FormatBytes(p.predicted_peak_bytes).c_str());
+  }
+  auto planned = [&](const char* key) {
+    return plan_json.contains(key) && plan_json[key].is_string() ? plan_json[key].get<std::string>() : std::string();
+  };
+  std::string changed;
+  if (a.has("optimizer") && !planned("optimizer").empty() && planned("optimizer") != OptimizerName(g.optimizer)) {
+    changed += "--optimizer " + std::string(OptimizerName(g.optimizer)) + " (the plan's: " + planned("optimizer") + ")";
+  }
+  if (a.has("loss") && !planned("loss").empty() && planned("loss") != "model_output" &&
+      planned("loss") != LossKindName(g.loss_kind)) {
+    changed += (changed.empty() ? "" : ", ") + std::string("--loss ") + LossKindName(g.loss_kind) +
+               " (the plan's: " + planned("loss") + ")";
+  }
+  if (changed.empty()) return;
+  std::fprintf(stderr,
+               "memplan run: warning: %s changes the step's memory from what '%s' planned: predicted %s against "
+               "its budget of %s%s; re-plan with the same options\n",
+               changed.c_str(), file.c_str(), FormatBytes(p.predicted_peak_bytes).c_str(),
+               FormatBytes(p.budget_bytes).c_str(),
+               p.budget_bytes > 0 && p.predicted_peak_bytes + p.margin_bytes > p.budget_bytes ? ", which it EXCEEDS"
+                                                                                               : "");
+}
+#endif
+
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("run", "train for a few steps with LibTorch (following a plan) and measure the peak");
   AddModel(*sub);
   AddValue(*sub, "plan", "PLAN.json", "run this plan (from memplan plan --json); it sets batch, loss and optimizer unless given");
-  AddValue(*sub, "device", "cpu|cuda[:K]", "where to run (default cpu)");
+  AddValue(*sub, "device", "cpu|cuda[:K]",
+           "where to run (default cpu); on cuda memplan sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless "
+           "it is set");
+  AddValue(*sub, "device-file", "DEV.json", "with --device cuda: the device's measured figures for the prediction");
   AddValue(*sub, "steps", "N", "training steps (default 3)");
   AddValue(*sub, "seed", "S", "the random seed (default 0)");
   AddFlag(*sub, "random-weights", "deterministic random weights instead of the model's");
@@ -176,6 +237,17 @@ int RunRun(const Args& a) {
   TrainingGraph g = LoadTrainingGraph(model, lo);
   // Every op must be runnable before any work starts.
   CheckExecutorSupports(g);
+  // On CUDA the caching allocator runs as memplan's model of it assumes (expandable segments)
+  // unless the user chose its mode; set before anything touches the device. The prediction
+  // includes the cuBLAS/cuBLASLt workspaces.
+  std::optional<CudaDevice> cuda;
+  if (a.get("device", "cpu").rfind("cuda", 0) == 0) {
+    ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
+    cuda = CudaDeviceFromArgs(a);
+    g.library_workspace_bytes = LibraryWorkspaceBytes(g, *cuda);
+  } else if (a.has("device-file")) {
+    throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
+  }
 
   RunOptions opt;
   opt.steps = a.get_int("steps", 3, /*min=*/1, /*max=*/1000000);
@@ -207,6 +279,9 @@ int RunRun(const Args& a) {
   nlohmann::json plan_out = {{"strategy", "none"}, {"sections", nlohmann::json::array()},
                              {"checkpoints", nlohmann::json::array()}};
   std::string strategy = "none";
+  // What the plan promised: its budget, and its predicted recompute seconds.
+  int64_t plan_budget = 0;
+  double plan_recompute_seconds = -1;
 #ifdef MEMPLAN_HAVE_PLANNER
   if (a.has("plan")) {
     Plan p = PlanFromJson(plan_json, g);
@@ -217,6 +292,9 @@ int RunRun(const Args& a) {
     strategy = p.strategy;
     plan_out = PlanToJson(p, g);
     plan_out.erase("timeline");
+    plan_budget = p.budget_bytes;
+    plan_recompute_seconds = p.predicted_recompute_seconds;
+    WarnAboutPlan(a, plan_json, p, g);
   }
 #endif
   CheckSegments(g, opt.segments);
@@ -240,6 +318,11 @@ int RunRun(const Args& a) {
   }
   MemoryTimeline predicted = Simulate(schedule);
   CheckFitsHostMemory(a, g, opt, predicted.peak_bytes);
+  std::optional<DeviceMemory> device_memory;
+  if (cuda) {
+    device_memory = PredictDeviceMemory(schedule, *cuda);
+    CheckFitsDevice(a, opt, *device_memory);
+  }
 
   std::fprintf(out, "model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
               static_cast<long long>(g.batch * opt.micro_batches * ranks), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
@@ -259,6 +342,11 @@ int RunRun(const Args& a) {
 #endif
   std::fprintf(out, "predicted    %s peak%s at %s\n", FormatBytes(predicted.peak_bytes).c_str(), ranks > 1 ? " per rank" : "",
               schedule.StepLabel(g, predicted.peak_step).c_str());
+  if (device_memory) {
+    std::fprintf(out, "predicted    %s reserved (caching allocator %s), %s of it cuBLAS/cuBLASLt workspaces\n",
+                 FormatBytes(device_memory->reserved_peak_bytes).c_str(), device_memory->allocator_mode.c_str(),
+                 FormatBytes(device_memory->workspace_bytes).c_str());
+  }
   std::fflush(out);
   if (ranks == 1) opt.on_step = [&](const StepStats& s) {
     std::fprintf(out, "step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
@@ -298,6 +386,28 @@ int RunRun(const Args& a) {
   std::fprintf(out, "device       %s\n", r.device.c_str());
   std::fprintf(out, "measured     %s peak (last step)\n", FormatBytes(r.measured_peak_bytes).c_str());
   std::fprintf(out, "prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
+  if (device_memory && !r.steps.empty()) {
+    const int64_t reserved = r.steps.back().reserved_peak_bytes;
+    std::fprintf(out, "reserved     %s measured (last step), %s predicted (%s of measured)\n", FormatBytes(reserved).c_str(),
+                 FormatBytes(device_memory->reserved_peak_bytes).c_str(),
+                 reserved > 0 ? Pct(100.0 * static_cast<double>(device_memory->reserved_peak_bytes - reserved) /
+                                    static_cast<double>(reserved)).c_str()
+                              : "n/a");
+  }
+  if (plan_budget > 0) {
+    int64_t highest = r.measured_peak_bytes;
+    for (const RankStats& k : r.ranks) highest = std::max(highest, k.measured_peak_bytes);
+    std::fprintf(out, "budget       %s (the plan's): %s\n", FormatBytes(plan_budget).c_str(),
+                 highest <= plan_budget
+                     ? ("held, " + FormatBytes(plan_budget - highest) + " to spare").c_str()
+                     : ("EXCEEDED by " + FormatBytes(highest - plan_budget) + " (measured " + FormatBytes(highest) + ")").c_str());
+  }
+  if (plan_recompute_seconds >= 0 && !r.steps.empty() && (!opt.segments.empty() || !opt.recomputed.empty())) {
+    const double measured = r.steps.back().recompute_seconds;
+    std::fprintf(out, "recompute    %.3g s measured (last step), %.3g s predicted by the plan (%s)\n", measured,
+                 plan_recompute_seconds,
+                 measured > 0 ? Pct(100.0 * (plan_recompute_seconds - measured) / measured).c_str() : "n/a");
+  }
 
   if (r.profile) {
 #ifdef MEMPLAN_HAVE_PLANNER
@@ -313,6 +423,9 @@ int RunRun(const Args& a) {
 #endif
     std::fprintf(out, "%s", FormatProfileSummary(*r.profile).c_str());
     if (a.has("profile") && rank0) {
+#ifdef MEMPLAN_HAVE_PLANNER
+      r.profile->structure_fingerprint = StructureFingerprint(g);
+#endif
       WriteJsonFile(a.get("profile"), ProfileToJson(*r.profile));
       std::fprintf(out, "wrote        %s\n", a.get("profile").c_str());
     }
@@ -353,6 +466,11 @@ int RunRun(const Args& a) {
       report.reserved_peak_bytes->push_back(s.reserved_peak_bytes);
     }
     report.plan = plan_out;
+    if (device_memory) {
+      report.allocator_mode = device_memory->allocator_mode;
+      report.predicted_reserved_peak_bytes = device_memory->reserved_peak_bytes;
+      report.workspace_bytes = device_memory->workspace_bytes;
+    }
 #ifdef MEMPLAN_HAVE_PLANNER
     if (ranks > 1) {
       report.batch = g.batch * opt.micro_batches * ranks;

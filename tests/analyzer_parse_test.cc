@@ -106,11 +106,21 @@ TEST(ParseBudget, RejectsPercentagesOutsideZeroToAThousand) {
 }
 
 TEST(ParseBudget, ReadsSizesInEveryUnit) {
-  EXPECT_EQ(ParseBudget("--budget", "512").bytes, 512);
+  EXPECT_EQ(ParseBudget("--budget", "512B").bytes, 512);
   EXPECT_EQ(ParseBudget("--budget", "8GiB").bytes, int64_t{8} << 30);
   EXPECT_EQ(ParseBudget("--budget", "1.5MiB").bytes, 1572864);  // 1.5 x 1048576
   EXPECT_EQ(ParseBudget("--budget", "300 MB").bytes, 300000000);
   EXPECT_EQ(ParseBudget("--budget", "8GiB").percent, 0);
+}
+
+// "--budget 50" is a forgotten %, not 50 bytes: refused with both spellings suggested.
+TEST(ParseBudget, ABareNumberIsRefusedWithTheUnitsToChooseFrom) {
+  for (const char* text : {"50", "0.5", "1e9"}) {
+    const std::string m = ErrorOf([&] { ParseBudget("--budget", text); });
+    EXPECT_TRUE(Contains(m, "has no unit")) << m;
+    EXPECT_TRUE(Contains(m, std::string(text) + "%")) << m;
+    EXPECT_TRUE(Contains(m, std::string(text) + "MiB")) << m;
+  }
 }
 
 TEST(ParseBudget, PercentagesResolveAgainstTheBaseline) {

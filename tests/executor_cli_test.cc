@@ -151,6 +151,43 @@ TEST(RunCli, RejectsAPlanForAnotherModelOrBatch) {
   EXPECT_FALSE(Exists(out));
 }
 
+// A run says what its plan promised: the budget and whether the measurement held it, the
+// recompute time predicted beside the measured one; and it warns before training when the
+// plan said it does not fit, or when an option changes the memory that was planned.
+TEST(RunCli, SaysWhatThePlanPromised) {
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string plan = Tmp("promise_plan.json");
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code, 0);
+  Result r = Cli("run " + gpt + " --plan " + plan + " --steps 1 --random-weights");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("budget       10.00 GiB (the plan's): held"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("predicted by the plan"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("warning"), std::string::npos) << r.out;
+  // The plan was made for sgd; adam adds two state tensors per parameter.
+  r = Cli("run " + gpt + " --plan " + plan + " --optimizer adam --steps 1 --random-weights");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("warning: --optimizer adam (the plan's: sgd) changes the step's memory"), std::string::npos)
+      << r.out;
+  // A plan that says it does not fit.
+  nlohmann::json j = ReadJson(plan);
+  j["feasible"] = false;
+  std::ofstream(plan) << j.dump();
+  r = Cli("run " + gpt + " --plan " + plan + " --steps 1 --random-weights");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("does not fit its budget"), std::string::npos) << r.out;
+}
+
+// The batch a run asks for is named as the batch, not as the micro-batch it loads.
+TEST(RunCli, ABatchMismatchNamesTheRunsBatch) {
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string plan = Tmp("mismatch_plan.json");
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 8 --micro-batches 4 --budget 10GiB --json " + plan).code, 0);
+  Result r = Cli("run " + gpt + " --plan " + plan + " --batch 4 --steps 1 --random-weights");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("this run's batch is 4"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--batch 8"), std::string::npos) << r.out;
+}
+
 TEST(RunCli, RejectsUnknownCheckpoints) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string plan = Tmp("ckpt_plan.json"), bad = Tmp("ckpt_bad.json"), out = Tmp("ckpt.json");

@@ -8,8 +8,10 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
+#include "memplan/analyzer.h"
 #include "memplan/profiler.h"
 #include "testing/cli_runner.h"
 #include "testing/graph_builder.h"
@@ -63,10 +65,89 @@ TEST_F(PlannerCli, NothingFitsExitsTwoAndNamesTheSmallestBudget) {
   std::string json = dir_ + "/plan.json";
   CliResult r = Run(model_ + " --batch 8 --budget 1KiB --json " + json);
   EXPECT_EQ(r.code, 2) << r.err;
-  EXPECT_NE(r.err.find("smallest peak any strategy reaches"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("the smallest budget any strategy fits is"), std::string::npos) << r.err;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));  // complete, and says so
   EXPECT_FALSE(j["feasible"].get<bool>());
   EXPECT_GT(j["smallest_budget_bytes"].get<int64_t>(), 1024);
+  // The smallest budget is a promise: at it the plan fits, one byte below it does not.
+  const int64_t least = j["smallest_budget_bytes"].get<int64_t>();
+  EXPECT_NE(r.err.find("--budget " + FormatBytes(least)), std::string::npos) << r.err;
+  r = Run(model_ + " --batch 8 --budget " + std::to_string(least) + "B --json " + json);
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Run(model_ + " --batch 8 --budget " + std::to_string(least - 1) + "B");
+  EXPECT_EQ(r.code, 2) << r.out;
+}
+
+// --strategy none and a budget the plain step misses: the answer is `none` (exit 2), what none
+// reaches at best, and the strategy that does fit; never another strategy's plan.
+TEST_F(PlannerCli, ANamedStrategyIsHonouredAndTheOneThatFitsIsNamed) {
+  std::string json = dir_ + "/none.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy none --micro-batches 1 --json " + json);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.out.find("strategy     none\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("no none plan fits"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("none fits"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("fits this budget"), std::string::npos) << r.err;  // optimal does: 70% fits above
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["strategy"], "none");
+  EXPECT_EQ(j["smallest_budget_strategy"], "none");
+  // Manual checkpoints are kept even where they do not fit.
+  r = Run(model_ + " --batch 8 --budget 70% --checkpoints h11 --micro-batches 1 --json " + json);
+  EXPECT_EQ(r.code, 2) << r.err;
+  EXPECT_NE(r.out.find("strategy     manual\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("checkpoints  1   sections 2"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["checkpoints"], nlohmann::json::parse(R"(["h11"])"));
+}
+
+// `auto` says why it chose: a line per strategy tried, and the same in the JSON.
+TEST_F(PlannerCli, AutoListsItsCandidates) {
+  std::string json = dir_ + "/auto.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("auto tried"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  ASSERT_TRUE(j["candidates"].is_array());
+  std::set<std::string> tried;
+  bool chosen_fits = false;
+  for (const nlohmann::json& c : j["candidates"]) {
+    tried.insert(c["strategy"].get<std::string>());
+    if (c["strategy"] == j["strategy"] && c["feasible"].get<bool>()) chosen_fits = true;
+    EXPECT_NE(r.out.find(c["strategy"].get<std::string>() + " "), std::string::npos);
+  }
+  for (const char* s : {"none", "optimal", "sections", "sqrt", "bottleneck", "speed", "selective"})
+    EXPECT_TRUE(tried.count(s)) << s;
+  EXPECT_TRUE(chosen_fits);
+}
+
+// The sweep's smallest budget is the plan's: both answer the same options.
+TEST_F(PlannerCli, TheSweepAndTheExitMessageGiveOneSmallestBudget) {
+  std::string json = dir_ + "/sweep.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 1KiB --sweep --json " + json);
+  EXPECT_EQ(r.code, 2) << r.err;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["sweep"]["min_budget_bytes"], j["smallest_budget_bytes"]);
+  EXPECT_NE(r.out.find("smallest feasible budget: " + FormatBytes(j["smallest_budget_bytes"].get<int64_t>())),
+            std::string::npos) << r.out;
+}
+
+// Micro-batches of a model without batch norm carry no batch-norm note.
+TEST_F(PlannerCli, TheBatchNormNoteIsForModelsWithBatchNorm) {
+  CliResult r = Run(model_ + " --batch 8 --budget 1GiB --micro-batches 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("micro-batches of 2 with gradient accumulation"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("batch-norm"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("s predicted per step for running 4 micro-batches"), std::string::npos) << r.out;
+}
+
+// --dim binds the batch dim by its name: the summary and the plan say that batch.
+TEST_F(PlannerCli, ABatchBoundByNameIsTheBatch) {
+  std::string json = dir_ + "/dim.json";
+  CliResult r = Run(model_ + " --dim N=4 --budget 1GiB --micro-batches 2 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(", batch 4,"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["batch"], 4);
+  EXPECT_EQ(j["micro_batch"], 2);
 }
 
 TEST_F(PlannerCli, ManualCheckpoints) {
@@ -84,6 +165,7 @@ TEST_F(PlannerCli, BadInputIsExitOneWithoutAFile) {
   for (const Case& c : std::vector<Case>{
            {model_ + " --budget 1GiB --checkpoints h4,nope", "nope"},
            {model_ + " --budget lots", "lots"},
+           {model_ + " --budget 50", "has no unit"},
            {model_ + " --budget 1GiB --strategy fastest", "fastest"},
            {model_, "--budget"},
            {dir_ + "/missing.onnx --budget 1GiB", "missing.onnx"},
@@ -166,6 +248,18 @@ TEST_F(PlannerCli, CostsMeasuredAtAnotherBatchScaleLinearly) {
   EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(), (2e-3 - o) * static_cast<double>(RecomputedNodes(j)), 1e-12);
 }
 
+// A profile carries its model's structure fingerprint; one of another model is refused even
+// when every node name it has is also this model's.
+TEST_F(PlannerCli, CostsWithAnotherModelsFingerprintAreRefused) {
+  const std::string path = WriteChainProfile(dir_ + "/chain.profile.json", 8, 1, 0, ChainNodes());
+  nlohmann::json p = nlohmann::json::parse(ReadFile(path));
+  p["structure_fingerprint"] = "0123456789abcdef";
+  std::ofstream(path) << p.dump();
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --costs " + path);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("profile of another model"), std::string::npos) << r.err;
+}
+
 TEST_F(PlannerCli, CostsOfAnotherModelAreAnErrorNamingTheFile) {
   const std::string other =
       WriteChainProfile(dir_ + "/resnet.profile.json", 8, 1, 0, {{"Conv_0", "Conv"}, {"Relu_1", "Relu"}});
@@ -239,7 +333,9 @@ TEST_F(PlannerCli, SweepPrintsAParetoTableAndPutsItInTheJson) {
   const nlohmann::json& points = j["sweep"]["points"];
   ASSERT_GE(points.size(), 2u);
   EXPECT_EQ(points.front()["budget_bytes"], j["sweep"]["baseline_peak_bytes"]);
-  EXPECT_EQ(points.back()["peak_bytes"], j["sweep"]["min_budget_bytes"]);
+  // The sweep ends at the smallest budget, the one the plan reports.
+  EXPECT_LE(points.back()["peak_bytes"], j["sweep"]["min_budget_bytes"]);
+  EXPECT_EQ(j["sweep"]["min_budget_bytes"], j["smallest_budget_bytes"]);
   EXPECT_TRUE(j["feasible"].get<bool>());  // without --budget: the plan at the smallest budget
 }
 

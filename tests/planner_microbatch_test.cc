@@ -139,7 +139,52 @@ TEST(PlanForBudget, AFittingBudgetNeedsNoSplit) {
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 1);
   EXPECT_EQ(r.plan.predicted_peak_bytes, 131232);
-  EXPECT_TRUE(r.smallest.schedule.steps.empty());  // only set when nothing fits
+  // The smallest budget is searched whether or not the plan fits: 4 micro-batches of 1.
+  EXPECT_TRUE(r.smallest_searched);
+  EXPECT_EQ(r.smallest.micro_batches, 4);
+  EXPECT_EQ(r.smallest_budget_bytes(), 130032);
+}
+
+// --strategy none at a budget only micro-batches meet: the plan is still `none`, split in two
+// (130432 B, above), never another strategy's plan.
+TEST(PlanForBudget, ANamedStrategyIsKeptWhenTheBatchIsSplit) {
+  BudgetPlanOptions o;
+  o.budget = ParseBudget("--budget", "131000B");
+  o.plan.strategy = "none";
+  BudgetPlan r = PlanForBudget(Chain()(4), Chain(), {}, o);
+  EXPECT_TRUE(r.plan.feasible);
+  EXPECT_EQ(r.plan.strategy, "none");
+  EXPECT_EQ(r.plan.micro_batches, 2);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 130432);
+  EXPECT_EQ(r.smallest.strategy, "none");
+}
+
+// Nothing fits (50%: 65616 B, below the parameters and gradients): the plan and the smallest
+// budget are still the named strategy's own, and no other strategy fits either.
+TEST(PlanForBudget, ANamedStrategyThatCannotFitKeepsItsName) {
+  BudgetPlanOptions o;
+  o.budget = ParseBudget("--budget", "50%");
+  o.plan.strategy = "sqrt";
+  BudgetPlan r = PlanForBudget(Chain()(4), Chain(), {}, o);
+  EXPECT_FALSE(r.plan.feasible);
+  EXPECT_EQ(r.plan.strategy, "sqrt");
+  EXPECT_EQ(r.smallest.strategy, "sqrt");
+  EXPECT_TRUE(r.alternative.schedule.steps.empty());
+}
+
+// Micro-batching's time: Chain() at batch 4 in 2 micro-batches of 2 runs each op twice; the
+// roofline charges a fixed cost per op run, so the split costs at least 3 (forward and twice
+// that backward) x 4 ops (two MatMuls, Relu, the loss) x that cost per step.
+TEST(MicroBatching, ASplitIsPricedAtLeastAtTheOpsFixedCosts) {
+  PlanOptions o;
+  o.strategy = "none";
+  MachineRates rates = DefaultMachineRates("cpu");
+  CostModel cost;
+  cost.node_seconds = RooflineNodeSeconds(rates);
+  Plan one = PlanMicroBatched(Chain(), 4, cost, o, 1);
+  Plan two = PlanMicroBatched(Chain(), 4, cost, o, 2);
+  EXPECT_EQ(one.predicted_micro_batch_seconds, 0);
+  EXPECT_GE(two.predicted_micro_batch_seconds, 3 * 4 * rates.op_overhead_seconds * 0.999);
 }
 
 TEST(PlanForBudget, SplitsTheBatchWhenCheckpointingCannotFit) {
@@ -182,12 +227,24 @@ TEST(PlanForBudget, NothingFitsGivesTheSmallestPeakOverMicroBatches) {
   EXPECT_EQ(r.smallest_budget_bytes(), 130032);
 }
 
+// The sweep answers as the plan does, micro-batches allowed: checkpointing cannot go below the
+// plain step's 131232 B, 4 micro-batches of 1 reach 130032 B (2 of 2: 130432 B, above).
 TEST(PlanForBudget, SweepWithoutABudgetPlansTheSmallestFeasibleBudget) {
   BudgetPlan r = PlanChainForBudget("", 0, /*sweep=*/true);
   EXPECT_EQ(r.sweep.baseline_peak_bytes, 131232);
-  EXPECT_EQ(r.sweep.min_budget_bytes, 131232);  // checkpointing cannot go lower
-  EXPECT_EQ(r.budget_bytes, 131232);
+  EXPECT_EQ(r.sweep.min_budget_bytes, 130032);
+  EXPECT_EQ(r.budget_bytes, 130032);
   EXPECT_TRUE(r.plan.feasible);
+  EXPECT_EQ(r.plan.micro_batches, 4);
+  ASSERT_FALSE(r.sweep.points.empty());
+  EXPECT_EQ(r.sweep.points.front().micro_batches, 1);
+  EXPECT_EQ(r.sweep.points.back().micro_batches, 4);
+}
+
+// With the batch kept whole, the sweep stops where checkpointing does.
+TEST(PlanForBudget, SweepOfTheWholeBatchStopsAtItsSmallestPeak) {
+  BudgetPlan r = PlanChainForBudget("", 1, /*sweep=*/true);
+  EXPECT_EQ(r.sweep.min_budget_bytes, 131232);
   EXPECT_EQ(r.plan.micro_batches, 1);
 }
 

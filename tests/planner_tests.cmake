@@ -10,12 +10,13 @@ add_executable(planner_tests
   planner_selective_test.cc    # selective recompute: hand-computed peaks and plans, brute force, JSON, corpus
   planner_selective_exact_test.cc  # the exact selective reference: its relaxation and brute force
   planner_parallel_test.cc     # data parallelism: buckets, per-rank memory per shard mode, JSON, corpus
+  planner_agreement_test.cc    # one smallest budget everywhere, auto >= every strategy, names kept (corpus)
 )
 # memplan_profiler: the CLI tests write profiles for `plan --costs`.
 target_link_libraries(planner_tests PRIVATE memplan_planner memplan_profiler memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
 # White-box tests of the DP tables read the planner's private headers.
 target_include_directories(planner_tests PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
 add_dependencies(planner_tests memplan)
-gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
-gtest_discover_tests(planner_tests TEST_FILTER "*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*" DISCOVERY_TIMEOUT 60
+gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
+gtest_discover_tests(planner_tests TEST_FILTER "*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*" DISCOVERY_TIMEOUT 60
                      PROPERTIES TIMEOUT 1800 FIXTURES_REQUIRED corpus)

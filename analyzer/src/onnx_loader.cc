@@ -274,9 +274,13 @@ namespace {
 
 // Replaces symbolic dims of graph inputs with bound values. The first symbolic dim of each
 // input is the batch unless the user bound its name with --dim.
-void BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers,
-              const LoadOptions& opt, const std::string& file, std::map<std::string, int64_t>& bound) {
+// Returns the value of the batch: the first input's first symbolic dim, which --dim NAME=VALUE
+// may have bound instead of --batch (opt.batch when no input has a symbolic dim).
+int64_t BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers,
+                 const LoadOptions& opt, const std::string& file, std::map<std::string, int64_t>& bound,
+                 std::string& batch_dim) {
   for (const auto& [name, value] : opt.dims) bound[name] = value;
+  int64_t batch = -1;
   for (auto& input : *graph.mutable_input()) {
     if (initializers.count(input.name())) continue;
     if (!input.type().has_tensor_type()) {
@@ -305,6 +309,10 @@ void BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers
                            "' is symbolic" + (param.empty() ? "" : " ('" + param + "')") +
                            ": bind it with --dim " + (param.empty() ? "NAME" : param) + "=VALUE");
       }
+      if (first_symbolic && batch < 0) {
+        batch = value;
+        batch_dim = param;
+      }
       first_symbolic = false;
       dim->clear_dim_param();
       dim->set_dim_value(value);
@@ -323,6 +331,7 @@ void BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers
   };
   for (auto& o : *graph.mutable_output()) rebind(o);
   for (auto& v : *graph.mutable_value_info()) rebind(v);
+  return batch < 0 ? opt.batch : batch;
 }
 
 // --dim names a symbolic dimension of the model's inputs; a misspelt name would otherwise be
@@ -484,7 +493,7 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
                       "--random-weights");
   }
 
-  BindDims(graph, initializer_names, opt, file, g.dims);
+  g.batch = BindDims(graph, initializer_names, opt, file, g.dims, g.batch_dim);
 
   // Tensors: every named value.
   std::unordered_map<std::string, TensorId> ids;

@@ -143,6 +143,11 @@ Budget ParseBudget(const std::string& what, const std::string& text) {
     }
     return b;
   }
+  // A bare number is a forgotten % far more often than a budget of a few hundred bytes.
+  if (IsDecimal(text, /*sign=*/true, /*exponent=*/true)) {
+    throw MemplanError(what + " " + Shown(text) + " has no unit: write " + text + "% for a percentage of the " +
+                       "baseline peak, or a size such as " + text + "MiB, " + text + "GiB or " + text + "B");
+  }
   try {
     b.bytes = ParseBytes(text);
   } catch (const MemplanError& e) {

@@ -25,7 +25,7 @@ const char* PhaseName(Phase p) {
 bool IsPersistentCategory(MemoryCategory c) {
   return c == MemoryCategory::kParameter || c == MemoryCategory::kGradient ||
          c == MemoryCategory::kOptimizerState || c == MemoryCategory::kInput ||
-         c == MemoryCategory::kConstant;
+         c == MemoryCategory::kConstant || c == MemoryCategory::kWorkspace;
 }
 
 const char* MemoryCategoryName(MemoryCategory c) {
@@ -39,6 +39,7 @@ const char* MemoryCategoryName(MemoryCategory c) {
     case MemoryCategory::kSavedExtra: return "saved_extras";
     case MemoryCategory::kActivationGradient: return "activation_gradients";
     case MemoryCategory::kTemporary: return "temporaries";
+    case MemoryCategory::kWorkspace: return "library_workspace";
     case MemoryCategory::kCount: break;
   }
   return "?";
@@ -68,6 +69,10 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
                                                                   : MemoryCategory::kConstant;
     p.storage[t.id] = s.AddBuffer({t.name, t.bytes, c, t.id});
     p.setup.allocs.push_back(p.storage[t.id]);
+  }
+  if (g.library_workspace_bytes > 0) {
+    p.setup.allocs.push_back(s.AddBuffer(
+        {"cuBLAS and cuBLASLt workspaces", g.library_workspace_bytes, MemoryCategory::kWorkspace, kNone}));
   }
   int mult = OptimizerStateMultiplier(g.optimizer);
   for (TensorId pid : g.parameters) {

@@ -44,6 +44,13 @@ int64_t TrainingGraph::param_bytes() const {
   for (TensorId p : parameters) b += tensors[p].bytes;
   return b;
 }
+LoadOptions LoadOptions::AtBatch(const TrainingGraph& g, int64_t new_batch) const {
+  LoadOptions o = *this;
+  o.batch = new_batch;
+  if (!g.batch_dim.empty()) o.dims.erase(g.batch_dim);
+  return o;
+}
+
 int64_t TrainingGraph::input_bytes() const {
   int64_t b = 0;
   for (TensorId i : inputs) b += tensors[i].bytes;

@@ -68,4 +68,13 @@ std::string ExecutorBackendDescription() {
 
 bool ExecutorHasCuda() { return !exec::CudaBuildVersion().empty(); }
 
+CudaMemoryInfo QueryCudaMemory(int index) {
+  CudaMemoryInfo m;
+  std::string error;
+  if (!exec::QueryCudaMemory(index, &m.free_bytes, &m.total_bytes, &error)) {
+    throw MemplanError("cannot read the memory of cuda:" + std::to_string(index) + ": " + error);
+  }
+  return m;
+}
+
 }  // namespace memplan

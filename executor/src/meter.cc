@@ -186,6 +186,28 @@ int CudaDeviceCount() {
 #endif
 }
 
+bool QueryCudaMemory(int index, int64_t* free_bytes, int64_t* total_bytes, std::string* error) {
+#ifdef MEMPLAN_TORCH_CUDA
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess) previous = index;
+  size_t free = 0, total = 0;
+  cudaError_t e = cudaSetDevice(index);
+  if (e == cudaSuccess) e = cudaMemGetInfo(&free, &total);
+  cudaSetDevice(previous);
+  if (e != cudaSuccess) {
+    *error = cudaGetErrorString(e);
+    cudaGetLastError();  // clears the sticky error of a failed query
+    return false;
+  }
+  *free_bytes = static_cast<int64_t>(free);
+  *total_bytes = static_cast<int64_t>(total);
+  return true;
+#else
+  *error = "this LibTorch has no CUDA support";
+  return false;
+#endif
+}
+
 void Synchronize(const c10::Device& device) {
 #ifdef MEMPLAN_TORCH_CUDA
   if (device.is_cuda()) c10::cuda::device_synchronize();

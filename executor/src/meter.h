@@ -39,6 +39,8 @@ class MemoryMeter {
 bool IsOutOfMemory(const std::string& what);
 // The CUDA runtime version this memplan was compiled against ("13.0"); empty in a CPU-only build.
 std::string CudaBuildVersion();
+// cudaMemGetInfo on device `index`; false with the reason in `error`.
+bool QueryCudaMemory(int index, int64_t* free_bytes, int64_t* total_bytes, std::string* error);
 int CudaDeviceCount();  // devices visible now; 0 without CUDA, a driver or a GPU
 void Synchronize(const c10::Device& device);  // waits for the device's queued work
 

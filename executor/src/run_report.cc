@@ -123,6 +123,9 @@ json RunReportToJson(const RunReport& r) {
   WriteOptional(j, "persistent_bytes", r.persistent_bytes, Same);
   WriteOptional(j, "peak_bytes", r.peak_bytes, Same);
   WriteOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, Same);
+  WriteOptional(j, "allocator_mode", r.allocator_mode, Same);
+  WriteOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Same);
+  WriteOptional(j, "workspace_bytes", r.workspace_bytes, Same);
   auto all = [](auto write) {
     return [write](const auto& v) {
       json out = json::array();
@@ -168,6 +171,9 @@ RunReport RunReportFromJson(const json& j) {
   ReadOptional(j, "persistent_bytes", r.persistent_bytes, Count);
   ReadOptional(j, "peak_bytes", r.peak_bytes, ArrayOf(Count));
   ReadOptional(j, "reserved_peak_bytes", r.reserved_peak_bytes, ArrayOf(Count));
+  ReadOptional(j, "allocator_mode", r.allocator_mode, String);
+  ReadOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Count);
+  ReadOptional(j, "workspace_bytes", r.workspace_bytes, Count);
   ReadOptional(j, "predicted_timeline", r.predicted_timeline, ArrayOf(TimelinePoint));
   ReadOptional(j, "measured_trace", r.measured_trace, ArrayOf(TraceEvent));
   ReadOptional(j, "devices", r.devices, [](const json& v, const std::string& f) {

@@ -71,9 +71,9 @@ inline QString RecomputedText(int times) {
 inline constexpr MemoryCategory kStackOrder[] = {
     MemoryCategory::kParameter,      MemoryCategory::kGradient,
     MemoryCategory::kOptimizerState, MemoryCategory::kInput,
-    MemoryCategory::kConstant,       MemoryCategory::kActivation,
-    MemoryCategory::kSavedExtra,     MemoryCategory::kActivationGradient,
-    MemoryCategory::kTemporary,
+    MemoryCategory::kConstant,       MemoryCategory::kWorkspace,
+    MemoryCategory::kActivation,     MemoryCategory::kSavedExtra,
+    MemoryCategory::kActivationGradient, MemoryCategory::kTemporary,
 };
 
 inline QColor CategoryColor(MemoryCategory c) {
@@ -96,6 +96,8 @@ inline QColor CategoryColor(MemoryCategory c) {
       return QColor(0xe1, 0x57, 0x59);
     case MemoryCategory::kTemporary:
       return QColor(0x9c, 0x75, 0x5f);
+    case MemoryCategory::kWorkspace:
+      return QColor(0x79, 0x70, 0x6e);
     case MemoryCategory::kCount:
       break;
   }

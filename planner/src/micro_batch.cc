@@ -117,37 +117,92 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   p.recompute_flops *= static_cast<double>(micro_batches);
   p.forward_flops *= static_cast<double>(micro_batches);
   p.predicted_recompute_seconds *= static_cast<double>(micro_batches);
-  p.notes.push_back("the batch of " + std::to_string(micro.batch * micro_batches) + " runs as " +
-                    std::to_string(micro_batches) + " micro-batches of " + std::to_string(micro.batch) +
-                    " with gradient accumulation (batch-norm statistics are per micro-batch)");
+  std::string note = "the batch of " + std::to_string(micro.batch * micro_batches) + " runs as " +
+                     std::to_string(micro_batches) + " micro-batches of " + std::to_string(micro.batch) +
+                     " with gradient accumulation";
+  if (UsesBatchStatistics(micro)) {
+    note += " (batch-norm statistics are per micro-batch";
+    if (micro.batch < kFewestSamplesForBatchStatistics) {
+      note += "; WARNING: " + std::to_string(micro.batch) + " sample" + (micro.batch == 1 ? "" : "s") +
+              " per micro-batch is below " + std::to_string(kFewestSamplesForBatchStatistics) +
+              ", where batch-norm statistics become noisy and training may diverge";
+    }
+    note += ")";
+  }
+  p.notes.push_back(note);
 }
 
-Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
-                      const PlanOptions& options, int64_t micro_batches) {
+bool UsesBatchStatistics(const TrainingGraph& g) {
+  // Training-mode batch normalisation is the op whose result depends on the other samples of the
+  // batch (inference-mode exports, such as the dynamo exporter's, fold it into the convolution).
+  return std::any_of(g.nodes.begin(), g.nodes.end(),
+                     [](const Node& n) { return n.op_type == "BatchNormalization" && BatchNormIsTraining(n); });
+}
+
+namespace {
+
+// Forward + backward seconds of one step of `g` under the cost model, the backward priced at
+// twice the forward (its two products per contraction, as the FLOP rules count them).
+double StepSeconds(const TrainingGraph& g, const CostModel& cost) {
+  double sum = 0;
+  for (double s : PredictNodeSeconds(g, cost)) sum += s;
+  return 3 * sum;
+}
+
+// PlanMicroBatched, or with `smallest` the plan that fits the smallest budget at each k tried.
+Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost, const PlanOptions& options,
+                  int64_t micro_batches, bool smallest) {
   auto start = std::chrono::steady_clock::now();
   if (batch <= 0) throw MemplanError("batch must be positive");
   if (micro_batches > 0 && batch % micro_batches != 0) {
     throw MemplanError("--micro-batches " + std::to_string(micro_batches) + " does not divide the batch of " +
                        std::to_string(batch) + ": use a divisor of the batch");
   }
+  const bool is_auto = options.strategy == "auto" || options.strategy.empty();
   int64_t baseline = 0;
+  double whole_step_seconds = -1;
   auto plan_at = [&](int64_t k) {
     TrainingGraph micro = graph_at_batch(batch / k);
-    if (baseline == 0) {
-      baseline = k == 1 ? Simulate(BuildTrainingSchedule(micro), options.simulator).peak_bytes
-                        : Simulate(BuildTrainingSchedule(graph_at_batch(batch)), options.simulator).peak_bytes;
+    if (baseline == 0 || (k > 1 && whole_step_seconds < 0)) {
+      const TrainingGraph whole = k == 1 ? micro : graph_at_batch(batch);
+      if (baseline == 0) baseline = Simulate(BuildTrainingSchedule(whole), options.simulator).peak_bytes;
+      if (k > 1) whole_step_seconds = StepSeconds(whole, cost);
     }
-    Plan p = MakePlan(micro, cost, options);
-    // Without a feasible plan at this k, the smallest peak tells whether a larger k helps.
-    if (!p.feasible && options.budget_bytes > 0) p = SmallestPeakPlan(micro, cost, options);
+    // The other micro-batches' inputs stay resident through the step (ApplyMicroBatches): the
+    // micro-batch's plan gets the budget they leave.
+    PlanOptions o = options;
+    int64_t rest = 0;
+    if (options.budget_bytes > 0 && k > 1 && !__builtin_mul_overflow(k - 1, micro.input_bytes(), &rest)) {
+      o.budget_bytes = std::max<int64_t>(1, options.budget_bytes - rest);
+    }
+    Plan p;
+    if (smallest) {
+      p = SmallestPeakPlan(micro, cost, o);
+    } else {
+      p = MakePlan(micro, cost, o);
+      // `auto` without a fitting plan at this k: the smallest peak tells whether a larger k
+      // helps. A named strategy keeps its own answer: it is never replaced by another's.
+      if (!p.feasible && options.budget_bytes > 0 && is_auto) p = SmallestPeakPlan(micro, cost, o);
+    }
     p.budget_bytes = options.budget_bytes;
     ApplyMicroBatches(p, micro, k, options.simulator);
     p.baseline_peak_bytes = baseline;
+    if (k > 1) p.predicted_micro_batch_seconds = std::max(0.0, k * StepSeconds(micro, cost) - whole_step_seconds);
     return p;
   };
   Plan best;
   if (micro_batches > 0) {
     best = plan_at(micro_batches);
+  } else if (smallest) {
+    // A smaller micro-batch never needs more memory: the largest k reaches the least, unless
+    // splitting changes nothing (then k = 1, which costs nothing).
+    const std::vector<int64_t> ks = Divisors(batch);
+    best = plan_at(ks.front());
+    if (ks.size() > 1) {
+      Plan last = plan_at(ks.back());
+      if (last.predicted_peak_bytes + last.margin_bytes < best.predicted_peak_bytes + best.margin_bytes)
+        best = std::move(last);
+    }
   } else {
     // A smaller micro-batch never needs more memory, so feasibility is monotone in k: try
     // k = 1, then the largest k, then bisect the divisors between them for the smallest k
@@ -176,6 +231,18 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
   }
   best.solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return best;
+}
+
+}  // namespace
+
+Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
+                      const PlanOptions& options, int64_t micro_batches) {
+  return MicroBatched(graph_at_batch, batch, cost, options, micro_batches, /*smallest=*/false);
+}
+
+Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
+                              const PlanOptions& options, int64_t micro_batches) {
+  return MicroBatched(graph_at_batch, batch, cost, options, micro_batches, /*smallest=*/true);
 }
 
 }  // namespace memplan

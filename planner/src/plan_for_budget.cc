@@ -1,6 +1,7 @@
 // PlanForBudget: the budget, the strategy, the micro-batch fallback and the data-parallel
 // layout in one call.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -10,21 +11,31 @@ namespace memplan {
 namespace {
 
 // Steps 3 and 4 of the one-device plan: the strategy at the batch of `g`, or at k micro-batches,
-// falling back to the fewest micro-batches that fit. `smallest` gets the micro-batched search's
-// answer when nothing fits.
+// falling back to the fewest micro-batches that fit.
 Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
-               int64_t k, Plan* smallest) {
+               int64_t k) {
   Plan plan = k > 1 ? PlanMicroBatched(at_batch, g.batch, cost, o, k) : MakePlan(g, cost, o);
   if (!plan.feasible && k == 0 && g.batch > 1) {
     Plan split = PlanMicroBatched(at_batch, g.batch, cost, o, 0);
     if (split.feasible) plan = std::move(split);
-    else if (smallest) *smallest = std::move(split);
   }
   return plan;
 }
 
-// Step time as `auto` prices layouts: recompute plus communication.
-double StepSeconds(const Plan& p) { return p.predicted_recompute_seconds + p.predicted_comm_seconds; }
+// Step time as `auto` prices layouts: recompute, micro-batching and communication.
+double StepSeconds(const Plan& p) { return p.predicted_overhead_seconds(); }
+
+int64_t BudgetNeeded(const Plan& p) { return p.budget_needed_bytes(); }
+
+// A plan for a CUDA device: its reserved peak, and its fit in the quantity the budget bounds.
+void OnDevice(Plan& p, const BudgetPlanOptions& options) {
+  if (!options.cuda || p.schedule.steps.empty()) return;
+  p.predicted_reserved_peak_bytes = PredictDeviceMemory(p.schedule, *options.cuda).reserved_peak_bytes;
+  p.budget_of = options.budget_reserved && options.layout.devices == 1 ? "reserved" : "allocated";
+  p.feasible = p.budget_bytes <= 0 || BudgetNeeded(p) <= p.budget_bytes;
+}
+
+bool IsAuto(const std::string& strategy) { return strategy == "auto" || strategy.empty(); }
 
 // One shard mode on N ranks: the one-device planners see the rank's graph, whose persistent
 // bytes differ from the rank's; they plan against the budget moved by that difference, and the
@@ -46,12 +57,12 @@ Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const Cos
   // Shard parameters gathers in forward and recompute passes, which selective recompute has not.
   if (layout.shard == ShardMode::kParameters) moved.auto_selective_max_nodes = 0;
   if (o.budget_bytes > 0) moved.budget_bytes = std::max<int64_t>(1, o.budget_bytes + saved);
-  Plan best = rewrite(PlanBatch(rank, at_batch, cost, moved, k, nullptr));
+  Plan best = rewrite(PlanBatch(rank, at_batch, cost, moved, k));
   for (int attempt = 0; attempt < 3 && !best.feasible && o.budget_bytes > 0; ++attempt) {
     const int64_t over = best.predicted_peak_bytes + best.margin_bytes - o.budget_bytes;
     if (moved.budget_bytes - over < 1) break;
     moved.budget_bytes -= over;
-    Plan p = rewrite(PlanBatch(rank, at_batch, cost, moved, k, nullptr));
+    Plan p = rewrite(PlanBatch(rank, at_batch, cost, moved, k));
     if (p.feasible || p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
   }
   return best;
@@ -64,11 +75,23 @@ Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const
   PlanOptions none_fits = o;
   none_fits.budget_bytes = 1;
   if (layout.shard == ShardMode::kParameters) none_fits.auto_selective_max_nodes = 0;
-  Plan p = PlanMicroBatched(at_batch, rank.batch, cost, none_fits, k);
+  Plan p = SmallestPeakMicroBatched(at_batch, rank.batch, cost, none_fits, k);
   p.budget_bytes = o.budget_bytes;
   ApplyDataParallel(p, p.batch == rank.batch ? rank : at_batch(p.batch), layout, o.simulator);
   p.baseline_peak_bytes = baseline;
   return p;
+}
+
+// The answers agree: the plan printed never needs less than "the smallest budget", and a sweep
+// reports the same smallest budget as the plan.
+void Settle(BudgetPlan& out, const BudgetPlanOptions& options) {
+  if (out.smallest.schedule.steps.empty() || BudgetNeeded(out.plan) < out.smallest_budget_bytes()) {
+    out.smallest = out.plan;
+  }
+  if (options.sweep) {
+    out.sweep.min_budget_bytes = out.smallest_budget_bytes();
+    out.sweep.min_budget_strategy = out.smallest.strategy;
+  }
 }
 
 }  // namespace
@@ -98,21 +121,72 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   int64_t baseline = 0;
   if (options.budget.percent > 0 || n > 1) baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
   if (options.budget.percent > 0) plan_options.budget_bytes = options.budget.Resolve(baseline);
-  // 2. The sweep; without a budget, the plan is for the smallest budget it reaches.
-  if (options.sweep) {
-    out.sweep = SweepBudgets(g, cost, plan_options);
-    if (options.budget.bytes <= 0 && options.budget.percent <= 0) plan_options.budget_bytes = out.sweep.min_budget_bytes;
-  }
-  out.budget_bytes = plan_options.budget_bytes;
+  const bool no_budget = options.budget.bytes <= 0 && options.budget.percent <= 0;
   if (n == 1) {
-    // 3. The plan at the whole batch, or at the micro-batch count asked for; 4. when
+    // 2. The smallest budget under these options (the strategy asked for, the micro-batches
+    // allowed): one answer for the JSON, the exit message and the sweep.
+    out.smallest = SmallestPeakMicroBatched(at_batch, g.batch, cost, plan_options, k);
+    out.smallest_searched = true;
+    OnDevice(out.smallest, options);
+    // 3. The sweep: what this call answers for budgets from the plain step's down to the
+    // smallest; without a budget, the plan is for the smallest.
+    if (options.sweep) {
+      const int64_t least = out.smallest_budget_bytes();
+      out.sweep.baseline_peak_bytes = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
+      out.sweep.min_budget_bytes = least;
+      out.sweep.min_budget_strategy = out.smallest.strategy;
+      std::vector<SweepPoint> points;
+      const int kBudgets = 12;
+      for (int i = 0; i < kBudgets; ++i) {
+        const double t = static_cast<double>(i) / (kBudgets - 1);
+        PlanOptions o = plan_options;
+        o.budget_bytes = std::llround(static_cast<double>(out.sweep.baseline_peak_bytes) * (1 - t) +
+                                      static_cast<double>(std::min(least, out.sweep.baseline_peak_bytes)) * t);
+        Plan p = PlanBatch(g, at_batch, cost, o, k);
+        OnDevice(p, options);
+        if (p.feasible) points.push_back(SweepPointOf(p, o.budget_bytes));
+      }
+      out.sweep.points = ParetoFront(std::move(points));
+      if (no_budget) plan_options.budget_bytes = least;
+    }
+    out.budget_bytes = plan_options.budget_bytes;
+    out.smallest.budget_bytes = plan_options.budget_bytes;
+    out.smallest.feasible = plan_options.budget_bytes <= 0 || BudgetNeeded(out.smallest) <= plan_options.budget_bytes;
+    OnDevice(out.smallest, options);
+    // 4. The plan at the whole batch, or at the micro-batch count asked for; when
     // checkpointing alone does not fit, split the batch (gradient accumulation).
-    out.plan = PlanBatch(g, at_batch, cost, plan_options, k, &out.smallest);
-    // 5. Nothing fits: the smallest peak any strategy reaches.
-    if (!out.plan.feasible && out.smallest.schedule.steps.empty()) out.smallest = SmallestPeakPlan(g, cost, plan_options);
+    out.plan = PlanBatch(g, at_batch, cost, plan_options, k);
+    OnDevice(out.plan, options);
+    // On a CUDA device with the budget on reserved memory: the strategies plan the allocated
+    // peak, so their budget is lowered by what the reserved peak overshoots (a few rounds).
+    PlanOptions inner = plan_options;
+    for (int round = 0; round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0; ++round) {
+      const int64_t over = BudgetNeeded(out.plan) - plan_options.budget_bytes;
+      inner.budget_bytes -= std::max<int64_t>(over, 512);
+      if (inner.budget_bytes < 1) break;
+      Plan p = PlanBatch(g, at_batch, cost, inner, k);
+      p.budget_bytes = plan_options.budget_bytes;
+      OnDevice(p, options);
+      if (p.feasible || BudgetNeeded(p) < BudgetNeeded(out.plan)) out.plan = std::move(p);
+    }
+    // 5. A named strategy that does not fit: whether `auto` finds a plan that does.
+    if (!out.plan.feasible && !IsAuto(plan_options.strategy) && plan_options.budget_bytes > 0) {
+      PlanOptions any = plan_options;
+      any.strategy = "auto";
+      Plan other = PlanBatch(g, at_batch, cost, any, k);
+      OnDevice(other, options);
+      if (other.feasible) out.alternative = std::move(other);
+    }
+    Settle(out, options);
     return out;
   }
 
+  // The one-device sweep of the whole batch; without a budget, the plan is for its smallest.
+  if (options.sweep) {
+    out.sweep = SweepBudgets(g, cost, plan_options);
+    if (no_budget) plan_options.budget_bytes = out.sweep.min_budget_bytes;
+  }
+  out.budget_bytes = plan_options.budget_bytes;
   // Data parallelism: each shard mode planned per rank on the graph at batch / N.
   const TrainingGraph rank = at_batch(g.batch / n);
   std::vector<ShardMode> modes = {options.layout.shard};
@@ -140,16 +214,19 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   if (options.shard_auto) {
     out.plan.notes.push_back(std::string("shard auto: chose ") + ShardModeName(out.plan.layout.shard) + " among " + tried);
   }
-  // Nothing fits: the smallest per-rank peak over the shard modes tried and the micro-batches.
+  OnDevice(out.plan, options);  // reported; with devices > 1 the budget bounds the allocated peak
+  // Nothing fits: the smallest per-rank peak over the shard modes tried and the micro-batches
+  // (searched only then: it plans every shard mode again).
   if (!out.plan.feasible) {
     for (ShardMode m : modes) {
       ParallelLayout layout = options.layout;
       layout.shard = m;
       Plan p = SmallestRank(rank, at_batch, cost, plan_options, k, layout, baseline);
-      if (out.smallest.schedule.steps.empty() || p.predicted_peak_bytes + p.margin_bytes < out.smallest_budget_bytes())
-        out.smallest = std::move(p);
+      if (out.smallest.schedule.steps.empty() || BudgetNeeded(p) < out.smallest_budget_bytes()) out.smallest = std::move(p);
     }
+    out.smallest_searched = true;
   }
+  Settle(out, options);
   return out;
 }
 

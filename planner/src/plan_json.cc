@@ -85,6 +85,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"recompute_flops", p.recompute_flops},
       {"forward_flops", p.forward_flops},
       {"predicted_recompute_seconds", p.predicted_recompute_seconds},
+      {"predicted_micro_batch_seconds", p.predicted_micro_batch_seconds},
       {"overhead", p.overhead()},
       {"checkpoints", std::move(checkpoints)},
       {"sections", std::move(sections)},
@@ -97,6 +98,23 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"notes", p.notes},
       {"timeline", TimelineToJson(g, p.schedule, p.timeline)},
   };
+  if (!p.budget_of.empty()) {
+    j["predicted_reserved_peak_bytes"] = p.predicted_reserved_peak_bytes;
+    j["budget_of"] = p.budget_of;
+  }
+  if (!p.candidates.empty()) {
+    nlohmann::json candidates = nlohmann::json::array();
+    for (const PlanCandidate& c : p.candidates) {
+      candidates.push_back({{"strategy", c.strategy},
+                            {"predicted_peak_bytes", c.predicted_peak_bytes},
+                            {"margin_bytes", c.margin_bytes},
+                            {"sections", c.sections},
+                            {"feasible", c.feasible},
+                            {"predicted_recompute_seconds", c.predicted_recompute_seconds},
+                            {"recompute_flops", c.recompute_flops}});
+    }
+    j["candidates"] = std::move(candidates);
+  }
   if (p.layout.devices > 1) {
     nlohmann::json buckets = nlohmann::json::array();
     for (const ParameterBucket& b : ParameterBuckets(g, p.layout)) {
@@ -232,8 +250,10 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
                                        std::to_string(micro_batches) + " micro-batches of " + std::to_string(batch) +
                                        " (batch " + std::to_string(step_batch) + ")"
                                  : "batch " + std::to_string(batch);
-      throw MemplanError("the plan was made for " + made_for + " but the model is loaded with batch " +
-                         std::to_string(g.batch) + "; run with --batch " + std::to_string(step_batch) +
+      // g is loaded at the micro-batch size the run derived from its --batch and the plan's split.
+      throw MemplanError("the plan was made for " + made_for + " but this run's batch is " +
+                         std::to_string(g.batch * micro_batches * layout.devices) + "; run with --batch " +
+                         std::to_string(step_batch) +
                          " or re-plan with `memplan plan --batch " +
                          std::to_string(g.batch * micro_batches * layout.devices) + "`");
     }

@@ -2,6 +2,7 @@
 // reachable peak and the budget sweep.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "memplan/json_read.h"
@@ -130,10 +131,22 @@ bool SelectiveInAuto(const Context& ctx, const PlanOptions& o) {
 bool Better(const Plan& a, const Plan& b) {
   if (a.feasible != b.feasible) return a.feasible;
   if (!a.feasible) return a.predicted_peak_bytes < b.predicted_peak_bytes;
-  if (a.predicted_recompute_seconds != b.predicted_recompute_seconds)
-    return a.predicted_recompute_seconds < b.predicted_recompute_seconds;
+  if (a.predicted_overhead_seconds() != b.predicted_overhead_seconds())
+    return a.predicted_overhead_seconds() < b.predicted_overhead_seconds();
   if (a.recompute_flops != b.recompute_flops) return a.recompute_flops < b.recompute_flops;
   return a.predicted_peak_bytes < b.predicted_peak_bytes;
+}
+
+PlanCandidate CandidateOf(const Plan& p) {
+  PlanCandidate c;
+  c.strategy = p.strategy;
+  c.predicted_peak_bytes = p.predicted_peak_bytes;
+  c.margin_bytes = p.margin_bytes;
+  c.sections = p.num_sections();
+  c.feasible = p.feasible;
+  c.predicted_recompute_seconds = p.predicted_recompute_seconds;
+  c.recompute_flops = p.recompute_flops;
+  return c;
 }
 
 Plan RunAuto(Context& ctx, const PlanOptions& o) {
@@ -150,13 +163,15 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
       static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
     runs.push_back(RunMilp);
   }
-  std::string tried;
+  std::vector<PlanCandidate> candidates = {CandidateOf(best)};
   for (auto run : runs) {
     Plan p = run(ctx, o);
-    tried += (tried.empty() ? "" : ", ") + p.strategy;
+    candidates.push_back(CandidateOf(p));
     if (Better(p, best)) best = std::move(p);
   }
-  best.notes.push_back("auto: chose " + best.strategy + " among " + tried);
+  best.candidates = std::move(candidates);
+  best.notes.push_back("auto: chose " + best.strategy + " among " + std::to_string(best.candidates.size()) +
+                       " candidates (plan candidates)");
   best.solve_seconds = SecondsSince(start);
   return best;
 }
@@ -218,8 +233,19 @@ int64_t SegmentBorderMargin(const TrainingGraph& g) {
 
 // Strategies plan segmented schedules against the budget less the margin; the plain step
 // (no segments) and selective plans (one segment, one autograd graph) need none.
-Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) {
-  Context ctx(g, cost, options);
+namespace {
+
+bool IsAuto(const std::string& strategy) { return strategy == "auto" || strategy.empty(); }
+
+// Strategies whose search includes the plain step (no cut): when nothing else fits the budget
+// less the margin, the plain step is still their answer. The fixed heuristics and `manual` are
+// not searches: their plan is their cuts.
+bool SearchesThePlainStep(const std::string& strategy) {
+  return IsAuto(strategy) || strategy == "optimal" || strategy == "sections" || strategy == "milp";
+}
+
+Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
+  const TrainingGraph& g = ctx.graph();
   const int64_t margin =
       options.budget_bytes > 0 && options.strategy != "selective" ? SegmentBorderMargin(g) : 0;
   if (margin == 0) return planner::RunStrategy(ctx, options);
@@ -233,7 +259,8 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
   p.budget_bytes = options.budget_bytes;
   p.margin_bytes = p.segments.size() > 1 ? margin : 0;
   p.feasible = p.predicted_peak_bytes + p.margin_bytes <= options.budget_bytes;
-  if (!p.feasible) {  // the plain step needs no margin: it may fit where no segmentation does
+  if (!p.feasible && SearchesThePlainStep(options.strategy)) {
+    // The plain step needs no margin: it may fit where no segmentation does.
     Plan plain = planner::RunNone(ctx, options);
     if (plain.feasible) {
       plain.strategy = p.strategy;
@@ -245,15 +272,30 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
     p.notes.push_back("kept a margin of " + std::to_string(margin) +
                       " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
   }
-  if ((options.strategy == "auto" || options.strategy.empty()) && planner::SelectiveInAuto(ctx, options)) {
-    // `auto` planned everything against the reduced budget; selective plans need no margin.
-    Plan selective = planner::RunSelective(ctx, options);
-    if (planner::Better(selective, p)) {
-      selective.notes.push_back("auto: chose selective (planned against the whole budget: it needs no margin)");
-      return selective;
-    }
+  if (!IsAuto(options.strategy)) return p;
+  // `auto` planned everything against the reduced budget; its candidates are judged against the
+  // whole, and selective plans, which need no margin, are planned against the whole.
+  std::vector<PlanCandidate> candidates = p.candidates;
+  std::optional<Plan> selective;
+  if (planner::SelectiveInAuto(ctx, options)) selective = planner::RunSelective(ctx, options);
+  for (PlanCandidate& c : candidates) {
+    if (c.strategy == "selective" && selective) c = planner::CandidateOf(*selective);
+    c.margin_bytes = c.sections > 1 ? margin : 0;
+    c.feasible = c.predicted_peak_bytes + c.margin_bytes <= options.budget_bytes;
   }
+  if (selective && planner::Better(*selective, p)) {
+    selective->notes.push_back("auto: chose selective (planned against the whole budget: it needs no margin)");
+    p = std::move(*selective);
+  }
+  p.candidates = std::move(candidates);
   return p;
+}
+
+}  // namespace
+
+Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options) {
+  Context ctx(g, cost, options);
+  return MakePlanIn(ctx, options);
 }
 
 const std::vector<std::string>& StrategyNames() {
@@ -265,22 +307,42 @@ const std::vector<std::string>& StrategyNames() {
 
 namespace {
 
+// The smallest budget a plan of options.strategy fits (auto: of any strategy): the least
+// peak + margin over what each strategy reaches when nothing fits. A named strategy reports its
+// own least, so that "what X reaches at best" is X's answer.
 Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
   PlanOptions o = options;
   o.budget_bytes = 1;  // nothing fits: every strategy reports its smallest peak
-  Plan best = planner::RunOptimalSmallestPeak(ctx, o);
+  const int64_t margin = SegmentBorderMargin(ctx.graph());
+  auto settle = [&](Plan& p) {
+    p.budget_bytes = options.budget_bytes;
+    p.margin_bytes = p.segments.size() > 1 ? margin : 0;
+    p.feasible = options.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= options.budget_bytes;
+    p.candidates.clear();
+    // Notes written for the budget of 1 B ("nothing fits") would contradict the real budget.
+    p.notes.clear();
+  };
+  if (!IsAuto(options.strategy)) {
+    Plan p = MakePlanIn(ctx, o);
+    settle(p);
+    p.notes.push_back("the smallest peak " + options.strategy + " reaches");
+    return p;
+  }
+  std::vector<Plan> plans;
+  plans.push_back(planner::RunNone(ctx, o));
+  plans.push_back(planner::RunOptimalSmallestPeak(ctx, o));
   for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
-    Plan p = run(ctx, o);
-    if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
+    plans.push_back(run(ctx, o));
   }
-  if (planner::SelectiveInAuto(ctx, options)) {
-    Plan p = planner::RunSelective(ctx, o);
-    if (p.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(p);
+  if (planner::SelectiveInAuto(ctx, options)) plans.push_back(planner::RunSelective(ctx, o));
+  size_t best = 0;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    settle(plans[i]);
+    const int64_t need = plans[i].predicted_peak_bytes + plans[i].margin_bytes;
+    if (need < plans[best].predicted_peak_bytes + plans[best].margin_bytes) best = i;
   }
-  best.budget_bytes = options.budget_bytes;
-  best.margin_bytes = best.segments.size() > 1 ? SegmentBorderMargin(ctx.graph()) : 0;
-  best.feasible = options.budget_bytes <= 0 || best.predicted_peak_bytes + best.margin_bytes <= options.budget_bytes;
-  return best;
+  plans[best].notes.push_back("the smallest peak any strategy reaches");
+  return std::move(plans[best]);
 }
 
 }  // namespace
@@ -296,7 +358,7 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
   SweepResult s;
   s.baseline_peak_bytes = ctx.baseline_peak();
   Plan smallest = SmallestPeakIn(ctx, options);
-  s.min_budget_bytes = smallest.predicted_peak_bytes;
+  s.min_budget_bytes = smallest.predicted_peak_bytes + smallest.margin_bytes;
   s.min_budget_strategy = smallest.strategy;
   num_budgets = std::max(2, num_budgets);
   std::vector<SweepPoint> all;
@@ -307,34 +369,45 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
                                           static_cast<double>(s.min_budget_bytes) * t));
     PlanOptions o = options;
     o.budget_bytes = budget;
-    Plan p = planner::RunStrategy(ctx, o);
-    if (!p.feasible) continue;
-    SweepPoint pt;
-    pt.budget_bytes = budget;
-    pt.strategy = p.strategy;
-    pt.peak_bytes = p.predicted_peak_bytes;
-    pt.recompute_flops = p.recompute_flops;
-    pt.recompute_seconds = p.predicted_recompute_seconds;
-    pt.overhead = p.overhead();
-    pt.num_checkpoints = static_cast<int>(p.checkpoints.size());
-    pt.num_sections = p.num_sections();
-    pt.solve_seconds = p.solve_seconds;
-    all.push_back(pt);
+    Plan p = MakePlanIn(ctx, o);  // as `memplan plan --budget` plans it: margin included
+    if (p.feasible) all.push_back(SweepPointOf(p, budget));
   }
-  // Pareto: drop a point when another has no larger peak and no more recompute time (the
-  // seconds `auto` minimises; FLOPs call memory-bound recompute free).
+  s.points = ParetoFront(std::move(all));
+  return s;
+}
+
+SweepPoint SweepPointOf(const Plan& p, int64_t budget_bytes) {
+  SweepPoint pt;
+  pt.budget_bytes = budget_bytes;
+  pt.strategy = p.strategy;
+  pt.peak_bytes = p.predicted_peak_bytes;
+  pt.recompute_flops = p.recompute_flops;
+  pt.recompute_seconds = p.predicted_recompute_seconds;
+  pt.overhead = p.overhead();
+  pt.num_checkpoints = static_cast<int>(p.checkpoints.size());
+  pt.num_sections = p.num_sections();
+  pt.micro_batches = p.micro_batches;
+  pt.micro_batch_seconds = p.predicted_micro_batch_seconds;
+  pt.solve_seconds = p.solve_seconds;
+  return pt;
+}
+
+std::vector<SweepPoint> ParetoFront(std::vector<SweepPoint> all) {
+  // Drop a point when another has no larger peak and no more recompute time (the seconds `auto`
+  // minimises; FLOPs call memory-bound recompute free).
+  std::vector<SweepPoint> front;
   for (size_t i = 0; i < all.size(); ++i) {
     bool dominated = false;
     for (size_t j = 0; j < all.size() && !dominated; ++j) {
       if (i == j) continue;
       const SweepPoint &a = all[j], &b = all[i];
-      bool no_worse = a.peak_bytes <= b.peak_bytes && a.recompute_seconds <= b.recompute_seconds;
-      bool better = a.peak_bytes < b.peak_bytes || a.recompute_seconds < b.recompute_seconds;
+      bool no_worse = a.peak_bytes <= b.peak_bytes && a.overhead_seconds() <= b.overhead_seconds();
+      bool better = a.peak_bytes < b.peak_bytes || a.overhead_seconds() < b.overhead_seconds();
       dominated = no_worse && (better || j < i);  // identical points: keep the first
     }
-    if (!dominated) s.points.push_back(all[i]);
+    if (!dominated) front.push_back(all[i]);
   }
-  return s;
+  return front;
 }
 
 nlohmann::json SweepToJson(const SweepResult& s) {
@@ -348,6 +421,8 @@ nlohmann::json SweepToJson(const SweepResult& s) {
                       {"overhead", p.overhead},
                       {"checkpoints", p.num_checkpoints},
                       {"sections", p.num_sections},
+                      {"micro_batches", p.micro_batches},
+                      {"predicted_micro_batch_seconds", p.micro_batch_seconds},
                       {"solve_seconds", p.solve_seconds}});
   }
   return {{"baseline_peak_bytes", s.baseline_peak_bytes},
@@ -379,6 +454,10 @@ SweepResult SweepFromJson(const nlohmann::json& j) {
     p.overhead = Get(v, f, "overhead", Real);
     p.num_checkpoints = Get(v, f, "checkpoints", whole);
     p.num_sections = Get(v, f, "sections", whole);
+    if (v.contains("micro_batches")) p.micro_batches = std::max(1, Get(v, f, "micro_batches", whole));
+    if (v.contains("predicted_micro_batch_seconds")) {
+      p.micro_batch_seconds = Get(v, f, "predicted_micro_batch_seconds", Seconds);
+    }
     p.solve_seconds = Get(v, f, "solve_seconds", Seconds);
     return p;
   };

@@ -124,6 +124,7 @@ json ProfileToJson(const Profile& p) {
       {"kind", "profile"},
       {"memplan_version", MEMPLAN_VERSION},
       {"model", p.model},
+      {"structure_fingerprint", p.structure_fingerprint},
       {"device", p.device},
       {"backend", p.backend},
       {"step", p.step},
@@ -153,6 +154,7 @@ Profile ProfileFromJson(const json& j) {
   if (Get(j, "", "kind", String) != "profile") Bad("kind", "is not \"profile\"");
   Profile p;
   p.model = Get(j, "", "model", String);
+  if (j.contains("structure_fingerprint")) p.structure_fingerprint = Get(j, "", "structure_fingerprint", String);
   p.device = Get(j, "", "device", String);
   p.backend = Get(j, "", "backend", String);
   p.step = Get(j, "", "step", Count);

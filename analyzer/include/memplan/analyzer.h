@@ -36,6 +36,7 @@ enum class MemoryCategory {
   kSavedExtra,          // allocated by a forward op for its backward only
   kActivationGradient,  // gradients of activations, alive between producer and consumer
   kTemporary,           // gradients computed then accumulated into an existing buffer
+  kWorkspace,           // CUDA libraries' workspaces (cuBLAS, cuBLASLt), kept from first use on
   kCount,
 };
 constexpr int kNumMemoryCategories = static_cast<int>(MemoryCategory::kCount);
@@ -112,6 +113,11 @@ class GradientFlow {
   // Per tensor: its gradient is (so far) a broadcast view (the sum loss's expanded scalar, and
   // views of it), which some backward ops copy before reading.
   std::vector<bool> broadcast_;
+  // A parameter read by several nodes (tied weights): autograd's input buffer for its
+  // AccumulateGrad holds the first gradient contribution (the others are added to it in place)
+  // until the last has arrived. Per tensor: contributions still to come, and the held buffer.
+  std::vector<int> param_contributions_;
+  std::vector<BufferId> param_held_;
 };
 
 // How allocation sizes are accounted.

@@ -148,6 +148,13 @@ struct TrainingGraph {
   int64_t opset = 0;
   int64_t batch = 1;
   std::map<std::string, int64_t> dims;  // every symbolic dimension and the value bound to it
+  // The name of the symbolic dim that is the batch (the first input's first one; "" when it has
+  // no name). `batch` is its value, from --batch or from a --dim binding of this name.
+  std::string batch_dim;
+  // Planning for a CUDA device: the CUDA libraries' workspaces a step keeps through the caching
+  // allocator (cuBLAS and cuBLASLt, taken at the first matmul and kept; cuda_device.h). Every
+  // schedule's setup step allocates them (MemoryCategory::kWorkspace). 0 on the CPU.
+  int64_t library_workspace_bytes = 0;
 
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;  // topological order; the appended loss node is last
@@ -183,6 +190,9 @@ struct TrainingGraph {
 struct LoadOptions {
   int64_t batch = 1;                    // binds the first symbolic dim of every graph input
   std::map<std::string, int64_t> dims;  // binds named symbolic dims (wins over batch)
+  // The same options at another batch: `batch`, and the --dim binding of g's batch dim (if any)
+  // dropped so that it does not win over it (micro-batching, data-parallel ranks).
+  LoadOptions AtBatch(const TrainingGraph& g, int64_t new_batch) const;
   LossKind loss = LossKind::kCrossEntropy;
   Optimizer optimizer = Optimizer::kSgd;
   // Also run the ONNX library's shape inference (opset <= 17) and take its answers where a

@@ -161,6 +161,14 @@ void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>
 // A description of the LibTorch build: version, CUDA availability.
 std::string ExecutorBackendDescription();
 bool ExecutorHasCuda();
+// Free and total memory of CUDA device `index` (cudaMemGetInfo; it creates the device's context,
+// so call it after PYTORCH_CUDA_ALLOC_CONF is set). Throws MemplanError without CUDA, a driver
+// or that device.
+struct CudaMemoryInfo {
+  int64_t free_bytes = 0;
+  int64_t total_bytes = 0;
+};
+CudaMemoryInfo QueryCudaMemory(int index);
 
 // One ONNX backend test case (a directory with model.onnx and test_data_set_*/), forward only.
 struct ConformanceResult {

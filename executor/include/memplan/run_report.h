@@ -82,6 +82,12 @@ struct RunReport {
   std::optional<int64_t> persistent_bytes;  // alive between steps
   std::optional<std::vector<int64_t>> peak_bytes;           // per step
   std::optional<std::vector<int64_t>> reserved_peak_bytes;  // per step (CUDA reserved; CPU: = peak_bytes)
+  // CUDA runs: the caching allocator's mode ("default" or "expandable_segments", from
+  // PYTORCH_CUDA_ALLOC_CONF as the run set it), the reserved peak the model predicted for the
+  // schedule run, and the cuBLAS/cuBLASLt workspaces the prediction includes.
+  std::optional<std::string> allocator_mode;
+  std::optional<int64_t> predicted_reserved_peak_bytes;
+  std::optional<int64_t> workspace_bytes;
   std::optional<std::vector<RunTimelinePoint>> predicted_timeline;
   std::optional<std::vector<RunTraceEvent>> measured_trace;  // runs with --trace
   // Data-parallel runs (written by rank 0): the device count (WORLD_SIZE), the shard mode

@@ -204,6 +204,17 @@ struct ParameterBucket {
 // trained parameters do not share one dtype.
 std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g, const ParallelLayout& layout);
 
+// One strategy `auto` tried, as it priced it (Plan::candidates).
+struct PlanCandidate {
+  std::string strategy;
+  int64_t predicted_peak_bytes = 0;
+  int64_t margin_bytes = 0;
+  int sections = 1;
+  bool feasible = false;  // predicted_peak_bytes + margin_bytes <= the budget
+  double predicted_recompute_seconds = 0;
+  double recompute_flops = 0;
+};
+
 // Micro-batching (gradient accumulation): with micro_batches = k > 1 the batch is split into
 // k equal micro-batches that run one after the other, each with the segmentation above on the
 // graph loaded at batch / k; parameter gradients accumulate across them (each micro-batch's
@@ -242,14 +253,35 @@ struct Plan {
   // segments 0..K-2, or over a selective plan's recompute steps, times the micro-batches): a
   // prediction the segment strategies do not optimise; `selective` minimises it.
   double predicted_recompute_seconds = 0;
+  // What splitting the batch costs beside recompute: k micro-batches run every op k times at
+  // batch / k, and an op's fixed cost and its weights' traffic do not shrink with the batch. The
+  // cost model's step seconds (forward + backward, the backward priced at twice the forward) at
+  // k x (batch / k) less at the whole batch; 0 without micro-batches.
+  double predicted_micro_batch_seconds = 0;
   // What the model cannot yet replay exactly, kept free under the budget (see
   // SegmentBorderMargin): a plan with several segments is feasible when
   // predicted_peak_bytes + margin_bytes <= budget_bytes.
   int64_t margin_bytes = 0;
-  bool feasible = false;  // predicted_peak_bytes + margin_bytes <= budget_bytes
+  bool feasible = false;  // predicted_peak_bytes + margin_bytes <= budget_bytes (see budget_of)
+  // Planned for a CUDA device (PlanForBudget with BudgetPlanOptions::cuda): the caching
+  // allocator's reserved peak for the schedule (cuda_device.h), and which of the two peaks the
+  // budget bounds: "reserved" (the default there: `feasible` is then predicted_reserved_peak_bytes
+  // + margin_bytes <= budget_bytes) or "allocated". Empty on the CPU.
+  int64_t predicted_reserved_peak_bytes = 0;
+  std::string budget_of;
   double solve_seconds = 0;
   std::vector<std::string> notes;
+  // `auto`: every strategy it tried at the plan's batch, in the order tried (empty otherwise).
+  std::vector<PlanCandidate> candidates;
 
+  // What `auto` minimises among plans that fit: recompute, micro-batching and communication.
+  double predicted_overhead_seconds() const {
+    return predicted_recompute_seconds + predicted_micro_batch_seconds + predicted_comm_seconds;
+  }
+  // The peak the budget bounds, plus the margin: what a budget must be for the plan to fit.
+  int64_t budget_needed_bytes() const {
+    return (budget_of == "reserved" ? predicted_reserved_peak_bytes : predicted_peak_bytes) + margin_bytes;
+  }
   int num_sections() const { return segments.empty() ? 1 : static_cast<int>(segments.size()); }
   double overhead() const { return forward_flops > 0 ? recompute_flops / forward_flops : 0; }
 };
@@ -300,6 +332,8 @@ double ScheduleRecomputeSeconds(const std::vector<double>& node_seconds, const S
 
 // A stable hash of the graph's structure and shapes (node ops, tensor shapes, batch).
 std::string ModelFingerprint(const TrainingGraph& g);
+// The same without the activations' shapes: one value for the model at every batch.
+std::string StructureFingerprint(const TrainingGraph& g);
 
 // Replays a segmentation: schedule, timeline, checkpoints, FLOPs, feasibility. The one way
 // every strategy (and PlanFromJson) fills a Plan. The predicted recompute seconds are the

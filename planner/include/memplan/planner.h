@@ -17,11 +17,13 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
 #include "memplan/analyzer.h"
+#include "memplan/cuda_device.h"
 #include "memplan/parse.h"
 #include "memplan/plan.h"
 
@@ -282,25 +284,40 @@ constexpr double kExpensiveFlopsPerElement = 16;
 
 // Micro-batching (plan.h): `graph_at_batch(b)` loads the model at batch b (injected, so the
 // planner does no I/O). With micro_batches = k > 0 the batch is split into k micro-batches
-// (k must divide the batch). With k = 0 the planner searches the divisors of the batch in
+// (k must divide the batch). Each micro-batch graph is planned against the budget less the
+// other micro-batches' resident inputs. With k = 0 the planner searches the divisors of the batch in
 // increasing order and returns the plan with the fewest micro-batches that fits the budget
-// (the strategy's plan at k = 1 when it fits), or, when none fits, the smallest-peak plan at
-// the largest k (or at k = 1 when that peak is smaller). Feasibility is taken to be monotone in
+// (the strategy's plan at k = 1 when it fits), or, when none fits, the strategy's answer (for
+// auto: the smallest-peak plan) at the largest k (or at k = 1 when that peak is smaller). A
+// named strategy's plan is never replaced by another strategy's. Feasibility is taken to be monotone in
 // k (a smaller micro-batch never needs more memory), so the search bisects the divisors: at
 // most 2 + log2(#divisors) plans, whatever the batch. The plan's peak is replayed on the micro-batch graph with the rest of the
 // batch resident; its FLOPs are per step (k micro-batches).
 using GraphAtBatch = std::function<TrainingGraph(int64_t batch)>;
 Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
                       const PlanOptions& options, int64_t micro_batches = 0);
+// The plan of the same options that fits the smallest budget (SmallestPeakPlan on each
+// micro-batch graph tried, planned against the budget the resident inputs leave): at k
+// micro-batches, or with k = 0 the better of the whole batch and the largest divisor (a smaller
+// micro-batch never needs more memory). Its budget_bytes and feasible are for options'.
+Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
+                              const PlanOptions& options, int64_t micro_batches = 0);
 // Turns a plan made on the micro-batch graph `micro` into a k-micro-batch plan: the rest of the
 // batch's inputs are resident from the setup step; FLOPs are scaled to the whole step.
 void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batches,
                        const SimulatorOptions& simulator);
+// Whether `g` normalises with statistics of the batch (training-mode batch normalisation), so
+// that micro-batches change what it computes; below this many samples per micro-batch the plan
+// notes a warning.
+bool UsesBatchStatistics(const TrainingGraph& g);
+constexpr int64_t kFewestSamplesForBatchStatistics = 8;
 // The divisors of n >= 1 in increasing order, from its prime factors (fast for any int64).
 std::vector<int64_t> Divisors(int64_t n);
 
-// The smallest peak any strategy reaches (optimal's minimum over its candidates, and the
-// heuristics'), as a replayed plan.
+// The plan that fits the smallest budget (its peak + margin): with strategy auto, over every
+// strategy (the plain step, optimal's minimum over its candidates, sections, the heuristics,
+// selective on graphs auto runs it on); with a named strategy, that strategy's own least. Its
+// budget_bytes and feasible are for options.budget_bytes.
 Plan SmallestPeakPlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 
 // The Pareto curve of budget vs recompute vs peak, from the baseline peak down to the
@@ -315,10 +332,20 @@ struct SweepPoint {
   int num_checkpoints = 0;
   int num_sections = 0;
   double solve_seconds = 0;
+  int micro_batches = 1;  // PlanForBudget's sweep splits the batch where the options allow
+  double micro_batch_seconds = 0;  // the plan's predicted_micro_batch_seconds
+  double overhead_seconds() const { return recompute_seconds + micro_batch_seconds; }
 };
+// A plan as a point of the sweep at `budget_bytes`.
+SweepPoint SweepPointOf(const Plan& p, int64_t budget_bytes);
+// The points no other point beats on both peak and overhead seconds, in their order.
+std::vector<SweepPoint> ParetoFront(std::vector<SweepPoint> all);
 struct SweepResult {
   int64_t baseline_peak_bytes = 0;
-  int64_t min_budget_bytes = 0;     // the smallest peak any strategy reaches
+  // The smallest budget a plan fits (peak + margin): of options.strategy, or of any strategy
+  // for auto (SmallestPeakPlan). PlanForBudget replaces it with its own answer for the same
+  // options (micro-batches, devices), so that the sweep and the plan say one thing.
+  int64_t min_budget_bytes = 0;
   std::string min_budget_strategy;  // and which
   std::vector<SweepPoint> points;   // budgets descending, Pareto-optimal points only
 };
@@ -394,6 +421,13 @@ struct BudgetPlanOptions {
   // ApplyDataParallel. The budget is per device; a percentage is of the one-device plain
   // step's peak at the whole batch. The sweep stays the one-device sweep of the whole batch.
   ParallelLayout layout;
+  // Planning for a CUDA device: every graph (g and those graph_at_batch loads) must carry its
+  // library workspaces (TrainingGraph::library_workspace_bytes); plans then get their reserved
+  // peak through the caching allocator model, and with budget_reserved the budget bounds it (the
+  // strategies plan the allocated peak against a budget lowered until the reserved one fits).
+  // One device only; with devices > 1 the budget bounds the allocated peak.
+  std::optional<CudaDevice> cuda;
+  bool budget_reserved = true;
   // With devices > 1: ignore layout.shard and try none, optimizer and gradients, keeping the
   // plan that fits with the least predicted recompute + communication seconds (ties: that
   // order); the plan's notes say what was chosen.
@@ -405,13 +439,23 @@ struct BudgetPlan {
   // The plan: feasible when one fits. When none does, the requested strategy's answer on the
   // whole batch (or at k micro-batches when k was given), with feasible = false.
   Plan plan;
-  // Set when plan.feasible is false: the plan with the smallest peak that any strategy reaches,
-  // on the whole batch or (auto micro-batching) at the micro-batch count that reaches it (with
-  // devices > 1: per rank, over the shard modes tried).
+  // The plan that fits the smallest budget under the same options: of the strategy asked for
+  // (auto: of any strategy), at the micro-batch counts allowed (SmallestPeakMicroBatched; with
+  // devices > 1 per rank, over the shard modes tried). Never needs more than `plan`.
   Plan smallest;
-  SweepResult sweep;  // when BudgetPlanOptions::sweep
+  // Whether `smallest` was searched (always on one device; with devices > 1 only when nothing
+  // fits). When not, it is `plan` and smallest_budget_bytes() is only an upper bound.
+  bool smallest_searched = false;
+  // A named strategy whose plan does not fit: auto's plan under the same options when that
+  // fits (for the message "strategy X fits"); empty schedule otherwise.
+  Plan alternative;
+  // When BudgetPlanOptions::sweep: on one device, what this call answers (the same options,
+  // micro-batches included) for budgets from the plain step's peak down to
+  // smallest_budget_bytes(), its min_budget_bytes; with devices > 1, the one-device sweep of the
+  // whole batch with min_budget_bytes = smallest_budget_bytes().
+  SweepResult sweep;
   // The smallest budget that `smallest` fits (its peak plus its margin).
-  int64_t smallest_budget_bytes() const { return smallest.predicted_peak_bytes + smallest.margin_bytes; }
+  int64_t smallest_budget_bytes() const { return smallest.budget_needed_bytes(); }
 };
 
 // Resolves the budget, plans `g` (loaded at its batch) and falls back to micro-batching as

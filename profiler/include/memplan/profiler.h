@@ -71,6 +71,10 @@ struct MemoryEvent {
 
 struct Profile {
   std::string model;
+  // The model's structure fingerprint (plan.h's StructureFingerprint: nodes, edges and
+  // parameter shapes, batch-independent), so that a profile of another model is refused where
+  // it is read (`plan --costs`). Empty in profiles written before it.
+  std::string structure_fingerprint;
   std::string device;
   std::string backend;  // "cpu" (counting allocator + steady clock) or "cupti"
   int64_t step = 0;     // which step of the run was profiled (0-based)
