@@ -151,6 +151,89 @@ TEST(Fusion, FusedLayerNormSavesItsInputNotItsIntermediates) {
   EXPECT_EQ(SavedActivationBytes(b.Load({.batch = 3})), 96);
 }
 
+// Bytes of the distinct activations some backward op reads, plus the extras the model's ops
+// save (not the appended loss's log-probabilities).
+int64_t SavedBytesWithExtras(const TrainingGraph& g) {
+  int64_t bytes = SavedActivationBytes(g);
+  for (const Node& n : g.nodes) {
+    if (n.op_type.rfind("memplan.", 0) == 0) continue;
+    for (const SavedExtra& e : n.saved_extras) bytes += e.bytes;
+  }
+  return bytes;
+}
+
+GraphBuilder DynamoRmsNorm() {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 8}).Param("gamma", {8});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  return testing::AppendRmsNormOps(b, "h", "y", "gamma");
+}
+
+TEST(Fusion, DynamoRmsNormBecomesRMSNormalization) {
+  GraphBuilder b = DynamoRmsNorm();
+  b.Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  ASSERT_EQ(g.nodes.size(), 3u);  // MatMul, RMSNormalization, loss
+  const Node& n = g.nodes[1];
+  ASSERT_EQ(n.op_type, "RMSNormalization");
+  ASSERT_EQ(n.inputs.size(), 2u);
+  EXPECT_EQ(g.tensor(n.inputs[0]).name, "h");
+  EXPECT_EQ(g.tensor(n.inputs[1]).name, "gamma");
+  EXPECT_EQ(n.attr_int("axis", 0), 1);
+  EXPECT_NEAR(n.attr_float("epsilon", 0), 1e-6, 1e-12);
+  EXPECT_EQ(g.FindTensor("rms_r"), kNone);
+}
+
+TEST(Fusion, FusedRmsNormSavesWhatAtRmsNormSaves) {
+  GraphBuilder b = DynamoRmsNorm();
+  b.Output("y");
+  // h and the normalised tensor are [3,8] floats, 96 B; per-row statistics [3,1], 12 B.
+  // Op by op: Pow keeps h, Sqrt its output s, Reciprocal its output r, Mul(h, r) keeps h and r,
+  // Mul(gamma, n) keeps n: h + s + r + n = 96 + 12 + 12 + 96 = 216 B.
+  // at::rms_norm (CPU, composite): h, 1/rms (12 B) and the normalised tensor (96 B): 204 B.
+  EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3, .fuse_composite_ops = false})), 216);
+  EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3})), 204);
+}
+
+TEST(Fusion, AnUnscaledOrBatchAxisRmsNormIsNotFused) {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 8});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Constant", {}, {"two"}).Attr("value_float", 2.0).Node("Pow", {"h", "two"}, {"sq"});
+  b.Node("ReduceMean", {"sq"}, {"m"}).Attr("axes", std::vector<int64_t>{0});
+  b.Node("Constant", {}, {"eps"}).Attr("value_float", 1e-6).Node("Add", {"m", "eps"}, {"ve"});
+  b.Node("Sqrt", {"ve"}, {"s"}).Node("Reciprocal", {"s"}, {"r"}).Node("Mul", {"h", "r"}, {"y"}).Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  EXPECT_EQ(CountOp(g, "RMSNormalization"), 0);
+  EXPECT_EQ(CountOp(g, "Reciprocal"), 1);
+}
+
+TEST(Fusion, SigmoidTimesItsInputBecomesSwish) {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 8}).Node("MatMul", {"x", "w"}, {"h"});
+  testing::AppendSiluOps(b, "h", "y").Output("y");
+  TrainingGraph g = b.Load({.batch = 3});
+  ASSERT_EQ(g.nodes.size(), 3u);
+  ASSERT_EQ(g.nodes[1].op_type, "Swish");
+  EXPECT_EQ(g.nodes[1].attr_float("alpha", 1.0), 1.0);
+  // Op by op: Sigmoid keeps its output s, Mul(h, s) keeps h and s: 2 x 96 B. at::silu keeps h.
+  EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3, .fuse_composite_ops = false})), 192);
+  EXPECT_EQ(SavedBytesWithExtras(g), 96);
+}
+
+TEST(Fusion, SigmoidTimesAnotherTensorIsNotSilu) {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {8, 8}).Param("v", {8, 8});
+  b.Node("MatMul", {"x", "w"}, {"h"}).Node("MatMul", {"x", "v"}, {"u"});
+  b.Node("Sigmoid", {"h"}, {"s"}).Node("Mul", {"u", "s"}, {"y"}).Output("y");
+  EXPECT_EQ(CountOp(b.Load({.batch = 3}), "Swish"), 0);
+  // The sigmoid read twice stays too.
+  GraphBuilder c;
+  c.Input("x", {-1, 8}).Param("w", {8, 8}).Node("MatMul", {"x", "w"}, {"h"});
+  c.Node("Sigmoid", {"h"}, {"s"}).Node("Mul", {"h", "s"}, {"p"}).Node("Add", {"p", "s"}, {"y"}).Output("y");
+  EXPECT_EQ(CountOp(c.Load({.batch = 3}), "Swish"), 0);
+}
+
 TEST(Fusion, ANormalisationOverTheBatchAxisIsNotLayerNorm) {
   GraphBuilder b;
   b.Input("x", {-1, 8}).Param("w", {8, 8}).Param("gamma", {8}).Param("beta", {8});

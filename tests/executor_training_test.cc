@@ -268,7 +268,7 @@ TEST(ExecutorTraining, SumLossBroadcastGradientCopiesAreMeasured) {
 
 // x[N,32] -> Gemm -> a composite as TorchScript exports it before opsets 17/20 (erf-GELU,
 // GELU's tanh approximation, or layer normalisation with its scale and bias) -> Gemm -> [N,10].
-enum class Composite { kErfGelu, kTanhGelu, kLayerNorm };
+enum class Composite { kErfGelu, kTanhGelu, kLayerNorm, kRmsNorm, kSilu };
 GraphBuilder CompositeMlp(Composite c) {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {256, 32}).Param("b1", {256}).Param("w2", {10, 256}).Param("b2", {10});
@@ -281,6 +281,8 @@ GraphBuilder CompositeMlp(Composite c) {
   if (c == Composite::kErfGelu) testing::AppendErfGelu(b, "h", "g", std::sqrt(2.0));
   if (c == Composite::kTanhGelu) testing::AppendTanhGelu(b, "h", "g");
   if (c == Composite::kLayerNorm) testing::AppendLayerNormOps(b, "h", "g", "gamma", "beta");
+  if (c == Composite::kRmsNorm) testing::AppendRmsNormOps(b, "h", "g", "gamma");
+  if (c == Composite::kSilu) testing::AppendSiluOps(b, "h", "g");
   b.Node("Gemm", {"g", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});
   b.Output("y");
   return b;
@@ -289,8 +291,13 @@ GraphBuilder CompositeMlp(Composite c) {
 // The fused op trains exactly like the ops it replaces, and each graph measures what the
 // analyzer predicts for it: the fused one keeps less for the backward.
 TEST(ExecutorTraining, FusedCompositesTrainLikeTheirOpsAndSaveLess) {
-  for (Composite c : {Composite::kErfGelu, Composite::kTanhGelu, Composite::kLayerNorm}) {
-    const std::string what = c == Composite::kErfGelu ? "erf-GELU" : c == Composite::kTanhGelu ? "tanh-GELU" : "layer norm";
+  for (Composite c : {Composite::kErfGelu, Composite::kTanhGelu, Composite::kLayerNorm, Composite::kRmsNorm,
+                      Composite::kSilu}) {
+    const std::string what = c == Composite::kErfGelu    ? "erf-GELU"
+                             : c == Composite::kTanhGelu ? "tanh-GELU"
+                             : c == Composite::kLayerNorm ? "layer norm"
+                             : c == Composite::kRmsNorm   ? "RMS norm"
+                                                          : "SiLU";
     GraphBuilder b = CompositeMlp(c);
     RunOptions o = Options(b, 2);
     LoadOptions fused{/*batch=*/16};
@@ -306,14 +313,18 @@ TEST(ExecutorTraining, FusedCompositesTrainLikeTheirOpsAndSaveLess) {
     std::printf("%s: fused predicted %lld measured %lld; op by op predicted %lld measured %lld\n", what.c_str(),
                 static_cast<long long>(pf), static_cast<long long>(rf.measured_peak_bytes), static_cast<long long>(pu),
                 static_cast<long long>(ru.measured_peak_bytes));
-    // Op by op, layer normalisation measures 190,752 B against 158,040 B predicted (+20.7%):
-    // backward temporaries of ReduceMean, Pow, Sqrt or Div that the rules miss. Fused it is
-    // exact, so the op-by-op form is only checked for the GELUs.
-    if (c != Composite::kLayerNorm) {
+    // Op by op, layer normalisation measures 190,752 B against 158,040 B predicted (+20.7%), RMS
+    // normalisation 174,368 B against 158,104 B: backward temporaries of ReduceMean, Pow, Sqrt,
+    // Reciprocal or Div that the rules miss. Fused they are exact, so the op-by-op form is only
+    // checked for the GELUs and SiLU.
+    if (c != Composite::kLayerNorm && c != Composite::kRmsNorm) {
       EXPECT_NEAR(static_cast<double>(ru.measured_peak_bytes), static_cast<double>(pu), 0.005 * static_cast<double>(pu)) << what;
     }
-    // [16,256] floats are 16 KiB; op by op, more of them are kept for the backward.
-    EXPECT_LT(rf.measured_peak_bytes, ru.measured_peak_bytes) << what;
+    // [16,256] floats are 16 KiB; op by op, more of them are kept for the backward. Not for RMS
+    // normalisation on the CPU: at::rms_norm is itself composite there (pow, mean, rsqrt, two
+    // muls) and keeps as much; its backward's temporaries peak higher (190,680 B) than the ONNX
+    // ops' do.
+    if (c != Composite::kRmsNorm) EXPECT_LT(rf.measured_peak_bytes, ru.measured_peak_bytes) << what;
   }
 }
 

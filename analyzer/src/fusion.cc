@@ -285,6 +285,115 @@ std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses&
   return m;
 }
 
+struct RmsNormMatch {
+  TensorId x = kNone, scale = kNone, y = kNone;
+  int64_t axis = -1;
+  double epsilon = 0;
+  std::vector<NodeId> nodes;  // the last one produces y
+};
+
+// The scalar epsilon added to a ReduceMean's output by `plus`: the ReduceMean, or nullptr.
+const Node* MeanPlusEpsilon(const TrainingGraph& g, const Uses& u, const Node& plus, double* epsilon) {
+  if (plus.op_type != "Add" || plus.inputs.size() != 2) return nullptr;
+  for (int k = 0; k < 2; ++k) {
+    const std::optional<ConstValue>& e = plus.inputs[k] == kNone ? std::nullopt : g.tensors[plus.inputs[k]].value;
+    if (!e || e->numel() != 1 || !e->is_float() || e->floats.size() != 1 || e->floats[0] < 0) continue;
+    if (const Node* mean = SoleProducer(g, u, plus.inputs[1 - k], plus.id, "ReduceMean")) {
+      *epsilon = e->floats[0];
+      return mean;
+    }
+  }
+  return nullptr;
+}
+
+// Matches RMS normalisation as the dynamo exporter writes torch's rms_norm and Hugging Face's
+// LlamaRMSNorm, around its Sqrt: r = 1 / Sqrt(ReduceMean(Pow(x, 2)) + eps) (a Reciprocal, or a
+// Div of 1), then x * r and the product with a scale of the normalised axes' shape (either
+// order), or x / Sqrt(...) * scale; the mean over trailing axes. The intermediates have no
+// other reader. Op by op autograd keeps the root, its inverse and x * r; at::rms_norm keeps x,
+// 1/rms and the normalised tensor.
+std::optional<RmsNormMatch> MatchRmsNorm(const TrainingGraph& g, const Uses& u, const Node& sq) {
+  if (sq.op_type != "Sqrt" || sq.inputs.size() != 1 || sq.outputs.size() != 1 || sq.outputs[0] == kNone) return std::nullopt;
+  RmsNormMatch m;
+  const NodeId plus_id = sq.inputs[0] == kNone ? kNone : u.producer[sq.inputs[0]];
+  if (plus_id == kNone || SoleReader(u, sq.inputs[0]) != sq.id) return std::nullopt;
+  const Node* mean = MeanPlusEpsilon(g, u, g.nodes[plus_id], &m.epsilon);
+  if (!mean) return std::nullopt;
+  const Node* pow = SoleProducer(g, u, mean->inputs[0], mean->id, "Pow");
+  if (!pow || pow->inputs.size() != 2 || !IsScalar(g, pow->inputs[1], 2.0)) return std::nullopt;
+  const TensorId x = pow->inputs[0];
+  if (x == kNone || !IsFloating(g.tensors[x].dtype)) return std::nullopt;
+  const size_t rank = g.tensors[x].shape.size();
+  const int k = TrailingMeanAxes(g, *mean, rank);
+  if (k == 0) return std::nullopt;
+  m.nodes = {pow->id, mean->id, plus_id, sq.id};
+  // x * (1 / s), or x / s.
+  const NodeId after_sqrt = SoleReader(u, sq.outputs[0]);
+  if (after_sqrt == kNone) return std::nullopt;
+  const Node& inv = g.nodes[after_sqrt];
+  TensorId normed = kNone;
+  NodeId normed_id = kNone;
+  if (inv.op_type == "Div" && inv.inputs.size() == 2 && inv.inputs[0] == x && inv.inputs[1] == sq.outputs[0]) {
+    normed_id = after_sqrt;
+  } else {
+    const bool reciprocal = inv.op_type == "Reciprocal" && inv.inputs.size() == 1;
+    const bool one_over = inv.op_type == "Div" && inv.inputs.size() == 2 && inv.inputs[1] == sq.outputs[0] &&
+                          IsScalar(g, inv.inputs[0], 1.0);
+    if ((!reciprocal && !one_over) || inv.outputs.size() != 1 || inv.outputs[0] == kNone) return std::nullopt;
+    m.nodes.push_back(after_sqrt);
+    normed_id = SoleReader(u, inv.outputs[0]);
+    if (normed_id == kNone || g.nodes[normed_id].op_type != "Mul" || OtherSlot(g.nodes[normed_id], inv.outputs[0]) < 0 ||
+        g.nodes[normed_id].inputs[OtherSlot(g.nodes[normed_id], inv.outputs[0])] != x) {
+      return std::nullopt;
+    }
+  }
+  m.nodes.push_back(normed_id);
+  normed = g.nodes[normed_id].outputs.empty() ? kNone : g.nodes[normed_id].outputs[0];
+  if (normed == kNone) return std::nullopt;
+  // The scale: RMSNormalization needs one, so an unscaled normalisation stays as it is.
+  const std::vector<int64_t> normalized(g.tensors[x].shape.end() - k, g.tensors[x].shape.end());
+  const NodeId mul_id = SoleReader(u, normed);
+  if (mul_id == kNone || g.nodes[mul_id].op_type != "Mul") return std::nullopt;
+  const int other = OtherSlot(g.nodes[mul_id], normed);
+  if (other < 0) return std::nullopt;
+  const TensorId scale = g.nodes[mul_id].inputs[other];
+  if (scale == kNone || g.tensors[scale].shape != normalized || g.tensors[scale].dtype != g.tensors[x].dtype) return std::nullopt;
+  m.nodes.push_back(mul_id);
+  m.scale = scale;
+  m.y = g.nodes[mul_id].outputs.empty() ? kNone : g.nodes[mul_id].outputs[0];
+  if (m.y == kNone || g.tensors[m.y].shape != g.tensors[x].shape || g.tensors[m.y].dtype != g.tensors[x].dtype) return std::nullopt;
+  for (NodeId n : m.nodes) {
+    if (g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] == kNone) return std::nullopt;
+  }
+  m.x = x;
+  m.axis = static_cast<int64_t>(rank) - k;
+  return m;
+}
+
+// SiLU as the dynamo exporter writes F.silu and Hugging Face's "silu" activation: Mul(x,
+// Sigmoid(x)), either order, the sigmoid read by the product alone. Op by op autograd keeps x and
+// sigmoid(x); at::silu keeps x.
+struct SiluMatch {
+  TensorId x = kNone, y = kNone;
+  std::vector<NodeId> nodes;
+};
+std::optional<SiluMatch> MatchSilu(const TrainingGraph& g, const Uses& u, const Node& s) {
+  if (s.op_type != "Sigmoid" || s.inputs.size() != 1 || s.outputs.size() != 1 || s.inputs[0] == kNone ||
+      s.outputs[0] == kNone) {
+    return std::nullopt;
+  }
+  const TensorId x = s.inputs[0];
+  if (!IsFloating(g.tensors[x].dtype)) return std::nullopt;
+  const NodeId mul_id = SoleReader(u, s.outputs[0]);
+  if (mul_id == kNone || g.nodes[mul_id].op_type != "Mul") return std::nullopt;
+  const Node& mul = g.nodes[mul_id];
+  const int other = OtherSlot(mul, s.outputs[0]);
+  if (other < 0 || mul.inputs[other] != x || mul.outputs.size() != 1 || mul.outputs[0] == kNone) return std::nullopt;
+  const Tensor& ty = g.tensors[mul.outputs[0]];
+  if (ty.shape != g.tensors[x].shape || ty.dtype != g.tensors[x].dtype) return std::nullopt;
+  return SiluMatch{x, mul.outputs[0], {s.id, mul_id}};
+}
+
 // A name for the fused node: the composite's scope (what precedes the last '/') and its op,
 // unless a node already has it; then the last node's name.
 std::string FusedName(const Node& last, const std::string& op, const std::set<std::string>& taken) {
@@ -332,6 +441,28 @@ std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const Node
     eps.kind = Attribute::Kind::kFloat;
     eps.f = m->epsilon;
     f.node.attributes["epsilon"] = eps;
+    return f;
+  }
+  if (std::optional<RmsNormMatch> m = MatchRmsNorm(g, u, n)) {
+    Fusion f{m->nodes, {}, "RMS normalisation"};
+    f.node.op_type = "RMSNormalization";
+    f.node.inputs = {m->x, m->scale};
+    f.node.outputs = {m->y};
+    Attribute axis;
+    axis.kind = Attribute::Kind::kInt;
+    axis.i = m->axis;
+    f.node.attributes["axis"] = axis;
+    Attribute eps;
+    eps.kind = Attribute::Kind::kFloat;
+    eps.f = m->epsilon;
+    f.node.attributes["epsilon"] = eps;
+    return f;
+  }
+  if (std::optional<SiluMatch> m = MatchSilu(g, u, n)) {
+    Fusion f{m->nodes, {}, "SiLU"};
+    f.node.op_type = "Swish";  // ONNX's name (opset 24), alpha 1: x * sigmoid(x)
+    f.node.inputs = {m->x};
+    f.node.outputs = {m->y};
     return f;
   }
   return std::nullopt;
@@ -423,8 +554,9 @@ int FuseCompositeOps(TrainingGraph& g) {
   std::string what;
   for (const auto& [kind, n] : counts) what += (what.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
   g.notes.push_back("fused " + what +
-                    " subgraph(s) (written op by op, as TorchScript exports them before opsets 17 and 20) into "
-                    "the one op the source model runs (Gelu, LayerNormalization): autograd keeps less for the backward");
+                    " subgraph(s) (written op by op, as TorchScript exports them before opsets 17 and 20 and the "
+                    "dynamo exporter before opsets 23 and 24) into the one op the source model runs (Gelu, "
+                    "LayerNormalization, RMSNormalization, Swish for SiLU): autograd keeps less for the backward");
   return static_cast<int>(fused.size());
 }
 

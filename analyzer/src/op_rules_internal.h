@@ -107,6 +107,7 @@ void InferSplit(InferContext& c);
 void InferPad(InferContext& c);
 void InferGatherElements(InferContext& c);
 void InferTrilu(InferContext& c);
+void InferGatherND(InferContext& c);
 
 // ---- op_shapes_nn.cc ----
 
@@ -146,14 +147,15 @@ FlopsRule CrossEntropyFlops;
 using SaveRule = std::remove_pointer_t<SaveFn>;
 SaveRule SavesInputs01, SavesInput0, SavesOutput0, SavesBothInputs, SavesInputAndOutput;
 SaveRule SavesOtherOperand, SavesMatMul, SavesGemm, SavesDiv, SavesPow, SavesWhere;
-SaveRule SavesGather, SavesScatter, SavesTopK, SavesMaxPool, SavesDropout;
+SaveRule SavesGather, SavesGatherND, SavesRmsNorm, SavesSwish, SavesScatter, SavesTopK, SavesMaxPool, SavesDropout;
 SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 
 // ---- op_workspaces.cc ----
 
 // Each of these is a WorkspaceFn: bytes a node holds temporarily.
 using WorkspaceRule = std::remove_pointer_t<WorkspaceFn>;
-WorkspaceRule ConvWorkspace, ConvForwardWorkspace, ErfWorkspace, ClipWorkspace;
+WorkspaceRule ConvWorkspace, ConvForwardWorkspace, ErfWorkspace, ClipWorkspace, RmsNormWorkspace, RmsNormForwardWorkspace,
+    GatherNDForwardWorkspace;
 WorkspaceRule BatchNormWorkspace, BroadcastGradWorkspace, CrossEntropyWorkspace;
 
 // ---- op_validate.cc ----

@@ -70,6 +70,11 @@ std::vector<OpRule> MakeRules() {
        .backward_factor = 1.5, .saves = SavesLayerNorm, .copies_broadcast_grad = true,
        .validate = ValidateLayerNorm,
        .init_one_inputs = Bits({1}), .init_zero_inputs = Bits({2})},
+      // Inputs: X, scale (opset 23). The executor runs at::rms_norm.
+      {.op_type = "RMSNormalization", .infer = InferSameAsInput, .flops = NormFlops,
+       .backward_factor = 1.5, .saves = SavesRmsNorm, .backward_workspace = RmsNormWorkspace,
+       .forward_workspace = RmsNormForwardWorkspace, .init_one_inputs = Bits({1}),
+       .compute = ComputeClass::kNormalization},
       {.op_type = "InstanceNormalization", .infer = InferSameAsInput, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesInstanceNorm, .init_one_inputs = Bits({1}),
        .init_zero_inputs = Bits({2}), .compute = ComputeClass::kNormalization},
@@ -100,6 +105,9 @@ std::vector<OpRule> MakeRules() {
        .saves = SavesInput0},
       {.op_type = "Gelu", .infer = InferSameAsInput, .flops = TranscendentalFlops,
        .saves = SavesInput0, .copies_broadcast_grad = true},
+      // ONNX's Swish (opset 24) is x * sigmoid(alpha x): SiLU at alpha 1.
+      {.op_type = "Swish", .infer = InferSameAsInput, .flops = TranscendentalFlops,
+       .saves = SavesSwish},
       {.op_type = "Erf", .infer = InferSameAsInput, .flops = TranscendentalFlops,
        .saves = SavesInput0, .backward_workspace = ErfWorkspace},
       {.op_type = "Exp", .infer = InferSameAsInput, .flops = TranscendentalFlops,
@@ -181,6 +189,8 @@ std::vector<OpRule> MakeRules() {
        .saves = SavesScatter, .nondiff_inputs = Bits({1}), .axis_indices_input = 1},
       {.op_type = "GatherElements", .infer = InferGatherElements, .flops = ElementwiseFlops,
        .saves = SavesGather, .nondiff_inputs = Bits({1}), .axis_indices_input = 1},
+      {.op_type = "GatherND", .infer = InferGatherND, .flops = ElementwiseFlops,
+       .saves = SavesGatherND, .nondiff_inputs = Bits({1}), .forward_workspace = GatherNDForwardWorkspace},
       // cat's backward returns narrow() views of the incoming gradient.
       {.op_type = "Concat", .infer = InferConcat, .flops = ElementwiseFlops, .grad_is_view = true},
       {.op_type = "Gather", .infer = InferGather, .flops = ElementwiseFlops, .saves = SavesGather,

@@ -137,6 +137,49 @@ void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector
     s.extras.push_back({"mask", DType::kBool, x.shape, x.numel()});
   }
 }
+// The executor's GatherND is at::index on data viewed as [batch, rest...] with 1 + k index
+// tensors: arange(batch) expanded (its storage: batch int64) and each of the k index columns
+// with negative indices wrapped (a new int64 [batch, m] tensor). index's backward keeps them.
+void SavesGatherND(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+  if (g.empty() || !g[0]) return;
+  const Tensor& data = t[n.inputs[0]];
+  const Tensor& idx = t[n.inputs[1]];
+  const int64_t b = n.attr_int("batch_dims", 0);
+  const int64_t k = idx.shape.back();
+  int64_t nb = 1;
+  for (int64_t d = 0; d < b; ++d) nb *= data.shape[d];
+  const int64_t rows = idx.numel() / std::max<int64_t>(k, 1);  // batch x m
+  s.extras.push_back({"batch index", DType::kInt64, {nb}, nb * 8});
+  for (int64_t j = 0; j < k; ++j) {
+    s.extras.push_back({"index column " + std::to_string(j), DType::kInt64, {rows}, rows * 8});
+  }
+}
+// at::rms_norm on the CPU (LibTorch 2.14) is composite: pow(x, 2) keeps x, rsqrt keeps 1/rms
+// (one float per row), x * (1/rms) keeps both, and the product with the scale keeps the other
+// operand of each input that needs a gradient: the scale, and the normalised tensor.
+void SavesRmsNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+  const Tensor& x = t[n.inputs[0]];
+  const bool grad_x = !g.empty() && g[0], grad_scale = g.size() > 1 && g[1];
+  if (grad_x) {
+    const int64_t r = static_cast<int64_t>(x.shape.size());
+    int64_t axis = n.attr_int("axis", -1);
+    if (axis < 0) axis += r;
+    std::vector<int64_t> stat(x.shape.begin(), x.shape.begin() + std::clamp<int64_t>(axis, 0, r));
+    stat.resize(r, 1);
+    s.inputs = {0, 1};
+    s.extras.push_back({"rstd", DType::kFloat32, stat, Numel(stat) * 4});
+  }
+  if (grad_scale) s.extras.push_back({"normalized", x.dtype, x.shape, x.bytes});
+}
+// Swish with alpha 1 is at::silu, which keeps its input; another alpha is x * sigmoid(alpha x),
+// which keeps x and the sigmoid.
+void SavesSwish(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  s.inputs = {0};
+  if (n.attr_float("alpha", 1.0) != 1.0) {
+    const Tensor& x = t[n.inputs[0]];
+    s.extras.push_back({"sigmoid", x.dtype, x.shape, x.bytes});
+  }
+}
 void SavesScatter(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
   s.inputs = {1};  // the indices
 }

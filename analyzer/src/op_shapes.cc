@@ -338,4 +338,26 @@ void InferGatherElements(InferContext& c) { c.set(0, c.dtype(0), c.shape(1)); }
 
 void InferTrilu(InferContext& c) { InferSameAsInput(c); }
 
+// GatherND (opset 11/12/13): indices [b..., m..., k] pick k-tuples from data [b..., d...]:
+// the output is indices' shape without its last axis, then data's axes after b + k.
+void InferGatherND(InferContext& c) {
+  const std::vector<int64_t>& data = c.shape(0);
+  const std::vector<int64_t>& idx = c.shape(1);
+  if (c.dtype(1) != DType::kInt64) c.reject("GatherND indices must be int64");
+  const int64_t b = c.node().attr_int("batch_dims", 0);
+  const int64_t r = static_cast<int64_t>(data.size()), q = static_cast<int64_t>(idx.size());
+  if (r < 1 || q < 1) c.reject("GatherND data and indices must have rank >= 1");
+  if (b < 0 || b >= std::min(r, q)) c.reject("GatherND batch_dims " + std::to_string(b) + " must be below both ranks");
+  const int64_t k = idx.back();
+  if (k < 1 || k > r - b) {
+    c.reject("GatherND indices' last dimension " + std::to_string(k) + " must be in [1, " + std::to_string(r - b) + "]");
+  }
+  for (int64_t d = 0; d < b; ++d) {
+    if (data[d] != idx[d]) c.reject("GatherND batch dimension " + std::to_string(d) + " differs between data and indices");
+  }
+  std::vector<int64_t> out(idx.begin(), idx.end() - 1);
+  out.insert(out.end(), data.begin() + b + k, data.end());
+  c.set(0, c.dtype(0), out);
+}
+
 }  // namespace memplan::rules

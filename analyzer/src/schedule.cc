@@ -97,7 +97,19 @@ void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
 }
 
 GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
-    : g_(g), s_(s), grad_(g.tensors.size(), kNone), broadcast_(g.tensors.size(), false) {}
+    : g_(g), s_(s), grad_(g.tensors.size(), kNone), broadcast_(g.tensors.size(), false),
+      param_contributions_(g.tensors.size(), 0), param_held_(g.tensors.size(), kNone) {
+  for (const Node& n : g.nodes) {
+    if (!n.has_backward) continue;
+    const OpRule* rule = FindOpRule(n.op_type);
+    for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
+      const TensorId i = n.inputs[slot];
+      if (i == kNone || !g.tensors[i].has_gradient || g.tensors[i].category != TensorCategory::kParameter) continue;
+      if (rule && slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
+      ++param_contributions_[i];
+    }
+  }
+}
 
 // A gradient buffer is created by the first backward op that produces it and freed after the
 // backward of the tensor's producer consumed it. Views pass the incoming gradient through
@@ -132,6 +144,34 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       grad_readers[grad[i]] = 1;
       step.allocs.push_back(grad[i]);
       if (--grad_readers[old] == 0) step.frees.push_back(old);
+      continue;
+    }
+    if (t.category == TensorCategory::kParameter && param_contributions_[i] > 1 && param_held_[i] == kNone) {
+      // The first of several contributions: held (the gradient itself, or the storage of the
+      // incoming gradient it is a view of; a broadcast input's reduced gradient is its own).
+      if (view && out != kNone && g.tensors[out].numel() == t.numel()) {
+        param_held_[i] = out_grad;
+        ++grad_readers[out_grad];
+      } else {
+        param_held_[i] = s.AddBuffer({"grad contributions " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+        grad_readers[param_held_[i]] = 1;
+        step.allocs.push_back(param_held_[i]);
+      }
+      --param_contributions_[i];
+      continue;
+    }
+    if (t.category == TensorCategory::kParameter && param_held_[i] != kNone) {
+      // A later contribution, added in place to the held one; after the last, AccumulateGrad
+      // runs and the held buffer goes.
+      if (!view || (out != kNone && g.tensors[out].numel() != t.numel())) {
+        BufferId tmp = s.AddBuffer({"new grad " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+        step.allocs.push_back(tmp);
+        step.frees.push_back(tmp);
+      }
+      if (--param_contributions_[i] == 0) {
+        if (--grad_readers[param_held_[i]] == 0) step.frees.push_back(param_held_[i]);
+        param_held_[i] = kNone;
+      }
       continue;
     }
     if (t.category == TensorCategory::kParameter || grad[i] != kNone) {

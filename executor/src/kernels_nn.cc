@@ -221,6 +221,16 @@ Outs LayerNormalization(const OpCall& c) {
   return o;
 }
 
+// ONNX's RMSNormalization (opset 23) over the axes from `axis` on, as PyTorch runs it: at::rms_norm.
+Outs RMSNormalization(const OpCall& c) {
+  const at::Tensor& x = c.x(0);
+  int64_t axis = NormAxis(c.attr_int("axis", -1), x.dim(), c);
+  std::vector<int64_t> normalized(x.sizes().begin() + axis, x.sizes().end());
+  at::Tensor w = c.x(1);
+  if (w.sizes() != at::IntArrayRef(normalized)) w = w.expand(normalized).contiguous();
+  return {at::rms_norm(x, normalized, w, c.attr_float("epsilon", 1e-5))};
+}
+
 Outs InstanceNormalization(const OpCall& c) {
   return {at::instance_norm(c.x(0), c.x(1), c.x(2), {}, {}, true, 0.0, c.attr_float("epsilon", 1e-5), false)};
 }
@@ -267,6 +277,11 @@ Outs Tanh(const OpCall& c) { return {at::tanh(c.x(0))}; }
 Outs Softplus(const OpCall& c) { return {at::softplus(c.x(0), 1.0, 20.0)}; }
 Outs Softsign(const OpCall& c) { return {at::div(c.x(0), at::add(at::abs(c.x(0)), 1.0))}; }
 Outs Mish(const OpCall& c) { return {at::mish(c.x(0))}; }
+Outs Swish(const OpCall& c) {
+  const double alpha = c.attr_float("alpha", 1.0);
+  if (alpha == 1.0) return {at::silu(c.x(0))};
+  return {at::mul(c.x(0), at::sigmoid(at::mul(c.x(0), alpha)))};
+}
 Outs Gelu(const OpCall& c) { return {at::gelu(c.x(0), c.attr_string("approximate", "none"))}; }
 Outs Erf(const OpCall& c) { return {at::erf(c.x(0))}; }
 Outs Exp(const OpCall& c) { return {at::exp(c.x(0))}; }
@@ -817,11 +832,12 @@ Outs SumLoss(const OpCall& c) { return {at::sum(c.x(0))}; }
 void RegisterNnKernels(KernelTable& t) {
   t["Conv"] = Conv; t["ConvTranspose"] = ConvTranspose; t["Gemm"] = Gemm; t["MatMul"] = MatMul; t["Einsum"] = Einsum;
   t["BatchNormalization"] = BatchNormalization; t["LayerNormalization"] = LayerNormalization;
+  t["RMSNormalization"] = RMSNormalization;
   t["InstanceNormalization"] = InstanceNormalization; t["MeanVarianceNormalization"] = MeanVarianceNormalization;
   t["LRN"] = Lrn;
   t["Relu"] = Relu; t["LeakyRelu"] = LeakyRelu; t["Elu"] = Elu; t["Selu"] = Selu; t["Celu"] = Celu;
   t["Sigmoid"] = Sigmoid; t["HardSigmoid"] = HardSigmoid; t["HardSwish"] = HardSwish; t["Tanh"] = Tanh;
-  t["Softplus"] = Softplus; t["Softsign"] = Softsign; t["Mish"] = Mish; t["Gelu"] = Gelu; t["Erf"] = Erf;
+  t["Softplus"] = Softplus; t["Softsign"] = Softsign; t["Mish"] = Mish; t["Gelu"] = Gelu; t["Swish"] = Swish; t["Erf"] = Erf;
   t["Exp"] = Exp; t["Log"] = Log; t["Sqrt"] = Sqrt; t["Reciprocal"] = Reciprocal; t["Sin"] = Sin; t["Cos"] = Cos;
   t["Tan"] = Tan; t["Asin"] = Asin; t["Acos"] = Acos; t["Atan"] = Atan; t["Sinh"] = Sinh; t["Cosh"] = Cosh;
   t["Asinh"] = Asinh; t["Acosh"] = Acosh; t["Atanh"] = Atanh; t["ThresholdedRelu"] = ThresholdedRelu;

@@ -150,6 +150,18 @@ GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const st
   return b.Node("Mul", {"ln_n", scale}, {"ln_scaled"}).Node("Add", {"ln_scaled", bias}, {y});
 }
 
+GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale) {
+  b.Node("Constant", {}, {"rms_two"}).Attr("value_float", 2.0).Node("Pow", {x, "rms_two"}, {"rms_sq"});
+  b.Node("ReduceMean", {"rms_sq"}, {"rms_mean"}).Attr("axes", std::vector<int64_t>{-1});
+  b.Node("Constant", {}, {"rms_eps"}).Attr("value_float", 1e-6).Node("Add", {"rms_mean", "rms_eps"}, {"rms_ve"});
+  b.Node("Sqrt", {"rms_ve"}, {"rms_s"}).Node("Reciprocal", {"rms_s"}, {"rms_r"});
+  return b.Node("Mul", {x, "rms_r"}, {"rms_n"}).Node("Mul", {scale, "rms_n"}, {y});
+}
+
+GraphBuilder& AppendSiluOps(GraphBuilder& b, const std::string& x, const std::string& y) {
+  return b.Node("Sigmoid", {x}, {"silu_s"}).Node("Mul", {x, "silu_s"}, {y});
+}
+
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});

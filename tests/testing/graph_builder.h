@@ -69,6 +69,14 @@ GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::s
 GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale,
                                  const std::string& bias);
 
+// Appends RMS normalisation over the last axis as the dynamo exporter writes torch's rms_norm and
+// Hugging Face's LlamaRMSNorm (opset 20): Pow(x, 2), ReduceMean, Add(1e-6), Sqrt, Reciprocal,
+// Mul(x, ·), Mul(scale, ·).
+GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale);
+
+// Appends SiLU as the dynamo exporter writes F.silu: Mul(x, Sigmoid(x)).
+GraphBuilder& AppendSiluOps(GraphBuilder& b, const std::string& x, const std::string& y);
+
 // `k` contiguous segments of (roughly) equal node counts: a plan's segmentation for tests.
 std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k);
 
