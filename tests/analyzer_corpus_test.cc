@@ -92,6 +92,9 @@ TEST_P(Corpus, RulesAgreeWithPythonOnnx) {
 INSTANTIATE_TEST_SUITE_P(Dynamo, Corpus, ::testing::ValuesIn(testing::DynamoCorpus()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
+INSTANTIATE_TEST_SUITE_P(HuggingFace, Corpus, ::testing::ValuesIn(testing::HuggingFaceCorpus()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
+
 INSTANTIATE_TEST_SUITE_P(Models, Corpus, ::testing::ValuesIn(testing::TestCorpus()),
                          [](const auto& info) { return info.param; });
 

@@ -23,6 +23,13 @@ const std::vector<std::string>& DynamoCorpus() {
   return models;
 }
 
+const std::vector<std::string>& HuggingFaceCorpus() {
+  static const std::vector<std::string> models = {
+      "hf_llama_dynamo", "hf_bert_dynamo", "hf_gpt2_dynamo", "hf_vit_dynamo",
+  };
+  return models;
+}
+
 std::string ModelCacheDir() {
   const char* env = std::getenv("MEMPLAN_MODEL_CACHE");
   return env && *env ? env : MEMPLAN_MODEL_CACHE;
