@@ -137,6 +137,7 @@ Item MakePlanItem(const PlanRequest& r) {
   BudgetPlanOptions request;
   request.budget.bytes = r.budget_bytes;
   request.plan.strategy = r.strategy;
+  request.search_smallest = false;  // a slider move re-plans: only the plan is shown
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
     LoadOptions o;
     o.batch = batch;

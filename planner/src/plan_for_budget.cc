@@ -125,9 +125,14 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   if (n == 1) {
     // 2. The smallest budget under these options (the strategy asked for, the micro-batches
     // allowed): one answer for the JSON, the exit message and the sweep.
-    out.smallest = SmallestPeakMicroBatched(at_batch, g.batch, cost, plan_options, k);
-    out.smallest_searched = true;
-    OnDevice(out.smallest, options);
+    // (Searched after the plan when the caller only needs it for a plan that does not fit.)
+    const bool smallest_first = options.search_smallest || options.sweep;
+    auto search_smallest = [&] {
+      out.smallest = SmallestPeakMicroBatched(at_batch, g.batch, cost, plan_options, k);
+      out.smallest_searched = true;
+      OnDevice(out.smallest, options);
+    };
+    if (smallest_first) search_smallest();
     // 3. The sweep: what this call answers for budgets from the plain step's down to the
     // smallest; without a budget, the plan is for the smallest.
     if (options.sweep) {
@@ -150,9 +155,11 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       if (no_budget) plan_options.budget_bytes = least;
     }
     out.budget_bytes = plan_options.budget_bytes;
-    out.smallest.budget_bytes = plan_options.budget_bytes;
-    out.smallest.feasible = plan_options.budget_bytes <= 0 || BudgetNeeded(out.smallest) <= plan_options.budget_bytes;
-    OnDevice(out.smallest, options);
+    if (out.smallest_searched) {
+      out.smallest.budget_bytes = plan_options.budget_bytes;
+      out.smallest.feasible = plan_options.budget_bytes <= 0 || BudgetNeeded(out.smallest) <= plan_options.budget_bytes;
+      OnDevice(out.smallest, options);
+    }
     // 4. The plan at the whole batch, or at the micro-batch count asked for; when
     // checkpointing alone does not fit, split the batch (gradient accumulation).
     out.plan = PlanBatch(g, at_batch, cost, plan_options, k);
@@ -168,6 +175,12 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       p.budget_bytes = plan_options.budget_bytes;
       OnDevice(p, options);
       if (p.feasible || BudgetNeeded(p) < BudgetNeeded(out.plan)) out.plan = std::move(p);
+    }
+    if (!out.smallest_searched && !out.plan.feasible) {
+      search_smallest();
+      out.smallest.budget_bytes = plan_options.budget_bytes;
+      out.smallest.feasible = plan_options.budget_bytes <= 0 || BudgetNeeded(out.smallest) <= plan_options.budget_bytes;
+      OnDevice(out.smallest, options);
     }
     // 5. A named strategy that does not fit: whether `auto` finds a plan that does.
     if (!out.plan.feasible && !IsAuto(plan_options.strategy) && plan_options.budget_bytes > 0) {

@@ -421,6 +421,10 @@ struct BudgetPlanOptions {
   // ApplyDataParallel. The budget is per device; a percentage is of the one-device plain
   // step's peak at the whole batch. The sweep stays the one-device sweep of the whole batch.
   ParallelLayout layout;
+  // Search the smallest budget (BudgetPlan::smallest) even when the plan fits: every strategy
+  // once more with nothing fitting, about as long as planning (the command line does; an
+  // interactive re-plan may not). When the plan does not fit it is always searched.
+  bool search_smallest = true;
   // Planning for a CUDA device: every graph (g and those graph_at_batch loads) must carry its
   // library workspaces (TrainingGraph::library_workspace_bytes); plans then get their reserved
   // peak through the caching allocator model, and with budget_reserved the budget bounds it (the
