@@ -66,7 +66,7 @@ while [ $# -gt 0 ]; do
     --peer-specs) PEER_SPECS=$2; shift 2 ;;
     --peers) PEERS=$2; shift 2 ;;
     --time-limit) TIME_LIMIT=$2; shift 2 ;;
-    -h|--help) sed -n 2,41p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,35p "$0"; exit 0 ;;
     *) die "unknown argument $1 (try --help)" ;;
   esac
 done
