@@ -156,7 +156,7 @@ TEST(Fusion, FusedLayerNormSavesItsInputNotItsIntermediates) {
 int64_t SavedBytesWithExtras(const TrainingGraph& g) {
   int64_t bytes = SavedActivationBytes(g);
   for (const Node& n : g.nodes) {
-    if (n.op_type.rfind("memplan.", 0) == 0) continue;
+    if (n.op_type.find("Loss") != std::string::npos) continue;
     for (const SavedExtra& e : n.saved_extras) bytes += e.bytes;
   }
   return bytes;
@@ -232,6 +232,45 @@ TEST(Fusion, SigmoidTimesAnotherTensorIsNotSilu) {
   c.Input("x", {-1, 8}).Param("w", {8, 8}).Node("MatMul", {"x", "w"}, {"h"});
   c.Node("Sigmoid", {"h"}, {"s"}).Node("Mul", {"h", "s"}, {"p"}).Node("Add", {"p", "s"}, {"y"}).Output("y");
   EXPECT_EQ(CountOp(c.Load({.batch = 3}), "Swish"), 0);
+}
+
+TEST(Fusion, ExportedAttentionBecomesScaledDotProductAttention) {
+  TrainingGraph g = testing::AttentionBlock().Load({.batch = 3});
+  // The projections and their Transposes stay (K^T is an input); the rest is one node.
+  ASSERT_EQ(CountOp(g, "memplan.ScaledDotProductAttention"), 1);
+  EXPECT_EQ(CountOp(g, "Softmax"), 0);
+  EXPECT_EQ(CountOp(g, "IsNaN"), 0);
+  const Node* a = nullptr;
+  for (const Node& n : g.nodes) if (n.op_type == "memplan.ScaledDotProductAttention") a = &n;
+  ASSERT_EQ(a->inputs.size(), 4u);
+  EXPECT_EQ(g.tensor(a->inputs[0]).name, "q");
+  EXPECT_EQ(g.tensor(a->inputs[1]).name, "kt");
+  EXPECT_EQ(g.tensor(a->inputs[2]).name, "v");
+  EXPECT_EQ(g.tensor(a->inputs[3]).name, "mask");
+  EXPECT_EQ(a->attr_float("scale", 0), 0.5);
+  EXPECT_EQ(a->attr_int("nan_to_zero", 0), 1);
+  EXPECT_EQ(g.tensor(a->outputs[0]).name, "heads");
+}
+
+TEST(Fusion, FusedAttentionKeepsNoProbabilities) {
+  testing::GraphBuilder b = testing::AttentionBlock();
+  // Batch 3: q, k, v and the output are [3,2,16,4] floats, 1,536 B; the scores [3,2,16,16], 6,144 B
+  // (as bools, 1,536 B). Op by op: MatMul(q, k^T) keeps contiguous copies of q and k^T for bmm
+  // (transposed views do not fold into [6,16,4]), Softmax its output p, Where the NaN mask,
+  // MatMul(p0, v) p0 and a copy of v: 1536 + 1536 + 6144 + 1536 + 6144 + 1536 = 18,432 B. Flash
+  // attention: q and v (views of the projections), its output, a contiguous copy of k (1,536 B
+  // each) and a float log-sum-exp per row ([3,2,16]: 384 B) = 6,528 B. (The mask is a constant.)
+  EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3, .fuse_composite_ops = false})), 18432);
+  EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3})), 6528);
+}
+
+TEST(Fusion, AttentionWithDropoutOrATrainedMaskIsNotFused) {
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 2, 16, 4}).Param("w", {4, 4}).Param("bias", {16, 16});
+  b.Node("MatMul", {"x", "w"}, {"q"}).Node("Transpose", {"q"}, {"qt"}).Attr("perm", std::vector<int64_t>{0, 1, 3, 2});
+  b.Node("MatMul", {"q", "qt"}, {"s"}).Node("Add", {"s", "bias"}, {"sb"}).Node("Softmax", {"sb"}, {"p"});
+  b.Node("MatMul", {"p", "q"}, {"y"}).Output("y");
+  EXPECT_EQ(CountOp(b.Load({.batch = 3}), "memplan.ScaledDotProductAttention"), 0);
 }
 
 TEST(Fusion, ANormalisationOverTheBatchAxisIsNotLayerNorm) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "memplan/analyzer.h"
@@ -72,11 +73,14 @@ TEST_P(HuggingFace, SelectivePlanMeasuresAtOrUnderItsBudget) {
 INSTANTIATE_TEST_SUITE_P(Corpus, HuggingFace, ::testing::ValuesIn(testing::HuggingFaceCorpus()),
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
-// LLaMA's RMSNorm and SiLU fused (what the analyzer does by default) and left as the exporter
-// wrote them: each graph measures what the analyzer predicts for it.
+// LLaMA's RMSNorm, SiLU and attention fused (what the analyzer does by default) and left as the
+// exporter wrote them: each graph measures what the analyzer predicts for it. MEMPLAN_HF_FUSION_MODEL
+// and MEMPLAN_HF_FUSION_BATCH run it on another export (bench/accuracy_torch214.md: hf_llama_1k).
 TEST(HuggingFaceFusion, LlamaFusedAndUnfusedEachMeasureTheirPrediction) {
-  const std::string path = testing::CorpusModel("hf_llama_dynamo");
-  LoadOptions fused{/*batch=*/kBatch};
+  const char* model = std::getenv("MEMPLAN_HF_FUSION_MODEL");
+  const char* batch = std::getenv("MEMPLAN_HF_FUSION_BATCH");
+  const std::string path = testing::CorpusModel(model && *model ? model : "hf_llama_dynamo");
+  LoadOptions fused{/*batch=*/batch && *batch ? std::atoll(batch) : kBatch};
   LoadOptions unfused = fused;
   unfused.fuse_composite_ops = false;
   for (const LoadOptions& lo : {fused, unfused}) {
@@ -84,8 +88,8 @@ TEST(HuggingFaceFusion, LlamaFusedAndUnfusedEachMeasureTheirPrediction) {
     const int64_t predicted = Simulate(BuildTrainingSchedule(g)).peak_bytes;
     const RunResult r = RunSteps(g);
     const double err = Error(predicted, r.measured_peak_bytes);
-    std::printf("hf_llama %s: %zu nodes, predicted %lld measured %lld (%+.3f%%)\n",
-                lo.fuse_composite_ops ? "fused" : "unfused", g.nodes.size(), static_cast<long long>(predicted),
+    std::printf("%s batch %lld %s: %zu nodes, predicted %lld measured %lld (%+.3f%%)\n", path.c_str(),
+                static_cast<long long>(lo.batch), lo.fuse_composite_ops ? "fused" : "unfused", g.nodes.size(), static_cast<long long>(predicted),
                 static_cast<long long>(r.measured_peak_bytes), 100 * err);
     EXPECT_LE(err, 0.01);
     EXPECT_GE(err, -0.005);

@@ -394,6 +394,144 @@ std::optional<SiluMatch> MatchSilu(const TrainingGraph& g, const Uses& u, const 
   return SiluMatch{x, mul.outputs[0], {s.id, mul_id}};
 }
 
+// Attention as the dynamo exporter writes scaled_dot_product_attention (opset 20) and as
+// TorchScript writes it by hand: MatMul(Q, K^T), an optional scaling (Mul or Div by a scalar), an
+// optional additive mask (Add of a tensor that needs no gradient), Softmax over the last axis, the
+// optional replacement of NaN rows by 0 (IsNaN, Where(·, 0, p)), MatMul(·, V). Q [..., T, d], K^T
+// [..., d, S] and V [..., S, dv] of one batch shape, rank 4. Op by op autograd keeps the T x S
+// probabilities (the softmax's output, the second MatMul's operand) and the NaN mask; PyTorch's
+// scaled_dot_product_attention (flash attention on the CPU and on CUDA) keeps Q, K, V, its output
+// and one log-sum-exp per row.
+// Whether each tensor depends on a trainable parameter (fusion runs before gradients are known).
+std::vector<bool> DependsOnParameters(const TrainingGraph& g) {
+  std::vector<bool> dep = TrainableInitializers(g);
+  for (const Node& n : g.nodes) {
+    bool any = false;
+    for (TensorId i : n.inputs) any = any || (i != kNone && dep[i]);
+    for (TensorId o : n.outputs) {
+      if (o != kNone) dep[o] = any && IsFloating(g.tensors[o].dtype);
+    }
+  }
+  return dep;
+}
+
+struct AttentionMatch {
+  TensorId q = kNone, kt = kNone, v = kNone, mask = kNone, y = kNone;
+  double scale = 1.0;
+  bool nan_to_zero = false;
+  std::vector<NodeId> nodes;
+};
+std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses& u, const std::vector<bool>& trained,
+                                             const Node& sm) {
+  if (sm.op_type != "Softmax" || sm.inputs.size() != 1 || sm.outputs.size() != 1 || sm.inputs[0] == kNone ||
+      sm.outputs[0] == kNone) {
+    return std::nullopt;
+  }
+  const int64_t rank = static_cast<int64_t>(g.tensors[sm.inputs[0]].shape.size());
+  if (rank != 4 || (sm.attr_int("axis", -1) != -1 && sm.attr_int("axis", -1) != rank - 1)) return std::nullopt;
+  AttentionMatch m;
+  std::vector<NodeId> before;  // from the first MatMul to the softmax, in reverse
+  TensorId t = sm.inputs[0];
+  NodeId reader = sm.id;
+  NodeId p = u.producer[t];
+  if (p == kNone || SoleReader(u, t) != reader) return std::nullopt;
+  if (g.nodes[p].op_type == "Add" && g.nodes[p].inputs.size() == 2) {
+    const Node& add = g.nodes[p];
+    for (int k = 0; k < 2 && m.mask == kNone; ++k) {
+      const TensorId other = add.inputs[1 - k];
+      const NodeId q = add.inputs[k] == kNone ? kNone : u.producer[add.inputs[k]];
+      if (other == kNone || q == kNone || trained[other] || !IsFloating(g.tensors[other].dtype)) continue;
+      if (g.nodes[q].op_type != "MatMul" && g.nodes[q].op_type != "Mul" && g.nodes[q].op_type != "Div") continue;
+      m.mask = other;
+      before.push_back(p);
+      reader = p;
+      t = add.inputs[k];
+      p = q;
+    }
+    if (m.mask == kNone || SoleReader(u, t) != reader) return std::nullopt;
+  }
+  if (g.nodes[p].op_type == "Mul" || g.nodes[p].op_type == "Div") {
+    std::vector<NodeId> scaled;
+    const Node& sc = g.nodes[p];
+    TensorId inner = kNone;
+    for (int k = 0; k < 2 && inner == kNone; ++k) {
+      const TensorId c = sc.inputs.size() == 2 ? sc.inputs[k] : kNone;
+      const std::optional<ConstValue>& v = c == kNone ? std::nullopt : g.tensors[c].value;
+      if (!v || v->numel() != 1 || !v->is_float() || v->floats.size() != 1 || v->floats[0] == 0) continue;
+      if (sc.op_type == "Div" && k == 0) continue;  // c / s is no scaling
+      inner = sc.inputs[1 - k];
+      m.scale = sc.op_type == "Mul" ? v->floats[0] : 1.0 / v->floats[0];
+    }
+    if (inner == kNone || SoleReader(u, inner) != p) return std::nullopt;
+    before.push_back(p);
+    reader = p;
+    t = inner;
+    p = u.producer[t];
+    if (p == kNone) return std::nullopt;
+  }
+  const Node& mm = g.nodes[p];
+  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || SoleReader(u, t) != reader) return std::nullopt;
+  before.push_back(p);
+  m.q = mm.inputs[0];
+  m.kt = mm.inputs[1];
+  // After the softmax: the optional NaN replacement, then the product with V.
+  TensorId probs = sm.outputs[0];
+  std::vector<NodeId> after;
+  const std::vector<NodeId>& readers = u.readers[probs];
+  if (!u.graph_output[probs] && readers.size() == 2) {
+    NodeId isnan = kNone, where = kNone;
+    for (NodeId r : readers) (g.nodes[r].op_type == "IsNaN" ? isnan : where) = r;
+    if (isnan == kNone || where == kNone || g.nodes[where].op_type != "Where" || g.nodes[where].inputs.size() != 3 ||
+        g.nodes[isnan].outputs.size() != 1 || SoleReader(u, g.nodes[isnan].outputs[0]) != where ||
+        g.nodes[where].inputs[0] != g.nodes[isnan].outputs[0] || g.nodes[where].inputs[2] != probs ||
+        !IsScalar(g, g.nodes[where].inputs[1], 0.0)) {
+      return std::nullopt;
+    }
+    after = {isnan, where};
+    probs = g.nodes[where].outputs.empty() ? kNone : g.nodes[where].outputs[0];
+    m.nan_to_zero = true;
+  }
+  const NodeId mm2_id = SoleReader(u, probs);
+  if (mm2_id == kNone || g.nodes[mm2_id].op_type != "MatMul" || g.nodes[mm2_id].inputs.size() != 2 ||
+      g.nodes[mm2_id].inputs[0] != probs || g.nodes[mm2_id].outputs.empty()) {
+    return std::nullopt;
+  }
+  m.v = g.nodes[mm2_id].inputs[1];
+  m.y = g.nodes[mm2_id].outputs[0];
+  if (m.q == kNone || m.kt == kNone || m.v == kNone || m.y == kNone) return std::nullopt;
+  const std::vector<int64_t>& qs = g.tensors[m.q].shape;
+  const std::vector<int64_t>& ks = g.tensors[m.kt].shape;
+  const std::vector<int64_t>& vs = g.tensors[m.v].shape;
+  if (qs.size() != 4 || ks.size() != 4 || vs.size() != 4) return std::nullopt;
+  for (int d = 0; d < 2; ++d) {
+    if (ks[d] != qs[d] || vs[d] != qs[d]) return std::nullopt;
+  }
+  if (qs[3] != ks[2] || ks[3] != vs[2]) return std::nullopt;
+  const DType dt = g.tensors[m.q].dtype;
+  if (!IsFloating(dt) || g.tensors[m.kt].dtype != dt || g.tensors[m.v].dtype != dt || g.tensors[m.y].dtype != dt) {
+    return std::nullopt;
+  }
+  if (m.mask != kNone) {
+    // The mask broadcasts to [..., T, S].
+    const std::vector<int64_t>& ms = g.tensors[m.mask].shape;
+    const std::vector<int64_t> full = {qs[0], qs[1], qs[2], ks[3]};
+    if (ms.size() > 4) return std::nullopt;
+    for (size_t d = 0; d < ms.size(); ++d) {
+      const int64_t want = full[4 - ms.size() + d];
+      if (ms[d] != 1 && ms[d] != want) return std::nullopt;
+    }
+    if (g.tensors[m.mask].dtype != dt) return std::nullopt;
+  }
+  m.nodes.assign(before.rbegin(), before.rend());
+  m.nodes.push_back(sm.id);
+  m.nodes.insert(m.nodes.end(), after.begin(), after.end());
+  m.nodes.push_back(mm2_id);
+  for (NodeId n : m.nodes) {
+    if (g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] == kNone) return std::nullopt;
+  }
+  return m;
+}
+
 // A name for the fused node: the composite's scope (what precedes the last '/') and its op,
 // unless a node already has it; then the last node's name.
 std::string FusedName(const Node& last, const std::string& op, const std::set<std::string>& taken) {
@@ -418,7 +556,7 @@ struct Fusion {
   std::string what;           // for the note
 };
 
-std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const Node& n) {
+std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const std::vector<bool>& trained, const Node& n) {
   if (std::optional<GeluMatch> m = MatchGelu(g, u, n)) {
     Fusion f{m->nodes, {}, m->approximate == "tanh" ? "tanh-GELU" : "erf-GELU"};
     f.node.op_type = "Gelu";
@@ -458,6 +596,22 @@ std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const Node
     f.node.attributes["epsilon"] = eps;
     return f;
   }
+  if (std::optional<AttentionMatch> m = MatchAttention(g, u, trained, n)) {
+    Fusion f{m->nodes, {}, "attention"};
+    f.node.op_type = "memplan.ScaledDotProductAttention";
+    f.node.inputs = {m->q, m->kt, m->v};
+    if (m->mask != kNone) f.node.inputs.push_back(m->mask);
+    f.node.outputs = {m->y};
+    Attribute scale;
+    scale.kind = Attribute::Kind::kFloat;
+    scale.f = m->scale;
+    f.node.attributes["scale"] = scale;
+    Attribute nan;
+    nan.kind = Attribute::Kind::kInt;
+    nan.i = m->nan_to_zero ? 1 : 0;
+    f.node.attributes["nan_to_zero"] = nan;
+    return f;
+  }
   if (std::optional<SiluMatch> m = MatchSilu(g, u, n)) {
     Fusion f{m->nodes, {}, "SiLU"};
     f.node.op_type = "Swish";  // ONNX's name (opset 24), alpha 1: x * sigmoid(x)
@@ -472,12 +626,13 @@ std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const Node
 
 int FuseCompositeOps(TrainingGraph& g) {
   const Uses u = UsesOf(g);
+  const std::vector<bool> trained = DependsOnParameters(g);
   std::vector<bool> removed(g.nodes.size(), false);
   std::set<std::string> taken;
   for (const Node& n : g.nodes) taken.insert(n.name);
   std::vector<Fusion> fused;
   for (const Node& n : g.nodes) {
-    std::optional<Fusion> f = MatchAny(g, u, n);
+    std::optional<Fusion> f = MatchAny(g, u, trained, n);
     if (!f) continue;
     bool overlaps = false;
     for (NodeId k : f->nodes) overlaps = overlaps || removed[k];
@@ -556,7 +711,8 @@ int FuseCompositeOps(TrainingGraph& g) {
   g.notes.push_back("fused " + what +
                     " subgraph(s) (written op by op, as TorchScript exports them before opsets 17 and 20 and the "
                     "dynamo exporter before opsets 23 and 24) into the one op the source model runs (Gelu, "
-                    "LayerNormalization, RMSNormalization, Swish for SiLU): autograd keeps less for the backward");
+                    "LayerNormalization, RMSNormalization, Swish for SiLU, scaled-dot-product attention): autograd keeps less for "
+                    "the backward");
   return static_cast<int>(fused.size());
 }
 

@@ -70,6 +70,14 @@ double EinsumFlops(const Node& n, const std::vector<Tensor>& t) {
   for (auto& [ch, s] : size) f *= static_cast<double>(s);
   return f;
 }
+// Q K^T and P V (two multiply-adds per T x S x d) and the softmax over T x S.
+double AttentionFlops(const Node& n, const std::vector<Tensor>& t) {
+  const std::vector<int64_t>& q = t[n.inputs[0]].shape;
+  const std::vector<int64_t>& kt = t[n.inputs[1]].shape;
+  const std::vector<int64_t>& v = t[n.inputs[2]].shape;
+  const double scores = static_cast<double>(q[0] * q[1] * q[2] * kt[3]);
+  return 2 * scores * static_cast<double>(q[3]) + 2 * scores * static_cast<double>(v[3]) + 5 * scores;
+}
 double CrossEntropyFlops(const Node& n, const std::vector<Tensor>& t) { return 5 * InNumel(n, t); }
 
 }  // namespace memplan::rules

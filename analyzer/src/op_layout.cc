@@ -73,7 +73,11 @@ bool FollowsInputLayout(const std::string& op_type) {
   static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Relu", "LeakyRelu",
                                      "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg",
                                      "Abs", "Clip", "Sin", "Cos", "Elu", "Selu", "Celu", "HardSigmoid",
-                                     "HardSwish", "Softplus", "Softsign", "Gelu", "Mish"};
+                                     "HardSwish", "Softplus", "Softsign", "Gelu", "Mish", "Swish",
+                                     "RMSNormalization",
+                                     // Flash attention's output takes the query's layout (its
+                                     // other inputs are not considered: training_graph.cc).
+                                     "memplan.ScaledDotProductAttention"};
   for (const char* o : kOps) if (op_type == o) return true;
   return false;
 }

@@ -80,6 +80,9 @@ void InferCast(InferContext& c);
 void InferConstantOfShape(InferContext& c);
 void InferRange(InferContext& c);
 
+// Whether the executor's attention copies K (K^T transposed back is not contiguous): op_saves.cc.
+bool AttentionCopiesK(const Tensor& kt);
+
 // ---- op_shapes.cc ----
 
 // `axis` in [-rank, rank) made non-negative; fails outside it.
@@ -130,6 +133,7 @@ void InferRandom(InferContext& c);
 void InferBernoulli(InferContext& c);
 void InferNonDiffInt(InferContext& c);
 void InferScalarLoss(InferContext& c);
+void InferScaledDotProductAttention(InferContext& c);
 
 // ---- op_flops.cc ----
 
@@ -137,7 +141,7 @@ void InferScalarLoss(InferContext& c);
 using FlopsRule = std::remove_pointer_t<FlopsFn>;
 FlopsRule NoFlops, ElementwiseFlops, TranscendentalFlops, NormFlops, SoftmaxFlops, ReduceFlops;
 FlopsRule ConvFlops, ConvTransposeFlops, MatMulFlops, GemmFlops, PoolFlops, EinsumFlops;
-FlopsRule CrossEntropyFlops;
+FlopsRule CrossEntropyFlops, AttentionFlops;
 
 // ---- op_saves.cc ----
 
@@ -147,7 +151,7 @@ FlopsRule CrossEntropyFlops;
 using SaveRule = std::remove_pointer_t<SaveFn>;
 SaveRule SavesInputs01, SavesInput0, SavesOutput0, SavesBothInputs, SavesInputAndOutput;
 SaveRule SavesOtherOperand, SavesMatMul, SavesGemm, SavesDiv, SavesPow, SavesWhere;
-SaveRule SavesGather, SavesGatherND, SavesRmsNorm, SavesSwish, SavesScatter, SavesTopK, SavesMaxPool, SavesDropout;
+SaveRule SavesGather, SavesGatherND, SavesRmsNorm, SavesSwish, SavesAttention, SavesScatter, SavesTopK, SavesMaxPool, SavesDropout;
 SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 
 // ---- op_workspaces.cc ----
@@ -155,7 +159,7 @@ SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 // Each of these is a WorkspaceFn: bytes a node holds temporarily.
 using WorkspaceRule = std::remove_pointer_t<WorkspaceFn>;
 WorkspaceRule ConvWorkspace, ConvForwardWorkspace, ErfWorkspace, ClipWorkspace, RmsNormWorkspace, RmsNormForwardWorkspace,
-    GatherNDForwardWorkspace;
+    GatherNDForwardWorkspace, AttentionWorkspace, AttentionForwardWorkspace;
 WorkspaceRule BatchNormWorkspace, BroadcastGradWorkspace, CrossEntropyWorkspace;
 
 // ---- op_validate.cc ----

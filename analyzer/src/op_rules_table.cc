@@ -229,6 +229,12 @@ std::vector<OpRule> MakeRules() {
        .nondiff_inputs = Bits({1, 2, 3, 4}), .view = V::kStridedView},
       {.op_type = "Split", .infer = InferSplit, .flops = NoFlops, .backward_factor = 0.0,
        .nondiff_inputs = Bits({1}), .view = V::kStridedView},
+      // Attention fused back into what PyTorch runs (fusion.cc). Inputs: Q, K^T, V, an additive
+      // mask (no gradient).
+      {.op_type = "memplan.ScaledDotProductAttention", .infer = InferScaledDotProductAttention,
+       .flops = AttentionFlops, .backward_factor = 2.5, .saves = SavesAttention, .nondiff_inputs = Bits({3}),
+       .backward_workspace = AttentionWorkspace, .forward_workspace = AttentionForwardWorkspace,
+       .compute = ComputeClass::kMatmul},
       // Losses memplan appends to the model's output.
       {.op_type = "memplan.CrossEntropyLoss", .infer = InferScalarLoss, .flops = CrossEntropyFlops,
        .saves = SavesCrossEntropy, .nondiff_inputs = Bits({1}),

@@ -180,6 +180,31 @@ void SavesSwish(const Node& n, const std::vector<Tensor>& t, const std::vector<b
     s.extras.push_back({"sigmoid", x.dtype, x.shape, x.bytes});
   }
 }
+bool AttentionCopiesK(const Tensor& kt) {
+  std::vector<int64_t> shape = kt.shape, strides = StridesOf(kt);
+  if (shape.size() < 2) return false;
+  std::swap(shape[shape.size() - 1], shape[shape.size() - 2]);
+  std::swap(strides[strides.size() - 1], strides[strides.size() - 2]);
+  return !IsContiguousLayout(shape, strides);
+}
+// The executor runs at::scaled_dot_product_attention on Q, K^T transposed back and made contiguous
+// (the CPU's flash attention needs the last axis contiguous: a copy of K), V and the mask; its
+// backward (flash attention, CPU and CUDA) keeps Q, that copy of K, V, the mask, the output and one
+// float log-sum-exp per query row (measured on LibTorch 2.14, CPU).
+void SavesAttention(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+  const Tensor& q = t[n.inputs[0]];
+  const Tensor& kt = t[n.inputs[1]];
+  s.inputs = {0, 2};
+  if (n.inputs.size() > 3 && n.inputs[3] != kNone) s.inputs.push_back(3);
+  s.outputs = {0};
+  if (AttentionCopiesK(kt)) {
+    s.extras.push_back({"contiguous K", kt.dtype, {kt.shape[0], kt.shape[1], kt.shape[3], kt.shape[2]}, kt.bytes});
+  } else {
+    s.inputs.push_back(1);  // K^T is a transposed view of a contiguous K: kept as it is
+  }
+  const std::vector<int64_t> rows = {q.shape[0], q.shape[1], q.shape[2]};
+  s.extras.push_back({"logsumexp", DType::kFloat32, rows, Numel(rows) * 4});
+}
 void SavesScatter(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
   s.inputs = {1};  // the indices
 }

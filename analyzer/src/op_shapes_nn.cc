@@ -265,6 +265,19 @@ void InferNonDiffInt(InferContext& c) {  // NonZero cannot be shaped statically
 }
 
 // The appended losses (cross entropy = log_softmax + nll_loss, as ATen does it).
+// memplan.ScaledDotProductAttention(Q [..., T, d], K^T [..., d, S], V [..., S, dv], mask?):
+// [..., T, dv] (the fused attention block, analyzer/src/fusion.cc).
+void InferScaledDotProductAttention(InferContext& c) {
+  const std::vector<int64_t>& q = c.shape(0);
+  const std::vector<int64_t>& kt = c.shape(1);
+  const std::vector<int64_t>& v = c.shape(2);
+  if (q.size() != 4 || kt.size() != 4 || v.size() != 4) c.reject("attention inputs must have rank 4");
+  if (q[3] != kt[2] || kt[3] != v[2] || q[0] != kt[0] || q[1] != kt[1] || q[0] != v[0] || q[1] != v[1]) {
+    c.reject("attention inputs " + ShapeString(q) + ", " + ShapeString(kt) + ", " + ShapeString(v) + " do not match");
+  }
+  c.set(0, c.dtype(0), {q[0], q[1], q[2], v[3]});
+}
+
 void InferScalarLoss(InferContext& c) { c.set(0, DType::kFloat32, {}); }
 
 }  // namespace memplan::rules

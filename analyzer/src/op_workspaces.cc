@@ -1,6 +1,7 @@
 // Temporary buffers an op holds inside its forward or backward, beyond its outputs and
 // gradients: measured on LibTorch's CPU kernels.
 #include <algorithm>
+#include <thread>
 
 #include "op_rules_internal.h"
 
@@ -80,6 +81,29 @@ int64_t RmsNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
 int64_t RmsNormForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const bool scale_trains = n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
   return scale_trains ? 0 : t[n.inputs[0]].bytes;
+}
+// The CPU's flash attention backward (LibTorch 2.14) gives each intra-op thread two float blocks of
+// qSplit x kvSplit (the probabilities and their gradient): qSplit 32, 64 from 192 query rows on,
+// 256 from 768; kvSplit the key length up to 512. Measured: 8 KiB per thread at T = 32 and 128 KiB
+// at T = 256, with one and two threads. The analyzer cannot know how many threads a run will use:
+// it counts LibTorch's default, one per hardware thread of this machine (runs with fewer threads
+// are over-predicted by that much).
+int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  const std::vector<int64_t>& q = t[n.inputs[0]].shape;
+  const std::vector<int64_t>& kt = t[n.inputs[1]].shape;
+  if (q.size() != 4 || kt.size() != 4) return 0;
+  const int64_t rows = q[2], keys = kt[3];
+  const int64_t q_split = std::min<int64_t>(rows, rows >= 768 ? 256 : rows >= 192 ? 64 : 32);
+  const int64_t kv_split = std::min<int64_t>(keys, 512);
+  const int64_t threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+  return threads * 2 * q_split * kv_split * 4;
+}
+// Its forward copies K^T into a contiguous K (unless K^T is a transposed view of one): saved for the backward where autograd records (an
+// extra), a temporary where it does not (a plan's early segments, recompute). Counted in every mode
+// (the workspace rule has no mode): the recorded forward is over-predicted by K's bytes while it
+// runs. Measured: vit_b_16 at batch 4, optimal at 75%: -0.28% without it.
+int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  return AttentionCopiesK(t[n.inputs[1]]) ? t[n.inputs[1]].bytes : 0;
 }
 // GatherND's forward (the executor's at::index on [batch, rest...]) holds its index tensors while it
 // runs: arange(batch) and the k index columns with negative indices wrapped, int64 each. Where the

@@ -352,7 +352,8 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
           if (FollowsInputLayout(n.op_type)) {
             std::vector<const Tensor*> ins;
             for (size_t s = 0; s < n.inputs.size(); ++s) {
-              if (n.inputs[s] != kNone && !(n.op_type == "Clip" && s > 0)) ins.push_back(&g.tensors[n.inputs[s]]);
+              const bool first_only = n.op_type == "Clip" || n.op_type == "memplan.ScaledDotProductAttention";
+              if (n.inputs[s] != kNone && !(first_only && s > 0)) ins.push_back(&g.tensors[n.inputs[s]]);
             }
             std::vector<int64_t> st = TensorIteratorStrides(t.shape, ins);
             if (!IsContiguousLayout(t.shape, st)) t.strides = st;

@@ -277,6 +277,22 @@ Outs Tanh(const OpCall& c) { return {at::tanh(c.x(0))}; }
 Outs Softplus(const OpCall& c) { return {at::softplus(c.x(0), 1.0, 20.0)}; }
 Outs Softsign(const OpCall& c) { return {at::div(c.x(0), at::add(at::abs(c.x(0)), 1.0))}; }
 Outs Mish(const OpCall& c) { return {at::mish(c.x(0))}; }
+// The attention block fused back (analyzer/src/fusion.cc): softmax(Q K^T scale + mask) V as PyTorch
+// runs it. K^T comes as the exported graph computed it; the CPU's flash attention needs K's last
+// axis contiguous, so K is copied. Rows the mask hides entirely give 0 (the exporter's
+// IsNaN/Where) where nan_to_zero is set.
+Outs ScaledDotProductAttention(const OpCall& c) {
+  const at::Tensor k = c.x(1).transpose(-2, -1).contiguous();
+  std::optional<at::Tensor> mask;
+  if (c.has(3)) mask = c.in[3];
+  at::Tensor y = at::scaled_dot_product_attention(c.x(0), k, c.x(2), mask, 0.0, false, c.attr_float("scale", 1.0));
+  // (The analyzer does not count this rare case's extra tensors.)
+  if (c.attr_int("nan_to_zero", 0) != 0 && y.isnan().any().item<bool>()) {
+    y = at::nan_to_num(y, 0.0);
+  }
+  return {y};
+}
+
 Outs Swish(const OpCall& c) {
   const double alpha = c.attr_float("alpha", 1.0);
   if (alpha == 1.0) return {at::silu(c.x(0))};
@@ -837,7 +853,8 @@ void RegisterNnKernels(KernelTable& t) {
   t["LRN"] = Lrn;
   t["Relu"] = Relu; t["LeakyRelu"] = LeakyRelu; t["Elu"] = Elu; t["Selu"] = Selu; t["Celu"] = Celu;
   t["Sigmoid"] = Sigmoid; t["HardSigmoid"] = HardSigmoid; t["HardSwish"] = HardSwish; t["Tanh"] = Tanh;
-  t["Softplus"] = Softplus; t["Softsign"] = Softsign; t["Mish"] = Mish; t["Gelu"] = Gelu; t["Swish"] = Swish; t["Erf"] = Erf;
+  t["Softplus"] = Softplus; t["Softsign"] = Softsign; t["Mish"] = Mish; t["Gelu"] = Gelu; t["Swish"] = Swish;
+  t["memplan.ScaledDotProductAttention"] = ScaledDotProductAttention; t["Erf"] = Erf;
   t["Exp"] = Exp; t["Log"] = Log; t["Sqrt"] = Sqrt; t["Reciprocal"] = Reciprocal; t["Sin"] = Sin; t["Cos"] = Cos;
   t["Tan"] = Tan; t["Asin"] = Asin; t["Acos"] = Acos; t["Atan"] = Atan; t["Sinh"] = Sinh; t["Cosh"] = Cosh;
   t["Asinh"] = Asinh; t["Acosh"] = Acosh; t["Atanh"] = Atanh; t["ThresholdedRelu"] = ThresholdedRelu;

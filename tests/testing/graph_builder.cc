@@ -1,5 +1,7 @@
 #include "testing/graph_builder.h"
 
+#include <limits>
+
 #include <onnx/onnx_pb.h>
 
 #include <fstream>
@@ -160,6 +162,30 @@ GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std:
 
 GraphBuilder& AppendSiluOps(GraphBuilder& b, const std::string& x, const std::string& y) {
   return b.Node("Sigmoid", {x}, {"silu_s"}).Node("Mul", {x, "silu_s"}, {y});
+}
+
+GraphBuilder AttentionBlock() {
+  GraphBuilder b;
+  b.Input("x", {-1, 16, 2, 4}).Param("wq", {4, 4}).Param("wk", {4, 4}).Param("wv", {4, 4});
+  b.Node("MatMul", {"x", "wq"}, {"q_rows"}).Node("MatMul", {"x", "wk"}, {"k_rows"}).Node("MatMul", {"x", "wv"}, {"v_rows"});
+  // Heads before rows, as views: [N,16,2,4] -> [N,2,16,4] (K^T: [N,2,4,16]).
+  b.Node("Transpose", {"q_rows"}, {"q"}).Attr("perm", std::vector<int64_t>{0, 2, 1, 3});
+  b.Node("Transpose", {"k_rows"}, {"kt"}).Attr("perm", std::vector<int64_t>{0, 2, 3, 1});
+  b.Node("Transpose", {"v_rows"}, {"v"}).Attr("perm", std::vector<int64_t>{0, 2, 1, 3});
+  b.Node("MatMul", {"q", "kt"}, {"s"});
+  b.Node("Constant", {}, {"scale"}).Attr("value_float", 0.5).Node("Mul", {"s", "scale"}, {"ss"});
+  // A causal mask, 0 on and below the diagonal and -inf above it, as the exporter builds it.
+  std::vector<double> mask(16 * 16, 0.0);
+  for (int i = 0; i < 16; ++i) {
+    for (int j = i + 1; j < 16; ++j) mask[i * 16 + j] = -std::numeric_limits<double>::infinity();
+  }
+  b.Node("Constant", {}, {"mask_flat"}).Attr("value_floats", mask).Ints("mask_shape", {16, 16});
+  b.Node("Reshape", {"mask_flat", "mask_shape"}, {"mask"}).Node("Add", {"ss", "mask"}, {"sm"});
+  b.Node("Softmax", {"sm"}, {"p"}).Node("IsNaN", {"p"}, {"nan"});
+  b.Node("Constant", {}, {"zero"}).Attr("value_float", 0.0).Node("Where", {"nan", "zero", "p"}, {"p0"});
+  b.Node("MatMul", {"p0", "v"}, {"heads"});
+  b.Node("Transpose", {"heads"}, {"y"}).Attr("perm", std::vector<int64_t>{0, 2, 1, 3}).Output("y");
+  return b;
 }
 
 GraphBuilder TwoLayerMlp() {

@@ -49,6 +49,12 @@ class GraphBuilder {
   int64_t opset_ = 17;
 };
 
+// Attention as the dynamo exporter writes scaled_dot_product_attention: x[N,16,2,4] (rows, heads,
+// head size) -> q, k, v (MatMul by wq, wk, wv [4,4], heads moved before rows by Transposes: views),
+// MatMul(q, k^T), Mul(0.5), Add(a causal -inf mask [16,16]), Softmax, Where(IsNaN(p), 0, p),
+// MatMul(·, v), rows back before heads -> y[N,16,2,4].
+GraphBuilder AttentionBlock();
+
 // x[N,32] -> Gemm(w1[64,32], b1) -> Relu -> Gemm(w2[10,64], b2) -> y[N,10]: no dropout or
 // batch norm, so micro-batches and data-parallel ranks reproduce the full batch's step.
 // 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
