@@ -24,6 +24,8 @@
 #   --memplan PATH      bundle: bundle this memplan instead of building one
 #   --models LIST       bundle: corpus models to carry (default: the run's models)
 #   --models-dir DIR    bundle: take the .onnx files from DIR instead of exporting them
+#   --max-mib N         bundle: the size limit (default 50; a memplan with the GUI links Qt,
+#                       ~70 MiB more: bundles build without it)
 #   --bundle-dir DIR    the bundle (default: .gpu in the repository, or this script's folder
 #                       when it runs from a bundle)
 #   --device DEV        run: cuda (default), cuda:K or cpu (a dry run: two small models)
@@ -59,6 +61,7 @@ while [ $# -gt 0 ]; do
     --models) MODELS=$2; shift 2 ;;
     --models-dir) MODELS_DIR=$(realpath "$2"); shift 2 ;;
     --bundle-dir) mkdir -p "$2"; BUNDLE=$(realpath "$2"); shift 2 ;;
+    --max-mib) MAX_BUNDLE_MIB=$2; shift 2 ;;
     --device) DEVICE=$2; shift 2 ;;
     --out) OUTDIR=$2; shift 2 ;;
     --parts) PARTS=$2; shift 2 ;;
@@ -66,7 +69,7 @@ while [ $# -gt 0 ]; do
     --peer-specs) PEER_SPECS=$2; shift 2 ;;
     --peers) PEERS=$2; shift 2 ;;
     --time-limit) TIME_LIMIT=$2; shift 2 ;;
-    -h|--help) sed -n 2,35p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,37p "$0"; exit 0 ;;
     *) die "unknown argument $1 (try --help)" ;;
   esac
 done
