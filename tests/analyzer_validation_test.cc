@@ -106,6 +106,20 @@ TEST(Validation, LayerNormAxisOutOfRangeIsRejected) {
   EXPECT_NE(e.find("axis -3 is out of range for input 'y' of rank 2"), std::string::npos) << e;
 }
 
+TEST(Validation, RmsNormScaleThatDoesNotBroadcastIsRejected) {
+  GraphBuilder b = Trainable();  // y is [N, 4]
+  b.Param("g", {3}).Node("RMSNormalization", {"y", "g"}, {"z"}).Output("z");
+  std::string e = LoadError(b);
+  EXPECT_NE(e.find("RMSNormalization scale [3] does not broadcast to the normalised axes [4]"), std::string::npos) << e;
+}
+
+TEST(Validation, GatherNDIndexTuplesLongerThanTheDataRankAreRejected) {
+  GraphBuilder b = Trainable();  // y is [N, 4]
+  b.Ints("idx", {0, 1, 2}).Node("GatherND", {"y", "idx"}, {"z"}).Output("z");
+  std::string e = LoadError(b);
+  EXPECT_NE(e.find("GatherND indices' last dimension 3 must be in [1, 2]"), std::string::npos) << e;
+}
+
 // ---- constants of the wrong rank or size in shape arithmetic ----
 
 TEST(Validation, EmptyConstantAsRangeLimitIsRejected) {

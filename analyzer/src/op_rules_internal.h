@@ -134,6 +134,7 @@ void InferBernoulli(InferContext& c);
 void InferNonDiffInt(InferContext& c);
 void InferScalarLoss(InferContext& c);
 void InferScaledDotProductAttention(InferContext& c);
+void InferRmsNorm(InferContext& c);
 
 // ---- op_flops.cc ----
 

@@ -71,7 +71,7 @@ std::vector<OpRule> MakeRules() {
        .validate = ValidateLayerNorm,
        .init_one_inputs = Bits({1}), .init_zero_inputs = Bits({2})},
       // Inputs: X, scale (opset 23). The executor runs at::rms_norm.
-      {.op_type = "RMSNormalization", .infer = InferSameAsInput, .flops = NormFlops,
+      {.op_type = "RMSNormalization", .infer = InferRmsNorm, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesRmsNorm, .backward_workspace = RmsNormWorkspace,
        .forward_workspace = RmsNormForwardWorkspace, .init_one_inputs = Bits({1}),
        .compute = ComputeClass::kNormalization},

@@ -275,7 +275,31 @@ void InferScaledDotProductAttention(InferContext& c) {
   if (q[3] != kt[2] || kt[3] != v[2] || q[0] != kt[0] || q[1] != kt[1] || q[0] != v[0] || q[1] != v[1]) {
     c.reject("attention inputs " + ShapeString(q) + ", " + ShapeString(kt) + ", " + ShapeString(v) + " do not match");
   }
+  if (c.has(3)) {
+    const std::vector<int64_t>& m = c.shape(3);
+    const std::vector<int64_t> scores = {q[0], q[1], q[2], kt[3]};
+    bool ok = m.size() <= 4;
+    for (size_t d = 0; ok && d < m.size(); ++d) ok = m[d] == 1 || m[d] == scores[4 - m.size() + d];
+    if (!ok) c.reject("attention mask " + ShapeString(m) + " does not broadcast to the scores " + ShapeString(scores));
+  }
   c.set(0, c.dtype(0), {q[0], q[1], q[2], v[3]});
+}
+
+// RMSNormalization (opset 23): Y has X's shape; the scale broadcasts to X's axes from `axis` on.
+void InferRmsNorm(InferContext& c) {
+  const std::vector<int64_t>& x = c.shape(0);
+  const int64_t r = static_cast<int64_t>(x.size());
+  int64_t axis = c.node().attr_int("axis", -1);
+  if (axis < -r || axis >= r) c.reject("RMSNormalization axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < 0) axis += r;
+  if (c.has(1)) {
+    const std::vector<int64_t>& w = c.shape(1);
+    const std::vector<int64_t> normalized(x.begin() + axis, x.end());
+    bool ok = w.size() <= normalized.size();
+    for (size_t d = 0; ok && d < w.size(); ++d) ok = w[d] == 1 || w[d] == normalized[normalized.size() - w.size() + d];
+    if (!ok) c.reject("RMSNormalization scale " + ShapeString(w) + " does not broadcast to the normalised axes " + ShapeString(normalized));
+  }
+  c.set(0, c.dtype(0), x);
 }
 
 void InferScalarLoss(InferContext& c) { c.set(0, DType::kFloat32, {}); }
