@@ -54,7 +54,9 @@ TEST_F(Hardening, BudgetWithTwoLeadingDotsIsRejected) {
 }
 
 TEST_F(Hardening, BudgetOf400DigitsIsOutOfRange) {
-  ExpectUserError("plan " + model_ + " --budget " + std::string(400, '9'), "is out of range");
+  ExpectUserError("plan " + model_ + " --budget " + std::string(400, '9') + "B", "is out of range");
+  // Without a unit it is refused before its size is read.
+  ExpectUserError("plan " + model_ + " --budget " + std::string(400, '9'), "has no unit");
 }
 
 TEST_F(Hardening, BudgetWithTwoDecimalPointsIsRejected) {

@@ -21,6 +21,9 @@ namespace {
 nlohmann::json WithoutTimes(nlohmann::json j) {
   j.erase("solve_seconds");
   j.erase("time_model");
+  j.erase("predicted_micro_batch_seconds");  // a time, of the time model each side uses
+  // The command line also searches the smallest budget; the explorer's re-plans do not.
+  for (const char* f : {"smallest_budget_bytes", "smallest_budget_strategy", "smallest_budget_micro_batches"}) j.erase(f);
   return j;
 }
 
