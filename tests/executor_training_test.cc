@@ -109,9 +109,23 @@ void ExpectSameStep(const RunResult& plain, const RunResult& planned, const std:
     EXPECT_NEAR(plain.steps[s].loss, planned.steps[s].loss, 1e-5 * std::max(1.0, std::fabs(plain.steps[s].loss))) << what;
   }
   ASSERT_EQ(plain.gradients.size(), planned.gradients.size()) << what;
+  // A parameter whose exact gradient is zero (an attention key bias: softmax does not change
+  // when every key moves by the same vector) gets rounding noise, which the order of a
+  // micro-batched or fused kernel's sums changes: errors are relative to the larger of the
+  // parameter's gradient and 1e-3 of the model's largest, so such noise is not a difference.
+  double largest = 0;
+  for (const auto& [name, grad] : plain.gradients) {
+    for (float v : grad) largest = std::max(largest, std::fabs(static_cast<double>(v)));
+  }
   for (const auto& [name, grad] : plain.gradients) {
     ASSERT_TRUE(planned.gradients.count(name)) << what << ": " << name;
-    EXPECT_LE(MaxRelErr(planned.gradients.at(name), grad), 1e-5) << what << ": gradient of " << name;
+    const std::vector<float>& mine = planned.gradients.at(name);
+    double err = 0, scale = 1e-3 * largest;
+    for (size_t i = 0; i < grad.size() && i < mine.size(); ++i) {
+      err = std::max(err, std::fabs(static_cast<double>(mine[i]) - grad[i]));
+      scale = std::max(scale, std::fabs(static_cast<double>(grad[i])));
+    }
+    EXPECT_LE(scale > 0 ? err / scale : err, 1e-5) << what << ": gradient of " << name;
   }
   // Running statistics advance once per step whatever the plan recomputes.
   for (const auto& [name, value] : plain.buffers) {
