@@ -74,8 +74,10 @@ int Dispatch(int argc, char** argv) {
 #endif
 #ifdef MEMPLAN_HAVE_EXECUTOR
   add(AddRunCommand(app), RunRun);
+  add(AddCalibrateCommand(app), RunCalibrate);
 #else
   commands.emplace_back(AddUnavailable(app, "run", "train with LibTorch and measure"), nullptr);
+  commands.emplace_back(AddUnavailable(app, "calibrate", "measure a CUDA device"), nullptr);
 #endif
 #ifdef MEMPLAN_HAVE_GUI
   // The GUI parses its own options (memplan::RunGui, with CLI11 too) and keeps argc/argv for Qt.

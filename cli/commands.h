@@ -25,6 +25,9 @@ MachineRates RatesFor(const std::string& device, std::string* source);
 // In commands_run.cc when the executor is built.
 CLI::App* AddRunCommand(CLI::App& app);
 int RunRun(const Args& a);
+// memplan calibrate: a CUDA device's figures as a device file (cuda_device.h).
+CLI::App* AddCalibrateCommand(CLI::App& app);
+int RunCalibrate(const Args& a);
 
 // Parses argv (after the program name: a subcommand and its options) and runs the subcommand.
 // Throws MemplanError on bad input, including options the subcommand does not know; prints

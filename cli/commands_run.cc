@@ -496,4 +496,33 @@ int RunRun(const Args& a) {
   return kExitOk;
 }
 
+CLI::App* AddCalibrateCommand(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "calibrate", "measure a CUDA device's figures for planning elsewhere (memplan plan --device-file)");
+  AddValue(*sub, "device", "cuda[:K]", "the device to measure (default cuda)");
+  AddValue(*sub, "json", "OUT", "write the device file here");
+  return sub;
+}
+
+int RunCalibrate(const Args& a) {
+  if (!a.positional.empty()) throw MemplanError("memplan calibrate takes no model (see memplan calibrate --help)");
+  CheckOutputPaths(a, {"json"});
+  const std::string device = a.get("device", "cuda");
+  // The allocator mode memplan run uses, unless the user chose one: the file records it.
+  ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
+  const CudaDevice d = MeasureCudaDevice(device);
+  std::printf("device       %s (%s, compute capability %d.%d), LibTorch %s\n", d.device.c_str(), d.name.c_str(),
+              d.compute_major, d.compute_minor, d.torch_version.c_str());
+  std::printf("memory       %s in all; %s outside the caching allocator (context, kernels, handles)\n",
+              FormatBytes(d.total_memory_bytes).c_str(), FormatBytes(d.context_bytes).c_str());
+  std::printf("workspaces   %s each for cuBLAS and cuBLASLt; allocator %s\n",
+              FormatBytes(CublasWorkspaceBytes(d)).c_str(), d.allocator_mode().c_str());
+  if (a.has("json")) {
+    WriteJsonFile(a.get("json"), CudaDeviceToJson(d));
+    std::printf("wrote        %s (memplan plan MODEL.onnx --device cuda --device-file %s)\n", a.get("json").c_str(),
+                a.get("json").c_str());
+  }
+  return kExitOk;
+}
+
 }  // namespace memplan::cli

@@ -188,6 +188,18 @@ TEST(RunCli, ABatchMismatchNamesTheRunsBatch) {
   EXPECT_NE(r.out.find("--batch 8"), std::string::npos) << r.out;
 }
 
+// Calibrating needs the GPU it measures: without one, a clear error and no device file.
+TEST(RunCli, CalibrateWithoutAVisibleDeviceIsAClearError) {
+  std::string out = Tmp("device.json");
+  Result r = Cli("calibrate --device cuda --json " + out, "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cuda"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+  r = Cli("calibrate --device gpu0");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("gpu0"), std::string::npos) << r.out;
+}
+
 TEST(RunCli, RejectsUnknownCheckpoints) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string plan = Tmp("ckpt_plan.json"), bad = Tmp("ckpt_bad.json"), out = Tmp("ckpt.json");

@@ -139,6 +139,46 @@ TEST_F(PlannerCli, TheBatchNormNoteIsForModelsWithBatchNorm) {
   EXPECT_NE(r.out.find("s predicted per step for running 4 micro-batches"), std::string::npos) << r.out;
 }
 
+// Planning for a CUDA device: the budget bounds the reserved memory (the chain's tensors, all
+// under 1 MiB, take one 2 MiB page of the small pool with expandable segments: reserved 2 MiB),
+// the JSON says so, and a device file measured elsewhere gives the context.
+TEST_F(PlannerCli, OnACudaDeviceTheBudgetBoundsReservedMemory) {
+  std::string json = dir_ + "/cuda.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("reserved     2.00 MiB peak"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["budget_of"], "reserved");
+  EXPECT_EQ(j["allocator_mode"], "expandable_segments");
+  EXPECT_EQ(j["predicted_reserved_peak_bytes"], 2 << 20);
+  EXPECT_EQ(j["workspace_bytes"], 0);  // no matmul: no cuBLAS handle
+  EXPECT_FALSE(j["context_measured"].get<bool>());
+  // 1 MiB fits the allocated peak but not the 2 MiB page: exit 2 in reserved terms, fits in
+  // allocated ones.
+  r = Run(model_ + " --batch 8 --budget 1MiB --device cuda --micro-batches 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  r = Run(model_ + " --batch 8 --budget 1MiB --device cuda --budget-of allocated --micro-batches 1");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // A device file measured elsewhere.
+  std::ofstream(dir_ + "/h200.json") << R"({"kind": "cuda_device", "device": "cuda", "name": "NVIDIA H200",
+      "compute_capability": "9.0", "torch_version": "2.11.0+cu130", "total_memory_bytes": 150000000000,
+      "context_bytes": 860000000, "allocator_conf": "expandable_segments:True", "cublas_workspace_config": ""})";
+  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --device-file " + dir_ + "/h200.json --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["context_bytes"], 860000000);
+  EXPECT_TRUE(j["context_measured"].get<bool>());
+  EXPECT_EQ(j["device_name"], "NVIDIA H200");
+  // A broken device file names itself; --budget-of without a CUDA device is an error.
+  std::ofstream(dir_ + "/bad-device.json") << R"({"kind": "cuda_device"})";
+  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --device-file " + dir_ + "/bad-device.json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("bad-device.json"), std::string::npos) << r.err;
+  r = Run(model_ + " --batch 8 --budget 4MiB --budget-of allocated");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--budget-of"), std::string::npos) << r.err;
+}
+
 // --dim binds the batch dim by its name: the summary and the plan say that batch.
 TEST_F(PlannerCli, ABatchBoundByNameIsTheBatch) {
   std::string json = dir_ + "/dim.json";

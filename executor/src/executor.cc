@@ -68,6 +68,40 @@ std::string ExecutorBackendDescription() {
 
 bool ExecutorHasCuda() { return !exec::CudaBuildVersion().empty(); }
 
+CudaDevice MeasureCudaDevice(const std::string& device) {
+  CudaDevice d = CudaDeviceFromEnvironment(device);  // names a bad device, reads the variables
+  if (!ExecutorHasCuda()) throw MemplanError("cannot measure " + device + ": this memplan's LibTorch has no CUDA");
+  if (exec::CudaDeviceCount() == 0) {
+    throw MemplanError("cannot measure " + device + ": no CUDA device is visible (no GPU, no driver, or "
+                       "CUDA_VISIBLE_DEVICES hides it); run memplan calibrate on the GPU machine");
+  }
+  const size_t colon = device.find(':');
+  const int index = colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
+  if (index >= exec::CudaDeviceCount()) {
+    throw MemplanError("cannot measure " + device + ": only " + std::to_string(exec::CudaDeviceCount()) +
+                       " CUDA device(s) are visible");
+  }
+  // One matmul creates the context and the cuBLAS handles and workspaces, as a step's first does.
+  const at::Device on(at::kCUDA, static_cast<c10::DeviceIndex>(index));
+  {
+    at::Tensor a = at::ones({256, 256}, at::TensorOptions().device(on));
+    at::Tensor c = at::matmul(a, a);
+    exec::Synchronize(on);
+  }
+  std::string error;
+  int64_t reserved = 0;
+  if (!exec::QueryCudaProperties(index, &d.name, &d.compute_major, &d.compute_minor, &reserved, &error)) {
+    throw MemplanError("cannot read the properties of " + device + ": " + error);
+  }
+  const CudaMemoryInfo m = QueryCudaMemory(index);
+  d.total_memory_bytes = m.total_bytes;
+  d.context_bytes = std::max<int64_t>(0, m.total_bytes - m.free_bytes - reserved);
+  d.torch_version = TORCH_VERSION;
+  d.measured = true;
+  d.source = "measured on " + d.name + " with LibTorch " + d.torch_version;
+  return d;
+}
+
 CudaMemoryInfo QueryCudaMemory(int index) {
   CudaMemoryInfo m;
   std::string error;

@@ -186,6 +186,27 @@ int CudaDeviceCount() {
 #endif
 }
 
+bool QueryCudaProperties(int index, std::string* name, int* major, int* minor, int64_t* reserved_bytes,
+                         std::string* error) {
+#ifdef MEMPLAN_TORCH_CUDA
+  cudaDeviceProp prop;
+  const cudaError_t e = cudaGetDeviceProperties(&prop, index);
+  if (e != cudaSuccess) {
+    *error = cudaGetErrorString(e);
+    cudaGetLastError();
+    return false;
+  }
+  *name = prop.name;
+  *major = prop.major;
+  *minor = prop.minor;
+  *reserved_bytes = c10::cuda::CUDACachingAllocator::getDeviceStats(index).reserved_bytes[0].current;
+  return true;
+#else
+  *error = "this LibTorch has no CUDA support";
+  return false;
+#endif
+}
+
 bool QueryCudaMemory(int index, int64_t* free_bytes, int64_t* total_bytes, std::string* error) {
 #ifdef MEMPLAN_TORCH_CUDA
   int previous = 0;

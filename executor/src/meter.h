@@ -39,6 +39,10 @@ class MemoryMeter {
 bool IsOutOfMemory(const std::string& what);
 // The CUDA runtime version this memplan was compiled against ("13.0"); empty in a CPU-only build.
 std::string CudaBuildVersion();
+// The device's name and compute capability (cudaGetDeviceProperties) and the caching
+// allocator's reserved bytes now; false with the reason in `error`.
+bool QueryCudaProperties(int index, std::string* name, int* major, int* minor, int64_t* reserved_bytes,
+                         std::string* error);
 // cudaMemGetInfo on device `index`; false with the reason in `error`.
 bool QueryCudaMemory(int index, int64_t* free_bytes, int64_t* total_bytes, std::string* error);
 int CudaDeviceCount();  // devices visible now; 0 without CUDA, a driver or a GPU

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/cuda_device.h"
 #include "memplan/plan.h"
 #include "memplan/profiler.h"
 #include "memplan/training_graph.h"
@@ -169,6 +170,12 @@ struct CudaMemoryInfo {
   int64_t total_bytes = 0;
 };
 CudaMemoryInfo QueryCudaMemory(int index);
+// Measures the device file of `device` (cuda or cuda:K) on this machine, as `memplan calibrate`
+// writes it: name, compute capability, total memory, and the memory held outside the caching
+// allocator once a matmul has run (context, kernels, cuBLAS handles: total - free - reserved),
+// with PYTORCH_CUDA_ALLOC_CONF and CUBLAS_WORKSPACE_CONFIG as set. Throws MemplanError without
+// CUDA or a visible device.
+CudaDevice MeasureCudaDevice(const std::string& device);
 
 // One ONNX backend test case (a directory with model.onnx and test_data_set_*/), forward only.
 struct ConformanceResult {
