@@ -38,7 +38,7 @@ bool IsContiguousLayout(const std::vector<int64_t>& shape, const std::vector<int
   return true;
 }
 
-// Mirrors at::detail::computeStride_impl (LibTorch 1.13 TensorUtils.cpp): old dims are cut
+// Mirrors at::detail::computeStride_impl (LibTorch TensorUtils.cpp): old dims are cut
 // into chunks that are contiguous among themselves; each chunk must be covered exactly by
 // a run of new dims, which then take strides inside the chunk.
 bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
@@ -82,7 +82,7 @@ bool FollowsInputLayout(const std::string& op_type) {
   return false;
 }
 
-// TensorIteratorBase (LibTorch 1.13): when all inputs are contiguous and of the output's
+// TensorIteratorBase (LibTorch): when all inputs are contiguous and of the output's
 // shape (fast setup), or all share one dense layout, the output takes it; otherwise
 // reorder_dimensions sorts the dims by the inputs' strides (the first input whose strides
 // differ decides, broadcast dims are skipped, equal strides put the smaller dim inner) and

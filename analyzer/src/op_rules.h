@@ -3,8 +3,9 @@
 // This is what the rest of the analyzer reads; the rules themselves live in op_*.cc, listed in
 // op_rules_internal.h.
 //
-// Saved-for-backward mirrors LibTorch 1.13 autograd for the ATen op the executor lowers each
-// ONNX op to (tools/autograd/derivatives.yaml); that is what makes predictions match runs.
+// Saved-for-backward mirrors LibTorch autograd (2.11 to 2.14) for the ATen op the executor
+// lowers each ONNX op to (tools/autograd/derivatives.yaml); that is what makes predictions match
+// runs.
 #pragma once
 
 #include <string>

@@ -5,7 +5,7 @@
 //   op_shapes.cc       shape rules: elementwise, reshape and view ops, data movement
 //   op_shapes_nn.cc    shape rules: conv, pooling, normalization, matmul, reductions, losses
 //   op_flops.cc        forward FLOPs
-//   op_saves.cc        what backward saves (LibTorch 1.13 derivatives.yaml)
+//   op_saves.cc        what backward saves (LibTorch derivatives.yaml, 2.11 to 2.14)
 //   op_workspaces.cc   temporary bytes an op holds inside its forward or backward
 //   op_validate.cc     checks against the ONNX op definitions
 //   op_layout.cc       ATen strides: views, TensorIterator outputs, in-place outputs

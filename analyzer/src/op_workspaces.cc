@@ -125,7 +125,7 @@ int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return BatchNormIsTraining(n) ? t[n.inputs[0]].bytes : 0;
 }
 
-// mul / div backward (LibTorch 1.13): the gradient of each input is computed at the output's
+// mul / div backward (LibTorch 2.11 to 2.14): the gradient of each input is computed at the output's
 // shape (grad * other, grad / other) and only then reduced to the input's shape (sum_to in
 // the engine's validate_outputs, after the backward function returned all its gradients):
 // an input smaller than the output (broadcast) needs an output-sized temporary.

@@ -1,5 +1,5 @@
 // The op kernels: each ONNX op lowered to the ATen ops whose autograd the analyzer's
-// per-op rules describe (analyzer/src/op_rules.cc). Private to the executor.
+// per-op rules describe (analyzer/src/op_rules_table.cc). Private to the executor.
 #pragma once
 
 #include <ATen/ATen.h>

@@ -122,7 +122,7 @@ struct RankStats {
 };
 
 struct RunResult {
-  std::string device;             // e.g. "cpu (LibTorch 1.13.0, 2 threads)"
+  std::string device;             // e.g. "cpu (LibTorch 2.14.1, 2 threads)"
   std::vector<StepStats> steps;
   int64_t measured_peak_bytes = 0;  // the steady-state step's peak (the last step)
   int64_t max_peak_bytes = 0;       // the highest over all steps
