@@ -1,5 +1,5 @@
-// What each op's backward saves, mirroring LibTorch autograd (2.11 to 2.14, measured on the pinned 2.14.1) (derivatives.yaml) for the
-// ATen op the executor lowers it to.
+// What each op's backward saves, mirroring LibTorch autograd (derivatives.yaml; 2.11 to 2.14,
+// measured on the pinned 2.14.1) for the ATen op the executor lowers it to.
 #include <algorithm>
 
 #include "op_rules_internal.h"
