@@ -459,10 +459,12 @@ int RunPlan(const Args& a) {
   std::optional<TrainingGraph> micro_graph;
   if (plan.batch != g.batch) micro_graph = graph_at_batch(plan.batch);
   const TrainingGraph& plan_graph = micro_graph ? *micro_graph : g;
+  std::optional<DeviceMemory> device_memory;
+  if (request.cuda) device_memory = PredictDeviceMemory(plan.schedule, *request.cuda);
   if (a.has("json")) {
     nlohmann::json j = PlanToJson(plan, plan_graph);
-    if (request.cuda) {
-      j.update(DeviceMemoryToJson(PredictDeviceMemory(plan.schedule, *request.cuda), *request.cuda));
+    if (device_memory) {
+      j.update(DeviceMemoryToJson(*device_memory, *request.cuda));
       j.erase("reserved_peak_bytes");  // a plan's is predicted_reserved_peak_bytes
     }
     j["time_model"] = time.ToJson();
@@ -475,8 +477,8 @@ int RunPlan(const Args& a) {
     WriteJsonFile(a.get("json"), j);
   }
   PrintPlan(plan, plan_graph, time);
-  if (request.cuda) {
-    PrintDeviceMemory(PredictDeviceMemory(plan.schedule, *request.cuda), *request.cuda);
+  if (device_memory) {
+    PrintDeviceMemory(*device_memory, *request.cuda);
     std::printf("budget of    %s memory\n", plan.budget_of.c_str());
   }
   if (sweep) PrintSweep(result.sweep);

@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "memplan/planner.h"
+#include "planner_internal.h"
 
 namespace memplan {
 namespace {
@@ -143,7 +144,7 @@ namespace {
 
 // Forward + backward seconds of one step of `g` under the cost model, the backward priced at
 // twice the forward (its two products per contraction, as the FLOP rules count them).
-double StepSeconds(const TrainingGraph& g, const CostModel& cost) {
+double ForwardBackwardSeconds(const TrainingGraph& g, const CostModel& cost) {
   double sum = 0;
   for (double s : PredictNodeSeconds(g, cost)) sum += s;
   return 3 * sum;
@@ -158,15 +159,16 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     throw MemplanError("--micro-batches " + std::to_string(micro_batches) + " does not divide the batch of " +
                        std::to_string(batch) + ": use a divisor of the batch");
   }
-  const bool is_auto = options.strategy == "auto" || options.strategy.empty();
+  const bool is_auto = planner::IsAutoStrategy(options.strategy);
   int64_t baseline = 0;
   double whole_step_seconds = -1;
   auto plan_at = [&](int64_t k) {
     TrainingGraph micro = graph_at_batch(batch / k);
+    // The whole batch's peak and step seconds, from one load of its graph (none at k = 1).
     if (baseline == 0 || (k > 1 && whole_step_seconds < 0)) {
       const TrainingGraph whole = k == 1 ? micro : graph_at_batch(batch);
       if (baseline == 0) baseline = Simulate(BuildTrainingSchedule(whole), options.simulator).peak_bytes;
-      if (k > 1) whole_step_seconds = StepSeconds(whole, cost);
+      whole_step_seconds = ForwardBackwardSeconds(whole, cost);
     }
     // The other micro-batches' inputs stay resident through the step (ApplyMicroBatches): the
     // micro-batch's plan gets the budget they leave.
@@ -187,7 +189,7 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     p.budget_bytes = options.budget_bytes;
     ApplyMicroBatches(p, micro, k, options.simulator);
     p.baseline_peak_bytes = baseline;
-    if (k > 1) p.predicted_micro_batch_seconds = std::max(0.0, k * StepSeconds(micro, cost) - whole_step_seconds);
+    if (k > 1) p.predicted_micro_batch_seconds = std::max(0.0, k * ForwardBackwardSeconds(micro, cost) - whole_step_seconds);
     return p;
   };
   Plan best;

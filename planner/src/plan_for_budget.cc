@@ -1,11 +1,11 @@
 // PlanForBudget: the budget, the strategy, the micro-batch fallback and the data-parallel
 // layout in one call.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <utility>
 
 #include "memplan/planner.h"
+#include "planner_internal.h"
 
 namespace memplan {
 namespace {
@@ -25,17 +25,20 @@ Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostM
 // Step time as `auto` prices layouts: recompute, micro-batching and communication.
 double StepSeconds(const Plan& p) { return p.predicted_overhead_seconds(); }
 
-int64_t BudgetNeeded(const Plan& p) { return p.budget_needed_bytes(); }
-
 // A plan for a CUDA device: its reserved peak, and its fit in the quantity the budget bounds.
 void OnDevice(Plan& p, const BudgetPlanOptions& options) {
   if (!options.cuda || p.schedule.steps.empty()) return;
   p.predicted_reserved_peak_bytes = PredictDeviceMemory(p.schedule, *options.cuda).reserved_peak_bytes;
   p.budget_of = options.budget_reserved && options.layout.devices == 1 ? "reserved" : "allocated";
-  p.feasible = p.budget_bytes <= 0 || BudgetNeeded(p) <= p.budget_bytes;
+  p.feasible = p.budget_bytes <= 0 || p.budget_needed_bytes() <= p.budget_bytes;
 }
 
-bool IsAuto(const std::string& strategy) { return strategy == "auto" || strategy.empty(); }
+// A plan judged against `budget` (the smallest-peak plan was searched with another one).
+void JudgeAgainst(Plan& p, int64_t budget, const BudgetPlanOptions& options) {
+  p.budget_bytes = budget;
+  p.feasible = budget <= 0 || p.budget_needed_bytes() <= budget;
+  OnDevice(p, options);
+}
 
 // One shard mode on N ranks: the one-device planners see the rank's graph, whose persistent
 // bytes differ from the rank's; they plan against the budget moved by that difference, and the
@@ -85,7 +88,7 @@ Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const
 // The answers agree: the plan printed never needs less than "the smallest budget", and a sweep
 // reports the same smallest budget as the plan.
 void Settle(BudgetPlan& out, const BudgetPlanOptions& options) {
-  if (out.smallest.schedule.steps.empty() || BudgetNeeded(out.plan) < out.smallest_budget_bytes()) {
+  if (out.smallest.schedule.steps.empty() || out.plan.budget_needed_bytes() < out.smallest_budget_bytes()) {
     out.smallest = out.plan;
   }
   if (options.sweep) {
@@ -130,23 +133,21 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     auto search_smallest = [&] {
       out.smallest = SmallestPeakMicroBatched(at_batch, g.batch, cost, plan_options, k);
       out.smallest_searched = true;
-      OnDevice(out.smallest, options);
+      JudgeAgainst(out.smallest, plan_options.budget_bytes, options);
     };
     if (smallest_first) search_smallest();
     // 3. The sweep: what this call answers for budgets from the plain step's down to the
     // smallest; without a budget, the plan is for the smallest.
     if (options.sweep) {
       const int64_t least = out.smallest_budget_bytes();
-      out.sweep.baseline_peak_bytes = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
+      if (baseline == 0) baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
+      out.sweep.baseline_peak_bytes = baseline;
       out.sweep.min_budget_bytes = least;
       out.sweep.min_budget_strategy = out.smallest.strategy;
       std::vector<SweepPoint> points;
-      const int kBudgets = 12;
-      for (int i = 0; i < kBudgets; ++i) {
-        const double t = static_cast<double>(i) / (kBudgets - 1);
+      for (int64_t budget : planner::SweepBudgetLadder(baseline, std::min(least, baseline), /*count=*/12)) {
         PlanOptions o = plan_options;
-        o.budget_bytes = std::llround(static_cast<double>(out.sweep.baseline_peak_bytes) * (1 - t) +
-                                      static_cast<double>(std::min(least, out.sweep.baseline_peak_bytes)) * t);
+        o.budget_bytes = budget;
         Plan p = PlanBatch(g, at_batch, cost, o, k);
         OnDevice(p, options);
         if (p.feasible) points.push_back(SweepPointOf(p, o.budget_bytes));
@@ -155,11 +156,7 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       if (no_budget) plan_options.budget_bytes = least;
     }
     out.budget_bytes = plan_options.budget_bytes;
-    if (out.smallest_searched) {
-      out.smallest.budget_bytes = plan_options.budget_bytes;
-      out.smallest.feasible = plan_options.budget_bytes <= 0 || BudgetNeeded(out.smallest) <= plan_options.budget_bytes;
-      OnDevice(out.smallest, options);
-    }
+    if (out.smallest_searched) JudgeAgainst(out.smallest, plan_options.budget_bytes, options);
     // 4. The plan at the whole batch, or at the micro-batch count asked for; when
     // checkpointing alone does not fit, split the batch (gradient accumulation).
     out.plan = PlanBatch(g, at_batch, cost, plan_options, k);
@@ -168,22 +165,17 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     // peak, so their budget is lowered by what the reserved peak overshoots (a few rounds).
     PlanOptions inner = plan_options;
     for (int round = 0; round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0; ++round) {
-      const int64_t over = BudgetNeeded(out.plan) - plan_options.budget_bytes;
+      const int64_t over = out.plan.budget_needed_bytes() - plan_options.budget_bytes;
       inner.budget_bytes -= std::max<int64_t>(over, 512);
       if (inner.budget_bytes < 1) break;
       Plan p = PlanBatch(g, at_batch, cost, inner, k);
       p.budget_bytes = plan_options.budget_bytes;
       OnDevice(p, options);
-      if (p.feasible || BudgetNeeded(p) < BudgetNeeded(out.plan)) out.plan = std::move(p);
+      if (p.feasible || p.budget_needed_bytes() < out.plan.budget_needed_bytes()) out.plan = std::move(p);
     }
-    if (!out.smallest_searched && !out.plan.feasible) {
-      search_smallest();
-      out.smallest.budget_bytes = plan_options.budget_bytes;
-      out.smallest.feasible = plan_options.budget_bytes <= 0 || BudgetNeeded(out.smallest) <= plan_options.budget_bytes;
-      OnDevice(out.smallest, options);
-    }
+    if (!out.smallest_searched && !out.plan.feasible) search_smallest();
     // 5. A named strategy that does not fit: whether `auto` finds a plan that does.
-    if (!out.plan.feasible && !IsAuto(plan_options.strategy) && plan_options.budget_bytes > 0) {
+    if (!out.plan.feasible && !planner::IsAutoStrategy(plan_options.strategy) && plan_options.budget_bytes > 0) {
       PlanOptions any = plan_options;
       any.strategy = "auto";
       Plan other = PlanBatch(g, at_batch, cost, any, k);
@@ -235,7 +227,7 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       ParallelLayout layout = options.layout;
       layout.shard = m;
       Plan p = SmallestRank(rank, at_batch, cost, plan_options, k, layout, baseline);
-      if (out.smallest.schedule.steps.empty() || BudgetNeeded(p) < out.smallest_budget_bytes()) out.smallest = std::move(p);
+      if (out.smallest.schedule.steps.empty() || p.budget_needed_bytes() < out.smallest_budget_bytes()) out.smallest = std::move(p);
     }
     out.smallest_searched = true;
   }

@@ -180,7 +180,7 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
 
 Plan RunStrategy(Context& ctx, const PlanOptions& o) {
   const std::string& s = o.strategy;
-  if (s == "auto" || s.empty()) return RunAuto(ctx, o);
+  if (IsAutoStrategy(s)) return RunAuto(ctx, o);
   if (s == "none") return RunNone(ctx, o);
   if (s == "manual") return RunManual(ctx, o);
   if (s == "speed") return RunSpeed(ctx, o);
@@ -235,13 +235,11 @@ int64_t SegmentBorderMargin(const TrainingGraph& g) {
 // (no segments) and selective plans (one segment, one autograd graph) need none.
 namespace {
 
-bool IsAuto(const std::string& strategy) { return strategy == "auto" || strategy.empty(); }
-
 // Strategies whose search includes the plain step (no cut): when nothing else fits the budget
 // less the margin, the plain step is still their answer. The fixed heuristics and `manual` are
 // not searches: their plan is their cuts.
 bool SearchesThePlainStep(const std::string& strategy) {
-  return IsAuto(strategy) || strategy == "optimal" || strategy == "sections" || strategy == "milp";
+  return planner::IsAutoStrategy(strategy) || strategy == "optimal" || strategy == "sections" || strategy == "milp";
 }
 
 Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
@@ -272,7 +270,7 @@ Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
     p.notes.push_back("kept a margin of " + std::to_string(margin) +
                       " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
   }
-  if (!IsAuto(options.strategy)) return p;
+  if (!planner::IsAutoStrategy(options.strategy)) return p;
   // `auto` planned everything against the reduced budget; its candidates are judged against the
   // whole, and selective plans, which need no margin, are planned against the whole.
   std::vector<PlanCandidate> candidates = p.candidates;
@@ -322,7 +320,7 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
     // Notes written for the budget of 1 B ("nothing fits") would contradict the real budget.
     p.notes.clear();
   };
-  if (!IsAuto(options.strategy)) {
+  if (!planner::IsAutoStrategy(options.strategy)) {
     Plan p = MakePlanIn(ctx, o);
     settle(p);
     p.notes.push_back("the smallest peak " + options.strategy + " reaches");
@@ -360,13 +358,8 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
   Plan smallest = SmallestPeakIn(ctx, options);
   s.min_budget_bytes = smallest.predicted_peak_bytes + smallest.margin_bytes;
   s.min_budget_strategy = smallest.strategy;
-  num_budgets = std::max(2, num_budgets);
   std::vector<SweepPoint> all;
-  for (int i = 0; i < num_budgets; ++i) {
-    double t = static_cast<double>(i) / (num_budgets - 1);
-    int64_t budget =
-        static_cast<int64_t>(std::llround(static_cast<double>(s.baseline_peak_bytes) * (1 - t) +
-                                          static_cast<double>(s.min_budget_bytes) * t));
+  for (int64_t budget : planner::SweepBudgetLadder(s.baseline_peak_bytes, s.min_budget_bytes, num_budgets)) {
     PlanOptions o = options;
     o.budget_bytes = budget;
     Plan p = MakePlanIn(ctx, o);  // as `memplan plan --budget` plans it: margin included
@@ -374,6 +367,16 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
   }
   s.points = ParetoFront(std::move(all));
   return s;
+}
+
+std::vector<int64_t> planner::SweepBudgetLadder(int64_t baseline, int64_t least, int count) {
+  count = std::max(2, count);
+  std::vector<int64_t> budgets;
+  for (int i = 0; i < count; ++i) {
+    const double t = static_cast<double>(i) / (count - 1);
+    budgets.push_back(std::llround(static_cast<double>(baseline) * (1 - t) + static_cast<double>(least) * t));
+  }
+  return budgets;
 }
 
 SweepPoint SweepPointOf(const Plan& p, int64_t budget_bytes) {

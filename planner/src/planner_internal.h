@@ -14,6 +14,12 @@
 
 namespace memplan::planner {
 
+// `auto` is the one strategy that chooses among the others ("" means auto too).
+inline bool IsAutoStrategy(const std::string& strategy) { return strategy == "auto" || strategy.empty(); }
+
+// The budgets a sweep plans for: `count` evenly spaced from `baseline` down to `least`.
+std::vector<int64_t> SweepBudgetLadder(int64_t baseline, int64_t least, int count);
+
 class Context {
  public:
   Context(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
