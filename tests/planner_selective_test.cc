@@ -510,8 +510,8 @@ Plan TimedSelective(const TrainingGraph& g, int64_t budget, double* cpu_seconds)
 class SelectiveCorpusPlans : public ::testing::TestWithParam<std::string> {};
 
 // At 75% and 50% of the baseline: the plan is its own replay, fits when it says so, and its
-// predicted seconds are the cost model's over its recompute steps; graphs of 5,000+ nodes
-// (gpt_deep, swin_t) plan in under 2 s.
+// predicted seconds are the cost model's over its recompute steps. How long planning takes is
+// bench_planner's table ("sel ms"), not a test: a loaded machine would fail it.
 TEST_P(SelectiveCorpusPlans, FitsItsBudgetAsReplayed) {
   TrainingGraph g = LoadCorpus(GetParam(), RealisticBatch(GetParam()));
   const int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
@@ -537,9 +537,6 @@ TEST_P(SelectiveCorpusPlans, FitsItsBudgetAsReplayed) {
     EXPECT_DOUBLE_EQ(p.predicted_recompute_seconds,
                      ScheduleRecomputeSeconds(seconds, replay.schedule));
     EXPECT_DOUBLE_EQ(p.recompute_flops, replay.recompute_flops);
-#if defined(NDEBUG) && !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-    if (g.nodes.size() >= 5000) EXPECT_LT(cpu, 2.0) << "planning " << g.nodes.size() << " nodes";
-#endif
   }
   // Half the baseline fits every model here but gpt, whose loss alone (logits, their
   // log-probabilities and gradient) is most of the step at batch 32.
