@@ -1,0 +1,419 @@
+#!/usr/bin/env python3
+"""FSDP2 as memplan's peer on CPU (issue 28 item 4).
+
+Trains the corpus's gpt and resnet18 (samples/export_models.py's definitions, same sizes) and a
+parameter-heavy classifier (`fc_heavy`, defined below: four convolutions and a 144 MiB Linear
+layer, 225 MiB of weights) with PyTorch's FSDP2, `torch.distributed.fsdp.fully_shard`, on Gloo
+with N local ranks (one process per rank, world on 127.0.0.1, torchrun-style environment), and
+compares each rank's measured peak with memplan's predicted per-rank peak.
+
+FSDP2 units: fully_shard on every module that owns parameters directly (each Linear, Conv2d,
+BatchNorm2d, LayerNorm, Embedding), children first, then on the root (which keeps any parameter
+of its own, e.g. gpt's pos_emb). Everything else is FSDP2's default: reshard_after_forward
+(True for every unit but the root), one unit of backward prefetch, no CPU offload, fp32.
+`--units` prints each unit in forward order with its parameter bytes and per-rank shard bytes.
+
+Each rank trains on its own batch of --batch samples (the same on every rank count; rank r's
+inputs and targets come from seed 1 + r); memplan is asked for the same thing:
+`memplan plan MODEL --batch (batch x N) --devices N --shard parameters --strategy none`.
+A one-process eager run (ranks = 1, no FSDP) is the baseline.
+
+Gradients, as a training loop keeps them between steps:
+  none   optimizer.zero_grad() at its default (set_to_none=True), as PyTorch 2.x users write it
+  kept   optimizer.zero_grad(set_to_none=False): the gradients live from step to step
+
+Memory is counted as samples/pytorch_peer_bench.py counts it: its LD_PRELOAD shim counts the
+live bytes of libc10's posix_memalign allocations (c10's CPU allocator: every tensor's storage,
+including FSDP2's all-gather and reduce-scatter buffers; Gloo's own transport buffers are not
+tensors and are left out). A step's peak runs from just after zero_grad to the end of
+optimizer.step(); the table gives the largest of steps 2..N (step 1 includes FSDP2's lazy
+init), per rank, and the phase (forward, backward, step) in which it was reached.
+
+usage (the project's venv python):
+  $VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan \\
+      --model-dir ~/.cache/memplan/models-51bca78e79fa [--models gpt,resnet18,fc_heavy]
+      [--ranks 1,2,4] [--grads none,kept] [--batch 16] [--steps 3] [--units]
+      [--out bench/fsdp_peer_results.md]
+fc_heavy's ONNX is exported on first use to --export-dir (default ~/.cache/memplan/fsdp-peer).
+--out '' prints the tables only. --worker MODEL N RANK is internal (one rank of one run).
+"""
+import argparse
+import json
+import os
+import platform
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "samples"))
+import pytorch_peer_bench as peer  # noqa: E402  (the shim and its environment)
+
+FC_HEAVY_IMAGE = 128
+
+
+def fc_heavy():
+    """A classifier whose weights are mostly one Linear layer: convolutions (3.7 MiB) then
+    Linear 16384 -> 2304 (144 MiB), 2304 -> 6144 (54 MiB), 6144 -> 1000 (23.4 MiB)."""
+    import torch.nn as nn
+
+    class FcHeavy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.features = nn.Sequential(
+                nn.Conv2d(3, 64, 5, stride=2, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+                nn.Conv2d(64, 128, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+                nn.Conv2d(128, 256, 3, padding=1), nn.ReLU(inplace=True),
+                nn.Conv2d(256, 256, 3, padding=1), nn.ReLU(inplace=True), nn.MaxPool2d(2))
+            self.classifier = nn.Sequential(
+                nn.Dropout(0.5), nn.Linear(256 * 8 * 8, 2304), nn.ReLU(inplace=True),
+                nn.Dropout(0.5), nn.Linear(2304, 6144), nn.ReLU(inplace=True),
+                nn.Linear(6144, 1000))
+
+        def forward(self, x):
+            return self.classifier(self.features(x).flatten(1))
+    return FcHeavy()
+
+
+def spec_of(name):
+    import export_models
+    if name == "fc_heavy":
+        return export_models.Spec("fc_heavy", fc_heavy, export_models._image_dummy(FC_HEAVY_IMAGE))
+    return export_models.SPECS[name]
+
+
+def model_path(a, name):
+    if name != "fc_heavy":
+        return os.path.join(a.model_dir, name + ".onnx")
+    import export_models
+    os.makedirs(a.export_dir, exist_ok=True)
+    path = os.path.join(a.export_dir, name + ".onnx")
+    if not os.path.exists(path):
+        print(export_models.export_one(spec_of(name), a.export_dir), file=sys.stderr, flush=True)
+    return path
+
+
+# ---- one rank (runs under the shim) ------------------------------------------------------
+
+def owns_params(m):
+    return next(m.parameters(recurse=False), None) is not None
+
+
+def worker(name, n, rank, batch, steps, grads, threads):
+    import ctypes
+    lib = ctypes.CDLL(peer.shim_path())
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(threads)
+    spec = spec_of(name)
+    torch.manual_seed(0)
+    model = spec.build()
+    model.train()
+    full = {k: (tuple(p.shape), p.element_size()) for k, p in model.named_parameters()}
+    units = []  # (qualified name, [parameter names]) in registration order
+    if n > 1:
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        dist.init_process_group("gloo", rank=rank, world_size=n)
+        mesh = init_device_mesh("cpu", (n,))
+        mods = [(q, m) for q, m in model.named_modules() if q and owns_params(m)]
+        for q, m in reversed(mods):  # children before their parents
+            units.append((q, [q + "." + k for k, _ in m.named_parameters(recurse=False)]))
+            fully_shard(m, mesh=mesh)
+        root_params = [k for k, _ in model.named_parameters(recurse=False)]
+        fully_shard(model, mesh=mesh)
+        units.append(("<root>", root_params))
+    order = []
+    hooks = [model.get_submodule(q if q != "<root>" else "").register_forward_pre_hook(
+        lambda m, args, q=q: order.append(q) if q not in order else None) for q, _ in units]
+    x = spec.dummy()
+    x = x.repeat(*([-(-batch // x.shape[0])] + [1] * (x.dim() - 1)))[:batch].contiguous()
+    torch.manual_seed(1 + rank)
+    if name.startswith("gpt"):
+        x = torch.randint(0, model.head.out_features, x.shape, dtype=x.dtype)
+        target = torch.randint(0, model.head.out_features, x.shape)
+    else:
+        x = torch.randn_like(x)
+        target = torch.randint(0, 1000, (batch,))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    rec = {"peak_bytes": [], "start_bytes": [], "phase_peaks": [], "step_seconds": [], "loss": []}
+    for step in range(steps):
+        opt.zero_grad(set_to_none=(grads == "none"))
+        lib.memcount_reset_peak()
+        rec["start_bytes"].append(lib.memcount_current())
+        t0 = time.perf_counter()
+        y = model(x)
+        loss = F.cross_entropy(y.reshape(-1, y.shape[-1]), target.reshape(-1))
+        del y
+        p_fwd = lib.memcount_peak()
+        loss.backward()
+        p_bwd = lib.memcount_peak()
+        opt.step()
+        rec["step_seconds"].append(time.perf_counter() - t0)
+        p_all = lib.memcount_peak()
+        rec["peak_bytes"].append(p_all)
+        rec["phase_peaks"].append([p_fwd, p_bwd, p_all])
+        rec["loss"].append(loss.detach().item())
+        del loss
+        if step == 0:
+            for h in hooks:
+                h.remove()
+    if rank == 0:
+        rec["units"] = [{"name": q, "params": ps} for q, ps in units]
+        rec["forward_order"] = order
+        rec["param_shapes"] = {k: list(v[0]) + [v[1]] for k, v in full.items()}
+    if n > 1:
+        dist.destroy_process_group()
+    print("RESULT " + json.dumps(rec), flush=True)
+
+
+# ---- driver ------------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def launch(a, name, n, grads):
+    """Runs N ranks of one configuration; returns [per-rank result] or {'error': ...}."""
+    port = str(free_port())
+    procs = []
+    for r in range(n):
+        env = peer.counted_env(a.threads)
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port, RANK=str(r), WORLD_SIZE=str(n),
+                   LOCAL_RANK=str(r))
+        cmd = [sys.executable, os.path.abspath(__file__), "--worker", name, str(n), str(r),
+               "--batch", str(a.batch), "--steps", str(a.steps), "--grads", grads,
+               "--threads", str(a.threads)]
+        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=env))
+    out = []
+    for r, p in enumerate(procs):
+        try:
+            so, se = p.communicate(timeout=a.timeout)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            return {"error": f"rank {r} did not finish in {a.timeout} s"}
+        res = [json.loads(l[7:]) for l in so.splitlines() if l.startswith("RESULT ")]
+        if p.returncode != 0 or not res:
+            err = [l for l in se.strip().splitlines() if l.strip()]
+            return {"error": f"rank {r} exit {p.returncode}: " + (err[-1][:300] if err else "no output")}
+        out.append(res[0])
+    return out
+
+
+def memplan_help(a, cmd):
+    p = subprocess.run([a.memplan, cmd, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True)
+    return p.stdout
+
+
+def memplan_plan(a, path, n, grads, bucket):
+    """memplan's predicted per-rank peak (no checkpoints) and its plan JSON, or (None, error)."""
+    fd, out = tempfile.mkstemp(suffix=".plan.json")
+    os.close(fd)
+    cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--strategy", "none",
+           "--budget", "1000GiB", "--json", out]
+    if n > 1:
+        cmd += ["--devices", str(n), "--shard", "parameters", "--bucket-size", bucket]
+    if a.memplan_grads:
+        cmd += ["--grads", grads]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if p.returncode != 0:
+        os.unlink(out)
+        return None, (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1][:200]
+    with open(out) as f:
+        pj = json.load(f)
+    os.unlink(out)
+    return pj["predicted_peak_bytes"], pj
+
+
+def mib(b):
+    return "–" if b is None else f"{b / 2**20:.1f}"
+
+
+def steady(xs):
+    return xs[1:] if len(xs) > 1 else xs
+
+
+def param_bytes(shapes, names):
+    total = 0
+    for k in names:
+        *dims, size = shapes[k]
+        numel = 1
+        for d in dims:
+            numel *= d
+        total += numel * size
+    return total
+
+
+def shard_bytes(shapes, names, n):
+    """FSDP2 shards dim 0, padded to a multiple of N: ceil(dim0 / N) rows on every rank."""
+    total = 0
+    for k in names:
+        *dims, size = shapes[k]
+        numel = -(-dims[0] // n) if dims else 1
+        for d in dims[1:]:
+            numel *= d
+        total += numel * size
+    return total
+
+
+def bucket_summary(pj, shapes):
+    b = pj.get("layout", {}).get("buckets") or []
+    sizes = [param_bytes(shapes, [k for k in names if k in shapes]) for names in b]
+    return len(b), (max(sizes) if sizes else 0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--models", default="gpt,resnet18,fc_heavy")
+    ap.add_argument("--ranks", default="1,2,4")
+    ap.add_argument("--grads", default="none,kept")
+    ap.add_argument("--batch", type=int, default=16, help="samples per rank")
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--units", action="store_true", help="list FSDP2's units per model")
+    ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
+    ap.add_argument("--model-dir", default=os.environ.get(
+        "MEMPLAN_MODEL_CACHE", os.path.join(ROOT, "build", "model-cache")))
+    ap.add_argument("--export-dir", default=os.path.expanduser("~/.cache/memplan/fsdp-peer"))
+    ap.add_argument("--out", default=os.path.join(HERE, "fsdp_peer_results.md"))
+    ap.add_argument("--worker", nargs=3, metavar=("MODEL", "N", "RANK"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.worker:
+        g = a.grads
+        return worker(a.worker[0], int(a.worker[1]), int(a.worker[2]), a.batch, a.steps, g,
+                      a.threads)
+
+    import torch
+    a.memplan_grads = "--grads" in memplan_help(a, "plan")
+    mv = subprocess.run([a.memplan, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+    mv = re.sub(r", \d+ threads$", "", mv.replace("\n", "; "))
+    grads_note = ("memplan plans with --grads matching the row" if a.memplan_grads else
+                  "this memplan has no --grads option: it keeps gradients between steps in every "
+                  "row (its 'kept'), so its 'none' rows predict the 'kept' loop")
+    header = [
+        "# FSDP2 (fully_shard on Gloo, CPU) as memplan's peer (issue 28 item 4)",
+        "",
+        "Produced by `bench/fsdp_peer.py` (its docstring says what runs): "
+        f"`$VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan --model-dir MODELS "
+        f"--models {a.models} --ranks {a.ranks} --grads {a.grads} --batch {a.batch} "
+        f"--steps {a.steps}{' --units' if a.units else ''}`.",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other builds; "
+        f"PyTorch {torch.__version__}; {mv}. CPU, {a.threads} thread per rank, {a.batch} samples "
+        f"per rank, SGD lr 1e-3, cross-entropy. Peak: the shim's live c10 tensor bytes, the "
+        f"largest of steps 2..{a.steps}; 'rank peaks' lists every rank's. FSDP2: fully_shard on "
+        f"every module owning parameters, then the root; default prefetch and resharding. "
+        f"memplan: `plan --batch {a.batch}xN --devices N --shard parameters --strategy none`, "
+        f"bucket sharding at its default --bucket-size 25MiB and at 1B (one bucket per "
+        f"parameter tensor); {grads_note}.",
+        "",
+        "| model | ranks | grads | measured MiB (max rank) | rank peaks MiB | phase | at step start MiB "
+        "| memplan 25MiB buckets | err | memplan 1B buckets | err |",
+        "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|",
+    ]
+    print("\n".join(header), flush=True)
+    rows, notes, unit_tables = [], [], []
+    for name in a.models.split(","):
+        path = model_path(a, name)
+        shapes = None
+        for n in [int(x) for x in a.ranks.split(",")]:
+            for grads in a.grads.split(","):
+                t0 = time.time()
+                res = launch(a, name, n, grads)
+                if isinstance(res, dict):
+                    row = f"| {name} | {n} | {grads} | FAILED | – | – | – | – | – | – | – |"
+                    notes.append(f"{name}, {n} ranks, grads {grads}: {res['error']}")
+                    rows.append(row)
+                    print(row, flush=True)
+                    continue
+                peaks = [max(steady(r["peak_bytes"])) for r in res]
+                worst = max(range(n), key=lambda i: peaks[i])
+                r = res[worst]
+                s = max(range(1, len(r["peak_bytes"])) if len(r["peak_bytes"]) > 1 else [0],
+                        key=lambda i: r["peak_bytes"][i])
+                fwd, bwd, _ = r["phase_peaks"][s]
+                phase = "forward" if fwd == r["peak_bytes"][s] else (
+                    "backward" if bwd == r["peak_bytes"][s] else "step")
+                meas = peaks[worst]
+                shapes = res[0]["param_shapes"]
+                preds = []
+                for bucket in ("25MiB", "1B"):
+                    if n == 1 and bucket == "1B":
+                        preds.append((None, "–"))
+                        continue
+                    pred, pj = memplan_plan(a, path, n, grads, bucket)
+                    if pred is None:
+                        notes.append(f"{name}, {n} ranks, {bucket}: memplan plan failed: {pj}")
+                        preds.append((None, "–"))
+                        continue
+                    preds.append((pred, f"{100 * (pred - meas) / meas:+.1f}%"))
+                    if n > 1 and grads == a.grads.split(",")[0]:
+                        nb, big = bucket_summary(pj, shapes)
+                        bd = pj.get("breakdown", {})
+                        notes.append(
+                            f"{name}, {n} ranks, memplan --bucket-size {bucket}: {nb} buckets, "
+                            f"the largest {mib(big)} MiB of parameters; its peak "
+                            f"{mib(pred)} MiB at {pj.get('peak_event', '?')} (parameters "
+                            f"{mib(bd.get('parameters'))}, gradients {mib(bd.get('gradients'))}, "
+                            f"activations {mib(bd.get('activations'))} MiB)")
+                row = (f"| {name} | {n} | {grads} | {mib(meas)} | "
+                       f"{', '.join(mib(p) for p in peaks)} | {phase} | "
+                       f"{mib(max(max(steady(x['start_bytes'])) for x in res))} | "
+                       f"{mib(preds[0][0])} | {preds[0][1]} | {mib(preds[1][0])} | {preds[1][1]} |")
+                rows.append(row)
+                print(row, flush=True)
+                notes.append(f"{name}, {n} ranks, grads {grads}: wall {time.time() - t0:.0f} s, "
+                             f"step s (rank 0, steps 2..) "
+                             f"{['%.2f' % v for v in steady(res[0]['step_seconds'])]}, losses "
+                             f"rank 0 {['%.4f' % v for v in res[0]['loss']]}")
+                if n > 1 and grads == a.grads.split(",")[0]:
+                    unit_tables.append(units_table(name, n, res[0], shapes))
+    tail = ["", "err: (memplan - measured) / measured. phase: where the worst rank reached its "
+            "peak (forward includes the loss; step is optimizer.step()). at step start: the "
+            "largest rank's live bytes just after zero_grad.", "", "## Notes", ""]
+    tail += [f"- {x}" for x in notes]
+    if unit_tables:
+        summary = ["", "## FSDP2's units", "",
+                   "One unit per fully_shard call, in forward order (first forward pre-hook); "
+                   "bytes: the unit's parameters, whole and per rank (dim 0 padded to a multiple "
+                   "of N, as FSDP2 shards). The ONNX scope of unit `a.b` is `/a/a.b/...`."]
+        for t in unit_tables:
+            summary += [""] + (t if a.units else t[:2])
+        tail += summary
+    print("\n".join(tail), flush=True)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write("\n".join(header + rows + tail) + "\n")
+        print(f"\nwrote {a.out}")
+
+
+def units_table(name, n, r0, shapes):
+    byname = {u["name"]: u["params"] for u in r0["units"]}
+    order = r0["forward_order"] + [u for u in byname if u not in r0["forward_order"]]
+    sizes = [param_bytes(shapes, byname[u]) for u in order]
+    big = max(range(len(order)), key=lambda i: sizes[i])
+    head = [f"### {name}, {n} ranks: {len(order)} units, {mib(sum(sizes))} MiB of parameters, "
+            f"the largest unit `{order[big]}` {mib(sizes[big])} MiB "
+            f"({mib(shard_bytes(shapes, byname[order[big]], n))} MiB per rank)",
+            ""]
+    body = ["| # | unit | parameters | MiB | per rank MiB |", "|---:|---|---|---:|---:|"]
+    for i, u in enumerate(order):
+        short = [k[len(u) + 1:] if u != "<root>" else k for k in byname[u]]
+        body.append(f"| {i} | {u} | {', '.join(short) or '(none)'} | {sizes[i] / 2**20:.3f} | "
+                    f"{shard_bytes(shapes, byname[u], n) / 2**20:.3f} |")
+    return head + body
+
+
+if __name__ == "__main__":
+    sys.exit(main())
