@@ -3,7 +3,10 @@
 whose LibTorch memplan links) and by `memplan run`, in one benchmark run (issue 9 item 7).
 
 Configurations, each in its own process, its steps run back to back:
-  PyTorch eager                  plain forward, loss, backward, SGD step
+  PyTorch eager, grads kept      plain forward, loss, backward, SGD step, with
+                                 optimizer.zero_grad(set_to_none=False) between steps
+  PyTorch eager, zero_grad()     the same with zero_grad() at its default (set_to_none=True),
+                                 as PyTorch 2.x users write it: gradients freed between steps
   checkpoint per block           torch.utils.checkpoint(use_reentrant=False) around every
                                  residual block (resnet) / transformer block (gpt)
   checkpoint_sequential(k)       over stem-less body (blocks + head), k = round(sqrt(len)),
@@ -20,7 +23,12 @@ Configurations, each in its own process, its steps run back to back:
 Every side trains the same thing: the exporter's own model definitions (samples/export_models.py,
 torch.manual_seed(0), weights=None), cross-entropy over the last axis against int64 targets
 (what memplan appends to a model whose output is not a scalar), SGD with lr 1e-3 and no
-momentum (memplan run's defaults), gradients kept between steps (zero_grad(set_to_none=False)).
+momentum (memplan run's defaults). Gradients between steps (--grads): `none` is zero_grad()'s
+default, `kept` is zero_grad(set_to_none=False); both eager rows run whatever --grads says, and
+the other peers and memplan (its --grads option, where this memplan has one) follow --grads.
+The default, auto, is `none` where memplan has --grads and `kept` where it does not (it then keeps
+every gradient between steps), so that the plans and the peers they are compared with agree.
+"x eager" is relative to the eager row of the run's --grads.
 
 Memory is counted the same way on every side: a small LD_PRELOAD shim (compiled with cc on first
 use) counts the live bytes of the posix_memalign allocations that libc10.so makes, which is how
@@ -36,7 +44,7 @@ usage (with the project's venv python, scripts/install-deps.sh --print-venv):
   $VENV/bin/python samples/pytorch_peer_bench.py --memplan build/cli/memplan \\
       --model-dir build/model-cache [--models resnet18,resnet50,gpt] [--batch 8] [--steps 4]
       [--threads 1] [--peers eager,ckpt_block,ckpt_seq,sac,compile] [--compile-timeout 1800]
-      [--out bench/peers_results.md]
+      [--grads auto|none|kept] [--out bench/peers_results.md]
   --out '' prints the table only. --worker MODEL PEER is internal (one PyTorch configuration).
 """
 import argparse
@@ -142,7 +150,8 @@ __attribute__((destructor)) static void memcount_report(void) {
 """
 
 PEER_LABELS = {
-    "eager": "PyTorch eager",
+    "eager_kept": "PyTorch eager, grads kept",
+    "eager_none": "PyTorch eager, zero_grad()",
     "ckpt_block": "checkpoint per block (non-reentrant)",
     "ckpt_seq": "checkpoint_sequential({k})",
     "sac": "selective checkpoint per block (save mm/conv/sdpa)",
@@ -215,7 +224,7 @@ def sac_context():
     return functools.partial(create_selective_checkpoint_contexts, policy)
 
 
-def worker(name, peer, batch, steps, threads):
+def worker(name, peer, batch, steps, threads, grads):
     import ctypes
     lib = ctypes.CDLL(shim_path())
     import torch
@@ -240,7 +249,9 @@ def worker(name, peer, batch, steps, threads):
     k = max(2, int(round(math.sqrt(len(body)))))
     info["segments"] = k
 
-    if peer == "eager":
+    if peer.startswith("eager_"):
+        grads = peer[len("eager_"):]
+
         def forward(inp):
             return model(inp)
     elif peer == "ckpt_block":
@@ -282,7 +293,7 @@ def worker(name, peer, batch, steps, threads):
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     times, peaks, losses = [], [], []
     for step in range(steps):
-        opt.zero_grad(set_to_none=False)
+        opt.zero_grad(set_to_none=(grads == "none"))
         lib.memcount_reset_peak()
         t0 = time.perf_counter()
         loss = step_fn(x, target)
@@ -298,7 +309,7 @@ def worker(name, peer, batch, steps, threads):
 
 def torch_run(py, name, peer, a):
     cmd = [py, os.path.abspath(__file__), "--worker", name, peer, "--batch", str(a.batch),
-           "--steps", str(a.steps), "--threads", str(a.threads)]
+           "--steps", str(a.steps), "--threads", str(a.threads), "--grads", a.grads]
     timeout = a.compile_timeout if peer == "compile" else None
     t0 = time.time()
     try:
@@ -326,6 +337,8 @@ def memplan_run(a, model_path, plan=None):
            "--random-weights", "--threads", str(a.threads), "--json", out]
     if plan:
         cmd += ["--plan", plan]
+    if a.memplan_grads:
+        cmd += ["--grads", a.grads]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        env=counted_env(a.threads, shim_out))
     if p.returncode != 0:
@@ -343,8 +356,11 @@ def memplan_run(a, model_path, plan=None):
 def memplan_plan(a, model_path, budget):
     fd, out = tempfile.mkstemp(suffix=".plan.json")
     os.close(fd)
-    p = subprocess.run([a.memplan, "plan", model_path, "--batch", str(a.batch), "--budget", f"{budget}B",
-                        "--strategy", a.strategy, "--json", out],
+    cmd = [a.memplan, "plan", model_path, "--batch", str(a.batch), "--budget", f"{budget}B",
+           "--strategy", a.strategy, "--json", out]
+    if a.memplan_grads:
+        cmd += ["--grads", a.grads]
+    p = subprocess.run(cmd,
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if p.returncode != 0:
         return None, (p.stdout + p.stderr).strip().splitlines()[-1:] or [f"exit {p.returncode}"]
@@ -385,6 +401,9 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--peers", default="eager,ckpt_block,ckpt_seq,sac,compile")
     ap.add_argument("--compile-timeout", type=int, default=1800)
+    # Gradients between steps: none (zero_grad()'s default), kept, or auto (none where memplan
+    # has --grads, else kept: what memplan models).
+    ap.add_argument("--grads", default="auto", choices=["auto", "none", "kept"])
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
     # The strategy memplan plans each peer's peak with (selective: per-tensor recompute, issue 11).
     ap.add_argument("--strategy", default="optimal")
@@ -393,13 +412,19 @@ def main():
     ap.add_argument("--worker", nargs=2, metavar=("MODEL", "PEER"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.worker:
-        return worker(a.worker[0], a.worker[1], a.batch, a.steps, a.threads)
+        return worker(a.worker[0], a.worker[1], a.batch, a.steps, a.threads, a.grads)
 
     import torch
     py = sys.executable
-    peers = [p for p in a.peers.split(",") if p]
-    if "eager" not in peers:
-        peers.insert(0, "eager")
+    helps = {c: subprocess.run([a.memplan, c, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True).stdout for c in ("run", "plan")}
+    a.memplan_grads = all("--grads" in h for h in helps.values())
+    if a.grads == "auto":
+        a.grads = "none" if a.memplan_grads else "kept"
+    # Both eager rows, the run's --grads first: it is the baseline of "x eager".
+    other = "kept" if a.grads == "none" else "none"
+    peers = [f"eager_{a.grads}", f"eager_{other}"] + [p for p in a.peers.split(",") if p and p != "eager"]
+    base = peers[0]
     mv = subprocess.run([a.memplan, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
     mv = re.sub(r", \d+ threads$", "", mv.replace("\n", "; "))  # its default threads, not this run's
     header = [
@@ -411,7 +436,12 @@ def main():
         f"CPU, {a.threads} thread(s), batch {a.batch}, {a.steps} steps: step s is the median of steps "
         f"2..{a.steps}, peak the largest of steps 2..{a.steps}. Peak = live tensor bytes counted by "
         f"the posix_memalign LD_PRELOAD shim (PyTorch) and memplan's meter on the same c10 allocator "
-        f"(memplan, run under the same shim). Loss: cross-entropy over the last axis; SGD lr 1e-3.",
+        f"(memplan, run under the same shim). Loss: cross-entropy over the last axis; SGD lr 1e-3. "
+        f"Gradients between steps: {a.grads} ("
+        + ("zero_grad()'s default, set_to_none=True" if a.grads == "none" else "zero_grad(set_to_none=False)")
+        + ") for every peer but the eager row that says otherwise; memplan "
+        + (f"--grads {a.grads}" if a.memplan_grads else "keeps them (this memplan has no --grads)")
+        + f". x eager: relative to {PEER_LABELS[base]}.",
         "",
         "| model | configuration | step s | x eager | peak MiB | x eager | recompute s |",
         "|---|---|---:|---:|---:|---:|---:|",
@@ -433,14 +463,14 @@ def main():
                 if peer == "compile":
                     notes.append(f"{name} / {label}: first step (compile) {r['step_seconds'][0]:.1f} s; "
                                  f"process wall {r['wall']:.0f} s")
-            if peer == "eager" and res[peer][1] is None:
+            if peer == base and res[peer][1] is None:
                 raise SystemExit(f"eager failed on {name}: {r['error']}")
-            _, te, pe, _ = res["eager"]
+            _, te, pe, _ = res[base]
             lbl, t, p, _ = res[peer]
             row = fmt_row(name, lbl, t, p, te, pe, None)
             lines.append(row)
             print(row, flush=True)
-        _, te, pe, _ = res["eager"]
+        _, te, pe, _ = res[base]
         m = memplan_run(a, path)
         if "error" in m:
             raise SystemExit(f"{name}: {m['error']}")
@@ -451,9 +481,12 @@ def main():
         print(row, flush=True)
         notes.append(f"{name} / memplan run: shim's whole-process peak {m['shim_process_peak'] / 2**20:.1f} MiB "
                      f"vs memplan's step peak {pm / 2**20:.1f} MiB; losses {['%.4f' % v for v in m['loss']]}, "
-                     f"eager's {['%.4f' % v for v in res['eager'][3]['loss']]}")
-        goals.append(f"{name}: memplan unplanned vs eager: time {tm / te:.3f}x, peak {pm / pe:.3f}x -> "
+                     f"eager's {['%.4f' % v for v in res[base][3]['loss']]}")
+        goals.append(f"{name}: memplan unplanned vs {PEER_LABELS[base]}: time {tm / te:.3f}x, peak {pm / pe:.3f}x -> "
                      f"{'MET' if tm <= 1.05 * te and pm <= 1.05 * pe else 'MISSED'} (goal: within 5% on both)")
+        goals.append(f"{name}: memplan unplanned peak vs {PEER_LABELS[base]}: {pm / 2**20:.1f} / {pe / 2**20:.1f} MiB "
+                     f"= {pm / pe:.3f}x -> {'MET' if abs(pm / pe - 1) <= 0.02 else 'MISSED'} (issue 28: within 2%"
+                     + ("" if a.grads == "none" else "; with grads kept, not yet zero_grad()'s default") + ")")
         for peer in peers:
             lbl, t, p, _ = res[peer]
             if t is None:
