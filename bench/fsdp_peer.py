@@ -27,7 +27,8 @@ live bytes of libc10's posix_memalign allocations (c10's CPU allocator: every te
 including FSDP2's all-gather and reduce-scatter buffers; Gloo's own transport buffers are not
 tensors and are left out). A step's peak runs from just after zero_grad to the end of
 optimizer.step(); the table gives the largest of steps 2..N (step 1 includes FSDP2's lazy
-init), per rank, and the phase (forward, backward, step) in which it was reached.
+init), per rank, and where in the step the worst rank reached it (between which two of the
+units' forward pre-hooks, output-gradient hooks, the loss, the end of backward and of the step).
 
 usage (the project's venv python):
   $VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan \\
@@ -114,23 +115,40 @@ def worker(name, n, rank, batch, steps, grads, threads):
     model = spec.build()
     model.train()
     full = {k: (tuple(p.shape), p.element_size()) for k, p in model.named_parameters()}
-    units = []  # (qualified name, [parameter names]) in registration order
+    # FSDP2's units (qualified name, [parameter names]), children before their parents, then
+    # the root; with one rank the same modules only mark where the peak is reached.
+    mods = [(q, m) for q, m in model.named_modules() if q and owns_params(m)][::-1]
+    units = [(q, [q + "." + k for k, _ in m.named_parameters(recurse=False)]) for q, m in mods]
+    units.append(("<root>", [k for k, _ in model.named_parameters(recurse=False)]))
     if n > 1:
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.fsdp import fully_shard
         dist.init_process_group("gloo", rank=rank, world_size=n)
         mesh = init_device_mesh("cpu", (n,))
-        mods = [(q, m) for q, m in model.named_modules() if q and owns_params(m)]
-        for q, m in reversed(mods):  # children before their parents
-            units.append((q, [q + "." + k for k, _ in m.named_parameters(recurse=False)]))
+        for _, m in mods:
             fully_shard(m, mesh=mesh)
-        root_params = [k for k, _ in model.named_parameters(recurse=False)]
         fully_shard(model, mesh=mesh)
-        units.append(("<root>", root_params))
     order = []
-    hooks = [model.get_submodule(q if q != "<root>" else "").register_forward_pre_hook(
-        lambda m, args, q=q: order.append(q) if q not in order else None) for q, _ in units]
+    marks = []  # (where, the step's peak so far): the peak is reached before the first mark at it
+
+    def mark(where):
+        marks.append((where, lib.memcount_peak(), lib.memcount_current()))
+
+    def pre(m, args, q):
+        if q not in order:
+            order.append(q)
+        mark("fwd " + q)
+
+    def post(m, args, out, q):
+        # Fires as the unit's output gradient arrives (after FSDP2's own pre-backward hook,
+        # registered first: the unit is gathered), before the unit's backward runs.
+        if isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(lambda g: mark("bwd " + q))
+    for q, _ in units:
+        mod = model.get_submodule(q if q != "<root>" else "")
+        mod.register_forward_pre_hook(lambda m, args, q=q: pre(m, args, q))
+        mod.register_forward_hook(lambda m, args, out, q=q: post(m, args, out, q))
     x = spec.dummy()
     x = x.repeat(*([-(-batch // x.shape[0])] + [1] * (x.dim() - 1)))[:batch].contiguous()
     torch.manual_seed(1 + rank)
@@ -141,28 +159,33 @@ def worker(name, n, rank, batch, steps, grads, threads):
         x = torch.randn_like(x)
         target = torch.randint(0, 1000, (batch,))
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
-    rec = {"peak_bytes": [], "start_bytes": [], "phase_peaks": [], "step_seconds": [], "loss": []}
+    rec = {"peak_bytes": [], "start_bytes": [], "phase_peaks": [], "step_seconds": [], "loss": [],
+           "peak_at": []}
     for step in range(steps):
         opt.zero_grad(set_to_none=(grads == "none"))
         lib.memcount_reset_peak()
+        marks.clear()
         rec["start_bytes"].append(lib.memcount_current())
         t0 = time.perf_counter()
         y = model(x)
         loss = F.cross_entropy(y.reshape(-1, y.shape[-1]), target.reshape(-1))
         del y
         p_fwd = lib.memcount_peak()
+        mark("loss")
         loss.backward()
         p_bwd = lib.memcount_peak()
+        mark("backward end")
         opt.step()
         rec["step_seconds"].append(time.perf_counter() - t0)
         p_all = lib.memcount_peak()
+        mark("step end")
+        i = next(i for i, (_, p, _) in enumerate(marks) if p == p_all)
+        rec["peak_at"].append((marks[i - 1][0] if i else "step start") + " .. " + marks[i][0])
         rec["peak_bytes"].append(p_all)
         rec["phase_peaks"].append([p_fwd, p_bwd, p_all])
         rec["loss"].append(loss.detach().item())
         del loss
-        if step == 0:
-            for h in hooks:
-                h.remove()
+        rec["trace"] = list(marks)  # the last step's
     if rank == 0:
         rec["units"] = [{"name": q, "params": ps} for q, ps in units]
         rec["forward_order"] = order
@@ -282,6 +305,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--units", action="store_true", help="list FSDP2's units per model")
+    ap.add_argument("--trace", default="", help="models whose rank-0 memory at each mark to print")
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
     ap.add_argument("--model-dir", default=os.environ.get(
         "MEMPLAN_MODEL_CACHE", os.path.join(ROOT, "build", "model-cache")))
@@ -318,12 +342,12 @@ def main():
         f"bucket sharding at its default --bucket-size 25MiB and at 1B (one bucket per "
         f"parameter tensor); {grads_note}.",
         "",
-        "| model | ranks | grads | measured MiB (max rank) | rank peaks MiB | phase | at step start MiB "
+        "| model | ranks | grads | measured MiB (max rank) | rank peaks MiB | peak reached | at step start MiB "
         "| memplan 25MiB buckets | err | memplan 1B buckets | err |",
         "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(header), flush=True)
-    rows, notes, unit_tables = [], [], []
+    rows, notes, unit_tables, traces = [], [], [], []
     for name in a.models.split(","):
         path = model_path(a, name)
         shapes = None
@@ -342,9 +366,7 @@ def main():
                 r = res[worst]
                 s = max(range(1, len(r["peak_bytes"])) if len(r["peak_bytes"]) > 1 else [0],
                         key=lambda i: r["peak_bytes"][i])
-                fwd, bwd, _ = r["phase_peaks"][s]
-                phase = "forward" if fwd == r["peak_bytes"][s] else (
-                    "backward" if bwd == r["peak_bytes"][s] else "step")
+                phase = r["peak_at"][s]
                 meas = peaks[worst]
                 shapes = res[0]["param_shapes"]
                 preds = []
@@ -379,9 +401,14 @@ def main():
                              f"rank 0 {['%.4f' % v for v in res[0]['loss']]}")
                 if n > 1 and grads == a.grads.split(",")[0]:
                     unit_tables.append(units_table(name, n, res[0], shapes))
-    tail = ["", "err: (memplan - measured) / measured. phase: where the worst rank reached its "
-            "peak (forward includes the loss; step is optimizer.step()). at step start: the "
-            "largest rank's live bytes just after zero_grad.", "", "## Notes", ""]
+                if name in a.trace.split(","):
+                    traces.append(trace_table(name, n, grads, res[0]))
+    tail = ["", "err: (memplan - measured) / measured. peak reached: between which two marks the "
+            "worst rank reached its peak: `fwd U` U's forward pre-hook (FSDP2 has gathered U), "
+            "`bwd U` U's output gradient arriving (FSDP2 has gathered U and "
+            "prefetched the next unit; U's backward has not run), then `loss`, `backward end`, "
+            "`step end`. at step start: the largest rank's live bytes just after zero_grad.", "",
+            "## Notes", ""]
     tail += [f"- {x}" for x in notes]
     if unit_tables:
         summary = ["", "## FSDP2's units", "",
@@ -391,11 +418,26 @@ def main():
         for t in unit_tables:
             summary += [""] + (t if a.units else t[:2])
         tail += summary
+    if traces:
+        tail += ["", "## Where the memory is: rank 0's last step", "",
+                 "Live tensor bytes (the shim's) at each mark of the last step, and the step's peak "
+                 "so far; marks as in 'peak reached' above."]
+        for t in traces:
+            tail += [""] + t
     print("\n".join(tail), flush=True)
     if a.out:
         with open(a.out, "w") as f:
             f.write("\n".join(header + rows + tail) + "\n")
         print(f"\nwrote {a.out}")
+
+
+def trace_table(name, n, grads, r0):
+    out = [f"### {name}, {n} rank(s), grads {grads}: rank 0 starts the step at "
+           f"{mib(r0['start_bytes'][-1])} MiB, peaks at {mib(r0['peak_bytes'][-1])} MiB", "",
+           "| mark | live MiB | peak so far MiB |", "|---|---:|---:|"]
+    for where, peak_so_far, live in r0["trace"]:
+        out.append(f"| {where} | {mib(live)} | {mib(peak_so_far)} |")
+    return out
 
 
 def units_table(name, n, r0, shapes):
