@@ -20,7 +20,8 @@ preceding convolution), while dropout keeps its training_mode input.
 
 Hugging Face transformers models (hf_llama, hf_bert, hf_gpt2, hf_vit and larger variants),
 built from a config with random weights, are exported through the dynamo exporter only:
-name them NAME_dynamo.
+name them NAME_dynamo.  So are the *_sd models (convnext_tiny_sd, swin_t_sd and variants):
+torchvision's own stochastic depth in training mode, at a small image size.
 
 Every model becomes DIR/<name>.onnx plus its weights as external data in one file,
 DIR/<name>.onnx.data.  Nothing is downloaded: torchvision models are built with
@@ -235,6 +236,23 @@ def _tv(name, **kwargs):
     return Spec(name, build, _image_dummy())
 
 
+def _tv_sd(name, arch, image_size, **kwargs):
+    """A torchvision model whose stochastic depth stays torchvision's own, dynamo only.
+
+    torchvision.ops.stochastic_depth in training mode: an empty [N, 1, ..., 1] tensor,
+    bernoulli_(survival), div_(survival), input * noise.  torch.export captures it and the
+    dynamo exporter writes RandomUniformLike, Less, Cast, Div and Mul per block (what a user
+    of current PyTorch gets); _exportable_stochastic_depth, which the TorchScript exporter
+    needs, would write Bernoulli instead.  A small image_size keeps CPU runs quick.
+    """
+    def build():
+        import torchvision
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return getattr(torchvision.models, arch)(weights=None, **kwargs)
+    return Spec(name, build, _image_dummy(image_size), dynamo_only=True)
+
+
 def _tv_seg(name, **kwargs):
     """Segmentation model; the wrapper returns only the 'out' tensor of the dict."""
     def build():
@@ -404,7 +422,18 @@ EXTENDED = [
     _tv_seg("lraspp_mobilenet_v3_large"),
 ]
 
-SPECS = collections.OrderedDict((s.name, s) for s in CORE + EXTENDED + HF)
+# Stochastic depth in training mode as the dynamo exporter writes torchvision's own
+# (issue 26): ConvNeXt and Swin at small inputs.  The last three are variants no test uses.
+STOCHASTIC_DEPTH = [
+    _tv_sd("convnext_tiny_sd", "convnext_tiny", 64, stochastic_depth_prob=0.1),
+    _tv_sd("swin_t_sd", "swin_t", 112),  # stochastic depth 0.2 (fixed by torchvision)
+    _tv_sd("convnext_small_sd", "convnext_small", 64, stochastic_depth_prob=0.4),
+    _tv_sd("swin_s_sd", "swin_s", 112),  # 0.3
+    _tv_sd("swin_v2_t_sd", "swin_v2_t", 128),  # 0.2
+]
+
+SPECS = collections.OrderedDict(
+    (s.name, s) for s in CORE + EXTENDED + HF + STOCHASTIC_DEPTH)
 
 
 # ---------------------------------------------------------------------------
