@@ -221,6 +221,11 @@ void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d) {
   std::printf("card         %s at the peak with %s of CUDA context and handles (%s)\n",
               FormatBytes(m.card_peak_bytes()).c_str(), FormatBytes(m.context_bytes).c_str(),
               m.context_measured ? "measured" : "estimate: the H200's, LibTorch 2.11");
+  if (m.workspace_margin_bytes > 0) {
+    std::printf("margin       %s for cuDNN convolution workspaces estimated, not measured "
+                "(memplan calibrate --device cuda MODEL.onnx measures them)\n",
+                FormatBytes(m.workspace_margin_bytes).c_str());
+  }
 }
 
 struct ProgressTicker::State {

@@ -19,9 +19,12 @@ CLI::App* AddAnalyzeCommand(CLI::App& app) {
 }
 
 int RunAnalyze(const Args& a) {
-  const std::optional<CudaDevice> cuda = CudaDeviceFromArgs(a);
+  std::optional<CudaDevice> cuda = CudaDeviceFromArgs(a);
   TrainingGraph loaded = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
-  if (cuda) loaded.library_workspace_bytes = LibraryWorkspaceBytes(loaded, *cuda);
+  if (cuda) {
+    PrepareGraphForCuda(loaded, *cuda);
+    cuda->workspace_margin_bytes = ConvWorkspaceMarginBytes(loaded, *cuda);
+  }
   Analysis an = Analyze(std::move(loaded));
   const TrainingGraph& g = an.graph;
   std::optional<DeviceMemory> device_memory;

@@ -20,26 +20,142 @@ bool IsCudaName(const std::string& d) {
 int64_t ParseCublasWorkspaceConfig(const std::string& text) {
   const std::string what = "CUBLAS_WORKSPACE_CONFIG '" + PrintableText(text) + "'";
   if (text.empty() || text[0] != ':') {
-    throw MemplanError(what + " is not of the form :SIZE_KIB:COUNT[:SIZE_KIB:COUNT...] (e.g. :4096:8)");
+    throw MemplanError(what +
+                       " is not of the form :SIZE_KIB:COUNT[:SIZE_KIB:COUNT...] (e.g. :4096:8)");
   }
   int64_t total = 0;
   size_t i = 1;
   std::vector<int64_t> numbers;
   while (i <= text.size()) {
     size_t next = text.find(':', i);
-    const std::string part = text.substr(i, next == std::string::npos ? std::string::npos : next - i);
+    const std::string part =
+        text.substr(i, next == std::string::npos ? std::string::npos : next - i);
     numbers.push_back(ParseInteger(what, part, 0, int64_t{1} << 30));
     if (next == std::string::npos) break;
     i = next + 1;
   }
   if (numbers.size() % 2 != 0) {
-    throw MemplanError(what + " has an odd count of numbers: it pairs a size in KiB with a count (:4096:8)");
+    throw MemplanError(
+        what + " has an odd count of numbers: it pairs a size in KiB with a count (:4096:8)");
   }
   for (size_t k = 0; k < numbers.size(); k += 2) total += numbers[k] * 1024 * numbers[k + 1];
   return total;
 }
 
+std::string Dims(const char* name, const std::vector<int64_t>& v) {
+  std::string s = std::string(name) + "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+int64_t Blocks(int64_t bytes) { return AccountedBytes(bytes, AllocatorPolicy::kCudaCaching); }
+
 }  // namespace
+
+std::string ConvGeometry::signature() const {
+  return std::string(DTypeName(dtype)) + " " + Dims("x", x) + " " + Dims("w", w) + " " +
+         Dims("stride", stride) + " " + Dims("pad", pad) + " " + Dims("dilation", dilation) +
+         " group " + std::to_string(group);
+}
+
+// The executor's convolution (kernels_nn.cc, SpatialGeometry): strides and dilations default to
+// 1, auto_pad SAME splits the total pad (the odd one at the end for SAME_UPPER), and asymmetric
+// pads become an explicit zero pad before a convolution with none.
+std::optional<ConvGeometry> CudnnConvGeometry(const Node& n, const std::vector<Tensor>& t) {
+  // ConvTranspose runs in cuDNN too, with the roles of its passes swapped; not modelled yet.
+  if (n.op_type != "Conv" || n.inputs.size() < 2 || n.inputs[0] == kNone || n.inputs[1] == kNone)
+    return std::nullopt;
+  const Tensor& x = t[n.inputs[0]];
+  const Tensor& w = t[n.inputs[1]];
+  const size_t k = w.shape.size() < 3 ? 0 : w.shape.size() - 2;
+  if (k == 0 || x.shape.size() != k + 2) return std::nullopt;
+  for (int64_t d : x.shape)
+    if (d <= 0) return std::nullopt;
+  for (int64_t d : w.shape)
+    if (d <= 0) return std::nullopt;
+  ConvGeometry g;
+  g.x = x.shape;
+  g.w = w.shape;
+  g.dtype = x.dtype;
+  g.group = n.attr_int("group", 1);
+  // LibTorch's depthwise test (ConvParams::is_depthwise); cuDNN takes those only in half precision
+  // or channels-last (use_cudnn_depthwise).
+  const bool depthwise =
+      (k == 2 || k == 3) && g.group > 1 && x.shape[1] == g.group && w.shape[0] % x.shape[1] == 0;
+  if (depthwise && (x.dtype == DType::kFloat32 || x.dtype == DType::kFloat64)) return std::nullopt;
+  g.stride = n.attr_ints("strides");
+  g.dilation = n.attr_ints("dilations");
+  std::vector<int64_t> pads = n.attr_ints("pads");
+  g.stride.resize(k, 1);
+  g.dilation.resize(k, 1);
+  pads.resize(2 * k, 0);
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  g.pad.assign(k, 0);
+  bool symmetric = true;
+  std::vector<int64_t> begin(k, 0), end(k, 0);
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t in = x.shape[i + 2], s = std::max<int64_t>(g.stride[i], 1);
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = (in + s - 1) / s;
+      const int64_t total =
+          std::max<int64_t>(0, (out - 1) * s + (w.shape[i + 2] - 1) * g.dilation[i] + 1 - in);
+      const int64_t small = total / 2, big = total - small;
+      begin[i] = auto_pad == "SAME_UPPER" ? small : big;
+      end[i] = auto_pad == "SAME_UPPER" ? big : small;
+    } else if (auto_pad != "VALID") {
+      begin[i] = pads[i];
+      end[i] = pads[i + k];
+    }
+    symmetric = symmetric && begin[i] == end[i];
+  }
+  for (size_t i = 0; i < k; ++i) {
+    if (symmetric) {
+      g.pad[i] = begin[i];
+    } else {
+      g.x[i + 2] += begin[i] + end[i];
+    }
+  }
+  return g;
+}
+
+ConvWorkspace EstimateConvWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  const int64_t sum = t[n.inputs[0]].bytes + t[n.outputs[0]].bytes + t[n.inputs[1]].bytes;
+  return {sum, sum, sum};
+}
+
+void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d) {
+  g.library_workspace_bytes = LibraryWorkspaceBytes(g, d);
+  for (Node& n : g.nodes) {
+    const std::optional<ConvGeometry> geometry = CudnnConvGeometry(n, g.tensors);
+    if (n.op_type != "Conv") continue;
+    // Not cuDNN (depthwise float32): LibTorch's own CUDA kernels, no workspace.
+    n.forward_workspace_bytes = 0;
+    n.backward_workspace_bytes = 0;
+    if (!geometry) continue;
+    const auto measured = d.conv_workspaces.find(geometry->signature());
+    const ConvWorkspace ws = measured != d.conv_workspaces.end()
+                                 ? measured->second
+                                 : EstimateConvWorkspace(n, g.tensors);
+    n.forward_workspace_bytes = ws.forward_bytes;
+    if (!n.has_backward) continue;
+    const bool input_grad = g.tensors[n.inputs[0]].has_gradient;
+    const bool weight_grad = g.tensors[n.inputs[1]].has_gradient;
+    const int64_t data = input_grad ? Blocks(ws.backward_data_bytes) : 0;
+    const int64_t weight = weight_grad ? Blocks(g.tensors[n.inputs[1]].bytes) : 0;
+    const int64_t filter = weight_grad ? Blocks(ws.backward_filter_bytes) : 0;
+    n.backward_workspace_bytes = std::max<int64_t>({data - weight, filter, 0});
+  }
+}
+
+int64_t ConvWorkspaceMarginBytes(const TrainingGraph& g, const CudaDevice& d) {
+  int64_t margin = 0;
+  for (const Node& n : g.nodes) {
+    const std::optional<ConvGeometry> geometry = CudnnConvGeometry(n, g.tensors);
+    if (!geometry || d.conv_workspaces.count(geometry->signature())) continue;
+    margin = std::max(margin, std::max<int64_t>(16 << 20, g.tensors[n.inputs[0]].bytes / 2));
+  }
+  return margin;
+}
 
 std::string CudaDevice::allocator_mode() const {
   return allocator().expandable_segments ? "expandable_segments" : "default";
@@ -57,14 +173,16 @@ CudaDevice CudaDeviceFromEnvironment(const std::string& device) {
   d.device = device;
   // Set, even empty, it is what the run's allocator reads (empty: the default mode).
   if (const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF")) d.allocator_conf = conf;
-  if (const char* ws = std::getenv("CUBLAS_WORKSPACE_CONFIG"); ws && *ws) d.cublas_workspace_config = ws;
+  if (const char* ws = std::getenv("CUBLAS_WORKSPACE_CONFIG"); ws && *ws)
+    d.cublas_workspace_config = ws;
   d.allocator();  // a malformed PYTORCH_CUDA_ALLOC_CONF fails here, naming it
   CublasWorkspaceBytes(d);
   return d;
 }
 
 int64_t CublasWorkspaceBytes(const CudaDevice& d) {
-  if (!d.cublas_workspace_config.empty()) return ParseCublasWorkspaceConfig(d.cublas_workspace_config);
+  if (!d.cublas_workspace_config.empty())
+    return ParseCublasWorkspaceConfig(d.cublas_workspace_config);
   const bool before_hopper = d.compute_major > 0 && d.compute_major < 9;
   return before_hopper ? 4096 * 1024 * 2 + 16 * 1024 * 8 : int64_t{4096} * 1024 * 8;
 }
@@ -90,21 +208,31 @@ DeviceMemory PredictDeviceMemory(const Schedule& s, const CudaDevice& d) {
   }
   m.context_bytes = d.context_estimate_bytes();
   m.context_measured = d.context_bytes >= 0;
+  m.workspace_margin_bytes = d.workspace_margin_bytes;
   m.allocator_mode = d.allocator_mode();
   return m;
 }
 
 nlohmann::json CudaDeviceToJson(const CudaDevice& d) {
+  nlohmann::json convs = nlohmann::json::array();
+  for (const auto& [signature, ws] : d.conv_workspaces) {
+    convs.push_back({{"signature", signature},
+                     {"forward_bytes", ws.forward_bytes},
+                     {"backward_data_bytes", ws.backward_data_bytes},
+                     {"backward_filter_bytes", ws.backward_filter_bytes}});
+  }
   return {{"kind", "cuda_device"},
           {"memplan_version", MEMPLAN_VERSION},
           {"device", d.device},
           {"name", d.name},
-          {"compute_capability", std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
+          {"compute_capability",
+           std::to_string(d.compute_major) + "." + std::to_string(d.compute_minor)},
           {"torch_version", d.torch_version},
           {"total_memory_bytes", d.total_memory_bytes},
           {"context_bytes", d.context_bytes},
           {"allocator_conf", d.allocator_conf},
-          {"cublas_workspace_config", d.cublas_workspace_config}};
+          {"cublas_workspace_config", d.cublas_workspace_config},
+          {"conv_workspaces", convs}};
 }
 
 CudaDevice CudaDeviceFromJson(const nlohmann::json& j) {
@@ -119,7 +247,8 @@ CudaDevice CudaDeviceFromJson(const nlohmann::json& j) {
   const size_t dot = cc.find('.');
   if (dot == std::string::npos) Bad("compute_capability", "is not MAJOR.MINOR");
   d.compute_major = static_cast<int>(ParseInteger("compute_capability", cc.substr(0, dot), 0, 100));
-  d.compute_minor = static_cast<int>(ParseInteger("compute_capability", cc.substr(dot + 1), 0, 100));
+  d.compute_minor =
+      static_cast<int>(ParseInteger("compute_capability", cc.substr(dot + 1), 0, 100));
   d.torch_version = Get(j, "", "torch_version", String);
   d.total_memory_bytes = Get(j, "", "total_memory_bytes", Count);
   d.context_bytes = Get(j, "", "context_bytes", Integer);
@@ -127,6 +256,21 @@ CudaDevice CudaDeviceFromJson(const nlohmann::json& j) {
   if (j.contains("allocator_conf")) d.allocator_conf = Get(j, "", "allocator_conf", String);
   if (j.contains("cublas_workspace_config")) {
     d.cublas_workspace_config = Get(j, "", "cublas_workspace_config", String);
+  }
+  if (j.contains("conv_workspaces")) {
+    const json& convs = j["conv_workspaces"];
+    if (!convs.is_array()) Bad("conv_workspaces", "is not an array");
+    for (size_t i = 0; i < convs.size(); ++i) {
+      const std::string at = "conv_workspaces[" + std::to_string(i) + "]";
+      if (!convs[i].is_object()) Bad(at, "is not an object");
+      ConvWorkspace ws;
+      ws.forward_bytes = Get(convs[i], at, "forward_bytes", Count);
+      ws.backward_data_bytes = Get(convs[i], at, "backward_data_bytes", Count);
+      ws.backward_filter_bytes = Get(convs[i], at, "backward_filter_bytes", Count);
+      const std::string signature = Get(convs[i], at, "signature", String);
+      if (!d.conv_workspaces.emplace(signature, ws).second)
+        Bad(at + ".signature", "repeats an earlier one");
+    }
   }
   d.allocator();
   if (!d.cublas_workspace_config.empty()) CublasWorkspaceBytes(d);
@@ -145,6 +289,7 @@ nlohmann::json DeviceMemoryToJson(const DeviceMemory& m, const CudaDevice& d) {
           {"context_bytes", m.context_bytes},
           {"context_measured", m.context_measured},
           {"reserved_peak_bytes", m.reserved_peak_bytes},
+          {"workspace_margin_bytes", m.workspace_margin_bytes},
           {"card_peak_bytes", m.card_peak_bytes()}};
 }
 

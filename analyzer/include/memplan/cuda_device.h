@@ -16,20 +16,32 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "memplan/analyzer.h"
 #include "memplan/caching_allocator.h"
 
 namespace memplan {
 
+// The cuDNN workspaces of one convolution signature, as LibTorch takes them from the caching
+// allocator (bytes as cuDNN asks for them; the allocator rounds them to 512-byte blocks).
+struct ConvWorkspace {
+  int64_t forward_bytes = 0;
+  int64_t backward_data_bytes = 0;    // computing the input's gradient
+  int64_t backward_filter_bytes = 0;  // computing the weight's gradient
+  bool operator==(const ConvWorkspace& o) const = default;
+};
+
 struct CudaDevice {
   std::string device = "cuda";  // as the user named it: cuda or cuda:K
   std::string name;             // "NVIDIA H200" from a device file; "" when not measured
   int compute_major = 0;        // compute capability; 0: unknown (the Hopper default is assumed)
   int compute_minor = 0;
-  std::string torch_version;    // the LibTorch the device file was measured with
+  std::string torch_version;       // the LibTorch the device file was measured with
   int64_t total_memory_bytes = 0;  // the card's memory; 0: unknown
   // Held outside the caching allocator (context, kernels, handles); -1: unknown, then
   // kDefaultContextBytes is reported as an estimate.
@@ -39,6 +51,12 @@ struct CudaDevice {
   std::string allocator_conf = "expandable_segments:True";
   // CUBLAS_WORKSPACE_CONFIG as the run will see it ("": LibTorch's default).
   std::string cublas_workspace_config;
+  // cuDNN convolution workspaces measured on this device (memplan calibrate MODEL.onnx), by
+  // ConvGeometry::signature(); convolutions not in it get EstimateConvWorkspace.
+  std::map<std::string, ConvWorkspace> conv_workspaces;
+  // What the estimated workspaces of the graph being planned may fall short by
+  // (ConvWorkspaceMarginBytes); plans keep it free under the budget. Not part of the device file.
+  int64_t workspace_margin_bytes = 0;
   bool measured = false;  // from a device file
   std::string source = "documented defaults (no --device-file)";
 
@@ -64,6 +82,50 @@ int64_t CublasWorkspaceBytes(const CudaDevice& d);
 // is a matmul (ComputeClass kMatmul), else nothing.
 int64_t LibraryWorkspaceBytes(const TrainingGraph& g, const CudaDevice& d);
 
+// cuDNN convolution workspaces (LibTorch 2.11 to 2.14, aten/src/ATen/native/cudnn/Conv_v8.cpp,
+// ConvShared.cpp). A CUDA convolution runs in cuDNN unless it is depthwise in float32 or float64
+// (LibTorch's own depthwise kernels, no workspace). With cudnn.benchmark off, LibTorch's default,
+// it asks cuDNN's heuristics (mode instant) for engine configs and runs the first one whose plan
+// builds and whose workspace (plan.getWorkspaceSize(), taken as is from the caching allocator)
+// allocates; an allocation that fails moves on to the next config, so under memory pressure a
+// smaller workspace may be chosen. The plan is cached per signature; the workspace is freed when
+// the call returns. Forward: the output, then the workspace. Backward: the input's gradient and
+// its workspace, then the weight's gradient and its own workspace.
+// The size depends on cuDNN's choice and can only be measured on the device (calibrate). Measured
+// on an H200 (LibTorch 2.11.0+cu130, resnet18 at batch 64: 31 workspaces of 11 signatures,
+// shared/gpu/measured-2026-11-26/allocator-snapshots), most engines transpose the input, output
+// and weight (NCHW to NHWC): forward and backward data took x + y + w bytes within 147 B on 12
+// of 21 (x input, y output, w weight), less on 7 (strided 1x1 convs: x + y, or no workspace; a
+// strided 3x3 forward: 2 y + w) and 8 MiB more on 2 (the 256-channel 3x3 forwards); backward
+// filter took x + y + w plus split-K partial weights (up to 14 w) or more: at most 18.9 MB above
+// x + y + w (the 7x7 stem: 0.49 x), 8.7 MB on every other signature.
+// The estimate is x + y + w for each pass; the margin an estimated conv may need beyond it is
+// max(16 MiB, x / 2): an envelope of those measurements, not a bound cuDNN documents.
+struct ConvGeometry {
+  std::vector<int64_t> x;  // the input as cuDNN sees it (padded when the ONNX pads are asymmetric)
+  std::vector<int64_t> w;
+  std::vector<int64_t> stride, pad, dilation;  // per spatial dim; pad on both sides
+  int64_t group = 1;
+  DType dtype = DType::kFloat32;
+  // "float32 x[64,3,224,224] w[64,3,7,7] stride[2,2] pad[3,3] dilation[1,1] group 1"
+  std::string signature() const;
+};
+// The convolution node n as the executor hands it to cuDNN (its geometry: auto_pad, asymmetric
+// pads as an explicit pad); nullopt when n is no Conv, its shapes are unknown, or LibTorch runs
+// it without cuDNN (depthwise float32/float64).
+std::optional<ConvGeometry> CudnnConvGeometry(const Node& n, const std::vector<Tensor>& t);
+// x + y + w for each pass (above).
+ConvWorkspace EstimateConvWorkspace(const Node& n, const std::vector<Tensor>& t);
+// Every Conv node's workspaces on `d` (measured where d has its signature, else estimated) as its
+// forward and backward workspace, replacing the CPU's; and the cuBLAS workspaces
+// (library_workspace_bytes). The backward step holds the input's and the weight's gradients and
+// the workspace together, so its workspace is max(data - weight gradient, filter) bytes (in
+// 512-byte blocks): the true peak of the two calls.
+void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d);
+// The largest max(16 MiB, x / 2) over g's cuDNN convolutions that d has not measured; 0 when all
+// are measured.
+int64_t ConvWorkspaceMarginBytes(const TrainingGraph& g, const CudaDevice& d);
+
 // The step's memory on the device: the schedule (built with g.library_workspace_bytes set)
 // replayed with 512-byte blocks for the allocated peak and through the caching allocator model
 // for the reserved one.
@@ -74,6 +136,7 @@ struct DeviceMemory {
   int64_t workspace_bytes = 0;
   int64_t context_bytes = 0;  // measured, or the estimate
   bool context_measured = false;
+  int64_t workspace_margin_bytes = 0;  // CudaDevice::workspace_margin_bytes
   std::string allocator_mode;
   // What nvidia-smi would show for the process at the peak.
   int64_t card_peak_bytes() const { return reserved_peak_bytes + context_bytes; }
@@ -81,12 +144,12 @@ struct DeviceMemory {
 DeviceMemory PredictDeviceMemory(const Schedule& s, const CudaDevice& d);
 
 // The device file ("kind": "cuda_device"). Every field CudaDeviceToJson writes but
-// "allocator_conf" and "cublas_workspace_config" is required; throws MemplanError naming a
-// missing or mistyped one.
+// "allocator_conf", "cublas_workspace_config" and "conv_workspaces" is required; throws
+// MemplanError naming a missing or mistyped one.
 nlohmann::json CudaDeviceToJson(const CudaDevice& d);
 CudaDevice CudaDeviceFromJson(const nlohmann::json& j);
 // The JSON fields of a prediction (analysis and plan): device, allocator_mode, workspace_bytes,
-// context_bytes, reserved_peak_bytes, card_peak_bytes, device_source.
+// context_bytes, reserved_peak_bytes, card_peak_bytes, device_source, workspace_margin_bytes.
 nlohmann::json DeviceMemoryToJson(const DeviceMemory& m, const CudaDevice& d);
 
 }  // namespace memplan
