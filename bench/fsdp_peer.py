@@ -331,7 +331,8 @@ def main():
         "Produced by `bench/fsdp_peer.py` (its docstring says what runs): "
         f"`$VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan --model-dir MODELS "
         f"--models {a.models} --ranks {a.ranks} --grads {a.grads} --batch {a.batch} "
-        f"--steps {a.steps}{' --units' if a.units else ''}`.",
+        f"--steps {a.steps}{' --units' if a.units else ''}"
+        f"{' --trace ' + a.trace if a.trace else ''}`.",
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other builds; "
         f"PyTorch {torch.__version__}; {mv}. CPU, {a.threads} thread per rank, {a.batch} samples "
@@ -414,7 +415,9 @@ def main():
         summary = ["", "## FSDP2's units", "",
                    "One unit per fully_shard call, in forward order (first forward pre-hook); "
                    "bytes: the unit's parameters, whole and per rank (dim 0 padded to a multiple "
-                   "of N, as FSDP2 shards). The ONNX scope of unit `a.b` is `/a/a.b/...`."]
+                   "of N, as FSDP2 shards). The TorchScript exporter names unit `layer4.0.conv2`'s nodes "
+                   "`/layer4/layer4.0/conv2/...` and gpt's `blocks.0.attn.q` `/blocks.0/attn/q/...` "
+                   "(a ModuleList is no scope of its own)."]
         for t in unit_tables:
             summary += [""] + (t if a.units else t[:2])
         tail += summary
