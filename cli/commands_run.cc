@@ -244,7 +244,7 @@ int RunRun(const Args& a) {
   if (a.get("device", "cpu").rfind("cuda", 0) == 0) {
     ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
     cuda = CudaDeviceFromArgs(a);
-    g.library_workspace_bytes = LibraryWorkspaceBytes(g, *cuda);
+    PrepareGraphForCuda(g, *cuda);
   } else if (a.has("device-file")) {
     throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
   }
@@ -501,22 +501,42 @@ CLI::App* AddCalibrateCommand(CLI::App& app) {
       "calibrate", "measure a CUDA device's figures for planning elsewhere (memplan plan --device-file)");
   AddValue(*sub, "device", "cuda[:K]", "the device to measure (default cuda)");
   AddValue(*sub, "json", "OUT", "write the device file here");
+  // A model (optional, after the options): its convolutions' cuDNN workspaces at that batch.
+  AddLoadOptions(*sub);
   return sub;
 }
 
 int RunCalibrate(const Args& a) {
-  if (!a.positional.empty()) throw MemplanError("memplan calibrate takes no model (see memplan calibrate --help)");
+  if (a.positional.size() > 1) {
+    throw MemplanError(
+        "memplan calibrate takes at most one MODEL.onnx (see memplan calibrate --help)");
+  }
   CheckOutputPaths(a, {"json"});
   const std::string device = a.get("device", "cuda");
+  // A model's convolutions are measured at the shapes it has at --batch (a bad model fails first).
+  std::optional<TrainingGraph> model;
+  if (!a.positional.empty()) model = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
   // The allocator mode memplan run uses, unless the user chose one: the file records it.
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
-  const CudaDevice d = MeasureCudaDevice(device);
+  CudaDevice d = MeasureCudaDevice(device);
+  if (model) d.conv_workspaces = MeasureConvWorkspaces(*model, device);
   std::printf("device       %s (%s, compute capability %d.%d), LibTorch %s\n", d.device.c_str(), d.name.c_str(),
               d.compute_major, d.compute_minor, d.torch_version.c_str());
   std::printf("memory       %s in all; %s outside the caching allocator (context, kernels, handles)\n",
               FormatBytes(d.total_memory_bytes).c_str(), FormatBytes(d.context_bytes).c_str());
   std::printf("workspaces   %s each for cuBLAS and cuBLASLt; allocator %s\n",
               FormatBytes(CublasWorkspaceBytes(d)).c_str(), d.allocator_mode().c_str());
+  if (model) {
+    int64_t largest = 0;
+    for (const auto& [signature, ws] : d.conv_workspaces) {
+      largest = std::max(
+          {largest, ws.forward_bytes, ws.backward_data_bytes, ws.backward_filter_bytes});
+    }
+    std::printf("convolution  %zu cuDNN signatures of %s at batch %lld measured; the largest "
+                "workspace %s\n",
+                d.conv_workspaces.size(), model->model_path.c_str(),
+                static_cast<long long>(model->batch), FormatBytes(largest).c_str());
+  }
   if (a.has("json")) {
     WriteJsonFile(a.get("json"), CudaDeviceToJson(d));
     std::printf("wrote        %s (memplan plan MODEL.onnx --device cuda --device-file %s)\n", a.get("json").c_str(),

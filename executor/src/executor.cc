@@ -68,8 +68,10 @@ std::string ExecutorBackendDescription() {
 
 bool ExecutorHasCuda() { return !exec::CudaBuildVersion().empty(); }
 
-CudaDevice MeasureCudaDevice(const std::string& device) {
-  CudaDevice d = CudaDeviceFromEnvironment(device);  // names a bad device, reads the variables
+namespace {
+
+// The index of `device` (cuda or cuda:K) when this build has CUDA and the device is visible.
+int VisibleCudaIndex(const std::string& device) {
   if (!ExecutorHasCuda()) throw MemplanError("cannot measure " + device + ": this memplan's LibTorch has no CUDA");
   if (exec::CudaDeviceCount() == 0) {
     throw MemplanError("cannot measure " + device + ": no CUDA device is visible (no GPU, no driver, or "
@@ -81,6 +83,68 @@ CudaDevice MeasureCudaDevice(const std::string& device) {
     throw MemplanError("cannot measure " + device + ": only " + std::to_string(exec::CudaDeviceCount()) +
                        " CUDA device(s) are visible");
   }
+  return index;
+}
+
+ConvWorkspace MeasureConvWorkspace(const ConvGeometry& geo, const at::Device& on,
+                                   exec::MemoryMeter& meter) {
+  const at::TensorOptions opts =
+      at::TensorOptions().device(on).dtype(exec::ScalarTypeOf(geo.dtype));
+  const at::Tensor x = at::randn(geo.x, opts);
+  const at::Tensor w = at::randn(geo.w, opts);
+  const std::vector<int64_t> out_pad(geo.stride.size(), 0);
+  auto forward = [&] {
+    return std::vector<at::Tensor>{
+        at::convolution(x, w, {}, geo.stride, geo.pad, geo.dilation, false, out_pad, geo.group)};
+  };
+  const at::Tensor gy = at::randn_like(forward()[0]);
+  auto backward = [&](bool data) {
+    auto [gx, gw, gb] = at::convolution_backward(gy, x, w, std::nullopt, geo.stride, geo.pad,
+                                                 geo.dilation, false, out_pad, geo.group,
+                                                 {data, !data, false});
+    return std::vector<at::Tensor>{gx, gw};
+  };
+  // What a pass allocates beyond the results it leaves: its workspace (the results come first).
+  auto workspace = [&](const std::function<std::vector<at::Tensor>()>& pass) {
+    (void)pass();  // cuDNN's plan is chosen and cached on the first call
+    exec::Synchronize(on);
+    meter.ResetPeak();
+    const std::vector<at::Tensor> kept = pass();
+    exec::Synchronize(on);
+    return meter.peak() - meter.current();
+  };
+  ConvWorkspace ws;
+  ws.forward_bytes = workspace(forward);
+  ws.backward_data_bytes = workspace([&] { return backward(true); });
+  ws.backward_filter_bytes = workspace([&] { return backward(false); });
+  return ws;
+}
+
+}  // namespace
+
+std::map<std::string, ConvWorkspace> MeasureConvWorkspaces(const TrainingGraph& g,
+                                                           const std::string& device) {
+  (void)CudaDeviceFromEnvironment(device);  // names a bad device
+  const at::Device on(at::kCUDA, static_cast<c10::DeviceIndex>(VisibleCudaIndex(device)));
+  exec::MemoryMeter& meter = exec::MemoryMeter::For(on);
+  std::map<std::string, ConvWorkspace> out;
+  for (const Node& n : g.nodes) {
+    const std::optional<ConvGeometry> geo = CudnnConvGeometry(n, g.tensors);
+    if (!geo || out.count(geo->signature())) continue;
+    try {
+      out[geo->signature()] = MeasureConvWorkspace(*geo, on, meter);
+    } catch (const c10::Error& e) {
+      throw MemplanError(g.model_path + ": measuring the cuDNN workspaces of node '" +
+                         PrintableText(n.name) + "' (" + geo->signature() +
+                         "): " + e.what_without_backtrace());
+    }
+  }
+  return out;
+}
+
+CudaDevice MeasureCudaDevice(const std::string& device) {
+  CudaDevice d = CudaDeviceFromEnvironment(device);  // names a bad device, reads the variables
+  const int index = VisibleCudaIndex(device);
   // One matmul creates the context and the cuBLAS handles and workspaces, as a step's first does.
   const at::Device on(at::kCUDA, static_cast<c10::DeviceIndex>(index));
   {

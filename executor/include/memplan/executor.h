@@ -176,6 +176,14 @@ CudaMemoryInfo QueryCudaMemory(int index);
 // with PYTORCH_CUDA_ALLOC_CONF and CUBLAS_WORKSPACE_CONFIG as set. Throws MemplanError without
 // CUDA or a visible device.
 CudaDevice MeasureCudaDevice(const std::string& device);
+// The cuDNN workspaces of g's convolutions on `device` (one entry per ConvGeometry signature; the
+// convolutions LibTorch runs without cuDNN are left out): each pass (forward, backward data,
+// backward filter) run alone on random tensors of its shapes, once to let LibTorch pick and cache
+// cuDNN's plan as a training step's first call does, then again measured: the caching
+// allocator's peak above what the pass leaves allocated (512-byte blocks). Throws MemplanError
+// without CUDA or a visible device, and naming the node whose measurement failed.
+std::map<std::string, ConvWorkspace> MeasureConvWorkspaces(const TrainingGraph& g,
+                                                           const std::string& device);
 
 // One ONNX backend test case (a directory with model.onnx and test_data_set_*/), forward only.
 struct ConformanceResult {
