@@ -352,6 +352,7 @@ def main():
     for name in a.models.split(","):
         path = model_path(a, name)
         shapes = None
+        first_loss = {}  # grads -> the one-process run's step-1 loss
         for n in [int(x) for x in a.ranks.split(",")]:
             for grads in a.grads.split(","):
                 t0 = time.time()
@@ -400,6 +401,13 @@ def main():
                              f"step s (rank 0, steps 2..) "
                              f"{['%.2f' % v for v in steady(res[0]['step_seconds'])]}, losses "
                              f"rank 0 {['%.4f' % v for v in res[0]['loss']]}")
+                # Same weights and rank 0's data as one process: step 1's loss must agree.
+                if n == 1:
+                    first_loss[grads] = res[0]["loss"][0]
+                elif grads in first_loss:
+                    same = abs(res[0]["loss"][0] - first_loss[grads]) <= 1e-5 * abs(first_loss[grads])
+                    notes[-1] += ("; step 1's loss equals one process's" if same else
+                                  f"; step 1's loss DIFFERS from one process's {first_loss[grads]:.6f}")
                 if n > 1 and grads == a.grads.split(",")[0]:
                     unit_tables.append(units_table(name, n, res[0], shapes))
                 if name in a.trace.split(","):
