@@ -33,8 +33,12 @@ units' forward pre-hooks, output-gradient hooks, the loss, the end of backward a
 usage (the project's venv python):
   $VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan \\
       --model-dir ~/.cache/memplan/models-51bca78e79fa [--models gpt,resnet18,fc_heavy]
-      [--ranks 1,2,4] [--grads none,kept] [--batch 16] [--steps 3] [--units]
-      [--out bench/fsdp_peer_results.md]
+      [--ranks 1,2,4] [--grads none,kept] [--batch 16] [--steps 3] [--units] [--trace MODELS]
+      [--save-measured FILE | --measured FILE] [--out bench/fsdp_peer_results.md]
+--save-measured FILE keeps every rank's results; --measured FILE compares memplan with them
+again without running FSDP2 (seconds instead of half an hour), e.g. after memplan changes:
+  $VENV/bin/python bench/fsdp_peer.py --measured bench/fsdp_peer_measured.json --units \
+      --trace fc_heavy --model-dir ~/.cache/memplan/models-51bca78e79fa
 fc_heavy's ONNX is exported on first use to --export-dir (default ~/.cache/memplan/fsdp-peer).
 --out '' prints the tables only. --worker MODEL N RANK is internal (one rank of one run).
 """
@@ -306,6 +310,11 @@ def main():
     ap.add_argument("--timeout", type=int, default=1800)
     ap.add_argument("--units", action="store_true", help="list FSDP2's units per model")
     ap.add_argument("--trace", default="", help="models whose rank-0 memory at each mark to print")
+    # The FSDP2 side takes half an hour; memplan's side seconds. --save-measured keeps the
+    # ranks' results, --measured reuses them (same models, ranks, grads, batch, steps) so that a
+    # new memplan is compared with the same FSDP2 runs.
+    ap.add_argument("--save-measured", default="")
+    ap.add_argument("--measured", default="")
     ap.add_argument("--memplan", default=os.path.join(ROOT, "build", "cli", "memplan"))
     ap.add_argument("--model-dir", default=os.environ.get(
         "MEMPLAN_MODEL_CACHE", os.path.join(ROOT, "build", "model-cache")))
@@ -320,6 +329,15 @@ def main():
 
     import torch
     a.memplan_grads = "--grads" in memplan_help(a, "plan")
+    saved = {}
+    if a.measured:
+        with open(a.measured) as f:
+            saved = json.load(f)
+        if (saved["batch"], saved["steps"]) != (a.batch, a.steps):
+            raise SystemExit(f"{a.measured}: batch {saved['batch']}, steps {saved['steps']}; "
+                             f"this run asks for batch {a.batch}, steps {a.steps}")
+    measured = {"batch": a.batch, "steps": a.steps, "torch": torch.__version__,
+                "date": time.strftime("%Y-%m-%d"), "runs": {}}
     mv = subprocess.run([a.memplan, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
     mv = re.sub(r", \d+ threads$", "", mv.replace("\n", "; "))
     grads_note = ("memplan plans with --grads matching the row" if a.memplan_grads else
@@ -332,7 +350,10 @@ def main():
         f"`$VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan --model-dir MODELS "
         f"--models {a.models} --ranks {a.ranks} --grads {a.grads} --batch {a.batch} "
         f"--steps {a.steps}{' --units' if a.units else ''}"
-        f"{' --trace ' + a.trace if a.trace else ''}`.",
+        f"{' --trace ' + a.trace if a.trace else ''}"
+        f"{' --save-measured ' + a.save_measured if a.save_measured else ''}`."
+        + (f" FSDP2's side is {a.measured}'s, measured {saved['date']} with PyTorch {saved['torch']} "
+           f"(`--measured`); memplan's is this run's." if a.measured else ""),
         "",
         f"Machine: {platform.machine()}, {os.cpu_count()} cores shared with other builds; "
         f"PyTorch {torch.__version__}; {mv}. CPU, {a.threads} thread per rank, {a.batch} samples "
@@ -356,7 +377,14 @@ def main():
         for n in [int(x) for x in a.ranks.split(",")]:
             for grads in a.grads.split(","):
                 t0 = time.time()
-                res = launch(a, name, n, grads)
+                key = f"{name}/{n}/{grads}"
+                if a.measured:
+                    res = saved["runs"].get(key) or {"error": f"{key} is not in {a.measured}"}
+                else:
+                    res = launch(a, name, n, grads)
+                    if isinstance(res, list):
+                        res[0]["wall_s"] = time.time() - t0
+                measured["runs"][key] = res
                 if isinstance(res, dict):
                     row = f"| {name} | {n} | {grads} | FAILED | – | – | – | – | – | – | – |"
                     notes.append(f"{name}, {n} ranks, grads {grads}: {res['error']}")
@@ -397,7 +425,7 @@ def main():
                        f"{mib(preds[0][0])} | {preds[0][1]} | {mib(preds[1][0])} | {preds[1][1]} |")
                 rows.append(row)
                 print(row, flush=True)
-                notes.append(f"{name}, {n} ranks, grads {grads}: wall {time.time() - t0:.0f} s, "
+                notes.append(f"{name}, {n} ranks, grads {grads}: wall {res[0]['wall_s']:.0f} s, "
                              f"step s (rank 0, steps 2..) "
                              f"{['%.2f' % v for v in steady(res[0]['step_seconds'])]}, losses "
                              f"rank 0 {['%.4f' % v for v in res[0]['loss']]}")
@@ -436,6 +464,9 @@ def main():
         for t in traces:
             tail += [""] + t
     print("\n".join(tail), flush=True)
+    if a.save_measured:
+        with open(a.save_measured, "w") as f:
+            json.dump(measured, f, separators=(",", ":"))
     if a.out:
         with open(a.out, "w") as f:
             f.write("\n".join(header + rows + tail) + "\n")
