@@ -1,6 +1,7 @@
 // Peaks and breakdowns of small graphs, computed by hand in the comments.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "memplan/analyzer.h"
@@ -429,6 +430,44 @@ TEST(BufferLifetimes, AliveDuringAStepIncludesWhatItFrees) {
     for (BufferId b : AliveDuring(s, i)) bytes += s.buffers[b].bytes;
     EXPECT_EQ(bytes, t.bytes_during[i]) << "step " << i;
   }
+}
+
+// oneDNN's blocked layouts pad channels to 16 (LibTorch 2.14 CPU, oneDNN 3.12, AVX-512; measured
+// with samples/pytorch_peer_bench.py's posix_memalign counter on
+// aten::convolution_backward alone: 802,816 B and 6,127,616 B above the gradients, and
+// 1,160,320 B above the output in the forward).
+TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
+  ::setenv("OMP_NUM_THREADS", "2", 1);  // the rule reads LibTorch's default thread count
+  GraphBuilder b;
+  // An SE block's tail: h = x * s (s [1,C,1,1] broadcast), then a 1x1 conv on h (which has a
+  // gradient), and a strided 3x3 conv on its own input.
+  b.Input("x", {-1, 440, 7, 7}).Param("s", {1, 440, 1, 1}).Param("w", {440, 440, 1, 1});
+  b.Input("z", {-1, 64, 56, 56}).Param("s2", {1, 64, 1, 1}).Param("v", {128, 64, 3, 3});
+  b.Node("Mul", {"x", "s"}, {"h"}).Node("Conv", {"h", "w"}, {"c"});
+  b.Node("Mul", {"z", "s2"}, {"h2"}).Node("Conv", {"h2", "v"}, {"c2"})
+      .Attr("strides", std::vector<int64_t>{2, 2}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.Node("ReduceMean", {"c"}, {"m"}).Attr("axes", std::vector<int64_t>{2, 3}).Attr("keepdims", int64_t{0});
+  b.Node("ReduceMean", {"c2"}, {"m2"}).Attr("axes", std::vector<int64_t>{2, 3}).Attr("keepdims", int64_t{0});
+  b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
+  LoadOptions o;
+  o.batch = 4;
+  TrainingGraph g = b.Load(o);
+  // 1x1 conv: X = Y = 4*440*49*4 = 344,960; W = 440*440*4 = 774,400. Blocked (448 channels):
+  // xB = yB = 4*448*49*4 = 351,232, wB = 448*448*4 = 802,816.
+  //   backward data:    yB + wB + xB = 1,505,280, then xB + grad x = 696,192;
+  //   backward weights (one thread per output-channel block, no minibatch split):
+  //                     grad x + yB + xB + wB = 1,850,240, then grad x + wB + grad w = 1,922,176.
+  //   workspace = 1,922,176 - (grad x 344,960 + grad w 774,400) = 802,816.
+  //   forward: xB + wB + yB = 1,505,280 above nothing; less the output 344,960 = 1,160,320.
+  const Node& c = g.node(1);
+  EXPECT_EQ(c.backward_workspace_bytes, 802816);
+  EXPECT_EQ(c.forward_workspace_bytes, 1160320);
+  // Strided 3x3: X = 4*64*56*56*4 = 3,211,264; W = 128*64*9*4 = 294,912; Y = 4*128*28*28*4 =
+  // 1,605,632 (64 and 128 channels: no padding). Its input gradient comes from a channels-last
+  // kernel and is copied twice: 3X = 9,633,792; weights: X + Y + X + W = 8,323,072.
+  //   workspace = 9,633,792 - (3,211,264 + 294,912) = 6,127,616.
+  const Node& c2 = g.node(3);
+  EXPECT_EQ(c2.backward_workspace_bytes, 6127616);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Temporary buffers an op holds inside its forward or backward, beyond its outputs and
 // gradients: measured on LibTorch's CPU kernels.
 #include <algorithm>
+#include <cstdlib>
 #include <thread>
 
 #include "op_rules_internal.h"
@@ -13,13 +14,215 @@ int64_t StrideProduct(const Node& n) {
   for (int64_t s : n.attr_ints("strides")) product *= std::max<int64_t>(s, 1);
   return product;
 }
-// A 1x1 kernel with a stride: oneDNN subsamples its input (forward) and scatters the input
-// gradient back (backward).
-bool StridedOneByOne(const Node& n, const std::vector<int64_t>& weight_shape) {
-  for (size_t d = 2; d < weight_shape.size(); ++d) {
-    if (weight_shape[d] != 1) return false;
+// LibTorch's intra-op threads at their default: OpenMP's, OMP_NUM_THREADS where it is set, else
+// one per hardware thread of this machine.
+int64_t Threads() {
+  if (const char* env = std::getenv("OMP_NUM_THREADS")) {
+    const long v = std::strtol(env, nullptr, 10);
+    if (v > 0) return v;
   }
-  return StrideProduct(n) > 1;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
+}
+int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t RoundUp(int64_t a, int64_t b) { return DivUp(a, b) * b; }
+
+// oneDNN's best_divider (jit_uni_1x1_conv_utils.hpp): the divider of `value` in [lo, hi] that
+// wastes the least when value is rounded up to it.
+int64_t BestDivider(int64_t value, int64_t lo, int64_t hi, bool find_max) {
+  hi = std::max<int64_t>(1, std::min(hi, value));
+  lo = std::max<int64_t>(1, std::min(lo, hi));
+  double best = 1e300;
+  int64_t divider = hi;
+  for (int64_t d = hi; d >= lo; --d) {
+    const double up = static_cast<double>(RoundUp(value, d));
+    const double loss = (up - static_cast<double>(value)) / up;
+    if ((find_max && loss < best) || (!find_max && loss <= best)) {
+      best = loss;
+      divider = d;
+    }
+  }
+  return divider;
+}
+
+// How many threads oneDNN 3.12's fp32 backward-weights kernels split the minibatch over; each
+// one past the first needs its own weight-gradient buffer to reduce. Ports of balance() in
+// jit_avx512_common_1x1_conv_kernel.cpp (1x1) and jit_avx512_common_conv_kernel.cpp (others,
+// "2d reduction" harness when oh > 9): they pick the split of the least modelled memory traffic.
+struct BwdWeightsSplit {
+  int64_t mb, ic, oc, ih, iw, oh, ow, kh, kw, sh, sw, ic_block;
+};
+int64_t MinibatchThreads1x1(const BwdWeightsSplit& j, int64_t threads) {
+  const int64_t is = j.ih * j.iw;
+  int64_t rb = BestDivider(is, 7, 16, true);
+  if (is % rb != 0) rb = BestDivider(j.iw, 4, j.iw, false);
+  if (rb > 256) rb = 1;
+  const int64_t nb_bcast = DivUp(j.ic, 16), nb_load = DivUp(j.oc, 16), nb_reduce = DivUp(is, rb);
+  auto cost = [&](int64_t m, int64_t o, int64_t i) {
+    return DivUp(j.mb * nb_reduce, m) * DivUp(nb_bcast, i) * 16 * rb / j.sh / j.sw +
+           DivUp(j.mb * nb_reduce, m) * DivUp(nb_load, o) * 16 * rb +
+           12 * DivUp(nb_load, o) * DivUp(nb_bcast, i) * 256;
+  };
+  int64_t best = cost(1, 1, 1), mb = 1;
+  for (int64_t m = 1; m <= std::min(threads, j.mb * nb_reduce); ++m) {
+    const int64_t par = threads / m;
+    for (int64_t o = 1; o <= std::min(par, nb_load); ++o) {
+      const int64_t c = cost(m, o, std::min(par / o, nb_bcast));
+      if (c <= best) { best = c; mb = m; }
+    }
+  }
+  if (mb > threads / 2 && mb < threads) mb = std::min(j.mb, threads);
+  return mb;
+}
+int64_t MinibatchThreadsJit(const BwdWeightsSplit& j, int64_t threads) {
+  const int64_t nb_ic = DivUp(j.ic, j.ic_block), nb_oc = DivUp(j.oc, 16);
+  const bool two_d = j.oh > 9;  // min_oh_reduce
+  const int64_t ih_r = two_d ? j.ih : 1, oh_r = two_d ? j.oh : 1;
+  const int64_t ih_n = two_d ? 1 : j.ih, oh_n = two_d ? 1 : j.oh;
+  const int64_t oh_threads = std::max<int64_t>(1, oh_r / 9);
+  auto mem = [&](int64_t m, int64_t o, int64_t i) {
+    return DivUp(j.mb * ih_r, m) * DivUp(nb_ic, i) * j.ic_block * ih_n * j.iw / j.sh / j.sw +
+           DivUp(j.mb * oh_r, m) * DivUp(nb_oc, o) * 16 * oh_n * j.ow +
+           8 * DivUp(nb_oc, o) * DivUp(nb_ic, i) * j.kh * j.kw * j.ic_block * 16;
+  };
+  auto comp = [&](int64_t m, int64_t o, int64_t i) {
+    return DivUp(j.mb * oh_r, m) * DivUp(nb_oc, o) * DivUp(nb_ic, i);
+  };
+  const int64_t mb_max = std::min(threads, j.mb * oh_threads);
+  int64_t best_mem = mem(1, 1, 1), bm = 1, bo = 1, bi = 1;
+  for (int64_t m = 1; m <= mb_max; ++m) {
+    const int64_t par = threads / m;
+    for (int64_t o = 1; o <= std::min(par, nb_oc); ++o) {
+      const int64_t i = std::min(par / o, nb_ic), c = mem(m, o, i);
+      if (c <= best_mem) { best_mem = c; bm = m; bo = o; bi = i; }
+    }
+  }
+  int64_t best_comp = comp(bm, bo, bi);
+  for (int64_t m = 1; m <= mb_max; ++m) {
+    const int64_t par = threads / m;
+    for (int64_t o = 1; o <= std::min(par, nb_oc); ++o) {
+      const int64_t i = std::min(par / o, nb_ic), mc = mem(m, o, i), cc = comp(m, o, i);
+      const bool near_mem = static_cast<double>(mc) < 1.1 * static_cast<double>(best_mem);
+      if ((cc <= best_comp && near_mem) || 4 * cc <= 3 * best_comp) {
+        best_comp = cc; bm = m; bo = o; bi = i;
+      }
+    }
+  }
+  if (bm > threads / 2 && bm < threads) bm = std::min(j.mb * oh_threads, threads);
+  return bm;
+}
+
+// A 2-D fp32 convolution as LibTorch 2.14 runs it on oneDNN 3.12 (AVX-512, measured on LibTorch's
+// counting allocator: every conv of regnet_y_400mf, regnet_y_800mf, mobilenet_v3_small,
+// efficientnet_b1 and resnet18 at batch 4, one to four threads). ideep reorders the dense
+// operands into the layout the kernel picked (a new buffer unless it already is that layout),
+// allocates the results in that layout, and reorders them back into dense tensors:
+// - blocked layouts pad channels to 16 (nChw16c data, OIhw16i16o weights, Goihw16g depthwise
+//   weights; 8 where a group's channels are multiples of 8 but not 16), so a 440-channel tensor
+//   takes 448 channels' bytes;
+// - a first convolution (fewer than 16 input channels, not 1x1) reads its input as it is;
+// - a strided convolution's input gradient comes from a channels-last kernel (brgconv_strided),
+//   copied once before its dense copy: three input-sized buffers at once;
+// - a strided 1x1 convolution first gathers each thread's image subsampled (oneDNN's "rtus");
+// - backward weights splits the minibatch over threads (balance(), ported above): each thread
+//   past the first reduces into a weight-sized buffer (and a bias-sized one, non-1x1 kernels),
+//   plus a barrier (8,320 B with the scratchpad's alignment);
+// - a bias whose channels are not a multiple of 16 is padded into the scratchpad.
+struct OneDnnConv {
+  bool mkldnn = false;
+  int64_t forward = 0;   // peak above the dense output
+  int64_t backward = 0;  // peak above the dense gradients
+};
+
+bool IsOneByOne(const std::vector<int64_t>& ws) {
+  for (size_t d = 2; d < ws.size(); ++d) {
+    if (ws[d] != 1) return false;
+  }
+  return true;
+}
+
+OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
+  OneDnnConv r;
+  const Tensor& x = t[n.inputs[0]];
+  const Tensor& w = t[n.inputs[1]];
+  const Tensor& y = t[n.outputs[0]];
+  const std::vector<int64_t>& xs = x.shape;
+  const std::vector<int64_t>& ws = w.shape;
+  const int64_t threads = Threads();
+  const int64_t batch = xs.empty() ? 1 : xs[0];
+  const bool one_by_one = IsOneByOne(ws);
+  const int64_t group = n.attr_int("group", 1);
+  const int64_t strides = StrideProduct(n);
+  bool dilated = false;
+  for (int64_t d : n.attr_ints("dilations")) dilated = dilated || d > 1;
+  // LibTorch's use_mkldnn (Convolution.cpp): single-threaded 1x1 unit-stride convolutions under
+  // batch 16 take the native kernel, as do tiny ones.
+  const bool big_kernel = ws.size() == 4 && ws[2] > 3 && ws[3] > 3;
+  if (one_by_one && strides == 1 && !dilated && batch < 16 && threads == 1) return r;
+  if (!(group > 1 || big_kernel || batch > 1 || x.numel() > 20480)) return r;
+  r.mkldnn = true;
+  const int64_t X = x.bytes, W = w.bytes, Y = y.bytes, e = DTypeSize(x.dtype);
+  const bool depthwise = group > 1 && ws.size() > 1 && ws[1] == 1 && ws[0] == group;
+  if (xs.size() != 4 || ws.size() != 4 || y.shape.size() != 4 || e != 4) {
+    // 1-D/3-D and other dtypes (not measured): the blocked copies of input and weight, or of
+    // grad output and input gradient, whichever is larger.
+    const int64_t in = x.has_gradient ? X : 0;
+    r.backward = std::max(W, Y + in);
+    r.forward = std::max(Y, X + W);
+    return r;
+  }
+  const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], O = ws[0], Ig = ws[1];
+  const int64_t kh = ws[2], kw = ws[3], oh = y.shape[2], ow = y.shape[3];
+  const int64_t og = O / group;
+  const int64_t block = group == 1 || depthwise || (Ig % 16 == 0 && og % 16 == 0) ? 16 : 8;
+  const bool small_ic = group == 1 && C < 16 && !one_by_one;
+  const int64_t xB = e * N * RoundUp(C, block) * H * Wd;
+  const int64_t yB = e * N * RoundUp(O, block) * oh * ow;
+  const int64_t wB = small_ic    ? e * RoundUp(O, 16) * C * kh * kw
+                     : depthwise ? e * RoundUp(group, 16) * kh * kw
+                                 : e * group * RoundUp(og, block) * RoundUp(Ig, block) * kh * kw;
+  const int64_t x_copy = small_ic ? 0 : xB;
+  const bool has_bias = n.inputs.size() > 2 && n.inputs[2] != kNone;
+  const int64_t padded_bias = has_bias && group == 1 && O % 16 != 0 ? e * RoundUp(O, 16) + 128 : 0;
+  const std::vector<int64_t> st = n.attr_ints("strides");
+  const int64_t sh = st.size() == 2 ? std::max<int64_t>(st[0], 1) : 1;
+  const int64_t sw = st.size() == 2 ? std::max<int64_t>(st[1], 1) : 1;
+  const bool rtus_used = one_by_one && strides > 1;
+  const int64_t rtus = rtus_used ? std::min(threads, N) * (xB / N) / strides + 128 : 0;
+  r.forward = std::max(x_copy + wB + yB + rtus + padded_bias, yB + Y) - Y;
+
+  const int64_t gin = x.has_gradient ? X : 0;
+  const int64_t gw = w.has_gradient ? W : 0;
+  const int64_t gb = has_bias && t[n.inputs[2]].has_gradient ? t[n.inputs[2]].bytes : 0;
+  int64_t peak = 0;
+  if (gin > 0) {
+    if (strides > 1 && group == 1) peak = std::max({peak, Y + wB + X, 3 * X});
+    else peak = std::max({peak, yB + wB + xB, xB + gin});
+  }
+  if (gw > 0) {
+    int64_t scratch = padded_bias;
+    if (group == 1) {
+      BwdWeightsSplit j{N, C, O, H, Wd, oh, ow, kh, kw, sh, sw, small_ic ? C : 16};
+      if (one_by_one && strides > 1) j = {N, C, O, oh, ow, oh, ow, 1, 1, 1, 1, 16};  // after rtus
+      const int64_t m =
+          one_by_one ? MinibatchThreads1x1(j, threads) : MinibatchThreadsJit(j, threads);
+      const int64_t per_thread = one_by_one ? wB : wB + e * RoundUp(O, 16);
+      if (m > 1) scratch += (m - 1) * per_thread + 8320;
+      // A 1x1 convolution on a 1x1 map (squeeze-and-excitation, a classifier written as a
+      // convolution): its small-channel scratchpads are not modelled; measured up to 12,544 B
+      // beyond the above (2 threads), counted as 24 KiB.
+      if (one_by_one && H == 1 && Wd == 1) scratch += 24576;
+    } else if (depthwise && DivUp(group, 16) < threads) {
+      // Fewer channel blocks than threads: the minibatch is split too.
+      scratch += (std::min(threads, N) - 1) * wB + 128;
+    }
+    // The bias gradient is computed in oneDNN's buffer, then copied to the dense one.
+    peak = std::max({peak, gin + yB + x_copy + wB + gb + scratch + rtus, gin + wB + gw + 2 * gb});
+  }
+  // A depthwise kernel larger than its map (5x5 on 4x4): measured 4.53 input-sized buffers at
+  // once (1152 channels); not modelled, counted as 5.
+  if (depthwise && gin > 0 && (kh > H || kw > Wd)) peak = std::max(peak, 5 * X + gw);
+  r.backward = std::max<int64_t>(0, peak - gin - gw - gb);
+  return r;
 }
 
 }  // namespace
@@ -27,41 +230,13 @@ bool StridedOneByOne(const Node& n, const std::vector<int64_t>& weight_shape) {
 // nll_loss backward materializes the gradient of the log-probabilities before
 // log_softmax backward turns it into the logits' gradient.
 int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t) { return t[n.inputs[0]].bytes; }
-// Measured by the executor (LibTorch 2.14 CPU, oneDNN; resnext50_32x4d at batch 2, 4 and 16):
-// convolution backward computes the weight gradient in oneDNN's blocked layout and reorders it
-// (a weight-sized buffer), and passes grad_output and the input gradient through blocked
-// copies (output + input sized); the transient is the larger of the two. A strided 1x1 conv
-// also scatters the subsampled input gradient back (input + twice the output, measured).
-// LibTorch takes oneDNN's path unless the conv is tiny (batch 1, kernel <= 3x3, no groups,
-// input <= 20480 elements). (1.13 also skipped it for 1x1 stride-1 kernels under batch 16;
-// 2.14 does not.)
+// Convolution backward and forward on LibTorch's CPU (oneDNN): ModelConv above. The native
+// kernels LibTorch takes for tiny or single-threaded 1x1 convolutions hold nothing extra.
 int64_t ConvWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  const Tensor& x = t[n.inputs[0]];
-  const std::vector<int64_t>& ws = t[n.inputs[1]].shape;
-  const bool strided_one_by_one = StridedOneByOne(n, ws);
-  int64_t batch = x.shape.empty() ? 1 : x.shape[0];
-  bool big_kernel = ws.size() == 4 && ws[2] > 3 && ws[3] > 3;
-  bool mkldnn = n.attr_int("group", 1) > 1 || big_kernel || batch > 1 || x.numel() > 20480;
-  if (!mkldnn) return 0;
-  int64_t w = t[n.inputs[1]].bytes, out = t[n.outputs[0]].bytes;
-  int64_t in = x.has_gradient ? x.bytes : 0;
-  int64_t bytes = std::max(w, out + in);
-  if (strided_one_by_one) bytes = std::max(bytes, in + 2 * out);
-  return bytes;
+  return ModelConv(n, t).backward;
 }
-// Measured on LibTorch 2.14's CPU convolution (oneDNN), forward with and without autograd:
-// the peak inside the op is the output plus max(0, input + weight - output): oneDNN's
-// blocked-layout copies of the source and weights, or of the destination, whichever is
-// larger (resnext50_32x4d, every conv within 0.02 MiB). A strided 1x1 conv also subsamples
-// its input (a per-thread buffer of one image's strided input; counted for every image, an
-// upper bound for any thread count).
 int64_t ConvForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  const Tensor& x = t[n.inputs[0]];
-  const Tensor& w = t[n.inputs[1]];
-  const int64_t out = t[n.outputs[0]].bytes;
-  int64_t bytes = std::max(out, x.bytes + w.bytes);
-  if (StridedOneByOne(n, w.shape)) bytes += x.bytes / StrideProduct(n);
-  return bytes;
+  return ModelConv(n, t).forward;
 }
 // erf backward computes 2/sqrt(pi) * exp(-x^2) * grad out of place: four input-sized
 // temporaries are alive at its peak besides the input gradient.
@@ -95,8 +270,7 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const int64_t rows = q[2], keys = kt[3];
   const int64_t q_split = std::min<int64_t>(rows, rows >= 768 ? 256 : rows >= 192 ? 64 : 32);
   const int64_t kv_split = std::min<int64_t>(keys, 512);
-  const int64_t threads = std::max<int64_t>(1, static_cast<int64_t>(std::thread::hardware_concurrency()));
-  return threads * 2 * q_split * kv_split * 4;
+  return Threads() * 2 * q_split * kv_split * 4;
 }
 // Its forward copies K^T into a contiguous K (unless K^T is a transposed view of one): saved for the backward where autograd records (an
 // extra), a temporary where it does not (a plan's early segments, recompute). Counted in every mode
