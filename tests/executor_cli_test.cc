@@ -198,6 +198,21 @@ TEST(RunCli, CalibrateWithoutAVisibleDeviceIsAClearError) {
   r = Cli("calibrate --device gpu0");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("gpu0"), std::string::npos) << r.out;
+  // With a model (its cuDNN conv workspaces): the same error and no file; a bad model names itself
+  // first; two models are one too many.
+  const std::string resnet = testing::CorpusModel("resnet18");
+  r = Cli("calibrate --device cuda --json " + out + " " + resnet + " --batch 2",
+          "CUDA_VISIBLE_DEVICES=");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("cannot measure cuda"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+  r = Cli("calibrate --device cuda --json " + out + " " + Tmp("missing.onnx"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("missing.onnx"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+  r = Cli("calibrate --device cuda " + resnet + " " + resnet);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("at most one"), std::string::npos) << r.out;
 }
 
 TEST(RunCli, RejectsUnknownCheckpoints) {

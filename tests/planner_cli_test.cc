@@ -440,5 +440,40 @@ TEST_F(PlannerCli, DevicesThatDoNotDivideTheBatchAreAnErrorWithoutAFile) {
   EXPECT_FALSE(FileExists(bad));
 }
 
+// On CUDA a convolution's cuDNN workspaces are estimated unless a device file measured them, and
+// the estimate's margin is kept under the budget: x[2,4,8,8] -> Mul -> Conv w[8,4,3,3] -> MatMul.
+// The conv's input is 2048 B, so the margin is max(16 MiB, 1024 B) = 16 MiB. The allocated peak is
+// the MatMul's 64 MiB of cuBLAS workspaces and a few KiB: a 70 MiB budget on allocated memory fits
+// it, but not with the margin; with the conv measured (device file) it fits.
+TEST_F(PlannerCli, UnmeasuredCudnnWorkspacesKeepAMargin) {
+  const std::string conv = dir_ + "/conv.onnx";
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 4, 8, 8}).Param("s", {4, 1, 1}).Param("w", {8, 4, 3, 3}).Param("fc", {512, 10});
+  b.Ints("shape", {-1, 512}).Node("Mul", {"x", "s"}, {"h"});
+  b.Node("Conv", {"h", "w"}, {"c"}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.Node("Reshape", {"c", "shape"}, {"flat"}).Node("MatMul", {"flat", "fc"}, {"y"}).Output("y");
+  b.Save(conv);
+  const std::string json = dir_ + "/conv-plan.json";
+  CliResult r = Run(conv + " --batch 2 --budget 1GiB --device cuda --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["margin_bytes"], 16 << 20);
+  EXPECT_NE(r.out.find("cuDNN"), std::string::npos) << r.out;
+  r = Run(conv + " --batch 2 --budget 70MiB --budget-of allocated --device cuda --micro-batches 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  std::ofstream(dir_ + "/measured.json") << R"({"kind": "cuda_device", "device": "cuda",
+      "name": "NVIDIA H200", "compute_capability": "9.0", "torch_version": "2.11.0+cu130",
+      "total_memory_bytes": 0,
+      "context_bytes": -1, "conv_workspaces": [{"signature":
+      "float32 x[2,4,8,8] w[8,4,3,3] stride[1,1] pad[1,1] dilation[1,1] group 1",
+      "forward_bytes": 7296, "backward_data_bytes": 7296, "backward_filter_bytes": 7296}]})";
+  r = Run(conv + " --batch 2 --budget 70MiB --budget-of allocated --device cuda --micro-batches 1" +
+          " --device-file " + dir_ + "/measured.json --json " + json);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["margin_bytes"], 0);
+  r = CliTest::Run("analyze " + conv + " --batch 2 --device cuda --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["workspace_margin_bytes"], 16 << 20);
+}
+
 }  // namespace
 }  // namespace memplan
