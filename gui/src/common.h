@@ -115,6 +115,10 @@ inline QColor MeasuredColor() { return QColor(0x1f, 0x1f, 0x1f); }
 inline QColor ProfileOverlayColor() { return QColor(0xd6, 0x27, 0x28); }
 inline QColor PredictedColor() { return QColor(0x4e, 0x79, 0xa7); }
 // Selective recompute: a dropped storage's spans in the lifetimes, the selective Pareto series.
+// The caching allocator's reserved memory (its segments), predicted or measured.
+inline QColor ReservedColor() { return QColor(0x8c, 0x56, 0x4b); }
+// The device memory CUPTI saw (cudaMalloc).
+inline QColor DeviceMemoryColor() { return QColor(0x17, 0xbe, 0xcf); }
 inline QColor SelectiveColor() { return QColor(0x7b, 0x3f, 0xa6); }
 
 inline QColor PhaseColor(Phase p) {

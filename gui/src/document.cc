@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "memplan/cuda_device.h"
 #include "memplan/lifetimes.h"
 #include "memplan/plan.h"
 #include "memplan/planner.h"
@@ -137,8 +138,25 @@ void ReadLayout(const json& j, Item& item) {
   item.predicted_comm_seconds = GetDouble(l, "comm_seconds");
 }
 
+// The CUDA fields of an analysis or plan made with --device cuda (DeviceMemoryToJson).
+void ReadDeviceFields(const json& j, Item& item) {
+  const std::string device = GetString(j, "device");
+  if (device.rfind("cuda", 0) != 0) return;
+  item.predicted_for = device;
+  item.allocator_mode = GetString(j, "allocator_mode");
+  item.workspace_bytes = GetInt(j, "workspace_bytes");
+  item.context_bytes = GetInt(j, "context_bytes");
+}
+
 void ReadPlanFields(const json& j, Item& item) {
   item.strategy = GetString(j, "strategy");
+  ReadDeviceFields(j, item);
+  item.predicted_reserved_peak_bytes = GetInt(j, "predicted_reserved_peak_bytes");
+  item.budget_of = GetString(j, "budget_of");
+  if (item.structure_fingerprint.empty())
+    item.structure_fingerprint = GetString(j, "structure_fingerprint");
+  if (item.loss.empty()) item.loss = GetString(j, "loss");
+  if (item.micro_batches < 0) item.micro_batches = GetInt(j, "micro_batches");
   item.budget_bytes = GetInt(j, "budget_bytes");
   item.plan_peak_bytes = GetInt(j, "predicted_peak_bytes");
   int64_t baseline = GetInt(j, "baseline_peak_bytes");
@@ -184,6 +202,12 @@ void ReadAnalysisFields(const json& j, Item& item) {
   item.model = GetString(j, "model");
   item.batch = GetInt(j, "batch");
   item.optimizer = GetString(j, "optimizer");
+  item.loss = GetString(j, "loss");
+  if (j.contains("dims") && j["dims"].is_object()) {
+    for (const auto& [k, v] : j["dims"].items()) item.dims[k] = JsonInt64(v, "dims." + k);
+  }
+  ReadDeviceFields(j, item);
+  if (!item.predicted_for.empty()) item.predicted_reserved_peak_bytes = GetInt(j, "reserved_peak_bytes");
   item.num_nodes = GetInt(j, "num_nodes");
   item.param_bytes = GetInt(j, "param_bytes");
   item.forward_flops = GetDouble(j, "forward_flops");
@@ -200,7 +224,16 @@ void ReadRun(const RunReport& r, Item& item) {
   item.model = r.model.value_or("");
   item.batch = r.batch.value_or(-1);
   item.optimizer = r.optimizer.value_or("");
+  item.loss = r.loss_kind.value_or("");
+  item.micro_batches = r.micro_batches.value_or(-1);
   item.device = r.device;
+  // On a GPU the run measured the caching allocator: allocated (measured_peak_bytes) and
+  // reserved, each step's; the last step is the steady state. On a CPU "reserved" repeats the
+  // allocator's bytes: not a kind of its own.
+  if (r.device.rfind("cuda", 0) == 0 && r.reserved_peak_bytes && !r.reserved_peak_bytes->empty())
+    item.measured_reserved_peak_bytes = r.reserved_peak_bytes->back();
+  if (r.allocator_mode) item.allocator_mode = *r.allocator_mode;
+  if (r.workspace_bytes) item.workspace_bytes = *r.workspace_bytes;
   item.steps = r.steps;
   item.measured_peak_bytes = r.measured_peak_bytes;
   item.run_predicted_peak_bytes = r.predicted_peak_bytes;
@@ -217,6 +250,7 @@ void ReadRun(const RunReport& r, Item& item) {
   }
   ReadPlanFields(r.plan, item);
   if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
+  if (r.predicted_reserved_peak_bytes) item.predicted_reserved_peak_bytes = *r.predicted_reserved_peak_bytes;
   if (r.predicted_timeline) {
     auto t = std::make_shared<TimelineData>();
     t->label = "predicted";
@@ -468,6 +502,23 @@ SelectiveCounts CountSelective(const std::vector<StorageDecision>& storages) {
   return c;
 }
 
+std::shared_ptr<const TimelineData> ReservedSeries(const TimelineData& t) {
+  auto r = std::make_shared<TimelineData>();
+  r->label = t.label + " (reserved)";
+  if (t.reserved.size() != t.size()) return r;
+  r->bytes = t.reserved;
+  r->phases = t.phases;
+  r->events = t.events;
+  r->nodes = t.nodes;
+  for (size_t i = 0; i < r->bytes.size(); ++i) {
+    if (i == 0 || r->bytes[i] > r->peak_bytes) {
+      r->peak_bytes = r->bytes[i];
+      r->peak_step = static_cast<int64_t>(i);
+    }
+  }
+  return r;
+}
+
 TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s,
                                   const MemoryTimeline& t, const std::string& label) {
   TimelineData d;
@@ -497,6 +548,9 @@ Item ItemFromAnalysis(Analysis analysis, const std::string& path) {
   item.model = g.model_path.empty() ? path : g.model_path;
   item.batch = g.batch;
   item.optimizer = OptimizerName(g.optimizer);
+  item.loss = LossKindName(g.loss_kind);
+  item.dims = g.dims;
+  item.structure_fingerprint = StructureFingerprint(g);
   item.num_nodes = static_cast<int64_t>(g.nodes.size());
   item.param_bytes = g.param_bytes();
   item.forward_flops = g.forward_flops();
@@ -556,9 +610,18 @@ Item ItemFromProfile(Profile profile, const std::string& path) {
   item.title = BaseName(path);
   item.model = p->model;
   item.batch = p->batch;
+  item.micro_batches = p->micro_batches;
   item.device = p->device;
   item.step_seconds = p->step_seconds;
-  item.measured_peak_bytes = p->peak_bytes;
+  if (HasDeviceTimes(*p)) {
+    // CUPTI's memory is the device's (what cudaMalloc holds); the caching allocator's peaks
+    // are separate figures of the same step.
+    item.device_memory_peak_bytes = p->peak_bytes;
+    item.measured_peak_bytes = p->cuda_allocated_peak_bytes > 0 ? p->cuda_allocated_peak_bytes : -1;
+    if (p->cuda_reserved_peak_bytes > 0) item.measured_reserved_peak_bytes = p->cuda_reserved_peak_bytes;
+  } else {
+    item.measured_peak_bytes = p->peak_bytes;
+  }
   item.recompute_seconds = p->RecomputeSeconds();
   item.notes = p->warnings;  // the backend's (dropped CUPTI records among them)
   item.profile = std::move(p);
@@ -690,8 +753,81 @@ Item LoadItem(const std::string& path, const ModelOptions& options) {
   lo.batch = options.batch;
   lo.optimizer = options.optimizer;
   lo.loss = options.loss;
+  lo.dims = options.dims;
   TrainingGraph g = LoadTrainingGraph(path, lo);
-  return ItemFromAnalysis(Analyze(std::move(g)), path);
+  if (options.device.empty()) return ItemFromAnalysis(Analyze(std::move(g)), path);
+  // As `memplan analyze --device cuda` predicts: the libraries' workspaces in the schedule,
+  // and the caching allocator model replayed over it for the reserved bytes.
+  const CudaDevice cuda = CudaDeviceFromEnvironment(options.device);
+  g.library_workspace_bytes = LibraryWorkspaceBytes(g, cuda);
+  Item item = ItemFromAnalysis(Analyze(std::move(g)), path);
+  const Analysis& a = *item.analysis;
+  const DeviceMemory m = PredictDeviceMemory(a.schedule, cuda);
+  const ReservedTimeline r = SimulateReserved(a.schedule, cuda.allocator());
+  auto t = std::make_shared<TimelineData>(*item.timeline);
+  t->reserved = r.reserved_during;
+  t->reserved_peak_bytes = r.reserved_peak_bytes;
+  item.timeline = std::move(t);
+  item.predicted_for = cuda.device;
+  item.predicted_reserved_peak_bytes = m.reserved_peak_bytes;
+  item.allocator_mode = m.allocator_mode;
+  item.workspace_bytes = m.workspace_bytes;
+  item.context_bytes = m.context_bytes;
+  return item;
+}
+
+std::optional<ModelOptions> SettingsOf(const Item& item, const ModelOptions& defaults) {
+  if (item.batch < 1) return std::nullopt;
+  ModelOptions o = defaults;
+  o.batch = item.batch;
+  try {
+    if (!item.optimizer.empty()) o.optimizer = ParseOptimizer(item.optimizer);
+    if (!item.loss.empty()) o.loss = ParseLossKind(item.loss);
+  } catch (const MemplanError&) {
+    // A name this build does not know: the defaults; SettingsMismatch names the difference.
+  }
+  if (!item.dims.empty()) o.dims = item.dims;
+  // A prediction or a measurement made on a GPU: the model is predicted for one too.
+  const std::string& gpu = !item.predicted_for.empty() ? item.predicted_for : item.device;
+  o.device = gpu.rfind("cuda", 0) == 0 ? "cuda" : "";
+  return o;
+}
+
+std::vector<std::string> SettingsMismatch(const Item& item, const ModelOptions& settings,
+                                          const Item* model) {
+  std::vector<std::string> why;
+  if (item.batch >= 1 && item.batch != settings.batch)
+    why.push_back("batch " + std::to_string(item.batch) + ", not " + std::to_string(settings.batch));
+  if (!item.optimizer.empty() && item.optimizer != OptimizerName(settings.optimizer))
+    why.push_back("optimizer " + item.optimizer + ", not " + OptimizerName(settings.optimizer));
+  if (!item.loss.empty() && item.loss != LossKindName(settings.loss))
+    why.push_back("loss " + item.loss + ", not " + LossKindName(settings.loss));
+  for (const auto& [name, value] : item.dims) {
+    auto it = settings.dims.find(name);
+    if (it != settings.dims.end() && it->second != value)
+      why.push_back("dim " + name + " = " + std::to_string(value) + ", not " + std::to_string(it->second));
+  }
+  if (model && model != &item) {
+    if (!item.structure_fingerprint.empty() && !model->structure_fingerprint.empty()) {
+      if (item.structure_fingerprint != model->structure_fingerprint) {
+        why.push_back("made for another model (structure " + item.structure_fingerprint + ", " +
+                      BaseName(model->model) + "'s " + model->structure_fingerprint + ")");
+      }
+    } else if (item.kind != SourceKind::kProfile && !item.model.empty() && !model->model.empty() &&
+               BaseName(item.model) != BaseName(model->model)) {
+      // (A profile's steps are matched to the prediction by node names: MeasuredOnSteps.)
+      why.push_back("of another model (" + BaseName(item.model) + ", not " + BaseName(model->model) + ")");
+    }
+  }
+  return why;
+}
+
+std::string SettingsText(const ModelOptions& s) {
+  std::string text = "batch " + std::to_string(s.batch) + " · " + OptimizerName(s.optimizer) + " · " +
+                     LossKindName(s.loss);
+  for (const auto& [name, value] : s.dims) text += " · " + name + " = " + std::to_string(value);
+  if (!s.device.empty()) text += " · " + s.device;
+  return text;
 }
 
 std::vector<size_t> DownsampleIndices(const std::vector<int64_t>& values, size_t max_points) {

@@ -15,7 +15,9 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,6 +49,10 @@ struct TimelineData {
   std::vector<CategoryBytes> by_category;
   int64_t peak_bytes = 0;
   int64_t peak_step = 0;
+  // Predictions for a CUDA device: the caching allocator model's reserved bytes per step
+  // (SimulateReserved's reserved_during); empty elsewhere.
+  std::vector<int64_t> reserved;
+  int64_t reserved_peak_bytes = -1;
 
   size_t size() const { return bytes.size(); }
   bool has_categories() const { return !by_category.empty(); }
@@ -127,6 +133,14 @@ struct Item {
   std::string model;
   int64_t batch = -1;
   std::string optimizer;
+  // The rest of the training settings the file was made with (models: analysed with). Empty
+  // or -1: the file does not say.
+  std::string loss;  // LossKindName
+  std::map<std::string, int64_t> dims;
+  int64_t micro_batches = -1;
+  // The model's structure (StructureFingerprint): a plan's own, a run's plan's, or, for
+  // models, computed from the graph. Says whether a plan was made for this model.
+  std::string structure_fingerprint;
   int64_t num_nodes = -1;
   int64_t param_bytes = -1;
   double forward_flops = -1;
@@ -171,6 +185,17 @@ struct Item {
   std::vector<TensorId> recomputed_ids;
   std::vector<StorageDecision> storages;
 
+  // Predictions for a CUDA device (`--device cuda`; models opened beside a CUDA run): the
+  // caching allocator model's reserved peak beside the allocated one (baseline_peak_bytes,
+  // plan_peak_bytes), what a plan's budget bounds, the allocator mode and the cuBLAS
+  // workspaces in the prediction, and the context outside the allocator. Unknown: -1 / empty.
+  std::string predicted_for;  // "cuda" (or "cuda:K") when the prediction is for a GPU
+  int64_t predicted_reserved_peak_bytes = -1;
+  std::string budget_of;  // "reserved" or "allocated"
+  std::string allocator_mode;
+  int64_t workspace_bytes = -1;
+  int64_t context_bytes = -1;
+
   // Runs and profiles.
   std::string device;
   int64_t steps = -1;
@@ -179,6 +204,13 @@ struct Item {
   double step_seconds = -1;
   double recompute_seconds = -1;
   std::vector<double> losses;
+  // Memory by kind, as the run or profile measured it (-1: not measured). On a CPU only the
+  // allocator's bytes (allocated). On a GPU: the caching allocator's allocated and reserved
+  // (its segments) peaks, and, for CUPTI profiles, the device memory CUPTI saw cudaMalloc
+  // hold (the profile's own peak_bytes and memory events). measured_peak_bytes is the
+  // allocated one, the quantity the analyzer and planner predict.
+  int64_t measured_reserved_peak_bytes = -1;
+  int64_t device_memory_peak_bytes = -1;
 
   // Profiles ("kind": "profile"): the measured step as the profiler wrote it. The fields above
   // repeat its headline numbers (device, step_seconds, measured_peak_bytes = peak_bytes,
@@ -203,12 +235,31 @@ struct Item {
   std::string plan_json;
 };
 
-// How a model is analyzed when opened.
+// How a model is analyzed when opened: the window's training settings.
 struct ModelOptions {
   int64_t batch = 1;
   Optimizer optimizer = Optimizer::kSgd;
   LossKind loss = LossKind::kCrossEntropy;
+  std::map<std::string, int64_t> dims;
+  // "" (the CPU) or "cuda": predict for a CUDA device (the cuBLAS workspaces, the caching
+  // allocator's reserved bytes), with the environment's allocator settings as `memplan
+  // analyze --device cuda` reads them.
+  std::string device;
+  bool operator==(const ModelOptions&) const = default;
 };
+
+// The training settings a file was made with (plan, run, profile, analysis JSON), as the
+// window adopts them; nullopt when it records no batch. Settings the file leaves out keep
+// `defaults`' values.
+std::optional<ModelOptions> SettingsOf(const Item& item, const ModelOptions& defaults = {});
+// Why `item` does not belong in a window with `settings` and the model `model` (may be null):
+// "batch 1, not 32", "optimizer adam, not sgd", "loss mse, not cross_entropy", "made for
+// another model (structure ..., the model's ...)", "of another model (gpt.onnx, not
+// resnet50.onnx)"; a profile's model is checked step by step where it is drawn
+// (MeasuredOnSteps), not by name. Empty: it matches. Only what the item records is checked.
+std::vector<std::string> SettingsMismatch(const Item& item, const ModelOptions& settings,
+                                          const Item* model);
+std::string SettingsText(const ModelOptions& settings);  // "batch 32 · sgd · cross_entropy"
 
 // Opens a model (.onnx) or a memplan JSON file (analysis, plan, run, profile), deciding by
 // content. Throws MemplanError whose message names the file and what is wrong.
@@ -239,6 +290,10 @@ struct MeasuredOverlay {
 };
 MeasuredOverlay MeasuredOnSteps(const TimelineData& predicted, const Profile& profile,
                                 const std::string& label);
+
+// A timeline's predicted reserved bytes (TimelineData::reserved) as a timeline of their own,
+// with its steps' phases and events; empty when it has none.
+std::shared_ptr<const TimelineData> ReservedSeries(const TimelineData& t);
 
 // A timeline from a schedule and its simulation, with per-category bytes replayed from the
 // schedule's buffers.

@@ -25,6 +25,9 @@ namespace {
 
 struct GuiArgs {
   gui::ModelOptions model;
+  // --batch or --optimizer given: the window keeps them, and files made with other settings
+  // are marked. Otherwise the opened files' settings are followed.
+  bool chosen = false;
   std::string screenshot;
   std::string page = "summary";
   Budget budget;  // --budget SIZE, or 50%: of the first model's baseline peak
@@ -39,7 +42,7 @@ struct GuiArgs {
 GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
   GuiArgs a;
   std::string batch, optimizer, budget, size;
-  app.add_option("--batch", batch, "the batch size of the models opened (default 1)")->type_name("N");
+  app.add_option("--batch", batch, "the batch size of the models opened (default: the opened plan's, run's or profile's, else 1)")->type_name("N");
   app.add_option("--optimizer", optimizer, "the optimizer of the models opened (default sgd)")->type_name("sgd|momentum|adam");
   app.add_option("--screenshot", a.screenshot, "render without a display (Qt's offscreen platform), write the picture and exit: "
                                                "0 when it was written and every file opened, 1 otherwise")
@@ -60,6 +63,7 @@ GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
   }
   if (app.count("--batch")) a.model.batch = ParseInteger("--batch", batch, 1, INT64_MAX);
   if (app.count("--optimizer")) a.model.optimizer = ParseOptimizer(optimizer);
+  a.chosen = app.count("--batch") > 0 || app.count("--optimizer") > 0;
   if (app.count("--budget")) a.budget = ParseBudget("--budget", budget);
   if (app.count("--strategy") && !gui::PlannerStrategies().contains(QString::fromStdString(a.strategy))) {
     throw MemplanError("--strategy: no strategy '" + a.strategy + "' (" +
@@ -101,7 +105,7 @@ int RunGui(int argc, char** argv, const std::function<std::string()>& machine_ra
   QApplication::setApplicationName(QStringLiteral("memplan"));
 
   gui::MainWindow window;
-  window.setModelOptions(args.model);
+  window.setModelOptions(args.model, args.chosen);
   if (machine_rates) window.setMachineRates(machine_rates());
   QStringList files;
   for (const std::string& f : args.files) files << QString::fromStdString(f);

@@ -21,7 +21,7 @@ struct LoadResult {
 
 Loader::Loader(QObject* parent) : QObject(parent) { qRegisterMetaType<ItemPtr>(); }
 
-void Loader::load(int slot, const QString& path, const ModelOptions& options) {
+void Loader::load(int slot, const QString& path, const ModelOptions& options, const QStringList& models) {
   ++pending_;
   auto* watcher = new QFutureWatcher<LoadResult>(this);
   connect(watcher, &QFutureWatcher<LoadResult>::finished, this, [this, watcher, slot, path] {
@@ -35,11 +35,13 @@ void Loader::load(int slot, const QString& path, const ModelOptions& options) {
     if (pending_ == 0) emit idle();
   });
   std::string p = path.toStdString();
-  watcher->setFuture(QtConcurrent::run([p, options]() -> LoadResult {
+  std::vector<std::string> opened;
+  for (const QString& m : models) opened.push_back(m.toStdString());
+  watcher->setFuture(QtConcurrent::run([p, options, opened]() -> LoadResult {
     // Everything is caught here: nothing may escape into Qt's thread pool.
     try {
       // A plan file is replayed on its model, when the model is there, for its schedule.
-      return {std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options))), {}};
+      return {std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options), opened, options.device)), {}};
     } catch (const MemplanError& e) {
       return {nullptr, QString::fromStdString(e.what())};
     } catch (const std::bad_alloc&) {

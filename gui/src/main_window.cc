@@ -19,6 +19,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 #include <climits>
+#include <optional>
 
 #ifdef MEMPLAN_GUI_HAVE_SVG
 #include <QSvgGenerator>
@@ -74,8 +75,17 @@ MainWindow::MainWindow(QWidget* parent) : QMainWindow(parent) {
   optimizer_combo_->addItems(
       {QStringLiteral("sgd"), QStringLiteral("momentum"), QStringLiteral("adam")});
   tb->addWidget(optimizer_combo_);
+  tb->addWidget(new QLabel(QStringLiteral(" Device ")));
+  device_combo_ = new QComboBox;
+  device_combo_->addItems({QStringLiteral("cpu"), QStringLiteral("cuda")});
+  device_combo_->setToolTip(QStringLiteral(
+      "cuda: predict as memplan analyze --device cuda does (cuBLAS workspaces, the caching "
+      "allocator's reserved memory)"));
+  tb->addWidget(device_combo_);
   tb->addAction(QStringLiteral("Re-analyze"), this, &MainWindow::reanalyze)
-      ->setToolTip(QStringLiteral("Analyze the opened models again with this batch and optimizer"));
+      ->setToolTip(QStringLiteral(
+          "Analyze the opened models again with these settings; files made with others are "
+          "then marked and left out"));
   tb->addSeparator();
   tb->addAction(QStringLiteral("Export PNG…"), this, [this] { exportDialog(false); });
 #ifdef MEMPLAN_GUI_HAVE_SVG
@@ -138,11 +148,22 @@ MainWindow::~MainWindow() {
 
 void MainWindow::setMachineRates(const std::string& rates) { plan_->setMachineRates(rates); }
 
-void MainWindow::setModelOptions(const ModelOptions& options) {
+void MainWindow::setModelOptions(const ModelOptions& options, bool chosen) {
   options_ = options;
-  batch_spin_->setValue(SpinBatch(options.batch));
-  optimizer_combo_->setCurrentText(QString::fromLatin1(OptimizerName(options.optimizer)));
+  settings_chosen_ = chosen;
+  docs_.setSettings(options_, QStringLiteral("the toolbar"));
+  showSettings();
 }
+
+void MainWindow::showSettings() {
+  batch_spin_->setValue(SpinBatch(options_.batch));
+  optimizer_combo_->setCurrentText(QString::fromLatin1(OptimizerName(options_.optimizer)));
+  device_combo_->setCurrentText(options_.device.empty() ? QStringLiteral("cpu") : QStringLiteral("cuda"));
+}
+
+QString MainWindow::optimizerBoxText() const { return optimizer_combo_->currentText(); }
+
+QString MainWindow::summaryHeadline() const { return summary_->headline(); }
 
 QStringList MainWindow::pageNames() {
   QStringList names;
@@ -181,26 +202,73 @@ QList<QAbstractItemModel*> MainWindow::itemModels() const {
 // Documents.
 
 void MainWindow::openFiles(const QStringList& paths) {
-  for (const QString& p : paths) loader_->load(docs_.add(p), p, options_);
-  if (!paths.isEmpty())
-    statusBar()->showMessage(QStringLiteral("Loading %1 file(s)…").arg(loader_->pending()));
+  QStringList models;  // where a plan file made elsewhere finds its model
+  for (const QString& p : paths)
+    if (!p.endsWith(QStringLiteral(".json"), Qt::CaseInsensitive)) models << p;
+  for (int i = 0; i < docs_.size(); ++i)
+    if (docs_.slot(i) && docs_.slot(i)->kind == SourceKind::kModel) models << docs_.path(i);
+  for (const QString& p : paths) {
+    const int slot = docs_.add(p);
+    if (p.endsWith(QStringLiteral(".json"), Qt::CaseInsensitive)) {
+      json_loading_.insert(slot);
+      json_with_[slot] = {options_.device, models};
+      loader_->load(slot, p, options_, models);
+    } else {
+      waiting_models_.push_back(slot);  // a model: analysed with the settings the files give
+    }
+  }
+  if (!paths.isEmpty()) statusBar()->showMessage(QStringLiteral("Loading %1 file(s)…").arg(paths.size()));
+  settle();
   summary_->refreshFiles(docs_);
+}
+
+void MainWindow::loadModel(int slot) {
+  docs_.setLoading(slot);
+  model_loading_.insert(slot);
+  loaded_with_[slot] = options_;
+  loader_->load(slot, docs_.path(slot), options_);
+}
+
+// One set of settings per window: the toolbar's when chosen, else the first opened file's
+// that records them. Models are (re)analysed with them once no JSON file is still being read;
+// a model is analysed again only when the settings differ from those of its last load.
+void MainWindow::settle() {
+  QString source = QStringLiteral("the toolbar");
+  if (!settings_chosen_) {
+    if (std::optional<ModelOptions> s = docs_.fileSettings(options_, &source)) options_ = *s;
+  }
+  docs_.setSettings(options_, source);
+  showSettings();
+  // A plan file is replayed on its model for the device the window predicts for (on a GPU
+  // with the cuBLAS workspaces and the reserved bytes): again when that device changes.
+  for (int i = 0; i < docs_.size(); ++i) {
+    auto it = json_with_.find(i);
+    if (it == json_with_.end() || json_loading_.count(i) || !docs_.slot(i)) continue;
+    if (docs_.slot(i)->kind != SourceKind::kPlan || it->second.first == options_.device) continue;
+    it->second.first = options_.device;
+    json_loading_.insert(i);
+    loader_->load(i, docs_.path(i), options_, it->second.second);
+  }
+  if (!json_loading_.empty()) return;
+  std::vector<int> start;
+  start.swap(waiting_models_);
+  for (int i = 0; i < docs_.size(); ++i) {
+    auto it = loaded_with_.find(i);
+    if (it != loaded_with_.end() && !model_loading_.count(i) && it->second != options_) start.push_back(i);
+  }
+  if (start.empty()) return;
+  for (int slot : start) loadModel(slot);
+  docs_.setExplorerPlan(nullptr);  // a plan of the model at other settings
+  statusBar()->showMessage(QStringLiteral("Analyzing with %1…").arg(Q(SettingsText(options_))));
 }
 
 void MainWindow::reanalyze() {
   options_.batch = batch_spin_->value();
   options_.optimizer = ParseOptimizer(optimizer_combo_->currentText().toStdString());
-  for (int i = 0; i < docs_.size(); ++i) {
-    const ItemPtr& item = docs_.slot(i);
-    bool is_model =
-        item ? item->kind == SourceKind::kModel : !docs_.path(i).endsWith(QStringLiteral(".json"));
-    if (!is_model) continue;
-    docs_.setLoading(i);
-    loader_->load(i, docs_.path(i), options_);
-  }
-  docs_.setExplorerPlan(nullptr);
-  statusBar()->showMessage(QStringLiteral("Analyzing at batch %1…").arg(options_.batch));
-  summary_->refreshFiles(docs_);
+  options_.device = device_combo_->currentText() == QLatin1String("cuda") ? "cuda" : "";
+  settings_chosen_ = true;
+  settle();
+  refreshAll();
 }
 
 bool MainWindow::waitForIdle(int timeout_ms) {
@@ -215,15 +283,23 @@ bool MainWindow::waitForIdle(int timeout_ms) {
 
 void MainWindow::onLoaded(int slot, ItemPtr item) {
   if (slot < 0 || slot >= docs_.size()) return;
+  json_loading_.erase(slot);
+  model_loading_.erase(slot);
+  // A file whose content is a model (whatever its name) is a model slot from now on.
+  if (item->kind == SourceKind::kModel && !loaded_with_.count(slot)) loaded_with_[slot] = options_;
+  if (item->kind != SourceKind::kModel) loaded_with_.erase(slot);
   docs_.setLoaded(slot, std::move(item));
-  showOpenBatch();
+  settle();
   refreshAll();
   emit itemsChanged();
 }
 
 void MainWindow::onFailed(int slot, const QString& path, const QString& message) {
+  json_loading_.erase(slot);
+  model_loading_.erase(slot);
   if (slot >= 0 && slot < docs_.size()) docs_.setFailed(slot, message);
   showError(message.startsWith(path) ? message : path + QStringLiteral(": ") + message);
+  settle();
   refreshAll();
   emit itemsChanged();
 }
@@ -236,17 +312,6 @@ void MainWindow::onPlanned(ItemPtr item) {
 }
 
 int MainWindow::batchBoxValue() const { return batch_spin_->value(); }
-
-// The batch box shows the batch of the item the summary describes (the model or analysis,
-// else the plan, else the run), not the batch the window started with: an analysis made at
-// batch 16 shows 16. Models opened or re-analyzed next use the same batch.
-void MainWindow::showOpenBatch() {
-  ItemPtr base = docs_.baseItem(), plan = docs_.planItem(), run = docs_.runItem();
-  ItemPtr shown = base ? base : plan ? plan : run;
-  if (!shown || shown->batch < 1) return;
-  options_.batch = shown->batch;
-  batch_spin_->setValue(SpinBatch(shown->batch));
-}
 
 void MainWindow::showError(const QString& message) {
   errors_ << message;

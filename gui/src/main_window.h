@@ -5,7 +5,9 @@
 
 #include <QMainWindow>
 #include <QStringList>
+#include <map>
 #include <memory>
+#include <set>
 #include <vector>
 
 #include "document_set.h"
@@ -34,13 +36,23 @@ class MainWindow : public QMainWindow {
   explicit MainWindow(QWidget* parent = nullptr);
   ~MainWindow() override;
 
-  void setModelOptions(const ModelOptions& options);
+  // The window's training settings, as chosen (the command line's --batch, a test): files
+  // opened later with other settings are marked, not followed. Without a choice the window
+  // takes the settings of the first opened file that records them (plan, run, profile,
+  // analysis) and analyses its models with them.
+  void setModelOptions(const ModelOptions& options, bool chosen = true);
   // The time model's rates for re-planning (PlanRequest::machine_rates).
   void setMachineRates(const std::string& rates);
   // The batch models open at. Once a file is open, the batch box shows its batch (of the
   // item the summary describes) and models opened next use it too.
   const ModelOptions& modelOptions() const { return options_; }
   int batchBoxValue() const;
+  QString optimizerBoxText() const;
+  QString settingsSource() const { return docs_.settingsSource(); }
+  // The summary's headline, as shown.
+  QString summaryHeadline() const;
+  // The opened files' rows (the summary's "Opened files").
+  std::vector<FileRow> fileRows() const { return docs_.fileRows(); }
   void openFiles(const QStringList& paths);
   // Processes events until every load and re-plan finished; true when idle in time.
   bool waitForIdle(int timeout_ms);
@@ -85,7 +97,9 @@ class MainWindow : public QMainWindow {
   void onFailed(int slot, const QString& path, const QString& message);
   void onPlanned(ItemPtr item);
   void showError(const QString& message);
-  void showOpenBatch();
+  void settle();
+  void loadModel(int slot);
+  void showSettings();
   void refreshAll();
   void refreshLifetimes();
   void reanalyze();
@@ -93,6 +107,14 @@ class MainWindow : public QMainWindow {
   void exportDialog(bool svg);
 
   ModelOptions options_;
+  bool settings_chosen_ = false;
+  // Models wait until the JSON files opened with them are read, so that they are analysed
+  // once, with those files' settings.
+  std::set<int> json_loading_, model_loading_;
+  std::vector<int> waiting_models_;
+  std::map<int, ModelOptions> loaded_with_;  // per model slot, the settings of its last load
+  // Per JSON slot: the device it was last read for, and the models opened beside it.
+  std::map<int, std::pair<std::string, QStringList>> json_with_;
   Loader* loader_ = nullptr;
   DocumentSet docs_;
   QStringList errors_;
@@ -102,6 +124,7 @@ class MainWindow : public QMainWindow {
   QLabel* banner_label_ = nullptr;
   QSpinBox* batch_spin_ = nullptr;
   QComboBox* optimizer_combo_ = nullptr;
+  QComboBox* device_combo_ = nullptr;
 
   SummaryPage* summary_ = nullptr;
   TimelinePage* timeline_ = nullptr;

@@ -16,6 +16,7 @@
 #ifdef MEMPLAN_GUI_HAVE_PLANNER
 #include <nlohmann/json.hpp>
 
+#include "memplan/cuda_device.h"
 #include "memplan/planner.h"
 #endif
 
@@ -40,7 +41,7 @@ std::map<std::pair<const Analysis*, std::string>, std::vector<ParetoPoint>> swee
 // `g`: the graph the plan's schedule runs (the model at the plan's micro-batch size); `a`: the
 // analysis of the whole batch.
 Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<const Analysis>& a,
-                  const std::string& model_path) {
+                  const std::string& model_path, const std::optional<CudaDevice>& cuda) {
   Item item;
   item.kind = SourceKind::kPlan;
   item.path = model_path;
@@ -61,6 +62,13 @@ Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<c
   item.feasible = p.feasible ? 1 : 0;
   item.solve_seconds = p.solve_seconds;
   item.predicted_recompute_seconds = p.predicted_recompute_seconds;
+  item.loss = LossKindName(g.loss_kind);
+  item.micro_batches = p.micro_batches;
+  item.structure_fingerprint = StructureFingerprint(g);
+  if (!p.budget_of.empty()) {
+    item.budget_of = p.budget_of;
+    item.predicted_reserved_peak_bytes = p.predicted_reserved_peak_bytes;
+  }
   if (p.layout.devices > 1) {
     item.devices = p.layout.devices;
     item.shard = ShardModeName(p.layout.shard);
@@ -79,6 +87,19 @@ Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<c
   for (TensorId t : a->bottlenecks) item.bottlenecks.push_back(g.tensors[t].name);
   item.timeline = std::make_shared<TimelineData>(
       TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+  if (cuda) {
+    // The reserved bytes per step, as PredictDeviceMemory replays the plan's schedule.
+    auto t = std::make_shared<TimelineData>(*item.timeline);
+    const ReservedTimeline r = SimulateReserved(p.schedule, cuda->allocator());
+    t->reserved = r.reserved_during;
+    t->reserved_peak_bytes = r.reserved_peak_bytes;
+    item.timeline = std::move(t);
+    const DeviceMemory m = PredictDeviceMemory(p.schedule, *cuda);
+    item.predicted_for = cuda->device;
+    item.allocator_mode = m.allocator_mode;
+    item.workspace_bytes = m.workspace_bytes;
+    item.context_bytes = m.context_bytes;
+  }
   item.schedule = std::make_shared<Schedule>(p.schedule);
   item.bottleneck_ids = a->bottlenecks;
   item.checkpoint_ids = p.checkpoints;
@@ -124,31 +145,48 @@ QStringList PlannerStrategies() {
   return out;
 }
 
-Item MakePlanItem(const PlanRequest& r) {
-  if (!r.analysis) throw MemplanError("no model to plan for: open a model (.onnx) first");
-  const TrainingGraph& g = r.analysis->graph;
+namespace {
+CostModel CostOf(const PlanRequest& r) {
   CostModel cost;
   if (!r.machine_rates.empty()) {
     cost.node_seconds =
         RooflineNodeSeconds(MachineRatesFromJson(nlohmann::json::parse(r.machine_rates)));
   }
+  return cost;
+}
+}  // namespace
+
+std::vector<ParetoPoint> SweepSeries(const PlanRequest& r, const std::string& strategy) {
+  if (!r.analysis) throw MemplanError("no model to sweep: open a model (.onnx) first");
+  return CachedSweep(r.analysis, r.analysis->graph, CostOf(r), PlanOptions{}, strategy);
+}
+
+Item MakePlanItem(const PlanRequest& r) {
+  if (!r.analysis) throw MemplanError("no model to plan for: open a model (.onnx) first");
+  const TrainingGraph& g = r.analysis->graph;
+  const CostModel cost = CostOf(r);
+  std::optional<CudaDevice> cuda;
+  if (!r.device.empty()) cuda = CudaDeviceFromEnvironment(r.device);
   // The command line's entry point, so that a budget gets the same plan here as from
   // `memplan plan` (micro-batches included when checkpointing alone does not fit).
   BudgetPlanOptions request;
   request.budget.bytes = r.budget_bytes;
   request.plan.strategy = r.strategy;
   request.search_smallest = false;  // a slider move re-plans: only the plan is shown
+  request.cuda = cuda;  // on a GPU the budget bounds reserved memory, as on the command line
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
     LoadOptions o;
     o.batch = batch;
     o.optimizer = g.optimizer;
     o.loss = g.loss_kind;
-    return LoadTrainingGraph(r.model_path, o);
+    TrainingGraph at = LoadTrainingGraph(r.model_path, o);
+    if (cuda) at.library_workspace_bytes = LibraryWorkspaceBytes(at, *cuda);
+    return at;
   };
   const Plan plan = PlanForBudget(g, graph_at_batch, cost, request).plan;
   Item item = plan.batch == g.batch
-                  ? ItemFromPlan(plan, g, r.analysis, r.model_path)
-                  : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis, r.model_path);
+                  ? ItemFromPlan(plan, g, r.analysis, r.model_path, cuda)
+                  : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis, r.model_path, cuda);
   if (!r.sweep) return item;
   PlanOptions options = request.plan;
   options.budget_bytes = r.budget_bytes;
@@ -201,7 +239,8 @@ std::string ReadText(const std::string& path) {
 }
 
 // The model a plan names: as written (relative to the working directory), else beside the plan.
-std::string PlanModelPath(const std::string& plan_path, const std::string& model) {
+std::string PlanModelPath(const std::string& plan_path, const std::string& model,
+                          const std::vector<std::string>& opened_models) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (fs::is_regular_file(model, ec)) return model;
@@ -210,13 +249,19 @@ std::string PlanModelPath(const std::string& plan_path, const std::string& model
     if (fs::path(model).is_absolute() && candidate == dir / model) continue;
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
+  // PlanFromJson checks the fingerprint: a model of the same name but another structure is
+  // refused there, with its reason.
+  for (const std::string& m : opened_models) {
+    if (fs::path(m).filename() == fs::path(model).filename() && fs::is_regular_file(m, ec)) return m;
+  }
   throw MemplanError("its model '" + model +
                      "' is not there (nor beside the plan); open the model too to see its tensors");
 }
 
 }  // namespace
 
-Item WithPlanSchedule(const std::string& path, Item file) {
+Item WithPlanSchedule(const std::string& path, Item file,
+                      const std::vector<std::string>& opened_models, const std::string& device) {
   if (file.kind != SourceKind::kPlan || file.schedule) return file;
   try {
     const nlohmann::json j = nlohmann::json::parse(ReadText(path));
@@ -233,12 +278,23 @@ Item WithPlanSchedule(const std::string& path, Item file) {
         j["loss"].get<std::string>() != "model_output") {
       o.loss = ParseLossKind(j["loss"].get<std::string>());
     }
-    const TrainingGraph g =
-        LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>()), o);
+    TrainingGraph g =
+        LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>(), opened_models), o);
+    std::optional<CudaDevice> cuda;
+    if (!device.empty()) {
+      cuda = CudaDeviceFromEnvironment(device);
+      g.library_workspace_bytes = LibraryWorkspaceBytes(g, *cuda);
+    }
     const Plan p = PlanFromJson(j, g);
     file.schedule = std::make_shared<Schedule>(p.schedule);
-    file.timeline = std::make_shared<TimelineData>(
+    auto timeline = std::make_shared<TimelineData>(
         TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+    if (cuda) {
+      const ReservedTimeline r = SimulateReserved(p.schedule, cuda->allocator());
+      timeline->reserved = r.reserved_during;
+      timeline->reserved_peak_bytes = r.reserved_peak_bytes;
+    }
+    file.timeline = std::move(timeline);
     file.bottleneck_ids = FindBottlenecks(g);
     file.checkpoint_ids = p.checkpoints;
     file.recomputed_ids = p.recomputed;
@@ -259,8 +315,14 @@ Item WithPlanSchedule(const std::string& path, Item file) {
 
 #else
 bool PlannerAvailable() { return false; }
-Item WithPlanSchedule(const std::string&, Item file) { return file; }
+Item WithPlanSchedule(const std::string&, Item file, const std::vector<std::string>&,
+                      const std::string&) {
+  return file;
+}
 QStringList PlannerStrategies() { return {}; }
+std::vector<ParetoPoint> SweepSeries(const PlanRequest&, const std::string&) {
+  throw MemplanError("sweeping needs the planner library, which this build of memplan does not have");
+}
 Item MakePlanItem(const PlanRequest&) {
   throw MemplanError(
       "re-planning needs the planner library, which this build of memplan does not have");

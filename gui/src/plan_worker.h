@@ -21,6 +21,10 @@ struct PlanRequest {
   bool sweep = false;  // also compute the Pareto curve and the per-strategy table
   // The time model's rates (MachineRatesToJson as text); empty: DefaultMachineRates("cpu").
   std::string machine_rates;
+  // "" or "cuda": plan for a CUDA device as `memplan plan --device cuda` does (the budget
+  // bounds the reserved peak); the analysis must then carry the library workspaces (LoadItem
+  // with ModelOptions::device).
+  std::string device;
 };
 
 // Whether this build can re-plan (the planner library was linked in).
@@ -28,6 +32,10 @@ bool PlannerAvailable();
 QStringList PlannerStrategies();
 // Runs the planner; throws MemplanError. Call off the UI thread.
 Item MakePlanItem(const PlanRequest& request);
+// The planner's sweep of budgets for `strategy` on the request's model (SweepBudgets; its
+// points labelled with the strategy as their series). Cached per (analysis, strategy): the
+// plan explorer runs it in the background when it opens, and MakePlanItem's sweep reuses it.
+std::vector<ParetoPoint> SweepSeries(const PlanRequest& request, const std::string& strategy);
 // Writes the plan of an Item made by MakePlanItem as the planner's JSON; throws MemplanError.
 void SavePlanJson(const Item& plan, const std::string& path);
 // A plan file (`path`, read by the document layer into `file`) replayed on the model it names,
@@ -35,8 +43,13 @@ void SavePlanJson(const Item& plan, const std::string& path);
 // optimizer and loss): the schedule behind its timeline, for the lifetimes and the tensors
 // alive at a step, and a selective plan's kept and recomputed tensors. The file's numbers stay.
 // Never throws: without the planner, the model, or with a model the plan was not made for, the
-// item comes back without a schedule and a note says why.
-Item WithPlanSchedule(const std::string& path, Item file);
+// item comes back without a schedule and a note says why. `opened_models`: models opened
+// beside the plan, tried (by file name) when the plan's model is not where it says: a plan
+// made on another machine names that machine's path. `device` "cuda": replayed as `memplan run`
+// replays it on a CUDA device (with the cuBLAS workspaces), with the reserved bytes per step.
+Item WithPlanSchedule(const std::string& path, Item file,
+                      const std::vector<std::string>& opened_models = {},
+                      const std::string& device = "");
 
 class PlanWorker : public QObject {
   Q_OBJECT

@@ -11,6 +11,7 @@
 #include <QValueAxis>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "common.h"
 
@@ -64,6 +65,28 @@ void TimelineChart::setBudget(int64_t budget_bytes) {
   if (budget_bytes == budget_) return;
   budget_ = budget_bytes;
   rebuild();
+}
+
+void TimelineChart::setMarks(std::vector<Mark> marks) {
+  marks_ = std::move(marks);
+  rebuild();
+}
+
+QStringList TimelineChart::seriesNames() const {
+  QStringList names;
+  for (QAbstractSeries* s : chart()->series()) names << s->name();
+  return names;
+}
+
+void TimelineChart::resizeEvent(QResizeEvent* e) {
+  QChartView::resizeEvent(e);
+  // The step axis keeps about one tick label per 110 pixels (no rebuild: only the interval).
+  if (std::abs(width() - tick_width_) <= 80) return;
+  tick_width_ = width();
+  for (QAbstractAxis* a : chart()->axes(Qt::Horizontal)) {
+    if (auto* ax = qobject_cast<QValueAxis*>(a))
+      ax->setTickInterval(NiceStep((ax->max() - ax->min()) / std::clamp(width() / 110, 3, 10)));
+  }
 }
 
 void TimelineChart::setTitle(const QString& title) {
@@ -126,7 +149,11 @@ void TimelineChart::rebuild() {
   int64_t max_bytes = std::max<int64_t>(budget_, 1);
   if (primary_) {
     for (int64_t i = first; i <= last; ++i) max_bytes = std::max(max_bytes, primary_->bytes[i]);
+    if (static_cast<int64_t>(primary_->reserved.size()) == n) {
+      for (int64_t i = first; i <= last; ++i) max_bytes = std::max(max_bytes, primary_->reserved[i]);
+    }
   }
+  for (const Mark& m : marks_) max_bytes = std::max(max_bytes, m.bytes);
   for (const Overlay& o : overlays_) {
     if (!o.data) continue;
     const size_t m = o.data->size();
@@ -144,7 +171,10 @@ void TimelineChart::rebuild() {
   ax->setTitleText(QStringLiteral("schedule step"));
   ax->setTickType(QValueAxis::TicksDynamic);
   ax->setTickAnchor(0);
-  ax->setTickInterval(NiceStep(static_cast<double>(last - first + 1) / 8));
+  // About one tick label per 110 pixels, so that labels are never elided ("...").
+  tick_width_ = width();
+  const int ticks = std::clamp(width() / 110, 3, 10);
+  ax->setTickInterval(NiceStep(static_cast<double>(last - first + 1) / ticks));
   auto* ay = new QValueAxis;
   ay->setRange(0, y_max);
   ay->applyNiceNumbers();
@@ -262,6 +292,21 @@ void TimelineChart::rebuild() {
     }
   }
 
+  // Predicted for a GPU: the caching allocator model's reserved bytes over the same steps,
+  // a kind of memory of its own beside the allocated stack.
+  if (primary_ && static_cast<int64_t>(primary_->reserved.size()) == n) {
+    std::vector<int64_t> slice(primary_->reserved.begin() + first, primary_->reserved.begin() + last + 1);
+    std::vector<size_t> idx = DownsampleIndices(slice, max_points_);
+    auto* line = new QLineSeries;
+    QList<QPointF> pts;
+    for (size_t k : idx) pts.append(QPointF(static_cast<double>(k + first), static_cast<double>(slice[k]) / unit.divisor));
+    line->replace(pts);
+    plotted_points_ += pts.size();
+    line->setName(QStringLiteral("reserved, predicted · peak %1").arg(BytesQ(primary_->reserved_peak_bytes)));
+    line->setPen(QPen(ReservedColor(), 2, Qt::DashDotLine));
+    attach(line);
+  }
+
   for (const Overlay& o : overlays_) {
     if (!o.data || o.data->size() == 0) continue;
     const size_t m = o.data->size();
@@ -284,6 +329,16 @@ void TimelineChart::rebuild() {
     if (static_cast<int64_t>(m) != n) label += QStringLiteral(" (stretched)");
     line->setName(QStringLiteral("%1 · peak %2").arg(label, BytesQ(o.data->peak_bytes)));
     line->setPen(QPen(o.color, 2));
+    attach(line);
+  }
+
+  for (const Mark& m : marks_) {
+    if (m.bytes < 0) continue;
+    auto* line = new QLineSeries;
+    line->append(first - 0.5, static_cast<double>(m.bytes) / unit.divisor);
+    line->append(last + 0.5, static_cast<double>(m.bytes) / unit.divisor);
+    line->setName(QStringLiteral("%1 %2").arg(m.label, BytesQ(m.bytes)));
+    line->setPen(QPen(m.color, 1.5, Qt::DotLine));
     attach(line);
   }
 
@@ -330,6 +385,8 @@ QString TimelineChart::describeStep(int64_t step) const {
                      .arg(CategoryColor(c).name(), CategoryLabel(c), BytesQ(b));
       }
     }
+    if (t.reserved.size() == t.size())
+      lines << QStringLiteral("reserved, predicted: <b>%1</b>").arg(BytesQ(t.reserved[step]));
   }
   for (const Overlay& o : overlays_) {
     if (!o.data || o.data->size() == 0) continue;
@@ -342,6 +399,8 @@ QString TimelineChart::describeStep(int64_t step) const {
     lines << QStringLiteral("<span style='color:%1'>%2</span>: <b>%3</b>%4")
                  .arg(o.color.name(), o.label.toHtmlEscaped(), BytesQ(o.data->bytes[i]), what);
   }
+  for (const Mark& m : marks_)
+    if (m.bytes >= 0) lines << QStringLiteral("%1: %2").arg(m.label, BytesQ(m.bytes));
   if (budget_ >= 0) lines << QStringLiteral("budget: %1").arg(BytesQ(budget_));
   return lines.join(QStringLiteral("<br>"));
 }

@@ -6,6 +6,7 @@
 
 #include <QChartView>
 #include <QPoint>
+#include <QStringList>
 #include <memory>
 #include <vector>
 
@@ -21,6 +22,14 @@ struct Overlay {
   QColor color;
 };
 
+// A horizontal line at a figure the files give without a per-step series (a measured
+// reserved peak, a run's allocated peak), named for the kind of memory it is.
+struct Mark {
+  int64_t bytes = -1;
+  QString label;
+  QColor color;
+};
+
 class TimelineChart : public QChartView {
   Q_OBJECT
  public:
@@ -32,6 +41,9 @@ class TimelineChart : public QChartView {
   // primary's step axis.
   void setOverlays(std::vector<Overlay> overlays);
   void setBudget(int64_t budget_bytes);  // < 0: no budget line
+  void setMarks(std::vector<Mark> marks);
+  // The series drawn, by name ("reserved, predicted · peak 2.06 GiB", ...), for tests.
+  QStringList seriesNames() const;
   void setTitle(const QString& title);
   void setMaxPoints(size_t max_points);
 
@@ -59,12 +71,15 @@ class TimelineChart : public QChartView {
   void mouseMoveEvent(QMouseEvent* e) override;
   void mouseReleaseEvent(QMouseEvent* e) override;
   void mouseDoubleClickEvent(QMouseEvent* e) override;
+  void resizeEvent(QResizeEvent* e) override;
 
  private:
   void rebuild();
 
   std::shared_ptr<const TimelineData> primary_;
   std::vector<Overlay> overlays_;
+  std::vector<Mark> marks_;
+  int tick_width_ = 0;  // the plot width the step axis' ticks were chosen for
   QString title_;
   int64_t budget_ = -1;
   size_t max_points_ = 3000;

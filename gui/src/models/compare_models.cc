@@ -23,15 +23,19 @@ int64_t BytesOf(CompareQuantity q, const ItemPtr& p) {
     case CompareQuantity::kMeasuredPeak: return p->measured_peak_bytes;
     case CompareQuantity::kBudget: return p->budget_bytes;
     case CompareQuantity::kBaselinePeak: return p->baseline_peak_bytes;
-    case CompareQuantity::kCudaReservedPeak:  // 0 off CUDA: not measured
-      return p->profile && p->profile->cuda_reserved_peak_bytes > 0 ? p->profile->cuda_reserved_peak_bytes : -1;
+    case CompareQuantity::kCudaReservedPeak: return p->measured_reserved_peak_bytes;  // -1 off CUDA
+    case CompareQuantity::kPredictedReservedPeak:
+      return p->timeline && p->timeline->reserved_peak_bytes >= 0 ? p->timeline->reserved_peak_bytes
+                                                                  : p->predicted_reserved_peak_bytes;
+    case CompareQuantity::kDeviceMemoryPeak: return p->device_memory_peak_bytes;
     default: return -1;
   }
 }
 
 bool IsBytes(CompareQuantity q) {
   return q == CompareQuantity::kPredictedPeak || q == CompareQuantity::kMeasuredPeak || q == CompareQuantity::kBudget ||
-         q == CompareQuantity::kBaselinePeak || q == CompareQuantity::kCudaReservedPeak;
+         q == CompareQuantity::kBaselinePeak || q == CompareQuantity::kCudaReservedPeak ||
+         q == CompareQuantity::kPredictedReservedPeak || q == CompareQuantity::kDeviceMemoryPeak;
 }
 
 bool HasPredictedTimes(const Profile& p) {
@@ -78,6 +82,8 @@ QString QuantityName(CompareQuantity q) {
     case CompareQuantity::kOptimizerTime: return QStringLiteral("Optimizer time");
     case CompareQuantity::kPredictedRecomputeTime: return QStringLiteral("Predicted recompute time");
     case CompareQuantity::kCudaReservedPeak: return QStringLiteral("CUDA reserved peak");
+    case CompareQuantity::kPredictedReservedPeak: return QStringLiteral("Predicted reserved peak");
+    case CompareQuantity::kDeviceMemoryPeak: return QStringLiteral("Device memory peak (CUPTI)");
   }
   return {};
 }
@@ -121,7 +127,9 @@ void CompareModel::setItems(ItemPtr a, ItemPtr b) {
   };
   auto timed = [](const ItemPtr& p) { return p && p->step_seconds >= 0; };
   auto profiled = [](const ItemPtr& p) { return p && p->profile; };
-  auto on_cuda = [](const ItemPtr& p) { return p && p->profile && p->profile->cuda_reserved_peak_bytes > 0; };
+  auto on_cuda = [](const ItemPtr& p) { return p && p->measured_reserved_peak_bytes >= 0; };
+  auto reserved_predicted = [](const ItemPtr& p) { return p && BytesOf(CompareQuantity::kPredictedReservedPeak, p) >= 0; };
+  auto cupti = [](const ItemPtr& p) { return p && p->device_memory_peak_bytes >= 0; };
   auto planned = [](const ItemPtr& p) { return p && !p->profile; };
   if (planned(a_) || planned(b_)) {
     add(CompareQuantity::kPredictedPeak, CompareQuantity::kScheduleSteps);
@@ -131,6 +139,8 @@ void CompareModel::setItems(ItemPtr a, ItemPtr b) {
   if (timed(a_) || timed(b_)) add(CompareQuantity::kStepTime, CompareQuantity::kRecomputeTime);
   if (profiled(a_) || profiled(b_)) add(CompareQuantity::kForwardTime, CompareQuantity::kPredictedRecomputeTime);
   if (on_cuda(a_) || on_cuda(b_)) rows.push_back(CompareQuantity::kCudaReservedPeak);
+  if (reserved_predicted(a_) || reserved_predicted(b_)) rows.push_back(CompareQuantity::kPredictedReservedPeak);
+  if (cupti(a_) || cupti(b_)) rows.push_back(CompareQuantity::kDeviceMemoryPeak);
   setRows(std::move(rows));
 }
 

@@ -28,6 +28,10 @@ enum class CompareQuantity {
   kOptimizerTime,
   kPredictedRecomputeTime,
   kCudaReservedPeak,
+  // GPUs: the reserved peak a prediction gives (the caching allocator model), and the device
+  // memory a CUPTI profile saw. Each kind of memory is a row of its own.
+  kPredictedReservedPeak,
+  kDeviceMemoryPeak,
 };
 
 class CompareModel : public RowTableModel<CompareQuantity> {

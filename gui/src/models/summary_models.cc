@@ -47,6 +47,12 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
   ItemPtr baseline_src = BaselineSource(base, plan);
   row(QStringLiteral("Baseline peak"),
       BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1), baseline_src);
+  if (base && !base->predicted_for.empty()) {
+    // Predicted for a GPU: the caching allocator model's segments beside the allocated peak.
+    row(QStringLiteral("Baseline reserved peak"), BytesQ(base->predicted_reserved_peak_bytes), base,
+        QStringLiteral("predicted for %1 (%2 segments), with %3 of cuBLAS workspaces")
+            .arg(Q(base->predicted_for), Q(base->allocator_mode), BytesQ(base->workspace_bytes)));
+  }
   if (base && !base->peak_event.empty()) row(QStringLiteral("Peak at"), Q(base->peak_event), base);
   if (plan) {
     row(QStringLiteral("Plan strategy"), Q(plan->strategy), plan);
@@ -63,7 +69,10 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
       }
     }
     row(QStringLiteral("Plan peak"), BytesQ(plan->plan_peak_bytes), plan);
+    if (plan->predicted_reserved_peak_bytes >= 0)
+      row(QStringLiteral("Plan reserved peak"), BytesQ(plan->predicted_reserved_peak_bytes), plan);
     row(QStringLiteral("Budget"), BytesQ(plan->budget_bytes), plan);
+    if (!plan->budget_of.empty()) row(QStringLiteral("Budget bounds"), Q(plan->budget_of) + QStringLiteral(" memory"), plan);
     row(QStringLiteral("Fits the budget"),
         plan->feasible < 0 ? dash
         : plan->feasible   ? QStringLiteral("yes")
@@ -122,11 +131,26 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
     row(QStringLiteral("Plan peak"), QStringLiteral("\u2014 (no plan open)"), nullptr);
   }
   if (run) {
-    row(QStringLiteral("Measured peak"), BytesQ(run->measured_peak_bytes), run);
+    row(QStringLiteral("Measured peak"), BytesQ(run->measured_peak_bytes), run,
+        run->measured_reserved_peak_bytes >= 0
+            ? QStringLiteral("allocated: the caching allocator's blocks (the quantity the plan's peak predicts)")
+            : QString());
     if (run->run_predicted_peak_bytes > 0 && run->measured_peak_bytes >= 0) {
       row(QStringLiteral("Measured vs predicted"),
           QStringLiteral("%1 vs %2")
               .arg(BytesQ(run->measured_peak_bytes), BytesQ(run->run_predicted_peak_bytes)),
+          run);
+    }
+    if (run->measured_reserved_peak_bytes >= 0) {
+      row(QStringLiteral("Measured reserved peak"), BytesQ(run->measured_reserved_peak_bytes), run,
+          QStringLiteral("the caching allocator's segments (cudaMalloc), last step"));
+      // Reserved is compared only with a reserved prediction.
+      row(QStringLiteral("Reserved: measured vs predicted"),
+          run->predicted_reserved_peak_bytes >= 0
+              ? QStringLiteral("%1 vs %2").arg(BytesQ(run->measured_reserved_peak_bytes),
+                                               BytesQ(run->predicted_reserved_peak_bytes))
+              : QStringLiteral("%1 vs — (the run's plan predicts no reserved peak)")
+                    .arg(BytesQ(run->measured_reserved_peak_bytes)),
           run);
     }
     row(QStringLiteral("Device"), Q(run->device), run);
@@ -150,7 +174,15 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
     row(QStringLiteral("Profile"),
         QStringLiteral("step %1 on %2 (%3 backend)").arg(p.step + 1).arg(Q(p.device), Q(p.backend)),
         profile);
-    row(QStringLiteral("Profiled peak"), BytesQ(p.peak_bytes), profile);
+    if (profile->device_memory_peak_bytes >= 0) {
+      // CUPTI: three kinds of memory, each under its own name.
+      row(QStringLiteral("Device memory peak (CUPTI)"), BytesQ(profile->device_memory_peak_bytes), profile,
+          QStringLiteral("what cudaMalloc held, as CUPTI's memory records saw it"));
+      row(QStringLiteral("Profiled allocated peak"), BytesQ(profile->measured_peak_bytes), profile);
+      row(QStringLiteral("Profiled reserved peak"), BytesQ(profile->measured_reserved_peak_bytes), profile);
+    } else {
+      row(QStringLiteral("Profiled peak"), BytesQ(p.peak_bytes), profile);
+    }
     row(QStringLiteral("Profiled step time"), DurationText(p.step_seconds), profile);
     const double measured = p.RecomputeSeconds(), predicted = p.PredictedRecomputeSeconds();
     row(QStringLiteral("Recompute measured / predicted"),
@@ -244,6 +276,12 @@ Cell FilesModel::cell(const FileRow& row, int column) const {
     case kStatus: {
       switch (row.status) {
         case FileRow::Status::kLoaded: {
+          if (!row.mismatch.isEmpty()) {
+            Cell c = TextCell(QStringLiteral("⚠ ") + row.mismatch);
+            c.color = QColor(0xb0, 0x60, 0x00);
+            c.tooltip = row.mismatch;
+            return c;
+          }
           Cell c = TextCell(QStringLiteral("loaded"));
           c.color = QColor(0x2a, 0x7a, 0x2a);
           return c;

@@ -74,6 +74,8 @@ struct FileRow {
   Status status = Status::kLoading;
   SourceKind kind = SourceKind::kModel;  // when loaded
   QString error;                         // when failed
+  // Loaded, but left out of the pages: why (its settings or model differ from the window's).
+  QString mismatch;
 };
 
 class FilesModel : public RowTableModel<FileRow> {

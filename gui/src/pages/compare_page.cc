@@ -115,14 +115,24 @@ void ComparePage::showSelected() {
   chart_stack_->setCurrentWidget(compare_chart_);
   table_stack_->setCurrentIndex(0);
   std::vector<Overlay> overlays;
+  // Each series under the name of its kind of memory: predictions and run traces are
+  // allocated bytes, a reserved prediction is the caching allocator's segments, a CUPTI
+  // profile's is the device's memory.
+  const bool gpu = !docs_.settings().device.empty();
+  const QString allocated = gpu ? QStringLiteral("allocated, ") : QString();
   auto add = [&](const ItemPtr& p, const ItemPtr& other, const QString& tag, QColor color) {
     if (!p) return;
-    if (p->timeline) overlays.push_back({p->timeline, QStringLiteral("%1: %2").arg(tag, ItemLabel(*p)), color});
-    if (p->measured) overlays.push_back({p->measured, QStringLiteral("%1: measured").arg(tag), color.darker(150)});
+    if (p->timeline) {
+      overlays.push_back({p->timeline, QStringLiteral("%1: %2predicted, %3").arg(tag, allocated, ItemLabel(*p)), color});
+      if (!p->timeline->reserved.empty())
+        overlays.push_back({ReservedSeries(*p->timeline), QStringLiteral("%1: reserved, predicted").arg(tag), color.lighter(140)});
+    }
+    if (p->measured) overlays.push_back({p->measured, QStringLiteral("%1: %2measured").arg(tag, allocated), color.darker(150)});
     if (p->profile && other && other->timeline) {
       // A profile beside a prediction: its memory on the prediction's steps.
       MeasuredOverlay m = MeasuredOnSteps(*other->timeline, *p->profile, "");
-      if (m.timeline) overlays.push_back({m.timeline, QStringLiteral("%1: %2 on %3's steps").arg(tag, ItemLabel(*p), tag == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A")), color});
+      const QString kind = p->device_memory_peak_bytes >= 0 ? QStringLiteral("device memory (CUPTI), ") : QString();
+      if (m.timeline) overlays.push_back({m.timeline, QStringLiteral("%1: %2%3 on %4's steps").arg(tag, kind, ItemLabel(*p), tag == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A")), color});
     }
   };
   add(a, b, QStringLiteral("A"), color_a);
@@ -130,7 +140,13 @@ void ComparePage::showSelected() {
   compare_chart_->setPrimary(nullptr, QString());
   compare_chart_->setOverlays(std::move(overlays));
   compare_chart_->setBudget(-1);
-  compare_chart_->setTitle(a && b ? QStringLiteral("A vs B: bytes alive over the schedule") : QStringLiteral("Open two files to compare"));
+  QString title = a && b ? QStringLiteral("A vs B: bytes alive over the schedule") : QStringLiteral("Open two files to compare");
+  // Files made with other settings than the window's are compared, but never silently.
+  for (const auto& [tag, p] : {std::pair{QStringLiteral("A"), a}, std::pair{QStringLiteral("B"), b}}) {
+    if (const QStringList why = docs_.mismatchOf(p); !why.isEmpty())
+      title += QStringLiteral(" · ⚠ %1: %2").arg(tag, why.join(QStringLiteral("; ")));
+  }
+  compare_chart_->setTitle(title);
 }
 
 }  // namespace memplan::gui

@@ -3,6 +3,12 @@
 #include <QChart>
 #include <QChartView>
 #include <QComboBox>
+#include <QCoreApplication>
+#include <QDeadlineTimer>
+#include <QFutureWatcher>
+#include <QProgressBar>
+#include <QThread>
+#include <QtConcurrent/QtConcurrentRun>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -35,7 +41,13 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
     plan_status_->setText(
         QStringLiteral("Plan <b>%1</b>: peak %2 for a budget of %3 (%4), recompute overhead %5, "
                        "verified by replaying its schedule.")
-            .arg(Q(item->strategy), BytesQ(item->plan_peak_bytes), BytesQ(item->budget_bytes),
+            .arg(Q(item->strategy),
+                 item->predicted_reserved_peak_bytes >= 0
+                     ? QStringLiteral("%1 allocated, %2 reserved")
+                           .arg(BytesQ(item->plan_peak_bytes), BytesQ(item->predicted_reserved_peak_bytes))
+                     : BytesQ(item->plan_peak_bytes),
+                 item->budget_of.empty() ? BytesQ(item->budget_bytes)
+                                         : QStringLiteral("%1 of %2 memory").arg(BytesQ(item->budget_bytes), Q(item->budget_of)),
                  item->feasible == 1
                      ? QStringLiteral("fits")
                      : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
@@ -71,10 +83,13 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   plan_status_->setTextFormat(Qt::RichText);
   v->addWidget(plan_status_);
 
+  // The plan's timeline across the whole width; below it the Pareto curve beside the
+  // strategies, so that neither chart is squeezed into a column (1024x768 included).
   auto* vsplit = new QSplitter(Qt::Vertical);
   auto* hsplit = new QSplitter(Qt::Horizontal);
   plan_chart_ = new TimelineChart;
-  hsplit->addWidget(plan_chart_);
+  plan_chart_->setMinimumHeight(240);
+  vsplit->addWidget(plan_chart_);
   auto* pareto = new QWidget;
   auto* pv = new QVBoxLayout(pareto);
   pv->setContentsMargins(0, 0, 0, 0);
@@ -87,24 +102,34 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
       "The planner's numbers for each plan: recompute FLOPs over forward FLOPs, or the cost "
       "model's predicted recompute seconds (what `selective` minimises)"));
   py->addWidget(pareto_y_);
+  // The sweep runs in the background when the page opens: its progress, series by series.
+  sweep_label_ = new QLabel;
+  py->addWidget(sweep_label_);
+  sweep_progress_ = new QProgressBar;
+  sweep_progress_->setMaximumWidth(160);
+  sweep_progress_->setTextVisible(false);
+  sweep_progress_->hide();
+  py->addWidget(sweep_progress_);
   py->addStretch(1);
   pv->addLayout(py);
   pareto_chart_ = new QChartView(new QChart);
   pareto_chart_->setRenderHint(QPainter::Antialiasing);
-  pareto_chart_->setMinimumWidth(380);
+  pareto_chart_->setMinimumSize(360, 220);
+  pareto_chart_->chart()->setMargins(QMargins(4, 4, 4, 4));
+  pareto_chart_->chart()->legend()->setAlignment(Qt::AlignBottom);
   pv->addWidget(pareto_chart_, 1);
   hsplit->addWidget(pareto);
-  hsplit->setStretchFactor(0, 3);
-  hsplit->setStretchFactor(1, 2);
-  vsplit->addWidget(hsplit);
   strategies_model_ = new StrategyModel(this);
-  QTableView* strategies = MakeTable(strategies_model_, vsplit);
+  QTableView* strategies = MakeTable(strategies_model_, hsplit);
   strategies->setColumnWidth(StrategyModel::kRecomputeTime, 150);
   strategies->setColumnWidth(StrategyModel::kRecomputed, 150);
-  vsplit->addWidget(strategies);
-  vsplit->setStretchFactor(0, 3);
+  hsplit->addWidget(strategies);
+  hsplit->setStretchFactor(0, 1);
+  hsplit->setStretchFactor(1, 1);
+  vsplit->addWidget(hsplit);
+  vsplit->setStretchFactor(0, 1);
   vsplit->setStretchFactor(1, 1);
-  vsplit->setSizes({560, 200});
+  vsplit->setSizes({420, 360});
   v->addWidget(vsplit, 1);
 
   auto* debounce = new QTimer(this);
@@ -126,8 +151,111 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
 
 void PlanPage::setParetoSeconds(bool seconds) { pareto_y_->setCurrentIndex(seconds ? 1 : 0); }
 
-bool PlanPage::busy() const { return plan_worker_->busy(); }
-bool PlanPage::waitForIdle(int timeout_ms) { return plan_worker_->waitForIdle(timeout_ms); }
+bool PlanPage::busy() const { return plan_worker_->busy() || sweeping_; }
+bool PlanPage::waitForIdle(int timeout_ms) {
+  QDeadlineTimer deadline(timeout_ms);
+  while (busy() && !deadline.hasExpired()) {
+    if (plan_worker_->busy()) plan_worker_->waitForIdle(50);
+    QCoreApplication::processEvents(QEventLoop::AllEvents, 50);
+    if (busy()) QThread::msleep(5);
+  }
+  return !busy();
+}
+
+int PlanPage::sliderPercent() const { return budget_slider_->value(); }
+QString PlanPage::budgetText() const { return budget_label_->text(); }
+QString PlanPage::statusText() const { return plan_status_->text(); }
+
+// The latest plan file shown (not the explorer's own plan).
+ItemPtr PlanPage::planFile() const {
+  ItemPtr last;
+  for (const ItemPtr& p : docs_.items())
+    if (p->kind == SourceKind::kPlan && p != docs_.explorerPlan() && docs_.matches(p)) last = p;
+  return last;
+}
+
+int64_t PlanPage::sliderBaselineBytes() const {
+  ItemPtr file = planFile(), base = docs_.baseItem();
+  if (file && file->baseline_peak_bytes > 0) return file->baseline_peak_bytes;
+  return base ? base->baseline_peak_bytes : -1;
+}
+
+PlanRequest PlanPage::baseRequest() const {
+  ItemPtr base = docs_.baseItem();
+  PlanRequest r;
+  if (!base) return r;
+  r.analysis = base->analysis;
+  r.model_path = base->path;
+  r.machine_rates = machine_rates_;
+  r.device = docs_.settings().device;
+  return r;
+}
+
+void PlanPage::showEvent(QShowEvent* e) {
+  QWidget::showEvent(e);
+  ItemPtr base = docs_.baseItem();
+  if (!PlannerAvailable() || !base || !base->analysis) return;
+  startSweep();
+  // Whenever a model is open the explorer plans it: at the slider's budget, once per model,
+  // unless a plan file is open (then it is shown until the slider moves).
+  if (!docs_.explorerPlan() && !planFile() && auto_planned_for_ != base->analysis.get()) {
+    auto_planned_for_ = base->analysis.get();
+    scheduleReplan();
+  }
+}
+
+void PlanPage::startSweep() {
+  ItemPtr base = docs_.baseItem();
+  if (!PlannerAvailable() || !base || !base->analysis || sweeping_) return;
+  if (sweep_for_ == base->analysis.get()) return;
+  sweep_for_ = base->analysis.get();
+  sweep_points_.clear();
+  sweep_todo_.clear();
+  const std::string chosen = strategy_combo_->currentText().toStdString();
+  sweep_todo_.push_back(chosen);
+  if (chosen != "selective" && PlannerStrategies().contains(QStringLiteral("selective")))
+    sweep_todo_.push_back("selective");
+  sweep_total_ = static_cast<int>(sweep_todo_.size());
+  sweeping_ = true;
+  sweep_progress_->setRange(0, sweep_total_);
+  sweep_progress_->setValue(0);
+  sweep_progress_->show();
+  sweepNext();
+}
+
+// One strategy's sweep at a time in a worker thread; the chart grows as each one lands.
+void PlanPage::sweepNext() {
+  if (sweep_todo_.empty() || sweep_for_ != (docs_.baseItem() ? docs_.baseItem()->analysis.get() : nullptr)) {
+    sweeping_ = false;
+    sweep_progress_->hide();
+    sweep_label_->setText(sweep_points_.empty() ? QString() : QStringLiteral("sweep: %1 plans").arg(sweep_points_.size()));
+    refreshPareto(docs_.planItem());
+    return;
+  }
+  const std::string strategy = sweep_todo_.front();
+  sweep_todo_.erase(sweep_todo_.begin());
+  sweep_label_->setText(QStringLiteral("sweeping %1 (%2 of %3)…")
+                            .arg(Q(strategy))
+                            .arg(sweep_total_ - static_cast<int>(sweep_todo_.size()))
+                            .arg(sweep_total_));
+  using Points = std::vector<ParetoPoint>;
+  auto* watcher = new QFutureWatcher<Points>(this);
+  connect(watcher, &QFutureWatcher<Points>::finished, this, [this, watcher] {
+    Points points = watcher->result();
+    watcher->deleteLater();
+    sweep_points_.insert(sweep_points_.end(), points.begin(), points.end());
+    sweep_progress_->setValue(sweep_total_ - static_cast<int>(sweep_todo_.size()));
+    refreshPareto(docs_.planItem());
+    sweepNext();
+  });
+  watcher->setFuture(QtConcurrent::run([r = baseRequest(), strategy]() -> Points {
+    try {
+      return SweepSeries(r, strategy);
+    } catch (const std::exception&) {
+      return {};  // a strategy that cannot sweep this graph adds no series
+    }
+  }));
+}
 
 void PlanPage::refresh() {
   ItemPtr base = docs_.baseItem();
@@ -136,13 +264,29 @@ void PlanPage::refresh() {
   budget_slider_->setEnabled(can_plan);
   strategy_combo_->setEnabled(can_plan);
   save_plan_->setEnabled(PlannerAvailable() && docs_.explorerPlan() != nullptr);
-  int64_t baseline = base ? base->baseline_peak_bytes : plan ? plan->baseline_peak_bytes : -1;
+  const int64_t baseline = can_plan || !plan ? sliderBaselineBytes() : plan->baseline_peak_bytes;
+  ItemPtr file = planFile();
   if (can_plan) {
+    if (file && !docs_.explorerPlan() && requested_budget_ < 0 && baseline > 0) {
+      // The slider starts at the opened plan's budget, a share of that plan's own baseline.
+      QSignalBlocker block(budget_slider_), block_combo(strategy_combo_);
+      budget_slider_->setValue(static_cast<int>(std::llround(100.0 * file->budget_bytes / baseline)));
+      if (int i = strategy_combo_->findText(Q(file->strategy)); i >= 0) strategy_combo_->setCurrentIndex(i);
+    }
     int64_t budget = requested_budget_ > 0
                          ? requested_budget_
                          : Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(baseline);
-    budget_label_->setText(
-        QStringLiteral("%1 (%2% of baseline)").arg(BytesQ(budget)).arg(budget_slider_->value()));
+    budget_label_->setText(QStringLiteral("%1 (%2% of %3 %4)")
+                               .arg(BytesQ(budget))
+                               .arg(budget_slider_->value())
+                               .arg(file ? QStringLiteral("the plan's baseline") : QStringLiteral("the baseline"),
+                                    BytesQ(baseline)));
+    if (!plan_worker_->busy() && !docs_.explorerPlan()) {
+      plan_status_->setText(
+          QStringLiteral("<i>%1 Move the slider or pick a strategy to re-plan %2 (%3).</i>")
+              .arg(file ? QStringLiteral("Showing %1.").arg(Q(file->title).toHtmlEscaped()) : QString(),
+                   Q(base->title).toHtmlEscaped(), Q(SettingsText(docs_.settings()))));
+    }
   } else {
     budget_label_->setText(plan ? QStringLiteral("%1").arg(BytesQ(plan->budget_bytes)) : QString());
     if (!PlannerAvailable()) {
@@ -156,17 +300,26 @@ void PlanPage::refresh() {
   }
   if (plan) {
     std::shared_ptr<const TimelineData> t = plan->timeline;
-    plan_chart_->setPrimary(
-        t, QStringLiteral("Plan %1 — peak %2, budget %3")
-               .arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes)));
+    // On a GPU: allocated beside reserved, and what the budget bounds.
+    QString peaks = BytesQ(plan->plan_peak_bytes);
+    if (plan->predicted_reserved_peak_bytes >= 0)
+      peaks = QStringLiteral("%1 allocated, %2 reserved").arg(peaks, BytesQ(plan->predicted_reserved_peak_bytes));
+    QString budget = BytesQ(plan->budget_bytes);
+    if (!plan->budget_of.empty()) budget += QStringLiteral(" of %1 memory").arg(Q(plan->budget_of));
+    plan_chart_->setPrimary(t, QStringLiteral("Plan %1 — peak %2, budget %3").arg(Q(plan->strategy), peaks, budget));
     std::vector<Overlay> overlays;
     if (base && base->timeline)
       overlays.push_back({base->timeline, QStringLiteral("no plan"), QColor(0x55, 0x55, 0x55)});
+    std::vector<Mark> marks;
+    if (t && t->reserved.empty() && plan->predicted_reserved_peak_bytes >= 0)
+      marks.push_back({plan->predicted_reserved_peak_bytes, QStringLiteral("reserved peak, predicted"), ReservedColor()});
+    plan_chart_->setMarks(std::move(marks));
     plan_chart_->setOverlays(std::move(overlays));
     plan_chart_->setBudget(plan->budget_bytes);
   } else {
     plan_chart_->setPrimary(nullptr, QStringLiteral("No plan yet"));
     plan_chart_->setOverlays({});
+    plan_chart_->setMarks({});
     plan_chart_->setBudget(-1);
   }
   refreshPareto(plan);
@@ -181,8 +334,11 @@ void PlanPage::refreshPareto(const ItemPtr& plan) {
   ClearChart(chart);
   const bool seconds = pareto_y_->currentIndex() == 1;
   chart->setTitle(seconds ? QStringLiteral("Pareto curve: peak vs predicted recompute time")
-                          : QStringLiteral("Pareto curve: peak vs recompute overhead"));
+                          : QStringLiteral("Pareto curve: peak vs recompute (% of the forward FLOPs)"));
   std::vector<ParetoPoint> sweep = plan ? plan->sweep : std::vector<ParetoPoint>{};
+  // The background sweep of the open model, while no plan brings its own.
+  ItemPtr base = docs_.baseItem();
+  if (sweep.empty() && base && base->analysis.get() == sweep_for_) sweep = sweep_points_;
   if (sweep.empty() && !plan) {
     chart->setTitle(QStringLiteral("Pareto curve (open a plan made with --sweep)"));
     return;
@@ -216,11 +372,15 @@ void PlanPage::refreshPareto(const ItemPtr& plan) {
     return a.peak_bytes < b.peak_bytes;
   });
   auto* ax = new QValueAxis;
-  ax->setTitleText(QStringLiteral("peak (%1)").arg(unit.name));
+  ax->setTitleText(!docs_.settings().device.empty() ? QStringLiteral("peak, allocated (%1)").arg(unit.name)
+                                                    : QStringLiteral("peak (%1)").arg(unit.name));
   auto* ay = new QValueAxis;
-  ay->setTitleText(!seconds      ? QStringLiteral("recompute overhead (% of forward FLOPs)")
+  // Short titles and few ticks: readable where the chart is small (1024x768).
+  ay->setTitleText(!seconds      ? QStringLiteral("recompute (%)")
                    : y_scale > 1 ? QStringLiteral("predicted recompute (ms)")
                                  : QStringLiteral("predicted recompute (s)"));
+  ax->setTickCount(5);
+  ay->setTickCount(5);
   chart->addAxis(ax, Qt::AlignBottom);
   chart->addAxis(ay, Qt::AlignLeft);
   double ymax = seconds ? 0 : 1, xmax = static_cast<double>(max_b) / unit.divisor;
@@ -279,9 +439,9 @@ void PlanPage::refreshPareto(const ItemPtr& plan) {
 void PlanPage::scheduleReplan() {
   ItemPtr base = docs_.baseItem();
   if (!PlannerAvailable() || !base || !base->analysis) return;
-  // The slider's percentage resolves as `memplan plan --budget N%` does.
-  int64_t budget =
-      Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(base->baseline_peak_bytes);
+  // The slider's percentage resolves as `memplan plan --budget N%` does, of the baseline it
+  // spans (the opened plan's own, when one is open).
+  int64_t budget = Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(sliderBaselineBytes());
   requestPlan(budget, strategy_combo_->currentText());
 }
 
@@ -296,19 +456,15 @@ void PlanPage::requestPlan(int64_t budget_bytes, const QString& strategy) {
     QSignalBlocker b1(budget_slider_), b2(strategy_combo_);
     int i = strategy_combo_->findText(strategy);
     if (i >= 0) strategy_combo_->setCurrentIndex(i);
-    if (base->baseline_peak_bytes > 0) {
-      budget_slider_->setValue(
-          static_cast<int>(std::llround(100.0 * budget_bytes / base->baseline_peak_bytes)));
+    if (const int64_t baseline = sliderBaselineBytes(); baseline > 0) {
+      budget_slider_->setValue(static_cast<int>(std::llround(100.0 * budget_bytes / baseline)));
     }
   }
   requested_budget_ = budget_bytes;
-  PlanRequest r;
-  r.analysis = base->analysis;
-  r.model_path = base->path;
+  PlanRequest r = baseRequest();
   r.budget_bytes = budget_bytes;
   r.strategy = strategy.toStdString();
   r.sweep = true;
-  r.machine_rates = machine_rates_;
   plan_status_->setText(QStringLiteral("Planning %1 for %2…").arg(strategy, BytesQ(budget_bytes)));
   plan_worker_->request(std::move(r));
 }

@@ -7,10 +7,12 @@
 #include <cstdint>
 
 #include "loader.h"
+#include "plan_worker.h"
 
 class QChartView;
 class QComboBox;
 class QLabel;
+class QProgressBar;
 class QPushButton;
 class QSlider;
 
@@ -39,6 +41,20 @@ class PlanPage : public QWidget {
   // planner offers it), recompute as FLOPs overhead or, with `seconds`, predicted seconds.
   QChartView* paretoChart() const { return pareto_chart_; }
   void setParetoSeconds(bool seconds);
+  // The baseline the budget slider's percentages are of: the opened plan's own baseline when a
+  // plan file is open, else the model's.
+  int64_t sliderBaselineBytes() const;
+  int sliderPercent() const;
+  QString budgetText() const;
+  QString statusText() const;
+  // The background sweep (started when the page is shown with a model open): its points and
+  // whether it runs.
+  const std::vector<ParetoPoint>& sweepPoints() const { return sweep_points_; }
+  bool sweeping() const { return sweeping_; }
+  void startSweep();
+
+ protected:
+  void showEvent(QShowEvent* e) override;
 
  signals:
   void planned(memplan::gui::ItemPtr plan);
@@ -49,6 +65,9 @@ class PlanPage : public QWidget {
   void scheduleReplan();
   void savePlan();
   void refreshPareto(const ItemPtr& plan);
+  void sweepNext();
+  ItemPtr planFile() const;
+  PlanRequest baseRequest() const;
 
   const DocumentSet& docs_;
   PlanWorker* plan_worker_ = nullptr;
@@ -61,9 +80,18 @@ class PlanPage : public QWidget {
   QChartView* pareto_chart_ = nullptr;
   QComboBox* pareto_y_ = nullptr;
   StrategyModel* strategies_model_ = nullptr;
-  int64_t requested_budget_ = -1;
-  std::string machine_rates_;  // the time model's rates (PlanRequest::machine_rates)  // the budget
-                               // asked for, until the slider moves
+  QProgressBar* sweep_progress_ = nullptr;
+  QLabel* sweep_label_ = nullptr;
+  int64_t requested_budget_ = -1;  // the budget asked for, until the slider moves
+  std::string machine_rates_;      // the time model's rates (PlanRequest::machine_rates)
+  // The background sweep: the analysis it is of, the series still to sweep, the points so far.
+  const Analysis* sweep_for_ = nullptr;
+  std::vector<std::string> sweep_todo_;
+  std::vector<ParetoPoint> sweep_points_;
+  bool sweeping_ = false;
+  int sweep_total_ = 0;
+  bool auto_planned_ = false;  // the explorer planned once by itself for the open model
+  const Analysis* auto_planned_for_ = nullptr;
 };
 
 }  // namespace memplan::gui

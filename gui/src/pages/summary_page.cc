@@ -67,6 +67,8 @@ SummaryPage::SummaryPage(QWidget* parent) : QWidget(parent) {
 
 void SummaryPage::refreshFiles(const DocumentSet& docs) { files_model_->setRows(docs.fileRows()); }
 
+QString SummaryPage::headline() const { return headline_->text(); }
+
 void SummaryPage::refresh(const DocumentSet& docs) {
   ItemPtr base = docs.baseItem(), plan = docs.planItem(), run = docs.runItem();
   std::vector<ItemPtr> profiles = docs.profileItems();
@@ -85,23 +87,43 @@ void SummaryPage::refresh(const DocumentSet& docs) {
 
   QString model = Q(any->model);
   ItemPtr baseline_src = BaselineSource(base, plan);
+  // Every file shown was made with the window's settings (the others are marked below).
+  const ModelOptions& settings = docs.settings();
   QString head = QStringLiteral("<b>%1</b>").arg(QFileInfo(model).fileName().toHtmlEscaped());
-  if (any->batch >= 0) head += QStringLiteral(" · batch %1").arg(any->batch);
-  head += QStringLiteral(" · baseline peak <b>%1</b>")
-              .arg(BytesQ(baseline_src ? baseline_src->baseline_peak_bytes : -1));
-  if (plan)
-    head += QStringLiteral(" · plan (%1) <b>%2</b> for a budget of %3")
-                .arg(Q(plan->strategy), BytesQ(plan->plan_peak_bytes), BytesQ(plan->budget_bytes));
+  head += QStringLiteral(" · batch %1 · %2").arg(settings.batch).arg(QString::fromLatin1(OptimizerName(settings.optimizer)));
+  if (!settings.device.empty()) head += QStringLiteral(" · %1").arg(Q(settings.device));
+  // On a GPU each figure names its kind: allocated (the caching allocator's blocks) or reserved
+  // (its segments); the device memory CUPTI saw is a third.
+  const bool gpu = !settings.device.empty();
+  auto kinds = [gpu](int64_t allocated, int64_t reserved) {
+    QString t = QStringLiteral("<b>%1</b>").arg(BytesQ(allocated));
+    if (gpu) t += QStringLiteral(" allocated");
+    if (reserved >= 0) t += QStringLiteral(", <b>%1</b> reserved").arg(BytesQ(reserved));
+    return t;
+  };
+  head += QStringLiteral(" · baseline peak %1")
+              .arg(kinds(baseline_src ? baseline_src->baseline_peak_bytes : -1,
+                         base ? base->predicted_reserved_peak_bytes : -1));
+  if (plan) {
+    head += QStringLiteral(" · plan (%1) %2 for a budget of %3")
+                .arg(Q(plan->strategy), kinds(plan->plan_peak_bytes, plan->predicted_reserved_peak_bytes),
+                     BytesQ(plan->budget_bytes));
+    if (!plan->budget_of.empty()) head += QStringLiteral(" (of %1 memory)").arg(Q(plan->budget_of));
+  }
   if (plan && IsSelective(*plan)) {
     const int64_t recomputed = plan->storages.empty()
                                    ? static_cast<int64_t>(plan->recomputed.size())
                                    : CountSelective(plan->storages).recomputed();
     head += QStringLiteral(", %1 tensors recomputed").arg(recomputed);
   }
-  if (run)
-    head += QStringLiteral(" · measured <b>%1</b>").arg(BytesQ(run->measured_peak_bytes));
-  else if (profile)
-    head += QStringLiteral(" · profiled <b>%1</b>").arg(BytesQ(profile->measured_peak_bytes));
+  ItemPtr measured = run ? run : profile;
+  if (measured && measured->measured_peak_bytes >= 0) {
+    head += QStringLiteral(" · %1 %2")
+                .arg(run ? QStringLiteral("measured") : QStringLiteral("profiled"),
+                     kinds(measured->measured_peak_bytes, measured->measured_reserved_peak_bytes));
+  }
+  if (profile && profile->device_memory_peak_bytes >= 0)
+    head += QStringLiteral(" · device memory (CUPTI) <b>%1</b>").arg(BytesQ(profile->device_memory_peak_bytes));
   headline_->setText(head);
   refreshBreakdown(docs);
 }

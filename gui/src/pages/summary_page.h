@@ -20,6 +20,7 @@ class SummaryPage : public QWidget {
   explicit SummaryPage(QWidget* parent = nullptr);
   void refresh(const DocumentSet& docs);
   void refreshFiles(const DocumentSet& docs);
+  QString headline() const;
 
   SummaryModel* summaryModel() const { return summary_model_; }
   BreakdownModel* breakdownModel() const { return breakdown_model_; }

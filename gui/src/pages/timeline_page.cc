@@ -1,6 +1,7 @@
 #include "timeline_page.h"
 
 #include <QComboBox>
+#include <algorithm>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -78,6 +79,10 @@ void TimelinePage::refresh() {
   ItemPtr base = docs_.baseItem();
   for (size_t i = 0; i < list.size(); ++i) if (list[i] == base) base_index = static_cast<int>(i);
   FillItemCombo(combo_, list, base_index);
+  // A model that arrives (or is analysed again) is what the page shows: the files opened with
+  // it are read first, and would otherwise keep the choice.
+  if (base && base.get() != shown_base_) combo_->setCurrentIndex(base_index);
+  shown_base_ = base.get();
   refreshing_ = false;
   showSelected();
 }
@@ -101,30 +106,91 @@ void TimelinePage::showSelected() {
   if (!item) {
     chart_->setPrimary(nullptr, QStringLiteral("Memory timeline"));
     chart_->setOverlays({});
+    chart_->setMarks({});
     chart_->setBudget(-1);
     alive_label_->setText(QString());
     alive_model_->setRows({});
     return;
   }
   std::shared_ptr<const TimelineData> primary = item->timeline ? item->timeline : item->measured;
+  const QStringList mismatch = docs_.mismatchOf(item);
+  if (!mismatch.isEmpty()) {
+    run.reset();
+    plan.reset();
+  }
   std::vector<Overlay> overlays;
+  std::vector<Mark> marks;
   ItemPtr measured_src = item->measured ? item : run;
+  // Every series is named for its kind of memory: the prediction and a run's trace are
+  // allocated bytes; a CUPTI profile's are the device's; reserved is the caching allocator's
+  // segments.
+  const bool gpu = !docs_.settings().device.empty();
+  const QString allocated = gpu ? QStringLiteral("allocated, ") : QString();
   if (measured_src && measured_src->measured && measured_src->measured != primary) {
-    overlays.push_back({measured_src->measured, QStringLiteral("measured (%1)").arg(Q(measured_src->title)), QColor(0x11, 0x11, 0x11)});
+    overlays.push_back({measured_src->measured, QStringLiteral("%1measured (%2)").arg(allocated, Q(measured_src->title)),
+                        QColor(0x11, 0x11, 0x11)});
   }
   int64_t budget = item->budget_bytes >= 0 ? item->budget_bytes : plan ? plan->budget_bytes : -1;
-  QString title = QStringLiteral("%1 — peak %2").arg(ItemLabel(*item), BytesQ(primary->peak_bytes));
+  QString title = QStringLiteral("%1 — peak %2%3").arg(ItemLabel(*item), BytesQ(primary->peak_bytes), gpu ? QStringLiteral(" allocated") : QString());
+  // A file made with other settings, chosen on its own: drawn alone, and said so.
+  if (!mismatch.isEmpty())
+    title += QStringLiteral(" · ⚠ %1: not the window's settings, drawn alone").arg(mismatch.join(QStringLiteral("; ")));
+  if (primary->reserved.empty() && item->predicted_reserved_peak_bytes >= 0)
+    marks.push_back({item->predicted_reserved_peak_bytes, QStringLiteral("reserved peak, predicted"), ReservedColor()});
+  // The measured peaks a run or profile gives as figures: each beside the prediction of the
+  // same kind (allocated with the stack, reserved with the reserved line).
+  ItemPtr profile = docs_.matches(item) ? docs_.profileFor(item) : nullptr;
+  if (!profile && docs_.matches(item) && !docs_.profileItems().empty()) {
+    const ItemPtr other = docs_.profileItems().back();
+    title += QStringLiteral(" · %1 is not a profile of this schedule: %2")
+                 .arg(Q(other->title), docs_.mismatchOf(other).join(QStringLiteral("; ")));
+  }
+  // The measured figures belong to the schedule that ran: shown with the run itself, or with
+  // the plan it ran (same strategy and budget), never over another schedule's prediction.
+  const bool ran_this = run && (item == run || (item->kind == SourceKind::kPlan &&
+                                                item->strategy == run->strategy &&
+                                                item->budget_bytes == run->budget_bytes));
+  ItemPtr figures = ran_this ? run : nullptr;
+  if (figures && gpu) {
+    if (figures->measured_peak_bytes >= 0 && !figures->measured)
+      marks.push_back({figures->measured_peak_bytes, QStringLiteral("allocated peak, measured"), QColor(0x11, 0x11, 0x11)});
+    if (figures->measured_reserved_peak_bytes >= 0)
+      marks.push_back({figures->measured_reserved_peak_bytes, QStringLiteral("reserved peak, measured"), ReservedColor().darker(140)});
+  }
   if (item->kind == SourceKind::kRun && item->measured_peak_bytes >= 0)
     title += QStringLiteral(", measured %1").arg(BytesQ(item->measured_peak_bytes));
   // A profile's measured memory, placed on the predicted steps by scope (MeasuredOnSteps).
   profile_overlay_ = {};
-  if (ItemPtr profile = docs_.profileFor(item); profile && item->timeline && primary == item->timeline) {
-    const QString label = QStringLiteral("measured (%1)").arg(Q(profile->title));
+  // A profile of a step that recomputes (a plan's) does not measure a schedule without
+  // recompute steps (the plain step), nor the reverse, even where most nodes match.
+  auto recomputes = [](const TimelineData& t) {
+    return std::find(t.phases.begin(), t.phases.end(), Phase::kRecompute) != t.phases.end();
+  };
+  auto profile_recomputes = [](const Profile& p) {
+    return std::any_of(p.slices.begin(), p.slices.end(),
+                       [](const ProfileSlice& s) { return s.scope.phase == Phase::kRecompute; });
+  };
+  if (profile && item->timeline && primary == item->timeline &&
+      recomputes(*item->timeline) != profile_recomputes(*profile->profile)) {
+    title += QStringLiteral(" · %1 %2").arg(Q(profile->title), profile_recomputes(*profile->profile)
+                                                              ? QStringLiteral("measured a plan that recomputes (not drawn here)")
+                                                              : QStringLiteral("measured a step without recompute (not drawn here)"));
+    profile.reset();
+  }
+  if (profile && item->timeline && primary == item->timeline) {
+    // CUPTI records the device's memory (cudaMalloc), not the allocator's blocks: a series of
+    // its own name and colour, never "measured" beside an allocated prediction.
+    const bool cupti = profile->device_memory_peak_bytes >= 0;
+    const QString label = cupti ? QStringLiteral("device memory (CUPTI)")
+                                : QStringLiteral("measured (%1)").arg(Q(profile->title));
     profile_overlay_ = MeasuredOnSteps(*item->timeline, *profile->profile, label.toStdString());
     if (profile_overlay_.timeline && profile_overlay_.matched_steps * 2 >= profile_overlay_.steps) {
       // A colour of its own: where measured and predicted agree, it traces the prediction's edge.
-      overlays.push_back({profile_overlay_.timeline, label, ProfileOverlayColor()});
-      title += QStringLiteral(", measured %1 (%2").arg(BytesQ(profile->measured_peak_bytes), Q(profile->title));
+      overlays.push_back({profile_overlay_.timeline, label, cupti ? DeviceMemoryColor() : ProfileOverlayColor()});
+      if (cupti)
+        title += QStringLiteral(", device memory %1 (CUPTI, %2").arg(BytesQ(profile->device_memory_peak_bytes), Q(profile->title));
+      else
+        title += QStringLiteral(", measured %1 (%2").arg(BytesQ(profile->measured_peak_bytes), Q(profile->title));
       if (profile->profile->micro_batches > 1) {
         title += QStringLiteral(", its first of %1 micro-batches").arg(profile->profile->micro_batches);
       }
@@ -141,6 +207,7 @@ void TimelinePage::showSelected() {
     }
   }
   chart_->setPrimary(primary, title);
+  chart_->setMarks(std::move(marks));
   chart_->setOverlays(std::move(overlays));
   chart_->setBudget(budget);
   range_label_->setText(QStringLiteral("%1 steps").arg(primary->size()));

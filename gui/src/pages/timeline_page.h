@@ -55,6 +55,7 @@ class TimelinePage : public QWidget {
   bool refreshing_ = false;
   int64_t selected_step_ = -1;
   MeasuredOverlay profile_overlay_;
+  const Item* shown_base_ = nullptr;  // the model or analysis the combo last moved to
 };
 
 }  // namespace memplan::gui
