@@ -23,7 +23,7 @@ int RunAnalyze(const Args& a) {
   TrainingGraph loaded = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
   if (cuda) {
     PrepareGraphForCuda(loaded, *cuda);
-    cuda->workspace_margin_bytes = ConvWorkspaceMarginBytes(loaded, *cuda);
+    cuda->conv_margin_bytes = ConvWorkspaceMargins(loaded, *cuda);
   }
   Analysis an = Analyze(std::move(loaded));
   const TrainingGraph& g = an.graph;

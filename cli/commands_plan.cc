@@ -441,10 +441,8 @@ int RunPlan(const Args& a) {
     return graph;
   };
   TrainingGraph g = on_device(LoadTrainingGraph(a.positional[0], load_options));
-  // Micro-batches' convolutions are smaller: the whole batch's margin covers them.
-  if (request.cuda) {
-    request.cuda->workspace_margin_bytes = ConvWorkspaceMarginBytes(g, *request.cuda);
-  }
+  // Micro-batches' convolutions are smaller: the whole batch's margins cover them.
+  if (request.cuda) request.cuda->conv_margin_bytes = ConvWorkspaceMargins(g, *request.cuda);
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
     if (batch == g.batch) return g;
     return on_device(LoadTrainingGraph(a.positional[0], load_options.AtBatch(g, batch)));

@@ -255,6 +255,29 @@ TEST(CudaDevice, DeviceFileCarriesConvWorkspaces) {
   EXPECT_TRUE(CudaDeviceFromJson(j).conv_workspaces.empty());
 }
 
+// The margin a prediction keeps is what the estimated conv could add above the peak: its step's
+// bytes plus its margin (16 MiB: the input is 2 KiB), less the peak. The peak is the conv's
+// backward step (the gradients and workspace beside everything the forward kept), so the margin
+// is all 16 MiB; measured, there is none.
+TEST(CudaDevice, TheMarginIsWhatAnEstimatedConvCouldAddAboveThePeak) {
+  TrainingGraph g = ConvGraph();
+  CudaDevice d;
+  PrepareGraphForCuda(g, d);
+  d.conv_margin_bytes = ConvWorkspaceMargins(g, d);
+  for (const Node& n : g.nodes) {
+    EXPECT_EQ(d.conv_margin_bytes[n.id], n.op_type == "Conv" ? 16 * MiB : 0) << n.name;
+  }
+  const Schedule s = BuildTrainingSchedule(g);
+  const MemoryTimeline t = Simulate(s, {AllocatorPolicy::kCudaCaching});
+  EXPECT_EQ(s.steps[t.peak_step].node, ConvNode(g).id);
+  EXPECT_EQ(s.steps[t.peak_step].phase, Phase::kBackward);
+  EXPECT_EQ(PredictDeviceMemory(s, d).workspace_margin_bytes, 16 * MiB);
+  const std::string sig = CudnnConvGeometry(ConvNode(g), g.tensors)->signature();
+  d.conv_workspaces[sig] = {7296, 7296, 7296};
+  d.conv_margin_bytes = ConvWorkspaceMargins(g, d);
+  EXPECT_EQ(PredictDeviceMemory(s, d).workspace_margin_bytes, 0);
+}
+
 // resnet18 at batch 64 on the H200 (LibTorch 2.11.0+cu130). The device file holds the 11 conv
 // signatures' workspaces read off a recorded eager step (tests/data/cuda-devices/, from
 // shared/gpu/measured-2026-11-26/allocator-snapshots/resnet18-b64-default.json). Independently,

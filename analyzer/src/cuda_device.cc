@@ -147,14 +147,19 @@ void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d) {
   }
 }
 
-int64_t ConvWorkspaceMarginBytes(const TrainingGraph& g, const CudaDevice& d) {
-  int64_t margin = 0;
+std::vector<int64_t> ConvWorkspaceMargins(const TrainingGraph& g, const CudaDevice& d) {
+  std::vector<int64_t> margins(g.nodes.size(), 0);
   for (const Node& n : g.nodes) {
     const std::optional<ConvGeometry> geometry = CudnnConvGeometry(n, g.tensors);
     if (!geometry || d.conv_workspaces.count(geometry->signature())) continue;
-    margin = std::max(margin, std::max<int64_t>(16 << 20, g.tensors[n.inputs[0]].bytes / 2));
+    margins[n.id] = std::max<int64_t>(16 << 20, g.tensors[n.inputs[0]].bytes / 2);
   }
-  return margin;
+  return margins;
+}
+
+int64_t ConvWorkspaceMarginBytes(const TrainingGraph& g, const CudaDevice& d) {
+  const std::vector<int64_t> margins = ConvWorkspaceMargins(g, d);
+  return margins.empty() ? 0 : *std::max_element(margins.begin(), margins.end());
 }
 
 std::string CudaDevice::allocator_mode() const {
@@ -197,7 +202,17 @@ int64_t LibraryWorkspaceBytes(const TrainingGraph& g, const CudaDevice& d) {
 
 DeviceMemory PredictDeviceMemory(const Schedule& s, const CudaDevice& d) {
   DeviceMemory m;
-  m.allocated_peak_bytes = Simulate(s, {AllocatorPolicy::kCudaCaching}).peak_bytes;
+  const MemoryTimeline t = Simulate(s, {AllocatorPolicy::kCudaCaching});
+  m.allocated_peak_bytes = t.peak_bytes;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const NodeId n = s.steps[i].node;
+    if (n == kNone || n >= static_cast<NodeId>(d.conv_margin_bytes.size())) continue;
+    const int64_t margin = d.conv_margin_bytes[n];
+    if (margin > 0) {
+      m.workspace_margin_bytes =
+          std::max(m.workspace_margin_bytes, t.bytes_during[i] + margin - t.peak_bytes);
+    }
+  }
   // One step from a fresh allocator: replaying the step again from the cache it leaves was
   // tried and changed no reserved peak on resnet18, gpt or vit_b_16 (both modes).
   const ReservedTimeline r = SimulateReserved(s, d.allocator());
@@ -208,7 +223,6 @@ DeviceMemory PredictDeviceMemory(const Schedule& s, const CudaDevice& d) {
   }
   m.context_bytes = d.context_estimate_bytes();
   m.context_measured = d.context_bytes >= 0;
-  m.workspace_margin_bytes = d.workspace_margin_bytes;
   m.allocator_mode = d.allocator_mode();
   return m;
 }

@@ -28,9 +28,10 @@ double StepSeconds(const Plan& p) { return p.predicted_overhead_seconds(); }
 // A plan for a CUDA device: its reserved peak, and its fit in the quantity the budget bounds.
 void OnDevice(Plan& p, const BudgetPlanOptions& options) {
   if (!options.cuda || p.schedule.steps.empty()) return;
-  p.predicted_reserved_peak_bytes = PredictDeviceMemory(p.schedule, *options.cuda).reserved_peak_bytes;
+  const DeviceMemory m = PredictDeviceMemory(p.schedule, *options.cuda);
+  p.predicted_reserved_peak_bytes = m.reserved_peak_bytes;
   // cuDNN workspaces not measured: kept free as the segment borders' copies are (at other steps).
-  p.margin_bytes = std::max(p.margin_bytes, options.cuda->workspace_margin_bytes);
+  p.margin_bytes = std::max(p.margin_bytes, m.workspace_margin_bytes);
   p.budget_of = options.budget_reserved && options.layout.devices == 1 ? "reserved" : "allocated";
   p.feasible = p.budget_bytes <= 0 || p.budget_needed_bytes() <= p.budget_bytes;
 }

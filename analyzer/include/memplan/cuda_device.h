@@ -54,9 +54,9 @@ struct CudaDevice {
   // cuDNN convolution workspaces measured on this device (memplan calibrate MODEL.onnx), by
   // ConvGeometry::signature(); convolutions not in it get EstimateConvWorkspace.
   std::map<std::string, ConvWorkspace> conv_workspaces;
-  // What the estimated workspaces of the graph being planned may fall short by
-  // (ConvWorkspaceMarginBytes); plans keep it free under the budget. Not part of the device file.
-  int64_t workspace_margin_bytes = 0;
+  // Per NodeId of the graph being planned: what its estimated cuDNN workspaces may fall short by
+  // (ConvWorkspaceMargins; empty: nothing estimated). Not part of the device file.
+  std::vector<int64_t> conv_margin_bytes;
   bool measured = false;  // from a device file
   std::string source = "documented defaults (no --device-file)";
 
@@ -122,8 +122,9 @@ ConvWorkspace EstimateConvWorkspace(const Node& n, const std::vector<Tensor>& t)
 // the workspace together, so its workspace is max(data - weight gradient, filter) bytes (in
 // 512-byte blocks): the true peak of the two calls.
 void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d);
-// The largest max(16 MiB, x / 2) over g's cuDNN convolutions that d has not measured; 0 when all
-// are measured.
+// Per NodeId: max(16 MiB, x / 2) for g's cuDNN convolutions that d has not measured, else 0.
+std::vector<int64_t> ConvWorkspaceMargins(const TrainingGraph& g, const CudaDevice& d);
+// The largest of them.
 int64_t ConvWorkspaceMarginBytes(const TrainingGraph& g, const CudaDevice& d);
 
 // The step's memory on the device: the schedule (built with g.library_workspace_bytes set)
@@ -136,7 +137,10 @@ struct DeviceMemory {
   int64_t workspace_bytes = 0;
   int64_t context_bytes = 0;  // measured, or the estimate
   bool context_measured = false;
-  int64_t workspace_margin_bytes = 0;  // CudaDevice::workspace_margin_bytes
+  // How far the allocated peak could rise if every estimated conv workspace (d.conv_margin_bytes)
+  // took its margin: max(0, the largest bytes during a step of such a conv + its margin - the
+  // peak). The workspaces are transients of their own steps, so the worst case is one of them.
+  int64_t workspace_margin_bytes = 0;
   std::string allocator_mode;
   // What nvidia-smi would show for the process at the peak.
   int64_t card_peak_bytes() const { return reserved_peak_bytes + context_bytes; }
