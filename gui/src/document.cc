@@ -758,8 +758,9 @@ Item LoadItem(const std::string& path, const ModelOptions& options) {
   if (options.device.empty()) return ItemFromAnalysis(Analyze(std::move(g)), path);
   // As `memplan analyze --device cuda` predicts: the libraries' workspaces in the schedule,
   // and the caching allocator model replayed over it for the reserved bytes.
-  const CudaDevice cuda = CudaDeviceFromEnvironment(options.device);
-  g.library_workspace_bytes = LibraryWorkspaceBytes(g, cuda);
+  CudaDevice cuda = CudaDeviceFromEnvironment(options.device);
+  PrepareGraphForCuda(g, cuda);
+  cuda.conv_margin_bytes = ConvWorkspaceMargins(g, cuda);
   Item item = ItemFromAnalysis(Analyze(std::move(g)), path);
   const Analysis& a = *item.analysis;
   const DeviceMemory m = PredictDeviceMemory(a.schedule, cuda);

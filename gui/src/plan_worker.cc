@@ -167,6 +167,8 @@ Item MakePlanItem(const PlanRequest& r) {
   const CostModel cost = CostOf(r);
   std::optional<CudaDevice> cuda;
   if (!r.device.empty()) cuda = CudaDeviceFromEnvironment(r.device);
+  // The analysis graph carries the device's workspaces; estimated cuDNN ones keep a margin.
+  if (cuda) cuda->conv_margin_bytes = ConvWorkspaceMargins(g, *cuda);
   // The command line's entry point, so that a budget gets the same plan here as from
   // `memplan plan` (micro-batches included when checkpointing alone does not fit).
   BudgetPlanOptions request;
@@ -180,7 +182,7 @@ Item MakePlanItem(const PlanRequest& r) {
     o.optimizer = g.optimizer;
     o.loss = g.loss_kind;
     TrainingGraph at = LoadTrainingGraph(r.model_path, o);
-    if (cuda) at.library_workspace_bytes = LibraryWorkspaceBytes(at, *cuda);
+    if (cuda) PrepareGraphForCuda(at, *cuda);
     return at;
   };
   const Plan plan = PlanForBudget(g, graph_at_batch, cost, request).plan;
@@ -283,7 +285,8 @@ Item WithPlanSchedule(const std::string& path, Item file,
     std::optional<CudaDevice> cuda;
     if (!device.empty()) {
       cuda = CudaDeviceFromEnvironment(device);
-      g.library_workspace_bytes = LibraryWorkspaceBytes(g, *cuda);
+      PrepareGraphForCuda(g, *cuda);
+      cuda->conv_margin_bytes = ConvWorkspaceMargins(g, *cuda);
     }
     const Plan p = PlanFromJson(j, g);
     file.schedule = std::make_shared<Schedule>(p.schedule);
