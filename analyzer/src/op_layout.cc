@@ -38,6 +38,18 @@ bool IsContiguousLayout(const std::vector<int64_t>& shape, const std::vector<int
   return true;
 }
 
+bool IsChannelsLastLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides) {
+  if (shape.size() != 4 || strides.size() != 4 || strides[1] == 0) return false;
+  int64_t min = 0;
+  for (int d : {1, 3, 2, 0}) {
+    if (shape[d] == 0 || strides[d] < min) return false;
+    if (d == 0 && min == strides[1]) return false;  // ambiguous N111 / N11W: NCHW
+    min = strides[d];
+    if (shape[d] > 1) min *= shape[d];
+  }
+  return true;
+}
+
 // Mirrors at::detail::computeStride_impl (LibTorch TensorUtils.cpp): old dims are cut
 // into chunks that are contiguous among themselves; each chunk must be covered exactly by
 // a run of new dims, which then take strides inside the chunk.
@@ -75,6 +87,10 @@ bool FollowsInputLayout(const std::string& op_type) {
                                      "Abs", "Clip", "Sin", "Cos", "Elu", "Selu", "Celu", "HardSigmoid",
                                      "HardSwish", "Softplus", "Softsign", "Gelu", "Mish", "Swish",
                                      "RMSNormalization",
+                                     // oneDNN's convolution writes channels-last output for a
+                                     // channels-last input (mkldnn_conv_use_channels_last); the
+                                     // input's distinct strides decide, never the weight's.
+                                     "Conv",
                                      // Flash attention's output takes the query's layout (its
                                      // other inputs are not considered: training_graph.cc).
                                      "memplan.ScaledDotProductAttention"};

@@ -159,6 +159,8 @@ bool CheckedNumel(const std::vector<int64_t>& shape, int64_t* numel);
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape);
 std::vector<int64_t> StridesOf(const Tensor& t);
 bool IsContiguousLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
+// c10 is_channels_last_strides_2d (4-D): what suggest_memory_format() calls ChannelsLast.
+bool IsChannelsLastLayout(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides);
 // ATen's computeStride (TensorUtils.cpp): the strides of `new_shape` as a view of a tensor of
 // `shape` and `strides`, or false when no view can express it (reshape then copies).
 bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,

@@ -159,7 +159,7 @@ SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 
 // Each of these is a WorkspaceFn: bytes a node holds temporarily.
 using WorkspaceRule = std::remove_pointer_t<WorkspaceFn>;
-WorkspaceRule ConvWorkspace, ConvForwardWorkspace, ErfWorkspace, ClipWorkspace, RmsNormWorkspace, RmsNormForwardWorkspace,
+WorkspaceRule LayerNormWorkspace, ConvWorkspace, ConvForwardWorkspace, ErfWorkspace, ClipWorkspace, RmsNormWorkspace, RmsNormForwardWorkspace,
     GatherNDForwardWorkspace, AttentionWorkspace, AttentionForwardWorkspace;
 WorkspaceRule BatchNormWorkspace, BroadcastGradWorkspace, CrossEntropyWorkspace;
 

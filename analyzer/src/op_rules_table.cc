@@ -68,7 +68,8 @@ std::vector<OpRule> MakeRules() {
        .init_zero_inputs = Bits({2, 3}), .compute = ComputeClass::kNormalization},
       {.op_type = "LayerNormalization", .infer = InferLayerNorm, .flops = NormFlops,
        .backward_factor = 1.5, .saves = SavesLayerNorm, .copies_broadcast_grad = true,
-       .validate = ValidateLayerNorm,
+       .backward_workspace = LayerNormWorkspace, .validate = ValidateLayerNorm,
+       .forward_workspace = LayerNormWorkspace,
        .init_one_inputs = Bits({1}), .init_zero_inputs = Bits({2})},
       // Inputs: X, scale (opset 23). The executor runs at::rms_norm.
       {.op_type = "RMSNormalization", .infer = InferRmsNorm, .flops = NormFlops,

@@ -165,6 +165,46 @@ bool IsOneByOne(const std::vector<int64_t>& ws) {
   return true;
 }
 
+// A channels-last input (ConvNeXt's permute, layer norm, permute back) takes oneDNN's nhwc
+// kernels: input and output stay nhwc (no blocked copies of data), LibTorch first makes the weight
+// channels-last (a copy unless it already is: 1x1 kernels, depthwise). Measured on LibTorch 2.14.1
+// (1 and 2 threads, no bias): dense 1x1, 2x2 stride 2, 3x3 and depthwise 7x7 / 3x3-on-2x2 maps.
+// - forward: the weight copy, its blocked reorder, and (dense) a 4096 + 4120 B per thread
+//   scratchpad;
+// - dense backward: the weight copy and three weight-sized buffers of backward weights at once;
+// - depthwise backward weights where oneDNN's depthwise kernel declines (kernel wider than 3, or
+//   a map smaller than the kernel: jit_uni_dw_conv_bwd_weights_kernel_t::init_conf) runs the
+//   generic kernel, whose gOIhw16i16o gradient pads each group's 1x1 channels to 16x16 (256
+//   times the weight), beside the dense gradient and one more weight-sized buffer.
+// Returns false where not measured (depthwise kernels that oneDNN's depthwise kernel takes).
+bool ChannelsLastConv(const Node& n, const Tensor& x, const Tensor& w, int64_t Y, int64_t wB,
+                      int64_t threads, OneDnnConv* r) {
+  const std::vector<int64_t>& ws = w.shape;
+  const int64_t group = n.attr_int("group", 1), W = w.bytes, e = DTypeSize(w.dtype);
+  const bool depthwise = group > 1 && ws[1] == 1 && ws[0] == group;
+  const int64_t weight_copy = ws[1] > 1 && ws[2] * ws[3] > 1 ? W : 0;
+  const bool gin = x.has_gradient, gw = w.has_gradient;
+  if (depthwise) {
+    const std::vector<int64_t> st = n.attr_ints("strides"), pads = n.attr_ints("pads");
+    const int64_t kh = ws[2], kw = ws[3], sh = st.size() == 2 ? st[0] : 1, sw = st.size() == 2 ? st[1] : 1;
+    int64_t max_pad = 0;
+    for (int64_t p : pads) max_pad = std::max(max_pad, p);
+    const int64_t top = pads.empty() ? 0 : pads[0];
+    const bool dw_kernel = kw <= 3 && sw <= kw && max_pad <= std::min(kh, kw) / 2 &&
+                           x.shape[2] >= kh + ((-top % sh) + sh) % sh;
+    if (dw_kernel && gw) return false;
+    r->forward = weight_copy + wB;
+    const int64_t bwd_data = gin ? wB : 0;
+    const int64_t bwd_weights = gw ? group * 256 * ws[2] * ws[3] * e + W : 0;
+    r->backward = weight_copy + std::max(bwd_data, bwd_weights);
+    return true;
+  }
+  if (group != 1) return false;
+  r->forward = weight_copy + wB + 4096 + 4120 * threads;
+  r->backward = weight_copy + std::max(gin ? wB : 0, gw ? 2 * W : 0);
+  return true;
+}
+
 OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
   OneDnnConv r;
   const Tensor& x = t[n.inputs[0]];
@@ -213,6 +253,9 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
   const int64_t sw = st.size() == 2 ? std::max<int64_t>(st[1], 1) : 1;
   const bool rtus_used = one_by_one && strides > 1;
   const int64_t rtus = rtus_used ? std::min(threads, N) * (xB / N) / strides + 128 : 0;
+  if (IsChannelsLastLayout(xs, StridesOf(x))) {
+    if (ChannelsLastConv(n, x, w, Y, wB, threads, &r)) return r;
+  }
   r.forward = std::max(x_copy + wB + yB + rtus + padded_bias, yB + Y) - Y;
 
   const int64_t gin = x.has_gradient ? X : 0;
@@ -278,6 +321,12 @@ int64_t RmsNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
 }
 // Its forward: the normalised tensor is a temporary beside the output where the scale does not
 // train (else it is saved, an extra).
+// native_layer_norm (CPU) runs on input.expect_contiguous(), forward and backward: a
+// non-contiguous input (ConvNeXt's stem: a permuted convolution output) is copied each time.
+int64_t LayerNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  const Tensor& x = t[n.inputs[0]];
+  return IsContiguousLayout(x.shape, StridesOf(x)) ? 0 : x.bytes;
+}
 int64_t RmsNormForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const bool scale_trains = n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
   return scale_trains ? 0 : t[n.inputs[0]].bytes;
