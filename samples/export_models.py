@@ -426,7 +426,7 @@ EXTENDED = [
 # (issue 26): ConvNeXt and Swin at small inputs.  The last three are variants no test uses.
 STOCHASTIC_DEPTH = [
     _tv_sd("convnext_tiny_sd", "convnext_tiny", 64, stochastic_depth_prob=0.1),
-    _tv_sd("swin_t_sd", "swin_t", 112),  # stochastic depth 0.2 (fixed by torchvision)
+    _tv_sd("swin_t_sd", "swin_t", 224),  # stochastic depth 0.2 (fixed by torchvision)
     _tv_sd("convnext_small_sd", "convnext_small", 64, stochastic_depth_prob=0.4),
     _tv_sd("swin_s_sd", "swin_s", 112),  # 0.3
     _tv_sd("swin_v2_t_sd", "swin_v2_t", 128),  # 0.2

@@ -15,6 +15,14 @@ using testing::GraphBuilder;
 
 int64_t Category(const MemoryTimeline& t, MemoryCategory c) { return t.breakdown_at_peak[static_cast<int>(c)]; }
 
+// Most tests below specify the step with kept gradients (zero_grad(set_to_none=False)):
+// gradients are persistent and each contribution is a temporary added into them. The
+// GradientsSetToNone tests specify PyTorch's default, where the backward creates them.
+LoadOptions Kept(LoadOptions o = {}) {
+  o.grads = GradientLifetime::kKept;
+  return o;
+}
+
 // x[1,100] -> MatMul w1[100,100] -> y1 -> Relu -> y2 -> MatMul w2[100,10] -> logits -> CE
 GraphBuilder Chain() {
   GraphBuilder b;
@@ -24,7 +32,7 @@ GraphBuilder Chain() {
 }
 
 TEST(TrainingMemory, ChainPeakIsFirstWeightGradient) {
-  Analysis a = Analyze(Chain().Load());
+  Analysis a = Analyze(Chain().Load(Kept()));
   // Persistent: x 400 + w1 40000 + w2 4000 + target 8 + grads 44000 = 88408 B.
   // The peak is MatMul1's backward: y2 and grad y2 are gone; grad y1 (400 B) is read, and
   // the new gradient of w1 (40000 B) is alive before it is added into w1's gradient.
@@ -39,7 +47,7 @@ TEST(TrainingMemory, ChainPeakIsFirstWeightGradient) {
 }
 
 TEST(TrainingMemory, ChainForwardKeepsOnlySavedActivations) {
-  Analysis a = Analyze(Chain().Load());
+  Analysis a = Analyze(Chain().Load(Kept()));
   // Steps: setup, MatMul1, Relu, MatMul2, loss, ...
   // After Relu: y1 is dead (MatMul1 saves x, not its output; Relu saves its output y2).
   EXPECT_EQ(a.timeline.bytes_after[2], 88408 + 400);
@@ -50,7 +58,7 @@ TEST(TrainingMemory, ChainForwardKeepsOnlySavedActivations) {
 }
 
 TEST(TrainingMemory, ChainBackwardOfLossHoldsItsWorkspace) {
-  Analysis a = Analyze(Chain().Load());
+  Analysis a = Analyze(Chain().Load(Kept()));
   // Loss backward: + seed 4 + grad logits 40 + grad of log-probabilities 40 (workspace).
   EXPECT_EQ(a.timeline.bytes_during[5], 88408 + 400 + 40 + 4 + 40 + 40);
   // MatMul2 backward: grad y2 400 and the new grad of w2 4000 join y2 and grad logits.
@@ -58,10 +66,10 @@ TEST(TrainingMemory, ChainBackwardOfLossHoldsItsWorkspace) {
 }
 
 TEST(TrainingMemory, AdamAddsTwoStatesPerParameter) {
-  Analysis sgd = Analyze(Chain().Load());
+  Analysis sgd = Analyze(Chain().Load(Kept()));
   LoadOptions adam_opt;
   adam_opt.optimizer = Optimizer::kAdam;
-  Analysis adam = Analyze(Chain().Load(adam_opt));
+  Analysis adam = Analyze(Chain().Load(Kept(adam_opt)));
   // Adam: exp_avg and exp_avg_sq, 2 x 44000 B, alive the whole step.
   EXPECT_EQ(Category(adam.timeline, MemoryCategory::kOptimizerState), 2 * 44000);
   EXPECT_EQ(adam.timeline.peak_bytes, sgd.timeline.peak_bytes + 2 * 44000);
@@ -70,7 +78,7 @@ TEST(TrainingMemory, AdamAddsTwoStatesPerParameter) {
 TEST(TrainingMemory, BatchScalesActivationsNotParameters) {
   LoadOptions b4;
   b4.batch = 4;
-  Analysis a = Analyze(Chain().Load(b4));
+  Analysis a = Analyze(Chain().Load(Kept(b4)));
   // Batch 4: x 1600 + target 32; activations x4; params and grads unchanged.
   // Peak: persistent 1600 + 44000 + 32 + 44000 = 89632; + grad y1 1600 + new grad w1 40000.
   EXPECT_EQ(a.timeline.peak_bytes, 89632 + 1600 + 40000);
@@ -87,7 +95,7 @@ GraphBuilder Residual() {
 }
 
 TEST(TrainingMemory, SkipConnectionAccumulatesGradient) {
-  Analysis a = Analyze(Residual().Load());
+  Analysis a = Analyze(Residual().Load(Kept()));
   // Persistent: x 400 + params 84000 + target 8 + grads 84000 = 168408.
   // Backward order: loss, MatMul w3, Add, MatMul w2, Relu, MatMul w1.
   // Add's backward hands grad d itself to both c and b (no copy, as ATen's add does);
@@ -113,7 +121,7 @@ TEST(TrainingMemory, SharedWeightHasOneGradient) {
   b.Input("x", {-1, 100}).Param("w", {100, 100}).Param("head", {100, 10});
   b.Node("MatMul", {"x", "w"}, {"h1"}).Node("Relu", {"h1"}, {"r"}).Node("MatMul", {"r", "w"}, {"h2"});
   b.Node("MatMul", {"h2", "head"}, {"logits"}).Output("logits");
-  Analysis a = Analyze(b.Load());
+  Analysis a = Analyze(b.Load(Kept()));
   // w counts once: 40000 + head 4000.
   EXPECT_EQ(a.graph.param_bytes(), 44000);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
@@ -131,7 +139,7 @@ TEST(TrainingMemory, ViewsShareStorage) {
   b.Input("x", {-1, 4, 25}).Param("w", {100, 10}).Ints("shape", {-1, 100});
   b.Node("Relu", {"x"}, {"r"}).Node("Reshape", {"r", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"});
   b.Output("logits");
-  Analysis a = Analyze(b.Load());
+  Analysis a = Analyze(b.Load(Kept()));
   const TrainingGraph& g = a.graph;
   EXPECT_EQ(g.tensor(g.FindTensor("flat")).storage, g.FindTensor("r"));
   // Forward during MatMul: persistent (x 400 + w 4000 + shape 16 + target 8 + grad w 4000)
@@ -145,7 +153,7 @@ TEST(TrainingMemory, TransposeThenReshapeCopies) {
   b.Input("x", {-1, 4, 25}).Param("w", {100, 10}).Ints("shape", {-1, 100});
   b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 2, 1});
   b.Node("Reshape", {"t", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
-  TrainingGraph g = b.Load();
+  TrainingGraph g = b.Load(Kept());
   EXPECT_EQ(g.tensor(g.FindTensor("t")).storage, g.FindTensor("r"));
   EXPECT_FALSE(g.tensor(g.FindTensor("t")).contiguous);
   EXPECT_FALSE(g.tensor(g.FindTensor("flat")).is_view());
@@ -159,7 +167,7 @@ TEST(TrainingMemory, ReshapeOfTransposeIsAViewWhenStridesAllow) {
   b.Input("x", {-1, 6, 4}).Param("w", {6, 10}).Ints("shape", {4, 6});
   b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 2, 1});
   b.Node("Reshape", {"t", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
-  TrainingGraph g = b.Load();
+  TrainingGraph g = b.Load(Kept());
   const Tensor& flat = g.tensor(g.FindTensor("flat"));
   EXPECT_EQ(flat.storage, g.FindTensor("r"));
   EXPECT_FALSE(flat.contiguous);
@@ -177,7 +185,7 @@ TEST(TrainingMemory, BatchedMatMulSavesTheCopyOfANonViewableOperand) {
   b.Node("MatMul", {"t", "w"}, {"logits"}).Output("logits");
   LoadOptions o;
   o.batch = 2;
-  TrainingGraph g = b.Load(o);
+  TrainingGraph g = b.Load(Kept(o));
   const Node& mm = g.node(2);
   ASSERT_EQ(mm.saved_extras.size(), 1u);
   EXPECT_EQ(mm.saved_extras[0].bytes, 480);
@@ -193,7 +201,7 @@ TEST(TrainingMemory, BroadcastMulGradientNeedsAnOutputSizedTemporary) {
   b.Node("MatMul", {"x", "w"}, {"h"}).Node("Mul", {"h", "s"}, {"logits"}).Output("logits");
   LoadOptions o;
   o.batch = 2;
-  TrainingGraph g = b.Load(o);
+  TrainingGraph g = b.Load(Kept(o));
   EXPECT_EQ(g.node(1).backward_workspace_bytes, 800);
 }
 
@@ -206,7 +214,7 @@ TEST(TrainingMemory, ConvBatchNormPoolSaveTheirExtras) {
   b.Node("Relu", {"bn"}, {"r"});
   b.Node("MaxPool", {"r"}, {"p"}).Attr("kernel_shape", std::vector<int64_t>{2, 2}).Attr("strides", std::vector<int64_t>{2, 2});
   b.Node("Reshape", {"p", "shape"}, {"flat"}).Node("MatMul", {"flat", "fc"}, {"logits"}).Output("logits");
-  TrainingGraph g = b.Load();
+  TrainingGraph g = b.Load(Kept());
   // Running mean / var are not trained: they feed BatchNormalization's statistics inputs.
   EXPECT_EQ(g.tensor(g.FindTensor("mean")).category, TensorCategory::kConstant);
   EXPECT_EQ(g.tensor(g.FindTensor("scale")).category, TensorCategory::kParameter);
@@ -225,7 +233,7 @@ TEST(TrainingMemory, InferenceDropoutIsAView) {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w", {100, 10});
   b.Node("MatMul", {"x", "w"}, {"h"}).Node("Dropout", {"h"}, {"d"}).Output("d");
-  TrainingGraph g = b.Load();
+  TrainingGraph g = b.Load(Kept());
   EXPECT_TRUE(g.node(1).saved_extras.empty());
   EXPECT_EQ(g.tensor(g.FindTensor("d")).storage, g.FindTensor("h"));
 }
@@ -236,7 +244,7 @@ TEST(TrainingMemory, InferenceDropoutPassesItsGradientThrough) {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w", {100, 10});
   b.Node("MatMul", {"x", "w"}, {"h"}).Node("Dropout", {"h"}, {"d"}).Output("d");
-  TrainingGraph g = b.Load();
+  TrainingGraph g = b.Load(Kept());
   Schedule s = BuildTrainingSchedule(g);
   int dropout_steps = 0;
   for (const Step& st : s.steps) {
@@ -261,7 +269,7 @@ TEST(TrainingMemory, WeightReadThroughATransposeIsTrained) {
   LoadOptions o;
   o.batch = 1;
   o.loss = LossKind::kSum;
-  TrainingGraph g = TransposedWeight().Load(o);
+  TrainingGraph g = TransposedWeight().Load(Kept(o));
   const TensorId w = g.FindTensor("w"), wt = g.FindTensor("wt");
   EXPECT_EQ(g.parameters, (std::vector<TensorId>{w}));
   EXPECT_EQ(g.tensor(w).category, TensorCategory::kParameter);
@@ -281,6 +289,81 @@ TEST(TrainingMemory, WeightReadThroughATransposeIsTrained) {
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kInput), 32);
 }
 
+// ---- gradients set to None between steps (optimizer.zero_grad()'s default) ----
+
+int64_t BuffersOf(const Schedule& s, TensorId t, MemoryCategory c) {
+  int64_t n = 0;
+  for (const Buffer& buf : s.buffers) n += buf.tensor == t && buf.category == c;
+  return n;
+}
+
+TEST(GradientsSetToNone, AreBornInTheBackwardAndDieAfterTheOptimizer) {
+  Analysis a = Analyze(Chain().Load());
+  // Steps: setup, MatMul1, Relu, MatMul2, loss, loss', MatMul2', Relu', MatMul1', optimizer.
+  // Persistent without gradients: x 400 + w1 40000 + w2 4000 + target 8 = 44408.
+  EXPECT_EQ(a.timeline.bytes_after[0], 44408);
+  // MatMul2's backward: y2 400 (saved) + grad logits 40 + grad y2 400 + w2's gradient 4000,
+  // which becomes .grad (no temporary) and stays.
+  EXPECT_EQ(a.timeline.bytes_during[6], 44408 + 400 + 40 + 400 + 4000);
+  // The peak is MatMul1's backward: w2's gradient 4000 + grad y1 400 + w1's 40000.
+  EXPECT_EQ(a.timeline.peak_bytes, 44408 + 4000 + 400 + 40000);
+  EXPECT_EQ(a.timeline.peak_step, 8);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 0);
+  // The optimizer step holds every gradient; after it only the persistent state is left.
+  EXPECT_EQ(a.timeline.bytes_during[9], 44408 + 44000);
+  EXPECT_EQ(a.timeline.bytes_after[9], 44408);
+  // Kept gradients cost 44000 B more from the setup on: their peak is 40000 B higher.
+  EXPECT_EQ(Analyze(Chain().Load(Kept())).timeline.peak_bytes, 44408 + 44000 + 400 + 40000);
+}
+
+TEST(GradientsSetToNone, ASharedWeightsFirstContributionBecomesItsGradient) {
+  GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100, 100}).Param("head", {100, 10});
+  b.Node("MatMul", {"x", "w"}, {"h1"}).Node("Relu", {"h1"}, {"r"}).Node("MatMul", {"r", "w"}, {"h2"});
+  b.Node("MatMul", {"h2", "head"}, {"logits"}).Output("logits");
+  Analysis a = Analyze(b.Load());
+  // Persistent: x 400 + w 40000 + head 4000 + target 8 = 44408. Autograd holds w's first
+  // contribution (from MatMul(r, w), 40000 B) until the second arrives (MatMul(x, w), a
+  // 40000 B temporary added into it), then AccumulateGrad takes the sum as .grad. The peak is
+  // that second backward: head's gradient 4000 + the held sum 40000 + grad h1 400 + the
+  // temporary 40000.
+  EXPECT_EQ(a.timeline.peak_bytes, 44408 + 4000 + 40000 + 400 + 40000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 40000);
+  const TensorId w = a.graph.FindTensor("w");
+  EXPECT_EQ(BuffersOf(a.schedule, w, MemoryCategory::kGradient), 1);
+  EXPECT_EQ(BuffersOf(a.schedule, w, MemoryCategory::kTemporary), 1);
+}
+
+TEST(GradientsSetToNone, AGradientThroughATransposeIsTakenInTheWeightsLayout) {
+  LoadOptions o;
+  o.loss = LossKind::kSum;
+  Analysis a = Analyze(TransposedWeight().Load(o));
+  // Persistent: x 32 + w 128 = 160 B. MatMul's backward: the seed 4 + mm's contiguous copy of
+  // grad y 16 + grad wt [8,4] 128 = 308, the peak. mm computes wt's gradient in wt's own
+  // (transposed) layout, so Transpose's backward hands w a contiguous one, which AccumulateGrad
+  // takes as .grad: no new buffer; grad wt's 128 B live through the optimizer step.
+  EXPECT_EQ(a.timeline.peak_bytes, 160 + 4 + 16 + 128);
+  EXPECT_EQ(a.timeline.bytes_during.back(), 160 + 128);
+  EXPECT_EQ(BuffersOf(a.schedule, a.graph.FindTensor("w"), MemoryCategory::kGradient), 0);
+}
+
+TEST(GradientsSetToNone, AGradientThroughAReshapeIsTakenAsItIs) {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("w", {32}).Ints("shape", {8, 4});
+  b.Node("Reshape", {"w", "shape"}, {"wr"}).Node("MatMul", {"x", "wr"}, {"y"}).Output("y");
+  LoadOptions o;
+  o.loss = LossKind::kSum;
+  Analysis a = Analyze(b.Load(o));
+  // Persistent: x 32 + w 128 + shape 16 = 176 B. MatMul's backward: seed 4 + copy 16 + grad wr
+  // 128 = 324, the peak. Reshape's backward hands w a contiguous view of grad wr, which
+  // AccumulateGrad takes as .grad: no new buffer, grad wr's storage lives through the optimizer.
+  EXPECT_EQ(a.timeline.peak_bytes, 176 + 4 + 16 + 128);
+  EXPECT_EQ(a.timeline.bytes_during.back(), 176 + 128);
+  EXPECT_EQ(BuffersOf(a.schedule, a.graph.FindTensor("w"), MemoryCategory::kGradient), 0);
+}
+
 // The sum loss's backward hands on its input's gradient as the seed expanded to the input's
 // shape: a broadcast view (stride 0, no bytes). mm's backward copies such a gradient to a
 // contiguous one before multiplying (measured with LibTorch's counting allocator), a
@@ -289,7 +372,7 @@ Analysis SumLossAnalysis(const GraphBuilder& b) {
   LoadOptions o;
   o.batch = 3;
   o.loss = LossKind::kSum;
-  return Analyze(b.Load(o));
+  return Analyze(b.Load(Kept(o)));
 }
 
 int64_t BytesNamed(const Schedule& s, const std::string& part) {
@@ -365,7 +448,7 @@ TEST(TrainingMemory, ReduceSumHandsOnABroadcastGradient) {
   GraphBuilder b;
   b.Input("x", {-1, 5}).Param("w", {5, 4}).Node("MatMul", {"x", "w"}, {"h"});
   b.Ints("axes", {1}).Node("ReduceSum", {"h", "axes"}, {"y"}).Output("y");
-  Analysis a = Analyze(b.Load({/*batch=*/3}));  // cross-entropy over y's one class
+  Analysis a = Analyze(b.Load(Kept({/*batch=*/3})));  // cross-entropy over y's one class
   // grad h is no new buffer (a view of grad y, 3x1x4 = 12 B); MatMul copies it (48 B).
   EXPECT_EQ(BytesNamed(a.schedule, "grad h"), 0);
   EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
@@ -451,7 +534,7 @@ TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
   b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
   LoadOptions o;
   o.batch = 4;
-  TrainingGraph g = b.Load(o);
+  TrainingGraph g = b.Load(Kept(o));
   // 1x1 conv: X = Y = 4*440*49*4 = 344,960; W = 440*440*4 = 774,400. Blocked (448 channels):
   // xB = yB = 4*448*49*4 = 351,232, wB = 448*448*4 = 802,816.
   //   backward data:    yB + wB + xB = 1,505,280, then xB + grad x = 696,192;
@@ -468,6 +551,54 @@ TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
   //   workspace = 9,633,792 - (3,211,264 + 294,912) = 6,127,616.
   const Node& c2 = g.node(3);
   EXPECT_EQ(c2.backward_workspace_bytes, 6127616);
+}
+
+// ConvNeXt's block as the dynamo exporter writes it: channels-last activations (permute, layer
+// norm, permute back) feed oneDNN's nhwc kernels. Expected bytes measured on LibTorch 2.14.1 with
+// the profiler's allocation events (2 threads, no bias), computed here by hand.
+TEST(TrainingMemory, ChannelsLastConvolutionsAndLayerNorm) {
+  ::setenv("OMP_NUM_THREADS", "2", 1);  // the dense rule's scratchpad is per thread
+  GraphBuilder b;
+  // x [N,16,16,96] (NHWC) * s -> h; Transpose(0,3,1,2) -> t [N,96,16,16] with channels-last
+  // strides [24576,1,1536,96]; depthwise 7x7 conv -> d; 2x2 stride-2 conv 96 -> 192 -> c.
+  // A stem-like branch: z [N,96,16,16] * s3 -> Transpose(0,2,3,1) (not contiguous) -> layer norm.
+  b.Input("x", {-1, 16, 16, 96}).Param("s", {96}).Param("dw", {96, 1, 7, 7}).Param("w", {192, 96, 2, 2});
+  b.Input("z", {-1, 96, 16, 16}).Param("s3", {1, 96, 1, 1}).Param("g", {96}).Param("beta", {96});
+  b.Node("Mul", {"x", "s"}, {"h"}).Node("Transpose", {"h"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 3, 1, 2});
+  b.Node("Conv", {"t", "dw"}, {"d"}).Attr("group", int64_t{96}).Attr("pads", std::vector<int64_t>{3, 3, 3, 3});
+  b.Node("Conv", {"d", "w"}, {"c"}).Attr("strides", std::vector<int64_t>{2, 2});
+  b.Node("Mul", {"z", "s3"}, {"h3"}).Node("Transpose", {"h3"}, {"p"}).Attr("perm", std::vector<int64_t>{0, 2, 3, 1});
+  b.Node("LayerNormalization", {"p", "g", "beta"}, {"ln"}).Attr("axis", int64_t{-1});
+  b.Node("ReduceMean", {"c"}, {"m"}).Attr("axes", std::vector<int64_t>{2, 3}).Attr("keepdims", int64_t{0});
+  b.Node("ReduceMean", {"ln"}, {"m2"}).Attr("axes", std::vector<int64_t>{1, 2}).Attr("keepdims", int64_t{0});
+  b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
+  LoadOptions o;
+  o.batch = 4;
+  TrainingGraph g = b.Load(Kept(o));
+  // Both convolutions write channels-last outputs, as their input is.
+  EXPECT_EQ(g.tensor(g.FindTensor("d")).strides, (std::vector<int64_t>{24576, 1, 1536, 96}));
+  EXPECT_EQ(g.tensor(g.FindTensor("c")).strides, (std::vector<int64_t>{12288, 1, 1536, 192}));
+  // Depthwise 7x7: W = 96*49*4 = 18,816 (96 channels: no padding, the weight is already
+  // channels-last). Forward: its Goihw16g reorder, 18,816 above the output. Backward weights: the
+  // kernel is wider than 3, so oneDNN's generic kernel writes gOIhw16i16o (each group's 1x1 padded
+  // to 16x16): 256 * 18,816 = 4,816,896, beside the dense gradient and one more weight-sized buffer:
+  // 4,816,896 + 18,816 = 4,835,712 above the gradients.
+  const Node& dwc = g.node(2);
+  EXPECT_EQ(dwc.forward_workspace_bytes, 18816);
+  EXPECT_EQ(dwc.backward_workspace_bytes, 4835712);
+  // 2x2 stride 2: W = 192*96*4*4 = 294,912. Forward: the channels-last weight copy, its blocked
+  // reorder and the scratchpad 4,096 + 2 * 4,120: 294,912 + 294,912 + 12,336 = 602,160 above the
+  // output. Backward: the weight copy and three weight-sized buffers at once, the peak 4W above the
+  // input gradient, 3W = 884,736 above both gradients.
+  const Node& dense = g.node(3);
+  EXPECT_EQ(dense.forward_workspace_bytes, 602160);
+  EXPECT_EQ(dense.backward_workspace_bytes, 884736);
+  // Layer norm on the permuted p [4,16,16,96] (not contiguous): native_layer_norm copies it
+  // forward and backward: 4*16*16*96*4 = 393,216 each time.
+  const Node& ln = g.node(6);
+  EXPECT_EQ(ln.op_type, "LayerNormalization");
+  EXPECT_EQ(ln.forward_workspace_bytes, 393216);
+  EXPECT_EQ(ln.backward_workspace_bytes, 393216);
 }
 
 }  // namespace

@@ -19,7 +19,7 @@ add_executable(executor_tests executor_training_test.cc executor_accuracy_test.c
 target_link_libraries(executor_tests PRIVATE memplan_executor memplan_testing GTest::gtest_main)
 if(TARGET memplan_planner)
   # Hugging Face models: accuracy without a plan, and a selective plan at its budget.
-  target_sources(executor_tests PRIVATE executor_hf_test.cc)
+  target_sources(executor_tests PRIVATE executor_hf_test.cc executor_stochastic_depth_test.cc)
   target_link_libraries(executor_tests PRIVATE memplan_planner)
 endif()
 gtest_discover_tests(executor_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
