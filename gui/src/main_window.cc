@@ -150,6 +150,7 @@ void MainWindow::setMachineRates(const std::string& rates) { plan_->setMachineRa
 
 void MainWindow::setModelOptions(const ModelOptions& options, bool chosen) {
   options_ = options;
+  chosen_options_ = options;
   settings_chosen_ = chosen;
   docs_.setSettings(options_, QStringLiteral("the toolbar"));
   showSettings();
@@ -235,7 +236,9 @@ void MainWindow::loadModel(int slot) {
 void MainWindow::settle() {
   QString source = QStringLiteral("the toolbar");
   if (!settings_chosen_) {
-    if (std::optional<ModelOptions> s = docs_.fileSettings(options_, &source)) options_ = *s;
+    // From the chosen defaults, not from the settings of a file read earlier: files arrive in
+    // any order, and one's dims must not stay when another one comes first.
+    options_ = docs_.fileSettings(chosen_options_, &source).value_or(chosen_options_);
   }
   docs_.setSettings(options_, source);
   showSettings();
@@ -266,6 +269,7 @@ void MainWindow::reanalyze() {
   options_.batch = batch_spin_->value();
   options_.optimizer = ParseOptimizer(optimizer_combo_->currentText().toStdString());
   options_.device = device_combo_->currentText() == QLatin1String("cuda") ? "cuda" : "";
+  chosen_options_ = options_;
   settings_chosen_ = true;
   settle();
   refreshAll();

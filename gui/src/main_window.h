@@ -107,6 +107,7 @@ class MainWindow : public QMainWindow {
   void exportDialog(bool svg);
 
   ModelOptions options_;
+  ModelOptions chosen_options_;  // the last chosen (command line, toolbar): the files' defaults
   bool settings_chosen_ = false;
   // Models wait until the JSON files opened with them are read, so that they are analysed
   // once, with those files' settings.

@@ -67,6 +67,11 @@ void TimelineChart::setBudget(int64_t budget_bytes) {
   rebuild();
 }
 
+void TimelineChart::setCompactLegend(bool compact) {
+  compact_legend_ = compact;
+  rebuild();
+}
+
 void TimelineChart::setMarks(std::vector<Mark> marks) {
   marks_ = std::move(marks);
   rebuild();
@@ -129,14 +134,21 @@ void TimelineChart::resetRange() {
 void TimelineChart::rebuild() {
   QChart* c = chart();
   c->removeAllSeries();
-  for (QAbstractAxis* a : c->axes()) {
-    c->removeAxis(a);
-    delete a;
+  // The axes live as long as the chart: axes deleted and made again on every change (a
+  // timeline's primary, overlays, marks and budget arrive one after another) left stale
+  // labels drawn over the new ones in grabbed pictures.
+  if (!axis_x_) {
+    axis_x_ = new QValueAxis;
+    axis_y_ = new QValueAxis;
+    c->addAxis(axis_x_, Qt::AlignBottom);
+    c->addAxis(axis_y_, Qt::AlignLeft);
   }
   plotted_peak_ = 0;
   plotted_points_ = 0;
   c->setTitle(title_);
   const int64_t n = steps();
+  axis_x_->setVisible(n > 0);
+  axis_y_->setVisible(n > 0);
   if (n == 0) {
     c->setTitle(title_.isEmpty() ? QStringLiteral("No timeline loaded") : title_ + QStringLiteral(" — no timeline"));
     return;
@@ -165,7 +177,7 @@ void TimelineChart::rebuild() {
   const ByteUnit unit = UnitFor(max_bytes);
   const double y_max = static_cast<double>(max_bytes) / unit.divisor * 1.08;
 
-  auto* ax = new QValueAxis;
+  QValueAxis* ax = axis_x_;
   ax->setRange(first - 0.5, last + 0.5);
   ax->setLabelFormat(QStringLiteral("%d"));
   ax->setTitleText(QStringLiteral("schedule step"));
@@ -175,14 +187,13 @@ void TimelineChart::rebuild() {
   tick_width_ = width();
   const int ticks = std::clamp(width() / 110, 3, 10);
   ax->setTickInterval(NiceStep(static_cast<double>(last - first + 1) / ticks));
-  auto* ay = new QValueAxis;
+  QValueAxis* ay = axis_y_;
   ay->setRange(0, y_max);
+  ay->setTickCount(5);  // the axis is kept: applyNiceNumbers' count from the last data stays
   ay->applyNiceNumbers();
   const double y_top = ay->max();
   ay->setLabelFormat(FormatAxisLabel(y_top));
   ay->setTitleText(QStringLiteral("memory alive (%1)").arg(unit.name));
-  c->addAxis(ax, Qt::AlignBottom);
-  c->addAxis(ay, Qt::AlignLeft);
   auto attach = [&](QAbstractSeries* s) {
     c->addSeries(s);
     s->attachAxis(ax);
@@ -219,7 +230,8 @@ void TimelineChart::rebuild() {
       area->setPen(Qt::NoPen);
       attach(area);
       // The one-step phases need no legend entry.
-      if (p == Phase::kSetup || p == Phase::kLoss || p == Phase::kOptimizer || p == Phase::kCommunication) {
+      if (compact_legend_ || p == Phase::kSetup || p == Phase::kLoss || p == Phase::kOptimizer ||
+          p == Phase::kCommunication) {
         for (QLegendMarker* m : c->legend()->markers(area)) m->setVisible(false);
       }
     }
@@ -259,6 +271,8 @@ void TimelineChart::rebuild() {
         area->setBrush(color);
         area->setPen(QPen(color.darker(130), 1));
         attach(area);
+        if (compact_legend_)
+          for (QLegendMarker* m : c->legend()->markers(area)) m->setVisible(false);
         previous = upper;
       }
       for (int64_t b : below) plotted_peak_ = std::max(plotted_peak_, static_cast<double>(b));

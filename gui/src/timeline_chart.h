@@ -13,6 +13,7 @@
 #include "document.h"
 
 class QRubberBand;
+class QValueAxis;
 
 namespace memplan::gui {
 
@@ -42,6 +43,9 @@ class TimelineChart : public QChartView {
   void setOverlays(std::vector<Overlay> overlays);
   void setBudget(int64_t budget_bytes);  // < 0: no budget line
   void setMarks(std::vector<Mark> marks);
+  // A legend of the lines only (peaks, overlays, marks, budget): no phases or categories, for
+  // charts with little height (the plan explorer's; the timeline page names them).
+  void setCompactLegend(bool compact);
   // The series drawn, by name ("reserved, predicted · peak 2.06 GiB", ...), for tests.
   QStringList seriesNames() const;
   void setTitle(const QString& title);
@@ -79,7 +83,10 @@ class TimelineChart : public QChartView {
   std::shared_ptr<const TimelineData> primary_;
   std::vector<Overlay> overlays_;
   std::vector<Mark> marks_;
-  int tick_width_ = 0;  // the plot width the step axis' ticks were chosen for
+  QValueAxis* axis_x_ = nullptr;  // owned by the chart
+  QValueAxis* axis_y_ = nullptr;
+  int tick_width_ = 0;
+  bool compact_legend_ = false;  // the plot width the step axis' ticks were chosen for
   QString title_;
   int64_t budget_ = -1;
   size_t max_points_ = 3000;

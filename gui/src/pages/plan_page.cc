@@ -89,6 +89,7 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   auto* hsplit = new QSplitter(Qt::Horizontal);
   plan_chart_ = new TimelineChart;
   plan_chart_->setMinimumHeight(240);
+  plan_chart_->setCompactLegend(true);
   vsplit->addWidget(plan_chart_);
   auto* pareto = new QWidget;
   auto* pv = new QVBoxLayout(pareto);
