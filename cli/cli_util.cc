@@ -106,6 +106,9 @@ void AddLoadOptions(CLI::App& sub) {
   AddRepeated(sub, "dim", "NAME=VALUE", "binds a named symbolic dimension");
   AddValue(sub, "loss", "cross_entropy|mse|sum", "the loss appended to the model (default cross_entropy)");
   AddValue(sub, "optimizer", "sgd|momentum|adam", "the optimizer whose state is kept (default sgd)");
+  AddValue(sub, "grads", "none|kept",
+           "parameter gradients between steps: none, as optimizer.zero_grad() leaves them (PyTorch's "
+           "default), or kept (zero_grad(set_to_none=False)); default none");
   AddFlag(sub, kAllowOutsideFlag, "read external data from outside the model's folder");
 }
 
@@ -121,6 +124,7 @@ LoadOptions LoadOptionsFromArgs(const Args& a) {
   o.allow_external_data_outside_model_dir = a.has(kAllowOutsideFlag);
   if (a.has("loss")) o.loss = ParseLossKind(a.get("loss"));
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
+  if (a.has("grads")) o.grads = ParseGradientLifetime(a.get("grads"));
   return o;
 }
 

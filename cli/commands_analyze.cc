@@ -41,8 +41,8 @@ int RunAnalyze(const Args& a) {
   int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;
   std::printf("model        %s (opset %lld, %zu nodes, %zu tensors)\n", g.model_path.c_str(),
               static_cast<long long>(g.opset), g.nodes.size(), g.tensors.size());
-  std::printf("batch        %lld   loss %s   optimizer %s\n", static_cast<long long>(g.batch),
-              LossKindName(g.loss_kind), OptimizerName(g.optimizer));
+  std::printf("batch        %lld   loss %s   optimizer %s   grads %s\n", static_cast<long long>(g.batch),
+              LossKindName(g.loss_kind), OptimizerName(g.optimizer), GradientLifetimeName(g.grads));
   std::printf("shapes       all resolved: %d by ONNX inference, %d by memplan's rules (%.0f%%)\n",
               g.tensors_shaped_by_onnx, g.tensors_shaped_by_rules,
               total ? 100.0 * g.tensors_shaped_by_rules / total : 0.0);

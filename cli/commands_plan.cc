@@ -203,9 +203,9 @@ void PrintCandidates(const Plan& p) {
 }
 
 void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
-  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s\n", g.model_path.c_str(),
+  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, grads %s\n", g.model_path.c_str(),
               g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches * p.layout.devices),
-              OptimizerName(g.optimizer));
+              OptimizerName(g.optimizer), GradientLifetimeName(g.grads));
   std::printf("strategy     %s\n", p.strategy.c_str());
   if (p.micro_batches > 1) {
     std::printf("micro-batch  %lld x %lld (gradient accumulation over the batch of %lld)\n",
@@ -404,7 +404,7 @@ int RunPlan(const Args& a) {
   options.milp_time_limit_seconds =
       a.get_real("time-limit", options.milp_time_limit_seconds, /*min=*/0.001, /*max=*/7 * 24 * 3600.0);
 
-  const LoadOptions load_options = LoadOptionsFromArgs(a);
+  LoadOptions load_options = LoadOptionsFromArgs(a);
   // 0: split the batch only when no plan fits without
   if (a.has("micro-batches") && a.get("micro-batches") != "auto") {
     request.micro_batches = a.get_int("micro-batches", 1, 1, INT64_MAX);
@@ -412,6 +412,7 @@ int RunPlan(const Args& a) {
   // Data parallelism. --shard other than none and auto needs several devices: with one there
   // is nothing to shard, and a plan that silently ignores it would mislead.
   request.layout.devices = a.get_int("devices", 1, 1, 1 << 20);
+  load_options.grads = SteppedGradients(load_options.grads, request.layout.devices, 1);
   const std::string shard = a.get("shard", "none");
   if (shard == "auto") request.shard_auto = true;
   else request.layout.shard = ParseShardMode(shard);

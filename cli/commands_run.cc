@@ -122,6 +122,10 @@ void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p
   if (a.has("optimizer") && !planned("optimizer").empty() && planned("optimizer") != OptimizerName(g.optimizer)) {
     changed += "--optimizer " + std::string(OptimizerName(g.optimizer)) + " (the plan's: " + planned("optimizer") + ")";
   }
+  if (a.has("grads") && !planned("grads").empty() && planned("grads") != a.get("grads")) {
+    changed += (changed.empty() ? "" : ", ") + std::string("--grads ") + a.get("grads") + " (the plan's: " +
+               planned("grads") + ")";
+  }
   if (a.has("loss") && !planned("loss").empty() && planned("loss") != "model_output" &&
       planned("loss") != LossKindName(g.loss_kind)) {
     changed += (changed.empty() ? "" : ", ") + std::string("--loss ") + LossKindName(g.loss_kind) +
@@ -219,6 +223,9 @@ int RunRun(const Args& a) {
     if (!a.has("optimizer") && plan_json.contains("optimizer") && plan_json["optimizer"].is_string()) {
       lo.optimizer = ParseOptimizer(plan_json["optimizer"].get<std::string>());
     }
+    if (!a.has("grads") && plan_json.contains("grads") && plan_json["grads"].is_string()) {
+      lo.grads = ParseGradientLifetime(plan_json["grads"].get<std::string>());
+    }
     if (!a.has("loss") && plan_json.contains("loss") && plan_json["loss"].is_string()) {
       std::string l = plan_json["loss"].get<std::string>();
       if (l != "model_output") lo.loss = ParseLossKind(l);
@@ -234,6 +241,11 @@ int RunRun(const Args& a) {
     }
     lo.batch /= ranks;
   }
+#ifdef MEMPLAN_HAVE_PLANNER
+  lo.grads = SteppedGradients(lo.grads, ranks, micro_batches);
+#else
+  if (ranks > 1 || micro_batches > 1) lo.grads = GradientLifetime::kKept;
+#endif
   TrainingGraph g = LoadTrainingGraph(model, lo);
   // Every op must be runnable before any work starts.
   CheckExecutorSupports(g);
@@ -324,8 +336,9 @@ int RunRun(const Args& a) {
     CheckFitsDevice(a, opt, *device_memory);
   }
 
-  std::fprintf(out, "model        %s (%zu nodes), batch %lld, optimizer %s, loss %s\n", g.model_path.c_str(), g.nodes.size(),
-              static_cast<long long>(g.batch * opt.micro_batches * ranks), OptimizerName(g.optimizer), LossKindName(g.loss_kind));
+  std::fprintf(out, "model        %s (%zu nodes), batch %lld, optimizer %s, loss %s, grads %s\n", g.model_path.c_str(),
+              g.nodes.size(), static_cast<long long>(g.batch * opt.micro_batches * ranks), OptimizerName(g.optimizer),
+              LossKindName(g.loss_kind), GradientLifetimeName(g.grads));
   std::fprintf(out, "plan         %s (%zu segment%s", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
               opt.segments.size() > 1 ? "s" : "");
   if (!opt.recomputed.empty()) std::fprintf(out, ", %zu tensors recomputed", opt.recomputed.size());
@@ -446,6 +459,7 @@ int RunRun(const Args& a) {
     report.batch = g.batch * opt.micro_batches;
     report.micro_batches = opt.micro_batches;
     report.optimizer = OptimizerName(g.optimizer);
+    report.grads = GradientLifetimeName(g.grads);
     report.loss_kind = LossKindName(g.loss_kind);
     report.device = r.device;
     report.steps = opt.steps;

@@ -51,9 +51,10 @@ TEST_P(Corpus, PeakCoversPersistentStateAndBatchGrowsIt) {
   LoadOptions small, large;
   small.batch = 1;
   large.batch = 8;
+  // With kept gradients, parameters and their gradients are alive the whole step.
+  small.grads = large.grads = GradientLifetime::kKept;
   Analysis a = Analyze(LoadTrainingGraph(path, small));
   Analysis b = Analyze(LoadTrainingGraph(path, large));
-  // Parameters and their gradients are alive the whole step.
   EXPECT_GE(a.timeline.peak_bytes, 2 * a.graph.param_bytes());
   EXPECT_EQ(a.graph.param_bytes(), b.graph.param_bytes());
   EXPECT_GT(b.timeline.peak_bytes, a.timeline.peak_bytes);
@@ -61,6 +62,13 @@ TEST_P(Corpus, PeakCoversPersistentStateAndBatchGrowsIt) {
   int64_t fixed = 2 * a.graph.param_bytes();
   EXPECT_LE(b.timeline.peak_bytes - fixed, 8 * (a.timeline.peak_bytes - fixed) + 8 * 4096);
   EXPECT_FALSE(a.bottlenecks.empty());
+  // Set to None between steps, gradients exist from the backward to the optimizer step (which
+  // holds them all): never a larger peak, never one below parameters and gradients together.
+  small.grads = GradientLifetime::kNone;
+  const MemoryTimeline none = Analyze(LoadTrainingGraph(path, small)).timeline;
+  EXPECT_LE(none.peak_bytes, a.timeline.peak_bytes);
+  EXPECT_GE(none.peak_bytes, 2 * a.graph.param_bytes());
+  EXPECT_EQ(none.bytes_after[0] + a.graph.param_bytes(), a.timeline.bytes_after[0]);
 }
 
 // Newer opsets: memplan's rules alone give the shapes; the Python onnx package (which knows

@@ -23,6 +23,7 @@ GraphBuilder ChainBuilder(int k, int width = 25) {
 
 TrainingGraph Load(const GraphBuilder& b, int64_t batch = 1) {
   LoadOptions o;
+  o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   o.batch = batch;
   o.loss = LossKind::kSum;
   return b.Load(o);

@@ -19,6 +19,7 @@ GraphAtBatch Chain() {
     b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
     b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
     LoadOptions o;
+    o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
     o.batch = batch;
     return b.Output("logits").Load(o);
   };
@@ -36,6 +37,33 @@ TEST(MicroBatching, TwoMicroBatchesHalveTheActivationGradient) {
   EXPECT_EQ(p.predicted_peak_bytes, 130432);
   // The plain step at batch 4 (88408 + 1224 persistent, + grad y1 1600 + 40000).
   EXPECT_EQ(p.baseline_peak_bytes, 131232);
+}
+
+// With gradients set to None, the first micro-batch's backward creates them and the later ones
+// run their forward beside them and add into them: a micro-batch steps as with kept gradients.
+TEST(MicroBatching, WithGradientsSetToNoneLaterMicroBatchesHoldTheGradients) {
+  GraphAtBatch none = [](int64_t batch) {
+    LoadOptions o;
+    o.batch = batch;
+    GraphBuilder b;
+    b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
+    b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
+    return b.Output("logits").Load(o);
+  };
+  PlanOptions o;
+  o.strategy = "none";
+  Plan p = PlanMicroBatched(none, /*batch=*/4, {}, o, /*micro_batches=*/2);
+  // As TwoMicroBatchesHalveTheActivationGradient: 130432 B.
+  EXPECT_EQ(p.predicted_peak_bytes, 130432);
+  // The whole batch's plain step with gradients set to None: persistent x 1600 + params 44000
+  // + target 32 = 45632; the peak is MatMul1's backward, w2's gradient 4000 + grad y1 1600 +
+  // w1's gradient 40000: 91232 B, less than the split.
+  EXPECT_EQ(p.baseline_peak_bytes, 45632 + 4000 + 1600 + 40000);
+  // So a search that may split keeps the whole batch when it fits.
+  o.budget_bytes = 100000;
+  Plan searched = PlanMicroBatched(none, /*batch=*/4, {}, o, /*micro_batches=*/0);
+  EXPECT_TRUE(searched.feasible);
+  EXPECT_EQ(searched.micro_batches, 1);
 }
 
 TEST(MicroBatching, SearchSplitsOnlyWhenCheckpointingCannotFit) {

@@ -24,6 +24,7 @@ TrainingGraph ThreeParams(Optimizer opt = Optimizer::kSgd, int64_t batch = 1) {
   b.Node("Mul", {"x", "a"}, {"ha"}).Node("Mul", {"y", "b"}, {"hb"}).Node("Mul", {"z", "c"}, {"hc"});
   b.Node("Concat", {"ha", "hb", "hc"}, {"out"}).Attr("axis", int64_t{1});
   LoadOptions o;
+  o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   o.batch = batch;
   o.loss = LossKind::kSum;
   o.optimizer = opt;
@@ -37,6 +38,7 @@ TrainingGraph Chain(Optimizer opt = Optimizer::kSgd, int64_t batch = 1) {
   b.Input("x", {-1, 25}).Param("w0", {25}).Param("w1", {25});
   b.Node("Mul", {"x", "w0"}, {"h0"}).Node("Relu", {"h0"}, {"h1"}).Node("Mul", {"h1", "w1"}, {"h2"});
   LoadOptions o;
+  o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   o.batch = batch;
   o.loss = LossKind::kSum;
   o.optimizer = opt;
@@ -271,6 +273,7 @@ TEST(Parallel, ShardGradientsKeepsAGradientHandedOnByAViewOpUntilTheFlatGradient
   b.Node("Transpose", {"w"}, {"wt"}).Attr("perm", std::vector<int64_t>{1, 0});
   b.Node("MatMul", {"x", "wt"}, {"y"});
   LoadOptions o;
+  o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   o.batch = 1;
   o.loss = LossKind::kSum;
   TrainingGraph g = b.Output("y").Load(o);
@@ -297,6 +300,7 @@ TrainingGraph GemmThenScale() {
   b.Node("Gemm", {"x", "w", "bias"}, {"h"}).Attr("transB", int64_t{1});
   b.Node("Mul", {"h", "c"}, {"out"});
   LoadOptions o;
+  o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   o.batch = 2;
   o.loss = LossKind::kSum;
   return b.Output("out").Load(o);
@@ -513,6 +517,7 @@ TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
   b.Input("x", {-1, 4}).Param("w", {4});
   b.Node("Mul", {"x", "w"}, {"h"}).Node("Mul", {"h", "w"}, {"y"});
   LoadOptions lo;
+  lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   lo.batch = 1;
   lo.loss = LossKind::kSum;
   TrainingGraph g = b.Output("y").Load(lo);
@@ -579,6 +584,7 @@ TEST(Parallel, JsonRoundTripReplaysTheSamePlan) {
   EXPECT_DOUBLE_EQ(back.predicted_comm_seconds, p.predicted_comm_seconds);
   // Loaded at the whole batch (6), the plan is refused with the batch to use.
   LoadOptions whole;
+  whole.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   try {
     PlanFromJson(j, Chain(Optimizer::kAdam, 6));
     FAIL();
@@ -711,6 +717,7 @@ TEST_P(ParallelCorpus, ShardingLowersThePerRankPeakByTheTable) {
   if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not in the model cache";
   for (int64_t n : {2, 4}) {
     LoadOptions lo;
+    lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
     lo.batch = 8 / n;
     lo.optimizer = Optimizer::kAdam;
     TrainingGraph g = LoadTrainingGraph(path, lo);

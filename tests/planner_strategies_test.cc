@@ -187,6 +187,22 @@ TEST(PlannerBruteForce, RandomDagsOptimal) {
   }
 }
 
+// The same with gradients set to None between steps: they are born in the backward, so the
+// plain step's peak moves there, and the segment tables follow GradientFlow all the same.
+TEST(PlannerBruteForce, OptimalAndSectionsWithGradientsSetToNone) {
+  const GradientLifetime none = GradientLifetime::kNone;
+  ExpectOptimalMatchesBruteForce(testing::ReluChain(12, none), ToyCosts(), "optimal");
+  ExpectOptimalMatchesBruteForce(Residual(none), ToyCosts(), "optimal");
+  ExpectSectionsMatchBruteForce(testing::ReluChain(12, none), ToyCosts());
+  ExpectSectionsMatchBruteForce(Residual(none), ToyCosts());
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    TrainingGraph g = RandomDag(seed, 10, none);
+    if (g.tensors[g.loss].producer > 14) continue;
+    ExpectOptimalMatchesBruteForce(g, ToyCosts(), "optimal");
+  }
+}
+
 TEST(PlannerBruteForce, MilpMatchesOnSmallGraphs) {
   if (!MilpAvailable()) GTEST_SKIP() << "built without COIN-OR CBC";
   ExpectOptimalMatchesBruteForce(Chain(10), ToyCosts(), "milp");

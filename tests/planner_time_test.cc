@@ -248,6 +248,7 @@ TEST(PlannerTime, MicroBatchedPlansPriceEveryMicroBatchAtItsOwnBatch) {
   b.Output("h6");
   auto at_batch = [&](int64_t batch) {
     LoadOptions lo;
+    lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
     lo.batch = batch;
     lo.loss = LossKind::kSum;
     return b.Load(lo);
@@ -333,6 +334,7 @@ TEST(PlannerTime, TimesMeasuredAtAnotherBatchScaleLinearly) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"}).Node("Relu", {"h0"}, {"h1"}).Output("h1");
   LoadOptions lo;
+  lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   lo.loss = LossKind::kSum;
   lo.batch = 1;
   TrainingGraph g1 = b.Load(lo);
@@ -356,6 +358,7 @@ TrainingGraph MulReluAt(int64_t batch) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"}).Node("Relu", {"h0"}, {"h1"}).Output("h1");
   LoadOptions lo;
+  lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   lo.loss = LossKind::kSum;
   lo.batch = batch;
   return b.Load(lo);

@@ -1,5 +1,7 @@
 // Small graphs and toy costs shared by the planner suites. All graphs: input x [1, 25] (100 B),
 // parameter w [25] (100 B), a sum loss (a 4 B scalar whose seed gradient is handed on as a view).
+// The suites' hand-computed steps keep parameter gradients between steps (persistent, 100 B
+// each) unless a test asks for gradients set to None (the analyzer's tests specify both).
 #pragma once
 
 #include <functional>
@@ -13,25 +15,26 @@
 
 namespace memplan::testing {
 
-inline TrainingGraph LoadSum(const GraphBuilder& b) {
+inline TrainingGraph LoadSum(const GraphBuilder& b, GradientLifetime grads = GradientLifetime::kKept) {
   LoadOptions o;
   o.batch = 1;
   o.loss = LossKind::kSum;
+  o.grads = grads;
   return b.Load(o);
 }
 
 // x -> Mul(w) -> h0 -> Relu -> h1 -> ... -> Relu -> hk -> sum. Nodes: 0 Mul, i Relu_i, k+1 loss.
-inline TrainingGraph ReluChain(int k) {
+inline TrainingGraph ReluChain(int k, GradientLifetime grads = GradientLifetime::kKept) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
   for (int i = 1; i <= k; ++i)
     b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
   b.Output("h" + std::to_string(k));
-  return LoadSum(b);
+  return LoadSum(b, grads);
 }
 
 // Two residual blocks (y = x + Relu(Relu(x) * w)) and a U-Net-like long skip around them.
-inline TrainingGraph Residual() {
+inline TrainingGraph Residual(GradientLifetime grads = GradientLifetime::kKept) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w0", {25}).Param("w1", {25}).Param("w2", {25});
   b.Node("Mul", {"x", "w0"}, {"s"}).Node("Relu", {"s"}, {"a0"});
@@ -41,12 +44,12 @@ inline TrainingGraph Residual() {
   b.Node("Add", {"a1", "d2"}, {"a2"});
   b.Node("Add", {"a2", "s"}, {"u"}).Node("Sigmoid", {"u"}, {"y"});
   b.Output("y");
-  return LoadSum(b);
+  return LoadSum(b, grads);
 }
 
 // A random DAG: unary and binary ops over earlier tensors (mostly recent ones, sometimes a
 // long skip), parameters here and there; every dangling tensor is summed into the output.
-inline TrainingGraph RandomDag(uint32_t seed, int num_ops) {
+inline TrainingGraph RandomDag(uint32_t seed, int num_ops, GradientLifetime grads = GradientLifetime::kKept) {
   std::mt19937 rng(seed);
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w0", {25}).Node("Mul", {"x", "w0"}, {"t0"});
@@ -90,7 +93,7 @@ inline TrainingGraph RandomDag(uint32_t seed, int num_ops) {
     acc = out;
   }
   b.Output(acc);
-  return LoadSum(b);
+  return LoadSum(b, grads);
 }
 
 // Heterogeneous toy costs: activations of 100..700 B, ops of 10..90 FLOPs.

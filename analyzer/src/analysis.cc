@@ -58,6 +58,7 @@ nlohmann::json AnalysisToJson(const Analysis& a) {
       {"opset", g.opset},
       {"loss", LossKindName(g.loss_kind)},
       {"optimizer", OptimizerName(g.optimizer)},
+      {"grads", GradientLifetimeName(g.grads)},
       {"num_nodes", g.nodes.size()},
       {"num_tensors", g.tensors.size()},
       {"num_parameters", g.parameters.size()},

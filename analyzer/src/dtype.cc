@@ -128,6 +128,17 @@ Optimizer ParseOptimizer(const std::string& s) {
   throw MemplanError("unknown optimizer '" + s + "': use sgd, momentum or adam");
 }
 
+const char* GradientLifetimeName(GradientLifetime l) {
+  return l == GradientLifetime::kKept ? "kept" : "none";
+}
+
+GradientLifetime ParseGradientLifetime(const std::string& s) {
+  if (s == "none") return GradientLifetime::kNone;
+  if (s == "kept") return GradientLifetime::kKept;
+  throw MemplanError("unknown --grads '" + s + "': use none (zero_grad() sets gradients to None, PyTorch's default) "
+                     "or kept (zero_grad(set_to_none=False))");
+}
+
 int OptimizerStateMultiplier(Optimizer o) {
   switch (o) {
     case Optimizer::kSgd: return 0;

@@ -457,6 +457,7 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   g.batch = opt.batch;
   g.loss_kind = opt.loss;
   g.optimizer = opt.optimizer;
+  g.grads = opt.grads;
   for (const auto& imp : model.opset_import()) {
     if (imp.domain().empty() || imp.domain() == "ai.onnx") g.opset = imp.version();
   }

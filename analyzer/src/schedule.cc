@@ -78,8 +78,11 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
   for (TensorId pid : g.parameters) {
     const Tensor& t = g.tensors[pid];
     if (!t.has_gradient) continue;  // never receives a gradient: PyTorch leaves .grad empty
-    p.param_grad[pid] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, pid});
-    p.setup.allocs.push_back(p.param_grad[pid]);
+    // Gradients set to None between steps are born in the backward (GradientFlow).
+    if (g.grads == GradientLifetime::kKept) {
+      p.param_grad[pid] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, pid});
+      p.setup.allocs.push_back(p.param_grad[pid]);
+    }
     if (mult > 0) {
       BufferId st = s.AddBuffer({std::string(OptimizerName(g.optimizer)) + " state " + t.name,
                                  mult * t.bytes, MemoryCategory::kOptimizerState, pid});
@@ -95,6 +98,27 @@ void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
   step.allocs.push_back(w);
   step.frees.push_back(w);
 }
+
+namespace {
+
+// Whether the gradient a view op hands to parameter `param` is dense in the parameter's own
+// layout, so that AccumulateGrad takes it as .grad without a copy (the "gradient layout
+// contract"). Backward formulas hand each input a gradient in that input's layout (mm's for a
+// transposed operand is transposed too; TensorIterator follows its inputs), so undoing a
+// view (reshape, squeeze, transpose) lands in the parameter's layout. A broadcast incoming
+// gradient (stride 0) is not dense: copied.
+bool GradViewIsDense(const TrainingGraph& g, const Node& n, TensorId param, bool out_broadcast) {
+  if (out_broadcast) return false;
+  if (IsIdentityInTraining(n, g.tensors)) return true;
+  const OpRule* rule = FindOpRule(n.op_type);
+  const bool undoes_view = rule->view == ViewKind::kReshape || rule->view == ViewKind::kView ||
+                           rule->view == ViewKind::kStridedView;
+  // Sum-like views (Add, Concat, ReduceSum) hand on a shared, narrowed or reduced gradient that
+  // AccumulateGrad copies; a new buffer is the safe answer (never less than taking it).
+  return undoes_view && g.tensors[n.outputs[0]].numel() == g.tensors[param].numel();
+}
+
+}  // namespace
 
 GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
     : g_(g), s_(s), grad_(g.tensors.size(), kNone), broadcast_(g.tensors.size(), false),
@@ -129,6 +153,7 @@ void GradientFlow::Backward(const Node& n, Step& step) {
   const TensorId out = n.outputs[0];
   BufferId out_grad = out != kNone ? grad[out] : kNone;
   const bool out_broadcast = out_grad != kNone && broadcast_[out];
+  const bool born = g.grads == GradientLifetime::kNone;
   for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
     TensorId i = n.inputs[slot];
     if (i == kNone || !g.tensors[i].has_gradient) continue;
@@ -153,7 +178,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
         param_held_[i] = out_grad;
         ++grad_readers[out_grad];
       } else {
-        param_held_[i] = s.AddBuffer({"grad contributions " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+        param_held_[i] = s.AddBuffer({(born ? "grad " : "grad contributions ") + t.name, t.bytes,
+                                      born ? MemoryCategory::kGradient : MemoryCategory::kTemporary, i});
         grad_readers[param_held_[i]] = 1;
         step.allocs.push_back(param_held_[i]);
       }
@@ -169,8 +195,23 @@ void GradientFlow::Backward(const Node& n, Step& step) {
         step.frees.push_back(tmp);
       }
       if (--param_contributions_[i] == 0) {
-        if (--grad_readers[param_held_[i]] == 0) step.frees.push_back(param_held_[i]);
+        // Kept gradients: AccumulateGrad adds the sum in and the held buffer goes. Gradients
+        // set to None: AccumulateGrad steals the sum as .grad; Finish frees it (its reader stays).
+        if (!born && --grad_readers[param_held_[i]] == 0) step.frees.push_back(param_held_[i]);
         param_held_[i] = kNone;
+      }
+      continue;
+    }
+    if (t.category == TensorCategory::kParameter && born) {
+      // The one contribution becomes .grad. AccumulateGrad steals it when it is dense in the
+      // parameter's layout (a view of the incoming gradient then keeps that buffer alive until
+      // the optimizer step has run); otherwise it clones it into a new buffer.
+      if (view && GradViewIsDense(g, n, i, out_broadcast)) {
+        ++grad_readers[out_grad];
+      } else {
+        const BufferId b = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, i});
+        grad_readers[b] = 1;
+        step.allocs.push_back(b);
       }
       continue;
     }

@@ -115,6 +115,7 @@ json RunReportToJson(const RunReport& r) {
   WriteOptional(j, "batch", r.batch, Same);
   WriteOptional(j, "micro_batches", r.micro_batches, Same);
   WriteOptional(j, "optimizer", r.optimizer, Same);
+  WriteOptional(j, "grads", r.grads, Same);
   WriteOptional(j, "loss_kind", r.loss_kind, Same);
   WriteOptional(j, "seed", r.seed, Same);
   WriteOptional(j, "random_weights", r.random_weights, Same);
@@ -163,6 +164,7 @@ RunReport RunReportFromJson(const json& j) {
     return k;
   });
   ReadOptional(j, "optimizer", r.optimizer, String);
+  ReadOptional(j, "grads", r.grads, String);
   ReadOptional(j, "loss_kind", r.loss_kind, String);
   ReadOptional(j, "seed", r.seed, [](const json& v, const std::string& f) { return static_cast<uint64_t>(Count(v, f)); });
   ReadOptional(j, "random_weights", r.random_weights, Bool);

@@ -172,7 +172,8 @@ void Trainer::Setup() {
     if (!t.has_gradient) continue;
     trained_.push_back(p);
     if (Distributed()) continue;  // MakeBuckets: views of the buckets' flat buffers
-    persistent_[p].mutable_grad() = at::zeros_like(persistent_[p]);
+    // Gradients set to None between steps are born in the first step's backward.
+    if (g_.grads == GradientLifetime::kKept) persistent_[p].mutable_grad() = at::zeros_like(persistent_[p]);
     if (mult >= 1) state1_[p] = at::zeros_like(persistent_[p]);
     if (mult >= 2) state2_[p] = at::zeros_like(persistent_[p]);
   }
@@ -504,6 +505,7 @@ void Trainer::OptimizerStep(int64_t step) {
   c10::AutoGradMode no_grad(false);
   for (TensorId p : trained_) {
     at::Tensor& w = persistent_[p];
+    if (!w.grad().defined()) continue;  // no gradient reached it this step: skipped, as torch.optim does
     Update(w, w.grad(), state1_[p], state2_[p], step);
   }
   NoteTrace("optimizer", kNone);
@@ -584,7 +586,9 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     ProfileGuard scope(profiling_, Scope(Phase::kSetup));
     c10::AutoGradMode no_grad(false);
     if (!Distributed()) {
-      for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
+      if (g_.grads == GradientLifetime::kKept) {
+        for (TensorId p : trained_) persistent_[p].mutable_grad().zero_();
+      }
     } else if (!LazyGradients()) {
       for (FlatBucket& b : buckets_) b.grads.zero_();
     } else {  // shard gradients: the flat gradients are allocated by the backward (EnsureFullGradient)
@@ -690,6 +694,11 @@ void Trainer::Step(int64_t step, StepStats* stats) {
     ProfileGuard scope(profiling_, Scope(Phase::kOptimizer));
     if (Distributed() && shard_ != ShardMode::kNone) ShardedOptimizerStep(step);
     else OptimizerStep(step);
+    // optimizer.zero_grad() at its default: the gradients die with the step. (Data-parallel
+    // ranks keep their buckets' gradients, as DDP's reducer does: their graph is kept.)
+    if (!Distributed() && g_.grads == GradientLifetime::kNone) {
+      for (TensorId p : trained_) persistent_[p].mutable_grad().reset();
+    }
   }
   peak = std::max({peak, meter_.peak(), trace_peak_});
   reserved = std::max(reserved, meter_.reserved_peak());

@@ -282,6 +282,10 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
                        "--shard gradients");
   }
   const TrainingGraph& g = rank_graph;
+  if (g.grads != GradientLifetime::kKept) {
+    throw MemplanError("internal: data-parallel ranks step with kept gradients (SteppedGradients); the rank's graph "
+                       "was loaded with gradients set to None");
+  }
   Schedule& s = p.schedule;
   if (s.steps.empty() || s.steps.front().phase != Phase::kSetup || s.steps.back().phase != Phase::kOptimizer) {
     throw MemplanError("internal: ApplyDataParallel needs a replayed plan (setup first, optimizer last)");

@@ -133,6 +133,10 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   p.notes.push_back(note);
 }
 
+GradientLifetime SteppedGradients(GradientLifetime asked, int64_t devices, int64_t micro_batches) {
+  return devices > 1 || micro_batches > 1 ? GradientLifetime::kKept : asked;
+}
+
 bool UsesBatchStatistics(const TrainingGraph& g) {
   // Training-mode batch normalisation is the op whose result depends on the other samples of the
   // batch (inference-mode exports, such as the dynamo exporter's, fold it into the convolution).
@@ -164,6 +168,7 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
   double whole_step_seconds = -1;
   auto plan_at = [&](int64_t k) {
     TrainingGraph micro = graph_at_batch(batch / k);
+    micro.grads = SteppedGradients(micro.grads, 1, k);
     // The whole batch's peak and step seconds, from one load of its graph (none at k = 1).
     if (baseline == 0 || (k > 1 && whole_step_seconds < 0)) {
       const TrainingGraph whole = k == 1 ? micro : graph_at_batch(batch);

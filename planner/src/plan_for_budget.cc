@@ -104,8 +104,12 @@ void Settle(BudgetPlan& out, const BudgetPlanOptions& options) {
 
 BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch, const CostModel& cost,
                          const BudgetPlanOptions& options) {
-  const GraphAtBatch at_batch = [&](int64_t batch) { return batch == g.batch ? g : graph_at_batch(batch); };
   const int64_t n = options.layout.devices;
+  const GraphAtBatch at_batch = [&](int64_t batch) {
+    TrainingGraph r = batch == g.batch ? g : graph_at_batch(batch);
+    r.grads = SteppedGradients(r.grads, n, 1);
+    return r;
+  };
   const int64_t k = options.micro_batches;
   if (n < 1) throw MemplanError("--devices must be at least 1 (got " + std::to_string(n) + ")");
   if (n > 1 && options.layout.shard == ShardMode::kParameters && !options.shard_auto &&

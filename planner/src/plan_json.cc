@@ -76,6 +76,7 @@ nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
       {"fingerprint", p.model_fingerprint},
       {"structure_fingerprint", StructureFingerprint(g)},
       {"optimizer", OptimizerName(g.optimizer)},
+      {"grads", GradientLifetimeName(g.grads)},
       {"loss", LossKindName(g.loss_kind)},
       {"num_nodes", g.nodes.size()},
       {"strategy", p.strategy},
@@ -224,7 +225,26 @@ int64_t PlanGraphBatch(const nlohmann::json& j) {
   return micro;
 }
 
+namespace {
+Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g);
+}  // namespace
+
 Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
+  // Later micro-batches and data-parallel ranks step as with kept gradients (SteppedGradients).
+  GradientLifetime stepped = g.grads;
+  try {
+    stepped = SteppedGradients(g.grads, PlanLayout(j).devices, PlanMicroBatches(j));
+  } catch (const std::exception&) {
+    // A malformed layout or split: the replay names what is wrong.
+  }
+  if (stepped == g.grads) return ReplayPlanJson(j, g);
+  TrainingGraph kept = g;
+  kept.grads = stepped;
+  return ReplayPlanJson(j, kept);
+}
+
+namespace {
+Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
   if (!IsPlanJson(j)) {
     throw MemplanError(
         "not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
@@ -399,5 +419,6 @@ Plan PlanFromJson(const nlohmann::json& j, const TrainingGraph& g) {
     throw MemplanError(std::string("malformed plan: ") + e.what());
   }
 }
+}  // namespace
 
 }  // namespace memplan

@@ -141,6 +141,15 @@ LossKind ParseLossKind(const std::string& s);   // throws MemplanError
 Optimizer ParseOptimizer(const std::string& s);  // throws MemplanError
 // Optimizer state bytes per parameter byte: SGD 0, momentum 1, Adam 2.
 int OptimizerStateMultiplier(Optimizer o);
+// What the training loop does with parameter gradients between steps.
+//   kNone: optimizer.zero_grad()'s default since PyTorch 2.0 (set_to_none=True). No gradient
+//     exists during the forward pass; a parameter's first backward contribution becomes its
+//     .grad (AccumulateGrad steals it: no extra buffer); gradients die after the optimizer step.
+//   kKept: zero_grad(set_to_none=False). Gradients live from one step to the next and every
+//     contribution is a temporary added into them in place.
+enum class GradientLifetime { kNone, kKept };
+const char* GradientLifetimeName(GradientLifetime l);       // "none", "kept"
+GradientLifetime ParseGradientLifetime(const std::string& s);  // throws MemplanError
 
 struct TrainingGraph {
   std::string model_path;
@@ -166,6 +175,7 @@ struct TrainingGraph {
   TensorId loss_target = kNone;      // the loss's extra input (class ids / regression target)
   LossKind loss_kind = LossKind::kCrossEntropy;
   Optimizer optimizer = Optimizer::kSgd;
+  GradientLifetime grads = GradientLifetime::kNone;
 
   bool weights_present = true;     // external-data files exist (weights are never read)
   // The user allowed external data outside the model's folder (LoadOptions); readers of the
@@ -195,6 +205,7 @@ struct LoadOptions {
   LoadOptions AtBatch(const TrainingGraph& g, int64_t new_batch) const;
   LossKind loss = LossKind::kCrossEntropy;
   Optimizer optimizer = Optimizer::kSgd;
+  GradientLifetime grads = GradientLifetime::kNone;
   // Also run the ONNX library's shape inference (opset <= 17) and take its answers where a
   // rule has none. Off by default: memplan's rules resolve every shape on their own, and
   // libonnx 1.12 crashes on malformed files (found by fuzzing), so it serves only as a test

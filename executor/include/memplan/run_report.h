@@ -73,6 +73,7 @@ struct RunReport {
   std::optional<int64_t> batch;          // the whole batch: micro_batches x the graph's batch
   std::optional<int64_t> micro_batches;  // at least 1
   std::optional<std::string> optimizer;  // OptimizerName
+  std::optional<std::string> grads;      // GradientLifetimeName: how the run treated gradients between steps
   std::optional<std::string> loss_kind;  // LossKindName
   std::optional<uint64_t> seed;
   std::optional<bool> random_weights;

@@ -310,6 +310,12 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
 // that micro-batches change what it computes; below this many samples per micro-batch the plan
 // notes a warning.
 bool UsesBatchStatistics(const TrainingGraph& g);
+
+// The gradient lifetime a step runs with, given the one asked for (--grads). Micro-batches
+// after the first accumulate into the gradients the first one created, and data-parallel
+// ranks keep their buckets' gradients between steps (DDP's reducer holds its buckets whatever
+// zero_grad does to .grad): both step as with kept gradients, whose peak is theirs.
+GradientLifetime SteppedGradients(GradientLifetime asked, int64_t devices, int64_t micro_batches);
 constexpr int64_t kFewestSamplesForBatchStatistics = 8;
 // The divisors of n >= 1 in increasing order, from its prime factors (fast for any int64).
 std::vector<int64_t> Divisors(int64_t n);
