@@ -166,8 +166,10 @@ std::vector<OpRule> MakeRules() {
       {.op_type = "GlobalAveragePool", .infer = InferGlobalPool, .flops = ReduceFlops},
       {.op_type = "GlobalMaxPool", .infer = InferGlobalPool, .flops = ReduceFlops,
        .saves = SavesInputAndOutput},
+      // The executor's mean is sum then an in-place scale (MeanSavingNothing): backward scales the
+      // reduced gradient and expands it back, a broadcast view as sum's.
       {.op_type = "ReduceMean", .infer = InferReduce, .flops = ReduceFlops,
-       .nondiff_inputs = Bits({1})},
+       .nondiff_inputs = Bits({1}), .grad_is_view = true, .grad_is_broadcast = true},
       // sum's backward expands the incoming gradient back to the input's shape: a view.
       {.op_type = "ReduceSum", .infer = InferReduce, .flops = ReduceFlops,
        .nondiff_inputs = Bits({1}), .grad_is_view = true, .grad_is_broadcast = true},
