@@ -109,6 +109,22 @@ TEST_F(GuiGpuFiles, AModelTakesTheBatchOfItsPlanAndRun) {
       << head.toStdString();
 }
 
+TEST_F(GuiGpuFiles, TheRunsAllocatorModeIsTheOnePredicted) {
+  // The recorded run with the field a newer `memplan run` writes: "allocator_mode": "default".
+  std::ifstream in(GpuFile("resnet50-run.json").toStdString());
+  nlohmann::json run = nlohmann::json::parse(in);
+  ASSERT_FALSE(run.contains("allocator_mode"));
+  run["allocator_mode"] = "default";
+  const QString path = TempPath("run_default_mode.json");
+  std::ofstream(path.toStdString()) << run.dump();
+  MainWindow window;
+  window.openFiles({QString::fromStdString(testing::CorpusModel("resnet50")), path});
+  ASSERT_TRUE(window.waitForIdle(600000));
+  ASSERT_TRUE(ModelItem(window));
+  EXPECT_EQ(ModelItem(window)->predicted_for, "cuda");
+  EXPECT_EQ(ModelItem(window)->allocator_mode, "default");  // not the environment's expandable
+}
+
 TEST_F(GuiGpuFiles, EveryPageShowsOneBatchAndTheKindsOfMemory) {
   MainWindow window;
   window.resize(1400, 900);

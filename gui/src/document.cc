@@ -758,7 +758,7 @@ Item LoadItem(const std::string& path, const ModelOptions& options) {
   if (options.device.empty()) return ItemFromAnalysis(Analyze(std::move(g)), path);
   // As `memplan analyze --device cuda` predicts: the libraries' workspaces in the schedule,
   // and the caching allocator model replayed over it for the reserved bytes.
-  CudaDevice cuda = CudaDeviceFromEnvironment(options.device);
+  CudaDevice cuda = DeviceFor(options);
   PrepareGraphForCuda(g, cuda);
   cuda.conv_margin_bytes = ConvWorkspaceMargins(g, cuda);
   Item item = ItemFromAnalysis(Analyze(std::move(g)), path);
@@ -777,6 +777,14 @@ Item LoadItem(const std::string& path, const ModelOptions& options) {
   return item;
 }
 
+CudaDevice DeviceFor(const ModelOptions& options) {
+  CudaDevice d = CudaDeviceFromEnvironment(options.device.empty() ? "cuda" : options.device);
+  // The mode the run recorded wins: its reserved bytes are what the prediction is compared to.
+  if (options.allocator_mode == "default") d.allocator_conf = "";
+  if (options.allocator_mode == "expandable_segments") d.allocator_conf = "expandable_segments:True";
+  return d;
+}
+
 std::optional<ModelOptions> SettingsOf(const Item& item, const ModelOptions& defaults) {
   if (item.batch < 1) return std::nullopt;
   ModelOptions o = defaults;
@@ -791,6 +799,7 @@ std::optional<ModelOptions> SettingsOf(const Item& item, const ModelOptions& def
   // A prediction or a measurement made on a GPU: the model is predicted for one too.
   const std::string& gpu = !item.predicted_for.empty() ? item.predicted_for : item.device;
   o.device = gpu.rfind("cuda", 0) == 0 ? "cuda" : "";
+  if (!o.device.empty() && !item.allocator_mode.empty()) o.allocator_mode = item.allocator_mode;
   return o;
 }
 
@@ -828,6 +837,7 @@ std::string SettingsText(const ModelOptions& s) {
                      LossKindName(s.loss);
   for (const auto& [name, value] : s.dims) text += " · " + name + " = " + std::to_string(value);
   if (!s.device.empty()) text += " · " + s.device;
+  if (!s.device.empty() && !s.allocator_mode.empty()) text += " (" + s.allocator_mode + ")";
   return text;
 }
 

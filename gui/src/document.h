@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "memplan/analyzer.h"
+#include "memplan/cuda_device.h"
 #include "memplan/profiler.h"
 #include "memplan/training_graph.h"
 
@@ -245,8 +246,15 @@ struct ModelOptions {
   // allocator's reserved bytes), with the environment's allocator settings as `memplan
   // analyze --device cuda` reads them.
   std::string device;
+  // On CUDA: the caching allocator's mode the opened run or plan recorded ("default" or
+  // "expandable_segments"); empty: PYTORCH_CUDA_ALLOC_CONF as `memplan run` would set it.
+  std::string allocator_mode;
   bool operator==(const ModelOptions&) const = default;
 };
+
+// The CUDA device a window with `options` predicts for (CudaDeviceFromEnvironment, with the
+// recorded allocator mode when there is one). Throws MemplanError as that does.
+CudaDevice DeviceFor(const ModelOptions& options);
 
 // The training settings a file was made with (plan, run, profile, analysis JSON), as the
 // window adopts them; nullopt when it records no batch. Settings the file leaves out keep

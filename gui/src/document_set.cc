@@ -51,6 +51,12 @@ std::optional<ModelOptions> DocumentSet::fileSettings(const ModelOptions& defaul
     settings->device = gpu.rfind("cuda", 0) == 0 ? "cuda" : "";
     break;
   }
+  // The allocator mode: of the first file on CUDA that recorded one.
+  for (const ItemPtr& p : slots_) {
+    if (!p || settings->device.empty() || p->allocator_mode.empty()) continue;
+    settings->allocator_mode = p->allocator_mode;
+    break;
+  }
   return settings;
 }
 

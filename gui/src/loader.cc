@@ -41,7 +41,7 @@ void Loader::load(int slot, const QString& path, const ModelOptions& options, co
     // Everything is caught here: nothing may escape into Qt's thread pool.
     try {
       // A plan file is replayed on its model, when the model is there, for its schedule.
-      return {std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options), opened, options.device)), {}};
+      return {std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options), opened, options)), {}};
     } catch (const MemplanError& e) {
       return {nullptr, QString::fromStdString(e.what())};
     } catch (const std::bad_alloc&) {

@@ -212,7 +212,7 @@ void MainWindow::openFiles(const QStringList& paths) {
     const int slot = docs_.add(p);
     if (p.endsWith(QStringLiteral(".json"), Qt::CaseInsensitive)) {
       json_loading_.insert(slot);
-      json_with_[slot] = {options_.device, models};
+      json_with_[slot] = {options_.device + "/" + options_.allocator_mode, models};
       loader_->load(slot, p, options_, models);
     } else {
       waiting_models_.push_back(slot);  // a model: analysed with the settings the files give
@@ -247,8 +247,9 @@ void MainWindow::settle() {
   for (int i = 0; i < docs_.size(); ++i) {
     auto it = json_with_.find(i);
     if (it == json_with_.end() || json_loading_.count(i) || !docs_.slot(i)) continue;
-    if (docs_.slot(i)->kind != SourceKind::kPlan || it->second.first == options_.device) continue;
-    it->second.first = options_.device;
+    const std::string device = options_.device + "/" + options_.allocator_mode;
+    if (docs_.slot(i)->kind != SourceKind::kPlan || it->second.first == device) continue;
+    it->second.first = device;
     json_loading_.insert(i);
     loader_->load(i, docs_.path(i), options_, it->second.second);
   }

@@ -166,7 +166,7 @@ Item MakePlanItem(const PlanRequest& r) {
   const TrainingGraph& g = r.analysis->graph;
   const CostModel cost = CostOf(r);
   std::optional<CudaDevice> cuda;
-  if (!r.device.empty()) cuda = CudaDeviceFromEnvironment(r.device);
+  if (!r.device.empty()) cuda = DeviceFor({.device = r.device, .allocator_mode = r.allocator_mode});
   // The analysis graph carries the device's workspaces; estimated cuDNN ones keep a margin.
   if (cuda) cuda->conv_margin_bytes = ConvWorkspaceMargins(g, *cuda);
   // The command line's entry point, so that a budget gets the same plan here as from
@@ -263,7 +263,7 @@ std::string PlanModelPath(const std::string& plan_path, const std::string& model
 }  // namespace
 
 Item WithPlanSchedule(const std::string& path, Item file,
-                      const std::vector<std::string>& opened_models, const std::string& device) {
+                      const std::vector<std::string>& opened_models, const ModelOptions& device) {
   if (file.kind != SourceKind::kPlan || file.schedule) return file;
   try {
     const nlohmann::json j = nlohmann::json::parse(ReadText(path));
@@ -283,8 +283,8 @@ Item WithPlanSchedule(const std::string& path, Item file,
     TrainingGraph g =
         LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>(), opened_models), o);
     std::optional<CudaDevice> cuda;
-    if (!device.empty()) {
-      cuda = CudaDeviceFromEnvironment(device);
+    if (!device.device.empty()) {
+      cuda = DeviceFor(device);
       PrepareGraphForCuda(g, *cuda);
       cuda->conv_margin_bytes = ConvWorkspaceMargins(g, *cuda);
     }
@@ -319,7 +319,7 @@ Item WithPlanSchedule(const std::string& path, Item file,
 #else
 bool PlannerAvailable() { return false; }
 Item WithPlanSchedule(const std::string&, Item file, const std::vector<std::string>&,
-                      const std::string&) {
+                      const ModelOptions&) {
   return file;
 }
 QStringList PlannerStrategies() { return {}; }

@@ -189,6 +189,7 @@ PlanRequest PlanPage::baseRequest() const {
   r.model_path = base->path;
   r.machine_rates = machine_rates_;
   r.device = docs_.settings().device;
+  r.allocator_mode = docs_.settings().allocator_mode;
   return r;
 }
 
