@@ -202,6 +202,7 @@ TEST(ExecutorTraining, GradientLifetimesMeasureAsPredicted) {
     cases.push_back({"reshaped weight", b, LossKind::kSum});
   }
   for (const Case& c : cases) {
+    int64_t measured[2] = {0, 0}, predicted[2] = {0, 0};
     for (GradientLifetime grads : {GradientLifetime::kNone, GradientLifetime::kKept}) {
       const std::string what = std::string(c.name) + ", grads " + GradientLifetimeName(grads);
       LoadOptions lo{/*batch=*/8};
@@ -212,9 +213,19 @@ TEST(ExecutorTraining, GradientLifetimesMeasureAsPredicted) {
       MemoryTimeline t = Simulate(BuildTrainingSchedule(g));
       RunResult r = RunTraining(g, Options(c.b, 2));
       EXPECT_EQ(r.persistent_bytes, t.bytes_after[0]) << what;
-      EXPECT_EQ(r.steps[0].peak_bytes, t.peak_bytes) << what;
-      EXPECT_EQ(r.steps[1].peak_bytes, t.peak_bytes) << what;
+      EXPECT_EQ(r.steps[0].peak_bytes, r.steps[1].peak_bytes) << what;
+      // The loss's scalar tail is not modelled to the byte: the loss value and its seed
+      // gradient (4 B each), held through the backward as a training loop holds them, and
+      // nll_loss's saved total weight. Everything else is exact.
+      EXPECT_GE(r.steps[1].peak_bytes - t.peak_bytes, 0) << what;
+      EXPECT_LE(r.steps[1].peak_bytes - t.peak_bytes, 12) << what;
+      const int k = grads == GradientLifetime::kKept;
+      measured[k] = r.steps[1].peak_bytes;
+      predicted[k] = t.peak_bytes;
     }
+    // What setting gradients to None saves is predicted but for the loss's tail (a copy where
+    // AccumulateGrad could not take a gradient as it is would be a whole weight, >= 1 KiB, more).
+    EXPECT_NEAR(measured[1] - measured[0], predicted[1] - predicted[0], 12) << c.name;
   }
 }
 
@@ -276,8 +287,9 @@ TEST(ExecutorTraining, WeightReadThroughATransposeIsTrained) {
   for (int i = 1; i < 4; ++i) {
     for (int j = 0; j < 8; ++j) EXPECT_FLOAT_EQ(gw[i * 8 + j], gw[j]) << "row " << i << ", column " << j;
   }
-  // The setup holds what the analyzer counts: x 96 + w 128 + its gradient 128 B.
-  EXPECT_EQ(r.persistent_bytes, 96 + 128 + 128);
+  // The setup holds what the analyzer counts: x 96 + w 128 B (gradients set to None between
+  // steps are born in the backward).
+  EXPECT_EQ(r.persistent_bytes, 96 + 128);
 }
 
 TEST(ExecutorTraining, MeasuredPeakIsNearThePrediction) {
