@@ -262,6 +262,35 @@ def memplan_plan(a, path, n, grads, bucket):
     return pj["predicted_peak_bytes"], pj
 
 
+def memplan_smallest(a, path, n, grads):
+    """memplan's smallest per-rank plan for N ranks, the number issue 28's goal compares with
+    FSDP2's peak: the least, over --shard none/optimizer/gradients/parameters, of each one's
+    smallest plan (`--sweep` without a budget; --shard auto without a budget answers the cheapest
+    communication, not the smallest peak). (bytes, label) or (None, error)."""
+    best, label, errors = None, None, []
+    for shard in ("none", "optimizer", "gradients", "parameters"):
+        fd, out = tempfile.mkstemp(suffix=".plan.json")
+        os.close(fd)
+        cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--devices", str(n),
+               "--shard", shard, "--sweep", "--json", out]
+        if a.memplan_grads:
+            cmd += ["--grads", grads]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            os.unlink(out)
+            errors.append(shard + ": " + (p.stderr.strip().splitlines() or ["?"])[-1][:120])
+            continue
+        with open(out) as f:
+            pj = json.load(f)
+        os.unlink(out)
+        if best is None or pj["predicted_peak_bytes"] < best:
+            best = pj["predicted_peak_bytes"]
+            label = (f"shard {shard}, {pj.get('strategy', '?')}, "
+                     f"{len(pj.get('checkpoints', []))} ckpt, "
+                     f"{pj.get('micro_batches', 1)} micro-batch(es)")
+    return (best, label) if best is not None else (None, "; ".join(errors))
+
+
 def mib(b):
     return "–" if b is None else f"{b / 2**20:.1f}"
 
@@ -369,7 +398,7 @@ def main():
         "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(header), flush=True)
-    rows, notes, unit_tables, traces = [], [], [], []
+    rows, notes, unit_tables, traces, goals = [], [], [], [], []
     for name in a.models.split(","):
         path = model_path(a, name)
         shapes = None
@@ -440,12 +469,26 @@ def main():
                     unit_tables.append(units_table(name, n, res[0], shapes))
                 if name in a.trace.split(","):
                     traces.append(trace_table(name, n, grads, res[0]))
+                if n > 1:
+                    best, label = memplan_smallest(a, path, n, grads)
+                    goals.append(
+                        f"{name}, {n} ranks, grads {grads}: " + (
+                            f"memplan --shard auto failed: {label}" if best is None else
+                            f"memplan's smallest plan {mib(best)} MiB per rank ({label}) vs FSDP2's "
+                            f"{mib(meas)} -> {'MET' if best <= meas else 'MISSED'}"))
     tail = ["", "err: (memplan - measured) / measured. peak reached: between which two marks the "
             "worst rank reached its peak: `fwd U` U's forward pre-hook (FSDP2 has gathered U), "
             "`bwd U` U's output gradient arriving (FSDP2 has gathered U and "
             "prefetched the next unit; U's backward has not run), then `loss`, `backward end`, "
-            "`step end`. at step start: the largest rank's live bytes just after zero_grad.", "",
-            "## Notes", ""]
+            "`step end`. at step start: the largest rank's live bytes just after zero_grad.", ""]
+    if goals:
+        tail += ["## Goal: memplan's best plan at or below FSDP2's per-rank peak (issue 28)", "",
+                 "memplan's smallest per-rank plan: the least, over `--shard none|optimizer|"
+                 "gradients|parameters`, of `plan --batch BxN --devices N --shard S --sweep` "
+                 "without a budget (its JSON's predicted peak; 25 MiB buckets), against the largest "
+                 "rank's measured peak." + ("" if a.memplan_grads else " This memplan keeps gradients in "
+                                     "both rows."), ""] + [f"- {g}" for g in goals] + [""]
+    tail += ["## Notes", ""]
     tail += [f"- {x}" for x in notes]
     if unit_tables:
         summary = ["", "## FSDP2's units", "",
