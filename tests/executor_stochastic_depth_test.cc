@@ -21,7 +21,15 @@ struct Case {
   const char* model;
   int64_t batch;
   int budget_percent;  // of the unplanned peak: a budget selective recompute reaches on the model
+  GradientLifetime grads = GradientLifetime::kNone;
+  double tolerance = 1e-5;  // relative, predicted against measured
 };
+
+LoadOptions Options(const Case& c, int64_t batch) {
+  LoadOptions o{/*batch=*/batch};
+  o.grads = c.grads;
+  return o;
+}
 
 RunResult RunSteps(const TrainingGraph& g, const Plan* plan = nullptr) {
   RunOptions o;
@@ -43,21 +51,21 @@ class StochasticDepth : public ::testing::TestWithParam<Case> {};
 
 TEST_P(StochasticDepth, UnplannedStepMeasuresItsPrediction) {
   const Case& c = GetParam();
-  TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(c.model), {/*batch=*/c.batch});
+  TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(c.model), Options(c, c.batch));
   const MemoryTimeline predicted = Simulate(BuildTrainingSchedule(g));
   const RunResult r = RunSteps(g);
   const double err = Error(predicted.peak_bytes, r.measured_peak_bytes);
   std::printf("sd %-24s batch %lld  predicted %10lld  measured %10lld  %+.4f%%\n", c.model,
               static_cast<long long>(c.batch), static_cast<long long>(predicted.peak_bytes),
               static_cast<long long>(r.measured_peak_bytes), 100 * err);
-  EXPECT_LE(std::abs(err), 1e-5) << c.model;
+  EXPECT_LE(std::abs(err), c.tolerance) << c.model;
   EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0]) << "parameters, gradients, batch and constants";
 }
 
 TEST_P(StochasticDepth, SelectivePlanMeasuresItsPredictionWithinItsBudget) {
   const Case& c = GetParam();
   const std::string path = testing::CorpusModel(c.model);
-  auto at_batch = [&](int64_t b) { return LoadTrainingGraph(path, {/*batch=*/b}); };
+  auto at_batch = [&](int64_t b) { return LoadTrainingGraph(path, Options(c, b)); };
   const int64_t baseline = Simulate(BuildTrainingSchedule(at_batch(c.batch))).peak_bytes;
   PlanOptions po;
   po.strategy = "selective";
@@ -70,16 +78,20 @@ TEST_P(StochasticDepth, SelectivePlanMeasuresItsPredictionWithinItsBudget) {
               c.budget_percent, static_cast<long long>(po.budget_bytes),
               static_cast<long long>(plan.predicted_peak_bytes), static_cast<long long>(r.measured_peak_bytes));
   EXPECT_LE(r.measured_peak_bytes, po.budget_bytes);
-  EXPECT_LE(std::abs(Error(plan.predicted_peak_bytes, r.measured_peak_bytes)), 1e-5) << c.model;
+  EXPECT_LE(std::abs(Error(plan.predicted_peak_bytes, r.measured_peak_bytes)), c.tolerance) << c.model;
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, StochasticDepth,
                          // ConvNeXt-tiny at 64 px is parameter-bound (its stage-4 depthwise
                          // backward alone holds 36.8 MiB): selective reaches 92% at batch 4.
-                         // swin_t_sd is not here yet: +0.118% at batch 2 (224 px), first apart at
-                         // the final ReduceMean's backward (the executor's sum-then-scale hands
-                         // back an expanded view, the rule a new input-sized gradient).
-                         ::testing::Values(Case{"convnext_tiny_sd_dynamo", 4, 95}),
+                         // swin_t_sd with kept gradients: with gradients set to none it measures
+                         // +0.12% at batch 2, first apart at the last layer norm's backward, where
+                         // parameter gradients are born (their lifetimes are being reworked).
+                         ::testing::Values(Case{"convnext_tiny_sd_dynamo", 4, 95},
+                                           // Swin's shifted-window mask (ScatterND on constants)
+                                           // holds up to 4,712 B more than the rules say (as in
+                                           // swin_t_dynamo): -0.0010% at batch 2, under 0.01%.
+                                           Case{"swin_t_sd_dynamo", 2, 75, GradientLifetime::kKept, 1e-4}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_" +
                                   std::to_string(i.param.budget_percent);
