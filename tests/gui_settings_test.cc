@@ -229,9 +229,11 @@ class GuiMismatch : public ::testing::Test {
     std::ofstream(path.toStdString()) << PlanToJson(p, g).dump();
     return path;
   }
-  QString AnalysisJson(int64_t batch, const std::string& name) {
+  QString AnalysisJson(int64_t batch, const std::string& name,
+                       GradientLifetime grads = GradientLifetime::kNone) {
     LoadOptions o;
     o.batch = batch;
+    o.grads = grads;
     const QString path = TempPath(prefix_ + name);
     std::ofstream(path.toStdString()) << AnalysisToJson(Analyze(LoadTrainingGraph(model_, o))).dump();
     return path;
@@ -244,7 +246,8 @@ TEST_F(GuiMismatch, FilesThatDisagreeAreMarkedWithTheReason) {
   const QString plan = PlanJson(model_, 4, "plan_b4.json");
   const QString analysis = AnalysisJson(2, "analysis_b2.json");
   const QString foreign = PlanJson(other_, 4, "other_plan_b4.json");
-  window.openFiles({QString::fromStdString(model_), plan, analysis, foreign});
+  const QString kept = AnalysisJson(4, "analysis_kept.json", GradientLifetime::kKept);
+  window.openFiles({QString::fromStdString(model_), plan, analysis, foreign, kept});
   ASSERT_TRUE(window.waitForIdle(120000));
   ASSERT_TRUE(window.errors().isEmpty()) << window.errors().join("\n").toStdString();
   // The first file that records settings (the plan, batch 4) sets them; the model follows.
@@ -261,6 +264,9 @@ TEST_F(GuiMismatch, FilesThatDisagreeAreMarkedWithTheReason) {
   const QString batch_reason = RowOf(rows, "analysis_b2.json")->mismatch;
   EXPECT_TRUE(batch_reason.startsWith("not combined: batch 2, not 4 (the window's settings, batch 4 · sgd · cross_entropy"))
       << batch_reason.toStdString();
+  // Gradients kept between steps, where the plan (memplan's default) sets them to None.
+  EXPECT_TRUE(RowOf(rows, "analysis_kept.json")->mismatch.startsWith("not combined: grads kept, not none"))
+      << RowOf(rows, "analysis_kept.json")->mismatch.toStdString();
   const QString model_reason = RowOf(rows, "other_plan_b4.json")->mismatch;
   EXPECT_TRUE(model_reason.startsWith("not combined: made for another model (structure ")) << model_reason.toStdString();
   // Neither is combined with the model: the summary names the model and the matching plan

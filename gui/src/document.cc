@@ -156,6 +156,7 @@ void ReadPlanFields(const json& j, Item& item) {
   if (item.structure_fingerprint.empty())
     item.structure_fingerprint = GetString(j, "structure_fingerprint");
   if (item.loss.empty()) item.loss = GetString(j, "loss");
+  if (item.grads.empty()) item.grads = GetString(j, "grads");
   if (item.micro_batches < 0) item.micro_batches = GetInt(j, "micro_batches");
   item.budget_bytes = GetInt(j, "budget_bytes");
   item.plan_peak_bytes = GetInt(j, "predicted_peak_bytes");
@@ -203,6 +204,7 @@ void ReadAnalysisFields(const json& j, Item& item) {
   item.batch = GetInt(j, "batch");
   item.optimizer = GetString(j, "optimizer");
   item.loss = GetString(j, "loss");
+  item.grads = GetString(j, "grads");
   if (j.contains("dims") && j["dims"].is_object()) {
     for (const auto& [k, v] : j["dims"].items()) item.dims[k] = JsonInt64(v, "dims." + k);
   }
@@ -225,6 +227,7 @@ void ReadRun(const RunReport& r, Item& item) {
   item.batch = r.batch.value_or(-1);
   item.optimizer = r.optimizer.value_or("");
   item.loss = r.loss_kind.value_or("");
+  item.grads = r.grads.value_or("");
   item.micro_batches = r.micro_batches.value_or(-1);
   item.device = r.device;
   // On a GPU the run measured the caching allocator: allocated (measured_peak_bytes) and
@@ -549,6 +552,7 @@ Item ItemFromAnalysis(Analysis analysis, const std::string& path) {
   item.batch = g.batch;
   item.optimizer = OptimizerName(g.optimizer);
   item.loss = LossKindName(g.loss_kind);
+  item.grads = GradientLifetimeName(g.grads);
   item.dims = g.dims;
   item.structure_fingerprint = StructureFingerprint(g);
   item.num_nodes = static_cast<int64_t>(g.nodes.size());
@@ -754,6 +758,7 @@ Item LoadItem(const std::string& path, const ModelOptions& options) {
   lo.optimizer = options.optimizer;
   lo.loss = options.loss;
   lo.dims = options.dims;
+  lo.grads = options.grads;
   TrainingGraph g = LoadTrainingGraph(path, lo);
   if (options.device.empty()) return ItemFromAnalysis(Analyze(std::move(g)), path);
   // As `memplan analyze --device cuda` predicts: the libraries' workspaces in the schedule,
@@ -792,6 +797,7 @@ std::optional<ModelOptions> SettingsOf(const Item& item, const ModelOptions& def
   try {
     if (!item.optimizer.empty()) o.optimizer = ParseOptimizer(item.optimizer);
     if (!item.loss.empty()) o.loss = ParseLossKind(item.loss);
+    if (!item.grads.empty()) o.grads = ParseGradientLifetime(item.grads);
   } catch (const MemplanError&) {
     // A name this build does not know: the defaults; SettingsMismatch names the difference.
   }
@@ -812,6 +818,8 @@ std::vector<std::string> SettingsMismatch(const Item& item, const ModelOptions& 
     why.push_back("optimizer " + item.optimizer + ", not " + OptimizerName(settings.optimizer));
   if (!item.loss.empty() && item.loss != LossKindName(settings.loss))
     why.push_back("loss " + item.loss + ", not " + LossKindName(settings.loss));
+  if (!item.grads.empty() && item.grads != GradientLifetimeName(settings.grads))
+    why.push_back("grads " + item.grads + ", not " + GradientLifetimeName(settings.grads));
   for (const auto& [name, value] : item.dims) {
     auto it = settings.dims.find(name);
     if (it != settings.dims.end() && it->second != value)

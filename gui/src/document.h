@@ -137,6 +137,7 @@ struct Item {
   // The rest of the training settings the file was made with (models: analysed with). Empty
   // or -1: the file does not say.
   std::string loss;  // LossKindName
+  std::string grads;  // GradientLifetimeName: gradients between steps ("none" or "kept")
   std::map<std::string, int64_t> dims;
   int64_t micro_batches = -1;
   // The model's structure (StructureFingerprint): a plan's own, a run's plan's, or, for
@@ -241,6 +242,7 @@ struct ModelOptions {
   int64_t batch = 1;
   Optimizer optimizer = Optimizer::kSgd;
   LossKind loss = LossKind::kCrossEntropy;
+  GradientLifetime grads = GradientLifetime::kNone;
   std::map<std::string, int64_t> dims;
   // "" (the CPU) or "cuda": predict for a CUDA device (the cuBLAS workspaces, the caching
   // allocator's reserved bytes), with the environment's allocator settings as `memplan

@@ -181,6 +181,7 @@ Item MakePlanItem(const PlanRequest& r) {
     o.batch = batch;
     o.optimizer = g.optimizer;
     o.loss = g.loss_kind;
+    o.grads = g.grads;
     TrainingGraph at = LoadTrainingGraph(r.model_path, o);
     if (cuda) PrepareGraphForCuda(at, *cuda);
     return at;
@@ -280,6 +281,8 @@ Item WithPlanSchedule(const std::string& path, Item file,
         j["loss"].get<std::string>() != "model_output") {
       o.loss = ParseLossKind(j["loss"].get<std::string>());
     }
+    if (j.contains("grads") && j["grads"].is_string())
+      o.grads = ParseGradientLifetime(j["grads"].get<std::string>());
     TrainingGraph g =
         LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>(), opened_models), o);
     std::optional<CudaDevice> cuda;
