@@ -104,6 +104,9 @@ struct OpRule {
   // Backward reduces the gradient of an input the forward broadcast (add's sum_to): that input
   // gets a new tensor, not a broadcast view, even where the incoming gradient is one.
   bool grad_reduces_broadcast_inputs = false;
+  // Backward reduces the incoming gradient to the input's shape (expand's sum_to), which is a
+  // no-op handing on the incoming gradient itself when the input has the output's size.
+  bool grad_is_view_at_same_size = false;
   // Backward makes a contiguous copy of an incoming gradient that is a broadcast view (the BLAS,
   // oneDNN and vectorised kernels of mm, addmm, convolution, gelu, softmax, layer norm and
   // pooling backward need real strides): a temporary of the output's size during the backward.

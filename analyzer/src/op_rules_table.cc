@@ -227,7 +227,7 @@ std::vector<OpRule> MakeRules() {
       {.op_type = "Transpose", .infer = InferTranspose, .flops = NoFlops, .backward_factor = 0.0,
        .view = V::kStridedView, .grad_is_view = true},
       {.op_type = "Expand", .infer = InferExpand, .flops = NoFlops, .backward_factor = 0.0,
-       .nondiff_inputs = Bits({1}), .view = V::kStridedView},
+       .nondiff_inputs = Bits({1}), .view = V::kStridedView, .grad_is_view_at_same_size = true},
       {.op_type = "Slice", .infer = InferSlice, .flops = NoFlops, .backward_factor = 0.0,
        .nondiff_inputs = Bits({1, 2, 3, 4}), .view = V::kStridedView},
       {.op_type = "Split", .infer = InferSplit, .flops = NoFlops, .backward_factor = 0.0,

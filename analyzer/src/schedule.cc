@@ -159,7 +159,10 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     if (i == kNone || !g.tensors[i].has_gradient) continue;
     if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
     const Tensor& t = g.tensors[i];
-    bool view = (rule->grad_is_view || IsIdentityInTraining(n, g.tensors)) && out_grad != kNone;
+    const bool same_size = out != kNone && g.tensors[out].numel() == t.numel();
+    bool view = (rule->grad_is_view || (rule->grad_is_view_at_same_size && same_size) ||
+                 IsIdentityInTraining(n, g.tensors)) &&
+                out_grad != kNone;
     if (t.category != TensorCategory::kParameter && grad[i] != kNone && broadcast_[i]) {
       // Summed with a broadcast view (no bytes of its own): the sum is a new full-size
       // gradient, contiguous, which replaces the view.
