@@ -30,8 +30,8 @@ nlohmann::json WithoutTimes(nlohmann::json j) {
 TEST(GuiPlanWorker, GivesTheCommandLinesPlanWithMicroBatches) {
   if (!PlannerAvailable()) GTEST_SKIP() << "built without the planner library";
   // x[N,100] -> MatMul w1[100,100] -> Relu -> MatMul w2[100,10] -> cross entropy (as in
-  // planner_microbatch_test.cc): at batch 4 the plain step needs 131232 B and no checkpointing
-  // goes lower; two micro-batches of 2 need 130432 B.
+  // planner_microbatch_test.cc), gradients kept between steps: at batch 4 the plain step needs
+  // 131232 B and no checkpointing goes lower; two micro-batches of 2 need 130432 B.
   const std::string model = ::testing::TempDir() + "gui_plan_worker_chain.onnx";
   testing::GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
@@ -42,6 +42,7 @@ TEST(GuiPlanWorker, GivesTheCommandLinesPlanWithMicroBatches) {
 
   ModelOptions options;
   options.batch = 4;
+  options.grads = GradientLifetime::kKept;
   PlanRequest r;
   r.analysis = LoadItem(model, options).analysis;
   r.model_path = model;
@@ -56,7 +57,7 @@ TEST(GuiPlanWorker, GivesTheCommandLinesPlanWithMicroBatches) {
 
   const std::string json = ::testing::TempDir() + "gui_plan_worker_cli.json";
   const std::string cmd = std::string(MEMPLAN_CLI) + " plan '" + model +
-                          "' --batch 4 --budget 131000B --strategy optimal --json '" + json +
+                          "' --batch 4 --grads kept --budget 131000B --strategy optimal --json '" + json +
                           "' > /dev/null";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd;
