@@ -95,6 +95,10 @@ def accuracy_job(a, model, batch, budget, work):
     if budget:
         plan_path = os.path.join(tmp, "plan.json")
         plan, err = memplan_plan(a, onnx, batch, budget, plan_path, a.strategy)
+        if err and err.startswith("memplan plan exit 2:"):
+            # The planner's answer, not a failure: no plan reaches this budget (it names the least).
+            row["no_fit"] = tail(err[len("memplan plan exit 2:"):], 160)
+            return row
         if err:
             row["error"] = err
             return row
@@ -144,6 +148,9 @@ def accuracy_table(rows):
         if "error" in r:
             out.append(head + f"| error: {r['error'][:200]} |||||")
             continue
+        if "no_fit" in r:
+            out.append(head + f"| no plan fits: {r['no_fit']} |||||")
+            continue
         err = (r["predicted"] - r["measured"]) / r["measured"] * 100 if r.get("measured") else float("nan")
         ratio = f"{r['reserved'] / r['measured']:.2f}" if r.get("reserved") and r.get("measured") else "-"
         out.append(head + f"| {r.get('strategy', '-')} | {mib(r['predicted'])} | {mib(r['measured'])} | {err:+.2f}% | "
@@ -164,6 +171,9 @@ def budget_table(rows):
         head = f"| {r['model']} | {r['batch']} | {r['budget']} "
         if "error" in r:
             out.append(head + f"| - | - | - | - | - | - | error: {r['error'][:160]} |")
+            continue
+        if "no_fit" in r:
+            out.append(head + "| - | - | - | - | - | - | no plan fits (not run) |")
             continue
         b = r["budget_bytes"]
         alloc_ok = r["measured"] <= b

@@ -36,6 +36,7 @@ int main(int argc, char** argv) {
     LoadOptions lo;
     lo.batch = std::atoll(argv[2]);
     lo.optimizer = ParseOptimizer(argv[3]);
+    lo.grads = GradientLifetime::kKept;  // data-parallel ranks keep their buckets (SteppedGradients)
     const int64_t micro = argc > 8 ? std::atoll(argv[8]) : 1;
     TrainingGraph g = LoadTrainingGraph(argv[1], lo);
 

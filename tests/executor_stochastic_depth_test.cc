@@ -13,6 +13,7 @@
 #include "memplan/executor.h"
 #include "memplan/planner.h"
 #include "testing/corpus.h"
+#include "testing/executor_steps.h"
 
 namespace memplan {
 namespace {
@@ -31,21 +32,8 @@ LoadOptions Options(const Case& c, int64_t batch) {
   return o;
 }
 
-RunResult RunSteps(const TrainingGraph& g, const Plan* plan = nullptr) {
-  RunOptions o;
-  o.random_weights = true;
-  o.steps = 2;  // the second step is the steady state
-  if (plan) {
-    o.segments = plan->segments;
-    o.recomputed = plan->recomputed;
-    o.micro_batches = plan->micro_batches;
-  }
-  return RunTraining(g, o);
-}
-
-double Error(int64_t predicted, int64_t measured) {
-  return static_cast<double>(predicted - measured) / static_cast<double>(measured);
-}
+using testing::Error;
+using testing::RunSteps;
 
 class StochasticDepth : public ::testing::TestWithParam<Case> {};
 

@@ -461,10 +461,13 @@ TEST(SelectiveJson, RefusesRecomputedTensorsWithSections) {
 class SelectiveCorpus : public ::testing::TestWithParam<std::string> {};
 
 // Every subset of the recomputable tensors gives a consistent schedule (Simulate checks every
-// buffer is allocated once and freed once, while alive); none dropped is the plain step.
+// buffer is allocated once and freed once, while alive); none dropped is the plain step. With
+// kept gradients the plain step peaks where the forward ends, so dropping everything lowers it
+// (set to None, the peak may sit late in the backward, where recomputes only add).
 TEST_P(SelectiveCorpus, AnyDroppedSetReplays) {
   LoadOptions o;
   o.batch = 2;
+  o.grads = GradientLifetime::kKept;
   TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(GetParam()), o);
   const int64_t plain = Simulate(BuildTrainingSchedule(g)).peak_bytes;
   EXPECT_EQ(ReplaySelective(g, "selective", {}, 0, 0).predicted_peak_bytes, plain);
@@ -551,16 +554,14 @@ TEST_P(SelectiveCorpusPlans, PeakIsMonotoneInTheBudget) {
   TrainingGraph g = LoadCorpus(GetParam(), RealisticBatch(GetParam()));
   const int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
   int64_t previous = INT64_MAX;
-  double previous_seconds = 0;
   for (int percent = 100; percent >= 30; percent -= 10) {
     const int64_t budget = baseline * percent / 100;
     Plan p = Selective(g, {}, budget);
     EXPECT_LE(p.predicted_peak_bytes, previous) << percent << "%: the peak rose as the budget fell";
     if (p.feasible) EXPECT_LE(p.predicted_peak_bytes, budget);
-    // Not a promise, but the search's trajectory makes less memory cost no less time.
-    EXPECT_GE(p.predicted_recompute_seconds, previous_seconds) << percent << "%";
+    // (Recompute seconds are not monotone: a search at a smaller budget may find a cheaper set;
+    // resnet50 b32 with gradients set to None does, 1.097 s at 50% against 1.112 s at 60%.)
     previous = p.predicted_peak_bytes;
-    previous_seconds = p.predicted_recompute_seconds;
   }
 }
 
