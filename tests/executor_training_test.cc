@@ -170,8 +170,8 @@ TEST(ExecutorTraining, PersistentMemoryIsExactlyWhatTheAnalyzerCounts) {
 // measured peak of a plain step is the analyzer's, graph by graph, and the first step is
 // already the steady state (None: the gradients die after each optimizer step). The graphs
 // cover a contribution taken as .grad (Gemm's transposed weight, a bias's reduced sum), two
-// contributions to a shared weight, a gradient copied into the weight's layout after a
-// Transpose, and one taken as it is after a Reshape.
+// contributions to a shared weight, and gradients handed back through a Transpose (mm computes
+// it in the transposed layout, so it lands in the weight's) and a Reshape, taken as they are.
 TEST(ExecutorTraining, GradientLifetimesMeasureAsPredicted) {
   struct Case {
     const char* name;
