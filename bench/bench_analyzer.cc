@@ -25,7 +25,8 @@ std::vector<std::string> Models(const std::string& dir) {
   if (DIR* d = opendir(dir.c_str())) {
     while (dirent* e = readdir(d)) {
       std::string n = e->d_name;
-      if (n.size() > 5 && n.substr(n.size() - 5) == ".onnx") out.push_back(n.substr(0, n.size() - 5));
+      if (n.size() > 5 && n.substr(n.size() - 5) == ".onnx")
+        out.push_back(n.substr(0, n.size() - 5));
     }
     closedir(d);
   }
@@ -42,7 +43,8 @@ int64_t ReadBytesSoFar() {  // rchar: bytes this process read through read(2)
   std::ifstream io("/proc/self/io");
   std::string key;
   int64_t value;
-  while (io >> key >> value) if (key == "rchar:") return value;
+  while (io >> key >> value)
+    if (key == "rchar:") return value;
   return -1;
 }
 
@@ -96,14 +98,15 @@ int main(int argc, char** argv) {
   for (const std::string& m : models) {
     for (int64_t batch : {1, 64}) {
       std::string path = dir + "/" + m + ".onnx";
-      benchmark::RegisterBenchmark(("analyze/" + m + "/batch:" + std::to_string(batch)).c_str(),
-                                   [path, batch](benchmark::State& state) {
-                                     memplan::LoadOptions o;
-                                     o.batch = batch;
-                                     for (auto _ : state) {
-                                       benchmark::DoNotOptimize(memplan::Analyze(memplan::LoadTrainingGraph(path, o)));
-                                     }
-                                   })
+      benchmark::RegisterBenchmark(
+          ("analyze/" + m + "/batch:" + std::to_string(batch)).c_str(),
+          [path, batch](benchmark::State& state) {
+            memplan::LoadOptions o;
+            o.batch = batch;
+            for (auto _ : state) {
+              benchmark::DoNotOptimize(memplan::Analyze(memplan::LoadTrainingGraph(path, o)));
+            }
+          })
           ->Unit(benchmark::kMillisecond);
     }
   }
@@ -112,15 +115,16 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&bargc, argv + 1);
   benchmark::RunSpecifiedBenchmarks();
 
-  std::printf("\n%-32s %6s %6s %10s %10s %12s %12s %12s\n", "model", "batch", "nodes", "seconds", "rss MiB",
-              "read MiB", ".onnx MiB", "weights MiB");
+  std::printf("\n%-32s %6s %6s %10s %10s %12s %12s %12s\n", "model", "batch", "nodes", "seconds",
+              "rss MiB", "read MiB", ".onnx MiB", "weights MiB");
   for (const std::string& m : models) {
     std::string path = dir + "/" + m + ".onnx";
     for (int64_t batch : {1, 64}) {
       Row r = MeasureInChild(path, batch);
-      std::printf("%-32s %6lld %6lld %10.3f %10.1f %12.2f %12.2f %12.1f\n", m.c_str(), static_cast<long long>(batch),
-                  static_cast<long long>(r.nodes), r.seconds, r.max_rss_kib / 1024.0, r.bytes_read / 1048576.0,
-                  FileSize(path) / 1048576.0, FileSize(path + ".data") / 1048576.0);
+      std::printf("%-32s %6lld %6lld %10.3f %10.1f %12.2f %12.2f %12.1f\n", m.c_str(),
+                  static_cast<long long>(batch), static_cast<long long>(r.nodes), r.seconds,
+                  r.max_rss_kib / 1024.0, r.bytes_read / 1048576.0, FileSize(path) / 1048576.0,
+                  FileSize(path + ".data") / 1048576.0);
     }
   }
   return 0;

@@ -33,7 +33,8 @@ void BM_TrainingStep(benchmark::State& state, const std::string& model, int64_t 
   if (split) {
     memplan::NodeId half = static_cast<memplan::NodeId>(g.nodes.size() / 2);
     o.segments.resize(2);
-    for (memplan::NodeId i = 0; i < static_cast<memplan::NodeId>(g.nodes.size()); ++i) o.segments[i < half ? 0 : 1].push_back(i);
+    for (memplan::NodeId i = 0; i < static_cast<memplan::NodeId>(g.nodes.size()); ++i)
+      o.segments[i < half ? 0 : 1].push_back(i);
   }
   for (auto _ : state) {
     memplan::RunResult r = memplan::RunTraining(g, o);
@@ -46,11 +47,21 @@ void BM_TrainingStep(benchmark::State& state, const std::string& model, int64_t 
   }
 }
 
-BENCHMARK_CAPTURE(BM_TrainingStep, gpt_b4, std::string("gpt"), 4, false)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_TrainingStep, gpt_b4_split, std::string("gpt"), 4, true)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_TrainingStep, resnet18_b8, std::string("resnet18"), 8, false)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_TrainingStep, resnet18_b8_split, std::string("resnet18"), 8, true)->UseManualTime()->Iterations(1);
-BENCHMARK_CAPTURE(BM_TrainingStep, mobilenet_v2_b8, std::string("mobilenet_v2"), 8, false)->UseManualTime()->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, gpt_b4, std::string("gpt"), 4, false)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, gpt_b4_split, std::string("gpt"), 4, true)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, resnet18_b8, std::string("resnet18"), 8, false)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, resnet18_b8_split, std::string("resnet18"), 8, true)
+    ->UseManualTime()
+    ->Iterations(1);
+BENCHMARK_CAPTURE(BM_TrainingStep, mobilenet_v2_b8, std::string("mobilenet_v2"), 8, false)
+    ->UseManualTime()
+    ->Iterations(1);
 
 }  // namespace
 

@@ -22,7 +22,8 @@ std::vector<std::string> Split(const std::string& s) {
   size_t start = 0;
   while (start <= s.size()) {
     size_t comma = s.find(',', start);
-    std::string item = s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        s.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     if (!item.empty()) out.push_back(item);
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -62,10 +63,13 @@ int main(int argc, char** argv) {
     std::printf("built without COIN-OR CBC: no exact reference\n");
     return 0;
   }
-  std::printf("selective (fast) vs selective-exact (reference), batch %lld, reference time limit %.0f s\n",
-              static_cast<long long>(batch), seconds);
-  std::printf("| model | nodes | candidates | budget | reference ms | bound ms | fast ms | gap %% | ref s | fast s | "
-              "MILP solves | replays |\n");
+  std::printf(
+      "selective (fast) vs selective-exact (reference), batch %lld, reference time limit %.0f s\n",
+      static_cast<long long>(batch), seconds);
+  std::printf(
+      "| model | nodes | candidates | budget | reference ms | bound ms | fast ms | gap %% | ref s "
+      "| fast s | "
+      "MILP solves | replays |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const std::string& name : models) {
     const std::string path = dir + "/" + name + ".onnx";
@@ -89,7 +93,8 @@ int main(int argc, char** argv) {
       e.time_limit_seconds = seconds;
       const SelectiveExactResult ref = PlanSelectiveExact(g, cost, o, e);
       char ref_cell[64], bound_cell[32], fast_cell[32], gap_cell[32];
-      const double ref_ms = 1e3 * ref.plan.predicted_recompute_seconds, bound_ms = 1e3 * ref.lower_bound;
+      const double ref_ms = 1e3 * ref.plan.predicted_recompute_seconds,
+                   bound_ms = 1e3 * ref.lower_bound;
       if (!ref.found) {
         std::snprintf(ref_cell, sizeof ref_cell, ref.proven ? "none fits (proven)" : "none found");
       } else {
@@ -99,8 +104,9 @@ int main(int argc, char** argv) {
       if (fast.feasible)
         std::snprintf(fast_cell, sizeof fast_cell, "%.3f", 1e3 * fast.predicted_recompute_seconds);
       else
-        std::snprintf(fast_cell, sizeof fast_cell, "x (%.0f%%)",
-                      100.0 * static_cast<double>(fast.predicted_peak_bytes) / static_cast<double>(baseline));
+        std::snprintf(
+            fast_cell, sizeof fast_cell, "x (%.0f%%)",
+            100.0 * static_cast<double>(fast.predicted_peak_bytes) / static_cast<double>(baseline));
       if (fast.feasible && ref.found) {
         const double base = ref.proven ? ref.plan.predicted_recompute_seconds : ref.lower_bound;
         const double gap = base > 0 ? 100.0 * (fast.predicted_recompute_seconds - base) / base : 0;
@@ -108,9 +114,10 @@ int main(int argc, char** argv) {
       } else {
         std::snprintf(gap_cell, sizeof gap_cell, "-");
       }
-      std::printf("| %s | %zu | %zu | %d%% | %s | %s | %s | %s | %.1f | %.3f | %d | %d |\n", name.c_str(),
-                  g.nodes.size(), candidates, percent, ref_cell, bound_cell, fast_cell, gap_cell,
-                  ref.plan.solve_seconds, fast.solve_seconds, ref.iterations, ref.replays);
+      std::printf("| %s | %zu | %zu | %d%% | %s | %s | %s | %s | %.1f | %.3f | %d | %d |\n",
+                  name.c_str(), g.nodes.size(), candidates, percent, ref_cell, bound_cell,
+                  fast_cell, gap_cell, ref.plan.solve_seconds, fast.solve_seconds, ref.iterations,
+                  ref.replays);
       std::fflush(stdout);
     }
   }

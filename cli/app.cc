@@ -44,7 +44,8 @@ void PrintVersion() {
 }
 
 // A command this build lacks: it takes any arguments and says so.
-[[maybe_unused]] CLI::App* AddUnavailable(CLI::App& app, const std::string& name, const std::string& what) {
+[[maybe_unused]] CLI::App* AddUnavailable(CLI::App& app, const std::string& name,
+                                          const std::string& what) {
   CLI::App* sub = app.add_subcommand(name, what + " (not in this build)");
   sub->prefix_command();
   sub->set_help_flag();
@@ -81,8 +82,10 @@ int Dispatch(int argc, char** argv) {
 #endif
 #ifdef MEMPLAN_HAVE_GUI
   // The GUI parses its own options (memplan::RunGui, with CLI11 too) and keeps argc/argv for Qt.
-  CLI::App* gui = app.add_subcommand("gui", "the dashboard: MODEL.onnx and memplan JSON files side by side "
-                                            "(memplan gui --help)");
+  CLI::App* gui =
+      app.add_subcommand("gui",
+                         "the dashboard: MODEL.onnx and memplan JSON files side by side "
+                         "(memplan gui --help)");
   gui->prefix_command();
   gui->set_help_flag();
 #ifdef MEMPLAN_HAVE_PLANNER
@@ -114,7 +117,8 @@ int Dispatch(int argc, char** argv) {
     bool known = false;
     for (const auto& [sub, run] : commands) known = known || sub->get_name() == first;
     if (!known) {
-      std::fprintf(stderr, "memplan: unknown command '%s'\n\n%s", PrintableText(first).c_str(), app.help().c_str());
+      std::fprintf(stderr, "memplan: unknown command '%s'\n\n%s", PrintableText(first).c_str(),
+                   app.help().c_str());
       return kExitUserError;
     }
   }
@@ -130,10 +134,12 @@ int Dispatch(int argc, char** argv) {
     const std::vector<CLI::App*> chosen = app.get_subcommands();
     std::string message = e.what();
     // CLI11 says "--batch: 1 required N missing" for an option at the end without its value.
-    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) && message.find(" required ") != std::string::npos) {
+    if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) &&
+        message.find(" required ") != std::string::npos) {
       message = "option " + message.substr(0, message.find(':')) + " needs a value";
     }
-    throw MemplanError(message + " (see memplan " + (chosen.empty() ? "" : chosen.front()->get_name() + " ") + "--help)");
+    throw MemplanError(message + " (see memplan " +
+                       (chosen.empty() ? "" : chosen.front()->get_name() + " ") + "--help)");
   }
   if (version) {
     PrintVersion();
@@ -142,7 +148,8 @@ int Dispatch(int argc, char** argv) {
   for (const auto& [sub, run] : commands) {
     if (!sub->parsed()) continue;
     if (!run) {
-      std::fprintf(stderr, "memplan: '%s' is not available in this build\n", sub->get_name().c_str());
+      std::fprintf(stderr, "memplan: '%s' is not available in this build\n",
+                   sub->get_name().c_str());
       return kExitUserError;
     }
     return run(*sub);
@@ -153,7 +160,8 @@ int Dispatch(int argc, char** argv) {
 
 int Main(int argc, char** argv) {
   const std::string cmd = argc >= 2 ? argv[1] : "";
-  const std::string who = "memplan" + (cmd.empty() || cmd[0] == '-' ? "" : " " + PrintableText(cmd));
+  const std::string who =
+      "memplan" + (cmd.empty() || cmd[0] == '-' ? "" : " " + PrintableText(cmd));
   try {
     return Dispatch(argc, argv);
   } catch (const MemplanError& e) {

@@ -64,7 +64,8 @@ HostMemory HostMemoryLimit() {
     m.bytes = static_cast<int64_t>(pages) * page;
     m.source = "physical memory";
   }
-  std::vector<std::string> files = {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
+  std::vector<std::string> files = {"/sys/fs/cgroup/memory.max",
+                                    "/sys/fs/cgroup/memory/memory.limit_in_bytes"};
   // This process's own group: "0::/path" (v2) or "N:memory:/path" (v1) in /proc/self/cgroup.
   std::ifstream groups("/proc/self/cgroup");
   for (std::string line; std::getline(groups, line);) {
@@ -73,7 +74,8 @@ HostMemory HostMemoryLimit() {
     const std::string controllers = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
     if (path.empty() || path == "/" || path.find("..") != std::string::npos) continue;
     if (controllers.empty()) files.push_back("/sys/fs/cgroup" + path + "/memory.max");
-    if (controllers == "memory") files.push_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
+    if (controllers == "memory")
+      files.push_back("/sys/fs/cgroup/memory" + path + "/memory.limit_in_bytes");
   }
   for (const std::string& f : files) {
     const int64_t limit = ReadLimitFile(f);
@@ -85,12 +87,20 @@ HostMemory HostMemoryLimit() {
   return m;
 }
 
-void AddValue(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help) {
-  sub.add_option("--" + name)->description(help)->type_name(value)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+void AddValue(CLI::App& sub, const std::string& name, const std::string& value,
+              const std::string& help) {
+  sub.add_option("--" + name)
+      ->description(help)
+      ->type_name(value)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
 }
 
-void AddRepeated(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help) {
-  sub.add_option("--" + name)->description(help + " (repeatable)")->type_name(value)->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+void AddRepeated(CLI::App& sub, const std::string& name, const std::string& value,
+                 const std::string& help) {
+  sub.add_option("--" + name)
+      ->description(help + " (repeatable)")
+      ->type_name(value)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
 }
 
 void AddFlag(CLI::App& sub, const std::string& name, const std::string& help) {
@@ -99,16 +109,22 @@ void AddFlag(CLI::App& sub, const std::string& name, const std::string& help) {
 
 constexpr const char* kModel = "MODEL";
 
-void AddModel(CLI::App& sub) { sub.add_option(kModel)->description("the ONNX model")->type_name("MODEL.onnx"); }
+void AddModel(CLI::App& sub) {
+  sub.add_option(kModel)->description("the ONNX model")->type_name("MODEL.onnx");
+}
 
 void AddLoadOptions(CLI::App& sub) {
-  AddValue(sub, "batch", "N", "the batch size (binds the first symbolic dimension of every input; default 1)");
+  AddValue(sub, "batch", "N",
+           "the batch size (binds the first symbolic dimension of every input; default 1)");
   AddRepeated(sub, "dim", "NAME=VALUE", "binds a named symbolic dimension");
-  AddValue(sub, "loss", "cross_entropy|mse|sum", "the loss appended to the model (default cross_entropy)");
-  AddValue(sub, "optimizer", "sgd|momentum|adam", "the optimizer whose state is kept (default sgd)");
-  AddValue(sub, "grads", "none|kept",
-           "parameter gradients between steps: none, as optimizer.zero_grad() leaves them (PyTorch's "
-           "default), or kept (zero_grad(set_to_none=False)); default none");
+  AddValue(sub, "loss", "cross_entropy|mse|sum",
+           "the loss appended to the model (default cross_entropy)");
+  AddValue(sub, "optimizer", "sgd|momentum|adam",
+           "the optimizer whose state is kept (default sgd)");
+  AddValue(
+      sub, "grads", "none|kept",
+      "parameter gradients between steps: none, as optimizer.zero_grad() leaves them (PyTorch's "
+      "default), or kept (zero_grad(set_to_none=False)); default none");
   AddFlag(sub, kAllowOutsideFlag, "read external data from outside the model's folder");
 }
 
@@ -152,19 +168,23 @@ Args ArgsOf(const CLI::App& sub) {
   const std::string help = " (see memplan " + sub.get_name() + " --help)";
   for (const std::string& extra : sub.remaining()) {
     if (extra.size() > 1 && extra[0] == '-') {
-      throw MemplanError("unknown option " + PrintableText(extra.substr(0, extra.find('='))) + help);
+      throw MemplanError("unknown option " + PrintableText(extra.substr(0, extra.find('='))) +
+                         help);
     }
   }
   Args a;
   for (const CLI::Option* o : sub.get_options()) {
     if (o == sub.get_help_ptr() || o->count() == 0) continue;
-    if (!o->nonpositional()) a.positional = o->results();
-    else a.flags[o->get_lnames().front()] = o->results();
+    if (!o->nonpositional())
+      a.positional = o->results();
+    else
+      a.flags[o->get_lnames().front()] = o->results();
   }
   for (const std::string& extra : sub.remaining()) a.positional.push_back(extra);
   if (sub.get_option_no_throw(kModel) && a.positional.size() != 1) {
     std::string got;
-    for (const std::string& p : a.positional) got += (got.empty() ? "" : ", ") + ("'" + PrintableText(p) + "'");
+    for (const std::string& p : a.positional)
+      got += (got.empty() ? "" : ", ") + ("'" + PrintableText(p) + "'");
     throw MemplanError("expects one MODEL.onnx, got " + (got.empty() ? "none" : got) + help);
   }
   return a;
@@ -176,28 +196,33 @@ void CheckOutputPaths(const Args& a, std::initializer_list<const char*> options)
     const std::filesystem::path path(a.get(option));
     std::error_code ec;
     if (std::filesystem::is_directory(path, ec)) {
-      throw MemplanError("--" + std::string(option) + " " + path.string() + " is a folder; name a file to write");
+      throw MemplanError("--" + std::string(option) + " " + path.string() +
+                         " is a folder; name a file to write");
     }
-    const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    const std::filesystem::path folder =
+        path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
     if (!std::filesystem::is_directory(folder, ec) || ::access(folder.c_str(), W_OK) != 0) {
-      throw MemplanError("--" + std::string(option) + " " + path.string() + ": the folder '" + folder.string() +
-                         "' does not exist or is not writable");
+      throw MemplanError("--" + std::string(option) + " " + path.string() + ": the folder '" +
+                         folder.string() + "' does not exist or is not writable");
     }
   }
 }
 
 void AddDeviceOptions(CLI::App& sub) {
   AddValue(sub, "device", "cpu|cuda[:K]",
-           "the device to predict for (default cpu); cuda adds the CUDA libraries' workspaces and the caching "
+           "the device to predict for (default cpu); cuda adds the CUDA libraries' workspaces and "
+           "the caching "
            "allocator's reserved memory");
   AddValue(sub, "device-file", "DEV.json",
-           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate --device cuda --json)");
+           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate "
+           "--device cuda --json)");
 }
 
 std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a) {
   const std::string device = a.get("device", a.has("device-file") ? "cuda" : "cpu");
   if (device == "cpu") {
-    if (a.has("device-file")) throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
+    if (a.has("device-file"))
+      throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
     return std::nullopt;
   }
   CudaDevice d = CudaDeviceFromEnvironment(device);  // names a bad --device
@@ -207,8 +232,9 @@ std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a) {
       d = CudaDeviceFromJson(ReadJsonInput(path, "device file"));
     } catch (const MemplanError& e) {
       const std::string what = e.what();
-      throw MemplanError(what.find(path) != std::string::npos ? "--device-file: " + what
-                                                              : "--device-file '" + PrintableText(path) + "': " + what);
+      throw MemplanError(what.find(path) != std::string::npos
+                             ? "--device-file: " + what
+                             : "--device-file '" + PrintableText(path) + "': " + what);
     }
     d.device = device;
   }
@@ -217,7 +243,8 @@ std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a) {
 
 void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d) {
   std::printf("device       %s%s, caching allocator %s; %s\n", d.device.c_str(),
-              d.name.empty() ? "" : (" (" + d.name + ")").c_str(), m.allocator_mode.c_str(), d.source.c_str());
+              d.name.empty() ? "" : (" (" + d.name + ")").c_str(), m.allocator_mode.c_str(),
+              d.source.c_str());
   std::printf("allocated    %s peak, with %s of cuBLAS/cuBLASLt workspaces (512-byte blocks)\n",
               FormatBytes(m.allocated_peak_bytes).c_str(), FormatBytes(m.workspace_bytes).c_str());
   std::printf("reserved     %s peak (the caching allocator's segments: what runs out)\n",
@@ -226,9 +253,10 @@ void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d) {
               FormatBytes(m.card_peak_bytes()).c_str(), FormatBytes(m.context_bytes).c_str(),
               m.context_measured ? "measured" : "estimate: the H200's, LibTorch 2.11");
   if (m.workspace_margin_bytes > 0) {
-    std::printf("margin       %s for cuDNN convolution workspaces estimated, not measured "
-                "(memplan calibrate --device cuda MODEL.onnx measures them)\n",
-                FormatBytes(m.workspace_margin_bytes).c_str());
+    std::printf(
+        "margin       %s for cuDNN convolution workspaces estimated, not measured "
+        "(memplan calibrate --device cuda MODEL.onnx measures them)\n",
+        FormatBytes(m.workspace_margin_bytes).c_str());
   }
 }
 
@@ -247,10 +275,12 @@ ProgressTicker::ProgressTicker(std::string what, double period_seconds) {
     const auto start = std::chrono::steady_clock::now();
     const auto period = std::chrono::duration<double>(period_seconds);
     std::unique_lock<std::mutex> lock(st->mutex);
-    for (int tick = 1; !st->stop.wait_for(lock, period * tick - (std::chrono::steady_clock::now() - start),
-                                          [st] { return st->done; });
+    for (int tick = 1;
+         !st->stop.wait_for(lock, period * tick - (std::chrono::steady_clock::now() - start),
+                            [st] { return st->done; });
          ++tick) {
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       std::fprintf(stderr, "%s, %.0f s\n", what.c_str(), elapsed);
       std::fflush(stderr);
     }

@@ -6,8 +6,8 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <optional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,9 +41,11 @@ struct Args {
 
 // Declaring options on a subcommand. `name` is the long name ("batch" for --batch), `value`
 // what the help shows for its value ("N", "SIZE").
-void AddValue(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help);
+void AddValue(CLI::App& sub, const std::string& name, const std::string& value,
+              const std::string& help);
 // An option that may be given several times, each value kept (--dim a=1 --dim b=2).
-void AddRepeated(CLI::App& sub, const std::string& name, const std::string& value, const std::string& help);
+void AddRepeated(CLI::App& sub, const std::string& name, const std::string& value,
+                 const std::string& help);
 void AddFlag(CLI::App& sub, const std::string& name, const std::string& help);
 // The subcommand's one positional argument, the model.
 void AddModel(CLI::App& sub);

@@ -1,6 +1,6 @@
 #include <cstdio>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli_util.h"
 #include "commands.h"
@@ -10,7 +10,8 @@
 namespace memplan::cli {
 
 CLI::App* AddAnalyzeCommand(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("analyze", "the memory of one training step: peak, breakdown, bottlenecks");
+  CLI::App* sub = app.add_subcommand(
+      "analyze", "the memory of one training step: peak, breakdown, bottlenecks");
   AddModel(*sub);
   AddLoadOptions(*sub);
   AddDeviceOptions(*sub);
@@ -41,13 +42,16 @@ int RunAnalyze(const Args& a) {
   int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;
   std::printf("model        %s (opset %lld, %zu nodes, %zu tensors)\n", g.model_path.c_str(),
               static_cast<long long>(g.opset), g.nodes.size(), g.tensors.size());
-  std::printf("batch        %lld   loss %s   optimizer %s   grads %s\n", static_cast<long long>(g.batch),
-              LossKindName(g.loss_kind), OptimizerName(g.optimizer), GradientLifetimeName(g.grads));
+  std::printf("batch        %lld   loss %s   optimizer %s   grads %s\n",
+              static_cast<long long>(g.batch), LossKindName(g.loss_kind),
+              OptimizerName(g.optimizer), GradientLifetimeName(g.grads));
   std::printf("shapes       all resolved: %d by ONNX inference, %d by memplan's rules (%.0f%%)\n",
               g.tensors_shaped_by_onnx, g.tensors_shaped_by_rules,
               total ? 100.0 * g.tensors_shaped_by_rules / total : 0.0);
-  std::printf("parameters   %s in %zu tensors\n", FormatBytes(g.param_bytes()).c_str(), g.parameters.size());
-  std::printf("flops        %.3g forward, %.3g backward per step\n", g.forward_flops(), g.backward_flops());
+  std::printf("parameters   %s in %zu tensors\n", FormatBytes(g.param_bytes()).c_str(),
+              g.parameters.size());
+  std::printf("flops        %.3g forward, %.3g backward per step\n", g.forward_flops(),
+              g.backward_flops());
   std::printf("peak         %s at %s\n", FormatBytes(an.timeline.peak_bytes).c_str(),
               an.schedule.StepLabel(g, an.timeline.peak_step).c_str());
   if (device_memory) PrintDeviceMemory(*device_memory, *cuda);
@@ -55,21 +59,26 @@ int RunAnalyze(const Args& a) {
   for (int c = 0; c < kNumMemoryCategories; ++c) {
     int64_t b = an.timeline.breakdown_at_peak[c];
     if (b == 0) continue;
-    std::printf("  %-22s %12s  %5.1f%%\n", MemoryCategoryName(static_cast<MemoryCategory>(c)), FormatBytes(b).c_str(),
+    std::printf("  %-22s %12s  %5.1f%%\n", MemoryCategoryName(static_cast<MemoryCategory>(c)),
+                FormatBytes(b).c_str(),
                 100.0 * static_cast<double>(b) / static_cast<double>(an.timeline.peak_bytes));
   }
   std::printf("largest at the peak:\n");
   for (size_t i = 0; i < an.timeline.alive_at_peak.size() && i < 5; ++i) {
     const Buffer& b = an.schedule.buffers[an.timeline.alive_at_peak[i]];
-    std::printf("  %-60.60s %12s  %s\n", b.name.c_str(), FormatBytes(b.bytes).c_str(), MemoryCategoryName(b.category));
+    std::printf("  %-60.60s %12s  %s\n", b.name.c_str(), FormatBytes(b.bytes).c_str(),
+                MemoryCategoryName(b.category));
   }
   std::printf("bottlenecks  %zu tensors cut the graph", an.bottlenecks.size());
   if (!an.bottlenecks.empty()) {
     std::printf("; largest:");
     std::vector<TensorId> top = an.bottlenecks;
-    std::stable_sort(top.begin(), top.end(), [&](TensorId x, TensorId y) { return g.tensors[x].bytes > g.tensors[y].bytes; });
+    std::stable_sort(top.begin(), top.end(), [&](TensorId x, TensorId y) {
+      return g.tensors[x].bytes > g.tensors[y].bytes;
+    });
     for (size_t i = 0; i < top.size() && i < 5; ++i) {
-      std::printf("%s %s (%s)", i ? "," : "", g.tensors[top[i]].name.c_str(), FormatBytes(g.tensors[top[i]].bytes).c_str());
+      std::printf("%s %s (%s)", i ? "," : "", g.tensors[top[i]].name.c_str(),
+                  FormatBytes(g.tensors[top[i]].bytes).c_str());
     }
   }
   std::printf("\n");

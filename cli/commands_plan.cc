@@ -1,7 +1,7 @@
 // memplan plan: choose checkpoints / sections so that a training step fits a memory budget.
 #include <algorithm>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -70,7 +70,6 @@ bool IsDeviceName(const std::string& d) {
   return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-
 // The forward times a profile measured: per node, its recompute scopes when it has any (they
 // run with autograd, as recompute does), else its forward scopes; seconds per call, at the
 // profile's micro-batch size.
@@ -109,7 +108,9 @@ MeasuredTimes MeasuredTimesOf(const Profile& profile, const std::string& path) {
 
 TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
   const std::string device = a.get("device", "cpu");
-  if (!IsDeviceName(device)) throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + PrintableText(device) + "')");
+  if (!IsDeviceName(device))
+    throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + PrintableText(device) +
+                       "')");
   TimeModel t;
   t.rates = RatesFor(device, &t.rates_source);
   cost.node_seconds = RooflineNodeSeconds(t.rates);
@@ -120,21 +121,24 @@ TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
     profile = ProfileFromJson(ReadJsonInput(t.costs, "profile"));
   } catch (const MemplanError& e) {
     const std::string what = e.what();
-    throw MemplanError(what.find(t.costs) != std::string::npos ? "--costs: " + what
-                                                               : "--costs '" + PrintableText(t.costs) + "': " + what);
+    throw MemplanError(what.find(t.costs) != std::string::npos
+                           ? "--costs: " + what
+                           : "--costs '" + PrintableText(t.costs) + "': " + what);
   }
-  if (!profile.structure_fingerprint.empty() && profile.structure_fingerprint != StructureFingerprint(g)) {
+  if (!profile.structure_fingerprint.empty() &&
+      profile.structure_fingerprint != StructureFingerprint(g)) {
     throw MemplanError("--costs '" + PrintableText(t.costs) + "' is a profile of another model (" +
-                       PrintableText(profile.model) + ", structure fingerprint " + profile.structure_fingerprint +
-                       ", not " + StructureFingerprint(g) + " of " + PrintableText(g.model_path) +
-                       "): profile this model with `memplan run " + PrintableText(g.model_path) + " --profile OUT.json`");
+                       PrintableText(profile.model) + ", structure fingerprint " +
+                       profile.structure_fingerprint + ", not " + StructureFingerprint(g) + " of " +
+                       PrintableText(g.model_path) + "): profile this model with `memplan run " +
+                       PrintableText(g.model_path) + " --profile OUT.json`");
   }
   Calibration c = CalibrateNodeSeconds(g, MeasuredTimesOf(profile, t.costs), t.rates);
   cost.node_seconds = c.node_seconds;
   t.notes = c.notes;
   if (!profile.device.empty() && profile.device.rfind(device, 0) != 0) {
-    t.notes.push_back(t.costs + " was measured on " + profile.device + "; the nodes it lacks are priced at " +
-                      device + "'s rates");
+    t.notes.push_back(t.costs + " was measured on " + profile.device +
+                      "; the nodes it lacks are priced at " + device + "'s rates");
   }
   return t;
 }
@@ -177,16 +181,17 @@ void PrintLayout(const Plan& p, const TrainingGraph& g) {
   const std::vector<ParameterBucket> buckets = ParameterBuckets(g, p.layout);
   const RankPersistent rp = RankPersistentBytes(g, p.layout);
   std::printf("devices      %lld ranks x batch %lld, shard %s, %zu bucket%s (--bucket-size %s)\n",
-              static_cast<long long>(p.layout.devices), static_cast<long long>(p.batch * p.micro_batches),
-              ShardModeName(p.layout.shard), buckets.size(), buckets.size() == 1 ? "" : "s",
+              static_cast<long long>(p.layout.devices),
+              static_cast<long long>(p.batch * p.micro_batches), ShardModeName(p.layout.shard),
+              buckets.size(), buckets.size() == 1 ? "" : "s",
               FormatBytes(p.layout.bucket_bytes).c_str());
   std::printf("per rank     parameters %s, gradients %s, optimizer state %s (persistent %s)\n",
               FormatBytes(rp.parameters).c_str(), FormatBytes(rp.gradients).c_str(),
               FormatBytes(rp.optimizer_state).c_str(), FormatBytes(rp.total()).c_str());
   std::printf("rank peak    %s\n", FormatBytes(p.predicted_peak_bytes).c_str());
   char link[64];
-  std::snprintf(link, sizeof link, "%.3g GB/s, %.3g us per collective", p.layout.link_bytes_per_second / 1e9,
-                p.layout.link_latency_seconds * 1e6);
+  std::snprintf(link, sizeof link, "%.3g GB/s, %.3g us per collective",
+                p.layout.link_bytes_per_second / 1e9, p.layout.link_latency_seconds * 1e6);
   std::printf("comm         %.3g s predicted per step (%s)\n", p.predicted_comm_seconds, link);
 }
 
@@ -195,16 +200,18 @@ void PrintCandidates(const Plan& p) {
   if (p.candidates.empty()) return;
   std::printf("auto tried   (at the plan's batch of %lld)\n", static_cast<long long>(p.batch));
   for (const PlanCandidate& c : p.candidates) {
-    std::printf("  %-11s peak %-12s %-13s recompute %.3g s%s\n", c.strategy.c_str(),
-                FormatBytes(c.predicted_peak_bytes).c_str(), c.feasible ? "fits" : "does not fit",
-                c.predicted_recompute_seconds,
-                c.margin_bytes > 0 ? (" (margin " + FormatBytes(c.margin_bytes) + ")").c_str() : "");
+    std::printf(
+        "  %-11s peak %-12s %-13s recompute %.3g s%s\n", c.strategy.c_str(),
+        FormatBytes(c.predicted_peak_bytes).c_str(), c.feasible ? "fits" : "does not fit",
+        c.predicted_recompute_seconds,
+        c.margin_bytes > 0 ? (" (margin " + FormatBytes(c.margin_bytes) + ")").c_str() : "");
   }
 }
 
 void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
-  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, grads %s\n", g.model_path.c_str(),
-              g.nodes.size(), static_cast<long long>(p.batch * p.micro_batches * p.layout.devices),
+  std::printf("model        %s (%zu nodes), batch %lld, optimizer %s, grads %s\n",
+              g.model_path.c_str(), g.nodes.size(),
+              static_cast<long long>(p.batch * p.micro_batches * p.layout.devices),
               OptimizerName(g.optimizer), GradientLifetimeName(g.grads));
   std::printf("strategy     %s\n", p.strategy.c_str());
   if (p.micro_batches > 1) {
@@ -224,16 +231,20 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
               p.feasible ? "fits" : "DOES NOT FIT",
               p.schedule.StepLabel(g, p.timeline.peak_step).c_str());
   if (p.margin_bytes > 0) {
-    std::printf("margin       %s kept free under the budget (gradient copies at segment borders; "
-                "on CUDA, cuDNN workspaces not measured)\n",
-                FormatBytes(p.margin_bytes).c_str());
+    std::printf(
+        "margin       %s kept free under the budget (gradient copies at segment borders; "
+        "on CUDA, cuDNN workspaces not measured)\n",
+        FormatBytes(p.margin_bytes).c_str());
   }
   std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n",
               Percent(p.overhead()).c_str(), p.recompute_flops, p.forward_flops);
-  std::printf("recompute    %.3g s predicted (%s)\n", p.predicted_recompute_seconds, time.Describe().c_str());
+  std::printf("recompute    %.3g s predicted (%s)\n", p.predicted_recompute_seconds,
+              time.Describe().c_str());
   if (p.micro_batches > 1) {
-    std::printf("micro-batch  %.3g s predicted per step for running %lld micro-batches instead of one batch\n",
-                p.predicted_micro_batch_seconds, static_cast<long long>(p.micro_batches));
+    std::printf(
+        "micro-batch  %.3g s predicted per step for running %lld micro-batches instead of one "
+        "batch\n",
+        p.predicted_micro_batch_seconds, static_cast<long long>(p.micro_batches));
   }
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
   if (p.layout.devices > 1) PrintLayout(p, g);
@@ -246,12 +257,13 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
 void PrintSweep(const SweepResult& s) {
   std::printf("\nbudget sweep (Pareto points, baseline %s):\n",
               FormatBytes(s.baseline_peak_bytes).c_str());
-  std::printf("  %-12s %-11s %-12s %9s %11s %6s %8s %6s %9s\n", "budget", "strategy", "peak", "overhead",
-              "recompute s", "ckpts", "sections", "micro", "solve s");
+  std::printf("  %-12s %-11s %-12s %9s %11s %6s %8s %6s %9s\n", "budget", "strategy", "peak",
+              "overhead", "recompute s", "ckpts", "sections", "micro", "solve s");
   for (const SweepPoint& p : s.points) {
-    std::printf("  %-12s %-11s %-12s %9s %11.3g %6d %8d %6d %9.3f\n", FormatBytes(p.budget_bytes).c_str(),
-                p.strategy.c_str(), FormatBytes(p.peak_bytes).c_str(), Percent(p.overhead).c_str(),
-                p.recompute_seconds, p.num_checkpoints, p.num_sections, p.micro_batches, p.solve_seconds);
+    std::printf("  %-12s %-11s %-12s %9s %11.3g %6d %8d %6d %9.3f\n",
+                FormatBytes(p.budget_bytes).c_str(), p.strategy.c_str(),
+                FormatBytes(p.peak_bytes).c_str(), Percent(p.overhead).c_str(), p.recompute_seconds,
+                p.num_checkpoints, p.num_sections, p.micro_batches, p.solve_seconds);
   }
   std::printf("smallest feasible budget: %s (%s)\n", FormatBytes(s.min_budget_bytes).c_str(),
               s.min_budget_strategy.c_str());
@@ -262,12 +274,14 @@ void PrintSweep(const SweepResult& s) {
 std::string InfeasibleMessage(const BudgetPlan& r, const std::string& strategy) {
   const bool is_auto = strategy == "auto" || strategy.empty();
   const Plan& s = r.smallest;
-  const std::string at = s.micro_batches > 1 ? " with " + std::to_string(s.micro_batches) + " micro-batches" : "";
+  const std::string at =
+      s.micro_batches > 1 ? " with " + std::to_string(s.micro_batches) + " micro-batches" : "";
   const std::string least = FormatBytes(r.smallest_budget_bytes());
-  std::string m = "memplan plan: no " + (is_auto ? std::string() : strategy + " ") + "plan fits the budget of " +
-                  FormatBytes(r.budget_bytes) + "; ";
+  std::string m = "memplan plan: no " + (is_auto ? std::string() : strategy + " ") +
+                  "plan fits the budget of " + FormatBytes(r.budget_bytes) + "; ";
   if (is_auto) {
-    m += "the smallest budget any strategy fits is " + least + " (strategy " + s.strategy + at + ")";
+    m +=
+        "the smallest budget any strategy fits is " + least + " (strategy " + s.strategy + at + ")";
   } else {
     m += strategy + " fits " + least + " at best" + at;
   }
@@ -276,9 +290,11 @@ std::string InfeasibleMessage(const BudgetPlan& r, const std::string& strategy) 
     const Plan& alt = r.alternative;
     char buf[96];
     std::snprintf(buf, sizeof buf, "%.3g s recompute", alt.predicted_overhead_seconds());
-    m += "; strategy " + alt.strategy + " fits this budget (peak " + FormatBytes(alt.predicted_peak_bytes) +
-         (alt.micro_batches > 1 ? ", " + std::to_string(alt.micro_batches) + " micro-batches" : std::string()) + ", " +
-         buf + "): use --strategy " + alt.strategy + " or auto";
+    m += "; strategy " + alt.strategy + " fits this budget (peak " +
+         FormatBytes(alt.predicted_peak_bytes) +
+         (alt.micro_batches > 1 ? ", " + std::to_string(alt.micro_batches) + " micro-batches"
+                                : std::string()) +
+         ", " + buf + "): use --strategy " + alt.strategy + " or auto";
   } else {
     m += ", a smaller --batch, or more devices";
   }
@@ -310,8 +326,8 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
       // An entry without class or fresh-memory rates was written before they were measured, and
       // a cache before format 2 measured fresh memory before the executor kept freed host memory:
       // measured again.
-      if (cache.is_object() && cache.value("kind", "") == "machine_rates" && cache.value("format", 1) == kRatesFormat &&
-          cache["rates"].is_object() &&
+      if (cache.is_object() && cache.value("kind", "") == "machine_rates" &&
+          cache.value("format", 1) == kRatesFormat && cache["rates"].is_object() &&
           cache["rates"].contains(key) && cache["rates"][key].contains("classes") &&
           cache["rates"][key].contains("fresh_bytes_per_second")) {
         *source = "measured, cached in " + path;
@@ -319,8 +335,8 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
       }
     } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
     }
-    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" || cache.value("format", 1) != kRatesFormat ||
-        !cache["rates"].is_object()) {
+    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" ||
+        cache.value("format", 1) != kRatesFormat || !cache["rates"].is_object()) {
       cache = nlohmann::json::object();
     }
   }
@@ -347,32 +363,47 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
 }
 
 CLI::App* AddPlanCommand(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("plan", "choose checkpoints, sections and micro-batches so that a training step fits a budget");
+  CLI::App* sub = app.add_subcommand(
+      "plan",
+      "choose checkpoints, sections and micro-batches so that a training step fits a budget");
   AddModel(*sub);
-  AddValue(*sub, "budget", "SIZE|PERCENT%", "the memory budget: a size (8GiB) or a percentage of the unplanned peak (60%)");
+  AddValue(*sub, "budget", "SIZE|PERCENT%",
+           "the memory budget: a size (8GiB) or a percentage of the unplanned peak (60%)");
   std::string strategies;
   for (const std::string& s : StrategyNames()) strategies += (strategies.empty() ? "" : "|") + s;
   AddValue(*sub, "strategy", strategies, "the planner (default auto; manual with --checkpoints)");
   AddRepeated(*sub, "checkpoints", "NAME,...", "the tensors to keep (--strategy manual)");
-  AddFlag(*sub, "sweep", "also print the budget sweep (Pareto points); without --budget, plan for the smallest budget");
-  AddValue(*sub, "micro-batches", "K|auto", "split the batch into K micro-batches (default auto: only when no plan fits)");
+  AddFlag(*sub, "sweep",
+          "also print the budget sweep (Pareto points); without --budget, plan for the smallest "
+          "budget");
+  AddValue(*sub, "micro-batches", "K|auto",
+           "split the batch into K micro-batches (default auto: only when no plan fits)");
   AddValue(*sub, "time-limit", "SECONDS", "the milp solver's time limit");
   AddValue(*sub, "device", "cpu|cuda[:K]",
-           "the device to plan for (default cpu): its rates predict the recompute seconds (measured once and "
-           "cached); cuda adds the CUDA libraries' workspaces, and the budget bounds the reserved memory");
+           "the device to plan for (default cpu): its rates predict the recompute seconds "
+           "(measured once and "
+           "cached); cuda adds the CUDA libraries' workspaces, and the budget bounds the reserved "
+           "memory");
   AddValue(*sub, "device-file", "DEV.json",
-           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate --device cuda --json)");
+           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate "
+           "--device cuda --json)");
   AddValue(*sub, "budget-of", "reserved|allocated",
-           "with --device cuda: the memory the budget bounds (default reserved: the caching allocator's segments)");
-  AddValue(*sub, "devices", "N", "data parallelism: plan for N ranks, each on batch / N (the budget is per device)");
+           "with --device cuda: the memory the budget bounds (default reserved: the caching "
+           "allocator's segments)");
+  AddValue(*sub, "devices", "N",
+           "data parallelism: plan for N ranks, each on batch / N (the budget is per device)");
   AddValue(*sub, "shard", "none|optimizer|gradients|parameters|auto",
-           "with --devices N > 1: what the ranks shard (ZeRO 1: optimizer, 2: gradients; default none; auto: the "
+           "with --devices N > 1: what the ranks shard (ZeRO 1: optimizer, 2: gradients; default "
+           "none; auto: the "
            "cheapest that fits)");
-  AddValue(*sub, "bucket-size", "SIZE", "with --devices: the gradient buckets' size (default 25MiB, as DDP)");
+  AddValue(*sub, "bucket-size", "SIZE",
+           "with --devices: the gradient buckets' size (default 25MiB, as DDP)");
   AddValue(*sub, "link-bandwidth", "SIZE/s",
-           "with --devices: the link's bandwidth for the predicted communication seconds (default 5GB/s)");
+           "with --devices: the link's bandwidth for the predicted communication seconds (default "
+           "5GB/s)");
   AddValue(*sub, "costs", "PROFILE.json",
-           "calibrate the predicted seconds with a profile of this model on this device (memplan run --profile)");
+           "calibrate the predicted seconds with a profile of this model on this device (memplan "
+           "run --profile)");
   AddLoadOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the plan as JSON");
   return sub;
@@ -380,7 +411,8 @@ CLI::App* AddPlanCommand(CLI::App& app) {
 
 int RunPlan(const Args& a) {
   const bool sweep = a.has("sweep");
-  if (!a.has("budget") && !sweep) throw MemplanError("--budget SIZE is required (see memplan plan --help)");
+  if (!a.has("budget") && !sweep)
+    throw MemplanError("--budget SIZE is required (see memplan plan --help)");
 
   BudgetPlanOptions request;
   request.sweep = sweep;
@@ -401,8 +433,8 @@ int RunPlan(const Args& a) {
   if (options.strategy == "milp" && !MilpAvailable()) {
     throw MemplanError("--strategy milp is not available: memplan was built without COIN-OR CBC");
   }
-  options.milp_time_limit_seconds =
-      a.get_real("time-limit", options.milp_time_limit_seconds, /*min=*/0.001, /*max=*/7 * 24 * 3600.0);
+  options.milp_time_limit_seconds = a.get_real("time-limit", options.milp_time_limit_seconds,
+                                               /*min=*/0.001, /*max=*/7 * 24 * 3600.0);
 
   LoadOptions load_options = LoadOptionsFromArgs(a);
   // 0: split the batch only when no plan fits without
@@ -414,25 +446,31 @@ int RunPlan(const Args& a) {
   request.layout.devices = a.get_int("devices", 1, 1, 1 << 20);
   load_options.grads = SteppedGradients(load_options.grads, request.layout.devices, 1);
   const std::string shard = a.get("shard", "none");
-  if (shard == "auto") request.shard_auto = true;
-  else request.layout.shard = ParseShardMode(shard);
+  if (shard == "auto")
+    request.shard_auto = true;
+  else
+    request.layout.shard = ParseShardMode(shard);
   if (request.layout.devices == 1 && shard != "none" && shard != "auto") {
-    throw MemplanError("--shard " + PrintableText(shard) + " needs --devices N with N > 1 (one device has nothing to shard)");
+    throw MemplanError("--shard " + PrintableText(shard) +
+                       " needs --devices N with N > 1 (one device has nothing to shard)");
   }
   request.layout.bucket_bytes = a.get_bytes("bucket-size", request.layout.bucket_bytes);
   if (a.has("link-bandwidth")) {
     std::string text = a.get("link-bandwidth");
-    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0) text.resize(text.size() - 2);
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0)
+      text.resize(text.size() - 2);
     try {
       request.layout.link_bytes_per_second = static_cast<double>(ParseBytes(text));
     } catch (const MemplanError& e) {
-      throw MemplanError(std::string("--link-bandwidth: ") + e.what() + " (a size per second: 10GB/s)");
+      throw MemplanError(std::string("--link-bandwidth: ") + e.what() +
+                         " (a size per second: 10GB/s)");
     }
   }
   request.cuda = CudaDeviceFromArgs(a);
   const std::string budget_of = a.get("budget-of", "reserved");
   if (budget_of != "reserved" && budget_of != "allocated") {
-    throw MemplanError("--budget-of must be reserved or allocated (got '" + PrintableText(budget_of) + "')");
+    throw MemplanError("--budget-of must be reserved or allocated (got '" +
+                       PrintableText(budget_of) + "')");
   }
   if (a.has("budget-of") && !request.cuda) throw MemplanError("--budget-of is for --device cuda");
   request.budget_reserved = budget_of == "reserved";

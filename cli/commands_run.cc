@@ -5,10 +5,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <memory>
-#include <optional>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "cli_util.h"
@@ -54,7 +54,8 @@ std::string Pct(double v) {
 // --memory-limit the user's limit applies instead (the meter fails the allocation beyond it).
 // Data-parallel ranks on one host share it: LOCAL_WORLD_SIZE (set by torchrun and --nproc) of
 // them each need their peak.
-void CheckFitsHostMemory(const Args& a, const TrainingGraph& g, const RunOptions& opt, int64_t peak) {
+void CheckFitsHostMemory(const Args& a, const TrainingGraph& g, const RunOptions& opt,
+                         int64_t peak) {
   if (a.has("memory-limit") || opt.device.rfind("cpu", 0) != 0) return;
   const HostMemory host = HostMemoryLimit();
   int64_t local_ranks = 1;
@@ -68,18 +69,25 @@ void CheckFitsHostMemory(const Args& a, const TrainingGraph& g, const RunOptions
   if (host.bytes <= 0 || need <= host.bytes) return;
   const std::string batch = std::to_string(g.batch * opt.micro_batches);
   if (local_ranks > 1) {
-    throw MemplanError(g.model_path + ": " + std::to_string(local_ranks) + " ranks on this host each predict a peak of " +
-                       FormatBytes(peak) + ", " + FormatBytes(need) + " together, more than the " + FormatBytes(host.bytes) +
-                       " this machine can use (" + host.source + "); the ranks would be killed for lack of memory. "
-                       "Start fewer ranks per host, or plan a smaller per-rank peak (memplan plan --devices N --budget "
-                       "SIZE, --shard parameters); --memory-limit SIZE runs anyway, failing at SIZE per rank");
+    throw MemplanError(
+        g.model_path + ": " + std::to_string(local_ranks) +
+        " ranks on this host each predict a peak of " + FormatBytes(peak) + ", " +
+        FormatBytes(need) + " together, more than the " + FormatBytes(host.bytes) +
+        " this machine can use (" + host.source +
+        "); the ranks would be killed for lack of memory. "
+        "Start fewer ranks per host, or plan a smaller per-rank peak (memplan plan --devices N "
+        "--budget "
+        "SIZE, --shard parameters); --memory-limit SIZE runs anyway, failing at SIZE per rank");
   }
-  throw MemplanError(g.model_path + ": the predicted peak of a training step at batch " + batch + " is " +
-                     FormatBytes(peak) + ", more than the " + FormatBytes(host.bytes) + " this machine can use (" +
-                     host.source + "); the run would be killed for lack of memory. Make it fit with `memplan plan " +
-                     g.model_path + " --batch " + batch + " --budget " + std::to_string(host.bytes / 10 * 9 >> 20) + "MiB" +
-                     " --json PLAN.json` and run with --plan PLAN.json, or use a smaller --batch " +
-                     "(--memory-limit SIZE runs anyway, failing at SIZE)");
+  throw MemplanError(
+      g.model_path + ": the predicted peak of a training step at batch " + batch + " is " +
+      FormatBytes(peak) + ", more than the " + FormatBytes(host.bytes) + " this machine can use (" +
+      host.source +
+      "); the run would be killed for lack of memory. Make it fit with `memplan plan " +
+      g.model_path + " --batch " + batch + " --budget " +
+      std::to_string(host.bytes / 10 * 9 >> 20) + "MiB" +
+      " --json PLAN.json` and run with --plan PLAN.json, or use a smaller --batch " +
+      "(--memory-limit SIZE runs anyway, failing at SIZE)");
 }
 
 // A CUDA step whose predicted reserved peak exceeds the device's free memory would fail part-way
@@ -95,36 +103,44 @@ void CheckFitsDevice(const Args& a, const RunOptions& opt, const DeviceMemory& m
     return;  // no device here: the run itself names that
   }
   if (m.reserved_peak_bytes <= info.free_bytes) return;
-  throw MemplanError("the predicted reserved peak of this step, " + FormatBytes(m.reserved_peak_bytes) + " (" +
-                     m.allocator_mode + " segments, " + FormatBytes(m.workspace_bytes) +
-                     " of library workspaces), is more than the " + FormatBytes(info.free_bytes) + " free on " +
-                     opt.device + " (of " + FormatBytes(info.total_bytes) +
-                     "); plan for it with `memplan plan --device " + opt.device + " --budget " +
-                     std::to_string(info.free_bytes >> 20) + "MiB`, or use a smaller --batch (--memory-limit SIZE "
+  throw MemplanError("the predicted reserved peak of this step, " +
+                     FormatBytes(m.reserved_peak_bytes) + " (" + m.allocator_mode + " segments, " +
+                     FormatBytes(m.workspace_bytes) + " of library workspaces), is more than the " +
+                     FormatBytes(info.free_bytes) + " free on " + opt.device + " (of " +
+                     FormatBytes(info.total_bytes) + "); plan for it with `memplan plan --device " +
+                     opt.device + " --budget " + std::to_string(info.free_bytes >> 20) +
+                     "MiB`, or use a smaller --batch (--memory-limit SIZE "
                      "runs anyway)");
 }
 
 #ifdef MEMPLAN_HAVE_PLANNER
 // A run that cannot keep the plan's promise says so before it starts: a plan written as not
 // fitting its budget, or options that change the step's memory from what was planned.
-void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p, const TrainingGraph& g) {
+void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p,
+                   const TrainingGraph& g) {
   const std::string file = a.get("plan");
-  if (plan_json.contains("feasible") && plan_json["feasible"].is_boolean() && !plan_json["feasible"].get<bool>()) {
-    std::fprintf(stderr,
-                 "memplan run: warning: the plan '%s' does not fit its budget of %s (memplan plan said so: "
-                 "predicted %s); expect the run to exceed it\n",
-                 file.c_str(), FormatBytes(p.budget_bytes).c_str(), FormatBytes(p.predicted_peak_bytes).c_str());
+  if (plan_json.contains("feasible") && plan_json["feasible"].is_boolean() &&
+      !plan_json["feasible"].get<bool>()) {
+    std::fprintf(
+        stderr,
+        "memplan run: warning: the plan '%s' does not fit its budget of %s (memplan plan said so: "
+        "predicted %s); expect the run to exceed it\n",
+        file.c_str(), FormatBytes(p.budget_bytes).c_str(),
+        FormatBytes(p.predicted_peak_bytes).c_str());
   }
   auto planned = [&](const char* key) {
-    return plan_json.contains(key) && plan_json[key].is_string() ? plan_json[key].get<std::string>() : std::string();
+    return plan_json.contains(key) && plan_json[key].is_string() ? plan_json[key].get<std::string>()
+                                                                 : std::string();
   };
   std::string changed;
-  if (a.has("optimizer") && !planned("optimizer").empty() && planned("optimizer") != OptimizerName(g.optimizer)) {
-    changed += "--optimizer " + std::string(OptimizerName(g.optimizer)) + " (the plan's: " + planned("optimizer") + ")";
+  if (a.has("optimizer") && !planned("optimizer").empty() &&
+      planned("optimizer") != OptimizerName(g.optimizer)) {
+    changed += "--optimizer " + std::string(OptimizerName(g.optimizer)) +
+               " (the plan's: " + planned("optimizer") + ")";
   }
   if (a.has("grads") && !planned("grads").empty() && planned("grads") != a.get("grads")) {
-    changed += (changed.empty() ? "" : ", ") + std::string("--grads ") + a.get("grads") + " (the plan's: " +
-               planned("grads") + ")";
+    changed += (changed.empty() ? "" : ", ") + std::string("--grads ") + a.get("grads") +
+               " (the plan's: " + planned("grads") + ")";
   }
   if (a.has("loss") && !planned("loss").empty() && planned("loss") != "model_output" &&
       planned("loss") != LossKindName(g.loss_kind)) {
@@ -133,25 +149,32 @@ void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p
   }
   if (changed.empty()) return;
   std::fprintf(stderr,
-               "memplan run: warning: %s changes the step's memory from what '%s' planned: predicted %s against "
+               "memplan run: warning: %s changes the step's memory from what '%s' planned: "
+               "predicted %s against "
                "its budget of %s%s; re-plan with the same options\n",
                changed.c_str(), file.c_str(), FormatBytes(p.predicted_peak_bytes).c_str(),
                FormatBytes(p.budget_bytes).c_str(),
-               p.budget_bytes > 0 && p.predicted_peak_bytes + p.margin_bytes > p.budget_bytes ? ", which it EXCEEDS"
-                                                                                               : "");
+               p.budget_bytes > 0 && p.predicted_peak_bytes + p.margin_bytes > p.budget_bytes
+                   ? ", which it EXCEEDS"
+                   : "");
 }
 #endif
 
 }  // namespace
 
 CLI::App* AddRunCommand(CLI::App& app) {
-  CLI::App* sub = app.add_subcommand("run", "train for a few steps with LibTorch (following a plan) and measure the peak");
+  CLI::App* sub = app.add_subcommand(
+      "run", "train for a few steps with LibTorch (following a plan) and measure the peak");
   AddModel(*sub);
-  AddValue(*sub, "plan", "PLAN.json", "run this plan (from memplan plan --json); it sets batch, loss and optimizer unless given");
+  AddValue(
+      *sub, "plan", "PLAN.json",
+      "run this plan (from memplan plan --json); it sets batch, loss and optimizer unless given");
   AddValue(*sub, "device", "cpu|cuda[:K]",
-           "where to run (default cpu); on cuda memplan sets PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless "
+           "where to run (default cpu); on cuda memplan sets "
+           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless "
            "it is set");
-  AddValue(*sub, "device-file", "DEV.json", "with --device cuda: the device's measured figures for the prediction");
+  AddValue(*sub, "device-file", "DEV.json",
+           "with --device cuda: the device's measured figures for the prediction");
   AddValue(*sub, "steps", "N", "training steps (default 3)");
   AddValue(*sub, "seed", "S", "the random seed (default 0)");
   AddFlag(*sub, "random-weights", "deterministic random weights instead of the model's");
@@ -160,18 +183,23 @@ CLI::App* AddRunCommand(CLI::App& app) {
   AddValue(*sub, "threads", "N", "intra-op threads");
   AddValue(*sub, "memory-limit", "SIZE", "fail like an out-of-memory device above this many bytes");
   AddFlag(*sub, "trace", "record the memory after every node into the JSON");
-  AddValue(*sub, "profile", "OUT.json", "profile the last step: time and memory per node and phase (CUPTI on CUDA)");
-  AddValue(*sub, "trace-events", "OUT.json", "profile the last step as a Chrome trace-event file (opens in ui.perfetto.dev)");
+  AddValue(*sub, "profile", "OUT.json",
+           "profile the last step: time and memory per node and phase (CUPTI on CUDA)");
+  AddValue(*sub, "trace-events", "OUT.json",
+           "profile the last step as a Chrome trace-event file (opens in ui.perfetto.dev)");
   AddLoadOptions(*sub);
   AddValue(*sub, "json", "OUT", "also write the run as JSON");
-  AddValue(*sub, "timeout", "SECONDS",
-           "data-parallel ranks: the rendezvous and every collective fail after this long (default 30)");
-  AddValue(*sub, "nproc", "N", "start N local ranks of this run, as torchrun does (docs/distributed.md)");
+  AddValue(
+      *sub, "timeout", "SECONDS",
+      "data-parallel ranks: the rendezvous and every collective fail after this long (default 30)");
+  AddValue(*sub, "nproc", "N",
+           "start N local ranks of this run, as torchrun does (docs/distributed.md)");
   return sub;
 }
 
 int RunRun(const Args& a) {
-  if (LocalRanksRequested(a)) return RunLocalRanks(a);  // --nproc N: this command N times (launch.h)
+  if (LocalRanksRequested(a))
+    return RunLocalRanks(a);  // --nproc N: this command N times (launch.h)
   const std::string model = a.positional[0];
   CheckOutputPaths(a, {"json", "profile", "trace-events"});
   // One rank of a data-parallel run when a launcher set WORLD_SIZE (torchrun, srun, --nproc).
@@ -197,30 +225,37 @@ int RunRun(const Args& a) {
 #else
     plan_json = ReadJsonFile(a.get("plan"));
     if (!IsPlanJson(plan_json)) {
-      throw MemplanError("'" + a.get("plan") + "' is not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
+      throw MemplanError(
+          "'" + a.get("plan") +
+          "' is not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
     }
     // The graph runs at the plan's micro-batch size; --batch names the whole batch.
     micro_batches = PlanMicroBatches(plan_json);
     dist.layout = PlanLayout(plan_json);
     if (dist.layout.devices != ranks) {
-      throw MemplanError("the plan '" + a.get("plan") + "' is for " + std::to_string(dist.layout.devices) + " device" +
-                         (dist.layout.devices == 1 ? "" : "s") + " but WORLD_SIZE is " +
-                         (ranks == 1 && !std::getenv("WORLD_SIZE") ? std::string("unset (one process)") : std::to_string(ranks)) +
-                         ": start as many ranks as the plan has devices (memplan run --nproc " +
-                         std::to_string(dist.layout.devices) + ", or torchrun --nproc-per-node), or re-plan with --devices " +
-                         std::to_string(ranks));
+      throw MemplanError(
+          "the plan '" + a.get("plan") + "' is for " + std::to_string(dist.layout.devices) +
+          " device" + (dist.layout.devices == 1 ? "" : "s") + " but WORLD_SIZE is " +
+          (ranks == 1 && !std::getenv("WORLD_SIZE") ? std::string("unset (one process)")
+                                                    : std::to_string(ranks)) +
+          ": start as many ranks as the plan has devices (memplan run --nproc " +
+          std::to_string(dist.layout.devices) +
+          ", or torchrun --nproc-per-node), or re-plan with --devices " + std::to_string(ranks));
     }
     if (a.has("batch")) {
       if (lo.batch % (micro_batches * ranks) != 0) {
-        throw MemplanError("the plan runs " + std::to_string(micro_batches) + " micro-batches on each of " +
-                           std::to_string(ranks) + " device(s), which do not divide --batch " + std::to_string(lo.batch) +
-                           "; re-plan with `memplan plan --batch " + std::to_string(lo.batch) + "`");
+        throw MemplanError("the plan runs " + std::to_string(micro_batches) +
+                           " micro-batches on each of " + std::to_string(ranks) +
+                           " device(s), which do not divide --batch " + std::to_string(lo.batch) +
+                           "; re-plan with `memplan plan --batch " + std::to_string(lo.batch) +
+                           "`");
       }
       lo.batch /= micro_batches * ranks;
     } else {
       lo.batch = PlanGraphBatch(plan_json);
     }
-    if (!a.has("optimizer") && plan_json.contains("optimizer") && plan_json["optimizer"].is_string()) {
+    if (!a.has("optimizer") && plan_json.contains("optimizer") &&
+        plan_json["optimizer"].is_string()) {
       lo.optimizer = ParseOptimizer(plan_json["optimizer"].get<std::string>());
     }
     if (!a.has("grads") && plan_json.contains("grads") && plan_json["grads"].is_string()) {
@@ -235,9 +270,11 @@ int RunRun(const Args& a) {
     // No plan: the plain step on every rank, gradients all-reduced in 25 MiB buckets.
     dist.layout.devices = ranks;
     if (lo.batch % ranks != 0) {
-      throw MemplanError(std::to_string(ranks) + " ranks (WORLD_SIZE) do not divide --batch " + std::to_string(lo.batch) +
-                         ": every rank trains on an equal share of the batch; use a batch that is a multiple of " +
-                         std::to_string(ranks));
+      throw MemplanError(
+          std::to_string(ranks) + " ranks (WORLD_SIZE) do not divide --batch " +
+          std::to_string(lo.batch) +
+          ": every rank trains on an equal share of the batch; use a batch that is a multiple of " +
+          std::to_string(ranks));
     }
     lo.batch /= ranks;
   }
@@ -282,13 +319,16 @@ int RunRun(const Args& a) {
     }
   }
   if (!g.weights_present && !opt.random_weights) {
-    throw MemplanError(model + ": the model's weights are absent (external data file not found); run with --random-weights "
+    throw MemplanError(model +
+                       ": the model's weights are absent (external data file not found); run with "
+                       "--random-weights "
                        "to measure memory with deterministic random weights");
   }
 
   // The schedule actually run, and its prediction.
   Schedule schedule;
-  nlohmann::json plan_out = {{"strategy", "none"}, {"sections", nlohmann::json::array()},
+  nlohmann::json plan_out = {{"strategy", "none"},
+                             {"sections", nlohmann::json::array()},
                              {"checkpoints", nlohmann::json::array()}};
   std::string strategy = "none";
   // What the plan promised: its budget, and its predicted recompute seconds.
@@ -336,37 +376,46 @@ int RunRun(const Args& a) {
     CheckFitsDevice(a, opt, *device_memory);
   }
 
-  std::fprintf(out, "model        %s (%zu nodes), batch %lld, optimizer %s, loss %s, grads %s\n", g.model_path.c_str(),
-              g.nodes.size(), static_cast<long long>(g.batch * opt.micro_batches * ranks), OptimizerName(g.optimizer),
-              LossKindName(g.loss_kind), GradientLifetimeName(g.grads));
-  std::fprintf(out, "plan         %s (%zu segment%s", strategy.c_str(), std::max<size_t>(opt.segments.size(), 1),
-              opt.segments.size() > 1 ? "s" : "");
+  std::fprintf(out, "model        %s (%zu nodes), batch %lld, optimizer %s, loss %s, grads %s\n",
+               g.model_path.c_str(), g.nodes.size(),
+               static_cast<long long>(g.batch * opt.micro_batches * ranks),
+               OptimizerName(g.optimizer), LossKindName(g.loss_kind),
+               GradientLifetimeName(g.grads));
+  std::fprintf(out, "plan         %s (%zu segment%s", strategy.c_str(),
+               std::max<size_t>(opt.segments.size(), 1), opt.segments.size() > 1 ? "s" : "");
   if (!opt.recomputed.empty()) std::fprintf(out, ", %zu tensors recomputed", opt.recomputed.size());
   if (opt.micro_batches > 1) {
-    std::fprintf(out, ", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches), static_cast<long long>(g.batch));
+    std::fprintf(out, ", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches),
+                 static_cast<long long>(g.batch));
   }
   std::fprintf(out, ")\n");
 #ifdef MEMPLAN_HAVE_PLANNER
   if (ranks > 1) {
-    std::fprintf(out, "ranks        %lld (rank batch %lld), shard %s, buckets of %s, collective timeout %g s\n",
-                 static_cast<long long>(ranks), static_cast<long long>(g.batch * opt.micro_batches),
-                 ShardModeName(dist.layout.shard), FormatBytes(dist.layout.bucket_bytes).c_str(), dist.timeout_seconds);
+    std::fprintf(
+        out,
+        "ranks        %lld (rank batch %lld), shard %s, buckets of %s, collective timeout %g s\n",
+        static_cast<long long>(ranks), static_cast<long long>(g.batch * opt.micro_batches),
+        ShardModeName(dist.layout.shard), FormatBytes(dist.layout.bucket_bytes).c_str(),
+        dist.timeout_seconds);
   }
 #endif
-  std::fprintf(out, "predicted    %s peak%s at %s\n", FormatBytes(predicted.peak_bytes).c_str(), ranks > 1 ? " per rank" : "",
-              schedule.StepLabel(g, predicted.peak_step).c_str());
+  std::fprintf(out, "predicted    %s peak%s at %s\n", FormatBytes(predicted.peak_bytes).c_str(),
+               ranks > 1 ? " per rank" : "", schedule.StepLabel(g, predicted.peak_step).c_str());
   if (device_memory) {
-    std::fprintf(out, "predicted    %s reserved (caching allocator %s), %s of it cuBLAS/cuBLASLt workspaces\n",
-                 FormatBytes(device_memory->reserved_peak_bytes).c_str(), device_memory->allocator_mode.c_str(),
-                 FormatBytes(device_memory->workspace_bytes).c_str());
+    std::fprintf(
+        out,
+        "predicted    %s reserved (caching allocator %s), %s of it cuBLAS/cuBLASLt workspaces\n",
+        FormatBytes(device_memory->reserved_peak_bytes).c_str(),
+        device_memory->allocator_mode.c_str(), FormatBytes(device_memory->workspace_bytes).c_str());
   }
   std::fflush(out);
-  if (ranks == 1) opt.on_step = [&](const StepStats& s) {
-    std::fprintf(out, "step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
-                static_cast<long long>(s.step + 1), static_cast<long long>(opt.steps), s.loss, s.seconds,
-                s.recompute_seconds, FormatBytes(s.peak_bytes).c_str());
-    std::fflush(out);
-  };
+  if (ranks == 1)
+    opt.on_step = [&](const StepStats& s) {
+      std::fprintf(out, "step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
+                   static_cast<long long>(s.step + 1), static_cast<long long>(opt.steps), s.loss,
+                   s.seconds, s.recompute_seconds, FormatBytes(s.peak_bytes).c_str());
+      std::fflush(out);
+    };
   RunResult r = RunTraining(g, opt);
   if (ranks > 1) {
     // Every rank's figures are known now (RunTraining gathered them): the mean loss, the
@@ -379,33 +428,47 @@ int RunRun(const Args& a) {
         comm = std::max(comm, k.comm_seconds[i]);
         peak = std::max(peak, k.peak_bytes[i]);
       }
-      std::fprintf(out, "step %lld/%lld   loss %.5g (mean of %lld ranks)   time %.3f s   communication %.3f s   peak %s (highest rank)\n",
-                   static_cast<long long>(i + 1), static_cast<long long>(opt.steps), r.steps[i].loss,
-                   static_cast<long long>(ranks), slowest, comm, FormatBytes(peak).c_str());
+      std::fprintf(out,
+                   "step %lld/%lld   loss %.5g (mean of %lld ranks)   time %.3f s   communication "
+                   "%.3f s   peak %s (highest rank)\n",
+                   static_cast<long long>(i + 1), static_cast<long long>(opt.steps),
+                   r.steps[i].loss, static_cast<long long>(ranks), slowest, comm,
+                   FormatBytes(peak).c_str());
     }
     for (const RankStats& k : r.ranks) {
-      const double e = k.measured_peak_bytes > 0 ? 100.0 * static_cast<double>(predicted.peak_bytes - k.measured_peak_bytes) /
-                                                       static_cast<double>(k.measured_peak_bytes)
-                                                 : 0.0;
-      std::fprintf(out, "rank %-7lld measured %s peak, predicted %s (%s), communication %.3f s in the last step\n",
+      const double e = k.measured_peak_bytes > 0
+                           ? 100.0 *
+                                 static_cast<double>(predicted.peak_bytes - k.measured_peak_bytes) /
+                                 static_cast<double>(k.measured_peak_bytes)
+                           : 0.0;
+      std::fprintf(out,
+                   "rank %-7lld measured %s peak, predicted %s (%s), communication %.3f s in the "
+                   "last step\n",
                    static_cast<long long>(k.rank), FormatBytes(k.measured_peak_bytes).c_str(),
-                   FormatBytes(predicted.peak_bytes).c_str(), Pct(e).c_str(), k.comm_seconds.back());
+                   FormatBytes(predicted.peak_bytes).c_str(), Pct(e).c_str(),
+                   k.comm_seconds.back());
     }
   }
 
   double err = predicted.peak_bytes > 0 && r.measured_peak_bytes > 0
-                   ? 100.0 * static_cast<double>(predicted.peak_bytes - r.measured_peak_bytes) / static_cast<double>(r.measured_peak_bytes)
+                   ? 100.0 * static_cast<double>(predicted.peak_bytes - r.measured_peak_bytes) /
+                         static_cast<double>(r.measured_peak_bytes)
                    : 0.0;
   std::fprintf(out, "device       %s\n", r.device.c_str());
-  std::fprintf(out, "measured     %s peak (last step)\n", FormatBytes(r.measured_peak_bytes).c_str());
-  std::fprintf(out, "prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(), Pct(err).c_str());
+  std::fprintf(out, "measured     %s peak (last step)\n",
+               FormatBytes(r.measured_peak_bytes).c_str());
+  std::fprintf(out, "prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(),
+               Pct(err).c_str());
   if (device_memory && !r.steps.empty()) {
     const int64_t reserved = r.steps.back().reserved_peak_bytes;
-    std::fprintf(out, "reserved     %s measured (last step), %s predicted (%s of measured)\n", FormatBytes(reserved).c_str(),
-                 FormatBytes(device_memory->reserved_peak_bytes).c_str(),
-                 reserved > 0 ? Pct(100.0 * static_cast<double>(device_memory->reserved_peak_bytes - reserved) /
-                                    static_cast<double>(reserved)).c_str()
-                              : "n/a");
+    std::fprintf(
+        out, "reserved     %s measured (last step), %s predicted (%s of measured)\n",
+        FormatBytes(reserved).c_str(), FormatBytes(device_memory->reserved_peak_bytes).c_str(),
+        reserved > 0
+            ? Pct(100.0 * static_cast<double>(device_memory->reserved_peak_bytes - reserved) /
+                  static_cast<double>(reserved))
+                  .c_str()
+            : "n/a");
   }
   if (plan_budget > 0) {
     int64_t highest = r.measured_peak_bytes;
@@ -413,13 +476,17 @@ int RunRun(const Args& a) {
     std::fprintf(out, "budget       %s (the plan's): %s\n", FormatBytes(plan_budget).c_str(),
                  highest <= plan_budget
                      ? ("held, " + FormatBytes(plan_budget - highest) + " to spare").c_str()
-                     : ("EXCEEDED by " + FormatBytes(highest - plan_budget) + " (measured " + FormatBytes(highest) + ")").c_str());
+                     : ("EXCEEDED by " + FormatBytes(highest - plan_budget) + " (measured " +
+                        FormatBytes(highest) + ")")
+                           .c_str());
   }
-  if (plan_recompute_seconds >= 0 && !r.steps.empty() && (!opt.segments.empty() || !opt.recomputed.empty())) {
+  if (plan_recompute_seconds >= 0 && !r.steps.empty() &&
+      (!opt.segments.empty() || !opt.recomputed.empty())) {
     const double measured = r.steps.back().recompute_seconds;
-    std::fprintf(out, "recompute    %.3g s measured (last step), %.3g s predicted by the plan (%s)\n", measured,
-                 plan_recompute_seconds,
-                 measured > 0 ? Pct(100.0 * (plan_recompute_seconds - measured) / measured).c_str() : "n/a");
+    std::fprintf(
+        out, "recompute    %.3g s measured (last step), %.3g s predicted by the plan (%s)\n",
+        measured, plan_recompute_seconds,
+        measured > 0 ? Pct(100.0 * (plan_recompute_seconds - measured) / measured).c_str() : "n/a");
   }
 
   if (r.profile) {
@@ -430,8 +497,10 @@ int RunRun(const Args& a) {
     cost.node_seconds = RooflineNodeSeconds(RatesFor(opt.device, &rates_source));
     const std::vector<double> predicted_seconds = PredictNodeSeconds(g, cost);
     for (NodeProfile& n : r.profile->nodes) {
-      const bool forward = n.phase == Phase::kForward || n.phase == Phase::kLoss || n.phase == Phase::kRecompute;
-      if (forward && n.node != kNone) n.predicted_seconds = predicted_seconds[n.node] * static_cast<double>(n.calls);
+      const bool forward =
+          n.phase == Phase::kForward || n.phase == Phase::kLoss || n.phase == Phase::kRecompute;
+      if (forward && n.node != kNone)
+        n.predicted_seconds = predicted_seconds[n.node] * static_cast<double>(n.calls);
     }
 #endif
     std::fprintf(out, "%s", FormatProfileSummary(*r.profile).c_str());
@@ -447,9 +516,11 @@ int RunRun(const Args& a) {
       for (size_t k = 0; k < opt.segments.size(); ++k) {
         for (NodeId n : opt.segments[k]) segment_of_node[n] = static_cast<int32_t>(k);
       }
-      WriteJsonFile(a.get("trace-events"),
-                    TraceEventsJson(*r.profile, PredictedMemoryOf(schedule, predicted, segment_of_node)));
-      std::fprintf(out, "wrote        %s (open in ui.perfetto.dev)\n", a.get("trace-events").c_str());
+      WriteJsonFile(
+          a.get("trace-events"),
+          TraceEventsJson(*r.profile, PredictedMemoryOf(schedule, predicted, segment_of_node)));
+      std::fprintf(out, "wrote        %s (open in ui.perfetto.dev)\n",
+                   a.get("trace-events").c_str());
     }
   }
   if (a.has("json") && rank0) {
@@ -492,7 +563,8 @@ int RunRun(const Args& a) {
       report.shard = ShardModeName(dist.layout.shard);
       report.ranks.emplace();
       for (const RankStats& k : r.ranks) {
-        report.ranks->push_back({k.rank, k.measured_peak_bytes, predicted.peak_bytes, k.step_seconds, k.comm_seconds});
+        report.ranks->push_back(
+            {k.rank, k.measured_peak_bytes, predicted.peak_bytes, k.step_seconds, k.comm_seconds});
       }
     }
 #endif
@@ -500,8 +572,8 @@ int RunRun(const Args& a) {
     if (opt.trace) {
       report.measured_trace.emplace();
       for (const TraceEvent& e : r.trace) {
-        report.measured_trace->push_back(
-            {e.phase, e.node == kNone ? "" : g.nodes[e.node].name, e.op, e.bytes_after, e.peak_during});
+        report.measured_trace->push_back({e.phase, e.node == kNone ? "" : g.nodes[e.node].name,
+                                          e.op, e.bytes_after, e.peak_during});
       }
     }
     WriteJsonFile(a.get("json"), RunReportToJson(report));
@@ -512,7 +584,8 @@ int RunRun(const Args& a) {
 
 CLI::App* AddCalibrateCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
-      "calibrate", "measure a CUDA device's figures for planning elsewhere (memplan plan --device-file)");
+      "calibrate",
+      "measure a CUDA device's figures for planning elsewhere (memplan plan --device-file)");
   AddValue(*sub, "device", "cuda[:K]", "the device to measure (default cuda)");
   AddValue(*sub, "json", "OUT", "write the device file here");
   // A model (optional, after the options): its convolutions' cuDNN workspaces at that batch.
@@ -534,27 +607,29 @@ int RunCalibrate(const Args& a) {
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
   CudaDevice d = MeasureCudaDevice(device);
   if (model) d.conv_workspaces = MeasureConvWorkspaces(*model, device);
-  std::printf("device       %s (%s, compute capability %d.%d), LibTorch %s\n", d.device.c_str(), d.name.c_str(),
-              d.compute_major, d.compute_minor, d.torch_version.c_str());
-  std::printf("memory       %s in all; %s outside the caching allocator (context, kernels, handles)\n",
-              FormatBytes(d.total_memory_bytes).c_str(), FormatBytes(d.context_bytes).c_str());
+  std::printf("device       %s (%s, compute capability %d.%d), LibTorch %s\n", d.device.c_str(),
+              d.name.c_str(), d.compute_major, d.compute_minor, d.torch_version.c_str());
+  std::printf(
+      "memory       %s in all; %s outside the caching allocator (context, kernels, handles)\n",
+      FormatBytes(d.total_memory_bytes).c_str(), FormatBytes(d.context_bytes).c_str());
   std::printf("workspaces   %s each for cuBLAS and cuBLASLt; allocator %s\n",
               FormatBytes(CublasWorkspaceBytes(d)).c_str(), d.allocator_mode().c_str());
   if (model) {
     int64_t largest = 0;
     for (const auto& [signature, ws] : d.conv_workspaces) {
-      largest = std::max(
-          {largest, ws.forward_bytes, ws.backward_data_bytes, ws.backward_filter_bytes});
+      largest =
+          std::max({largest, ws.forward_bytes, ws.backward_data_bytes, ws.backward_filter_bytes});
     }
-    std::printf("convolution  %zu cuDNN signatures of %s at batch %lld measured; the largest "
-                "workspace %s\n",
-                d.conv_workspaces.size(), model->model_path.c_str(),
-                static_cast<long long>(model->batch), FormatBytes(largest).c_str());
+    std::printf(
+        "convolution  %zu cuDNN signatures of %s at batch %lld measured; the largest "
+        "workspace %s\n",
+        d.conv_workspaces.size(), model->model_path.c_str(), static_cast<long long>(model->batch),
+        FormatBytes(largest).c_str());
   }
   if (a.has("json")) {
     WriteJsonFile(a.get("json"), CudaDeviceToJson(d));
-    std::printf("wrote        %s (memplan plan MODEL.onnx --device cuda --device-file %s)\n", a.get("json").c_str(),
-                a.get("json").c_str());
+    std::printf("wrote        %s (memplan plan MODEL.onnx --device cuda --device-file %s)\n",
+                a.get("json").c_str(), a.get("json").c_str());
   }
   return kExitOk;
 }

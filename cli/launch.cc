@@ -20,8 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <iterator>
+#include <set>
 
 #include "cli_util.h"
 #include "memplan/parse.h"
@@ -34,7 +34,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 // The collective timeout a rank uses when --timeout is not given (the executor's default).
 constexpr double kDefaultTimeoutSeconds = 30;
@@ -75,7 +77,9 @@ struct Stream {
 
 // A line a rank prints about the user's input ("memplan run: error: ..."), shown by one rank.
 bool AlreadyShown(Stream& s, const std::string& line) {
-  if (!s.errors_shown || line.rfind("memplan", 0) != 0 || line.find(": error: ") == std::string::npos) return false;
+  if (!s.errors_shown || line.rfind("memplan", 0) != 0 ||
+      line.find(": error: ") == std::string::npos)
+    return false;
   return !s.errors_shown->insert(line).second;
 }
 
@@ -139,12 +143,15 @@ FileState StateOf(const std::string& path) {
   return f;
 }
 bool Changed(const FileState& before, const FileState& after) {
-  return after.exists && (!before.exists || before.dev != after.dev || before.ino != after.ino ||
-                          before.mtime.tv_sec != after.mtime.tv_sec || before.mtime.tv_nsec != after.mtime.tv_nsec);
+  return after.exists &&
+         (!before.exists || before.dev != after.dev || before.ino != after.ino ||
+          before.mtime.tv_sec != after.mtime.tv_sec || before.mtime.tv_nsec != after.mtime.tv_nsec);
 }
 
 std::string Describe(const RankExit& e) {
-  if (WIFEXITED(e.status)) return "rank " + std::to_string(e.rank) + " exited with status " + std::to_string(WEXITSTATUS(e.status));
+  if (WIFEXITED(e.status))
+    return "rank " + std::to_string(e.rank) + " exited with status " +
+           std::to_string(WEXITSTATUS(e.status));
   const int sig = WTERMSIG(e.status);
   std::string m = "rank " + std::to_string(e.rank) + " was killed by signal " + SignalName(sig);
   if (sig == SIGKILL) m += " (out of memory? see the kernel log)";
@@ -171,7 +178,9 @@ std::vector<std::string> WithoutNproc(const std::vector<std::string>& argv) {
 std::vector<std::string> OwnArgv() {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   const std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (all.empty()) throw MemplanError("--nproc needs /proc/self/cmdline (Linux) to start the ranks, and cannot read it");
+  if (all.empty())
+    throw MemplanError(
+        "--nproc needs /proc/self/cmdline (Linux) to start the ranks, and cannot read it");
   std::vector<std::string> argv;
   for (size_t start = 0; start < all.size();) {
     size_t end = all.find('\0', start);
@@ -189,7 +198,8 @@ int FreePort(const std::string& addr) {
   struct addrinfo* found = nullptr;
   if (int rc = ::getaddrinfo(addr.c_str(), "0", &hints, &found); rc != 0) {
     throw MemplanError("MASTER_ADDR '" + addr + "' does not resolve (" + ::gai_strerror(rc) +
-                       "); with --nproc every rank runs here, so leave MASTER_ADDR unset (127.0.0.1) or name this machine");
+                       "); with --nproc every rank runs here, so leave MASTER_ADDR unset "
+                       "(127.0.0.1) or name this machine");
   }
   std::string why = "no address";
   int port = -1;
@@ -198,7 +208,8 @@ int FreePort(const std::string& addr) {
     if (fd < 0) continue;
     struct sockaddr_storage bound = {};
     socklen_t len = sizeof bound;
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&bound), &len) == 0) {
       port = ntohs(bound.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port
                                                : reinterpret_cast<sockaddr_in*>(&bound)->sin_port);
     } else {
@@ -209,7 +220,8 @@ int FreePort(const std::string& addr) {
   ::freeaddrinfo(found);
   if (port < 0) {
     throw MemplanError("MASTER_ADDR '" + addr + "' is not an address of this machine (" + why +
-                       "); with --nproc rank 0's store listens here, so leave MASTER_ADDR unset (127.0.0.1) or name this machine");
+                       "); with --nproc rank 0's store listens here, so leave MASTER_ADDR unset "
+                       "(127.0.0.1) or name this machine");
   }
   return port;
 }
@@ -223,20 +235,24 @@ void CheckPortFree(const std::string& addr, const std::string& port) {
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   struct addrinfo* found = nullptr;
-  if (::getaddrinfo(addr.c_str(), port.c_str(), &hints, &found) != 0) return;  // FreePort named the address
+  if (::getaddrinfo(addr.c_str(), port.c_str(), &hints, &found) != 0)
+    return;  // FreePort named the address
   std::string in_use;
   for (struct addrinfo* a = found; a != nullptr; a = a->ai_next) {
     const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     const int one = 1;
-    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // as the store binds: TIME_WAIT is no conflict
-    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE) in_use = std::strerror(errno);
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one,
+                 sizeof one);  // as the store binds: TIME_WAIT is no conflict
+    if (::bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE)
+      in_use = std::strerror(errno);
     ::close(fd);
   }
   ::freeaddrinfo(found);
   if (!in_use.empty()) {
-    throw MemplanError("MASTER_PORT " + port + " on " + addr + " is already in use (" + in_use +
-                       "): another job's store? Choose a free port, or leave MASTER_PORT unset for one");
+    throw MemplanError(
+        "MASTER_PORT " + port + " on " + addr + " is already in use (" + in_use +
+        "): another job's store? Choose a free port, or leave MASTER_PORT unset for one");
   }
 }
 
@@ -245,15 +261,22 @@ void CheckPortFree(const std::string& addr, const std::string& port) {
 LaunchResult LaunchRanks(const LaunchOptions& opt) {
   LaunchResult result;
   const int n = opt.nproc;
-  const std::string port = opt.master_port.empty() ? std::to_string(FreePort(opt.master_addr)) : opt.master_port;
+  const std::string port =
+      opt.master_port.empty() ? std::to_string(FreePort(opt.master_addr)) : opt.master_port;
 
   // Everything a child needs is built before fork: between fork and exec it may only make
   // async-signal-safe calls.
   std::vector<char*> argv;
   for (const std::string& s : opt.argv) argv.push_back(const_cast<char*>(s.c_str()));
   argv.push_back(nullptr);
-  // Here rank 0 hosts the store: a torchrun agent's flag (TCPStore then ignores a failed bind) must not pass.
-  const char* kOwn[] = {"RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "MASTER_ADDR=", "MASTER_PORT=",
+  // Here rank 0 hosts the store: a torchrun agent's flag (TCPStore then ignores a failed bind) must
+  // not pass.
+  const char* kOwn[] = {"RANK=",
+                        "LOCAL_RANK=",
+                        "WORLD_SIZE=",
+                        "LOCAL_WORLD_SIZE=",
+                        "MASTER_ADDR=",
+                        "MASTER_PORT=",
                         "TORCHELASTIC_USE_AGENT_STORE="};
   std::vector<std::string> inherited;
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
@@ -265,9 +288,10 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
   std::vector<std::vector<char*>> envp(n);
   for (int r = 0; r < n; ++r) {
     env_text[r] = inherited;
-    for (const std::string& v : {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
-                                 "WORLD_SIZE=" + std::to_string(n), "LOCAL_WORLD_SIZE=" + std::to_string(n),
-                                 "MASTER_ADDR=" + opt.master_addr, "MASTER_PORT=" + port}) {
+    for (const std::string& v :
+         {"RANK=" + std::to_string(r), "LOCAL_RANK=" + std::to_string(r),
+          "WORLD_SIZE=" + std::to_string(n), "LOCAL_WORLD_SIZE=" + std::to_string(n),
+          "MASTER_ADDR=" + opt.master_addr, "MASTER_PORT=" + port}) {
       env_text[r].push_back(v);
     }
     for (std::string& s : env_text[r]) envp[r].push_back(s.data());
@@ -278,7 +302,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
 
   // Signals: noted on a self-pipe while the ranks run; blocked around fork so that a child
   // never runs the launcher's handler, and put back in the child before exec.
-  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) throw MemplanError(std::string("cannot create a pipe: ") + std::strerror(errno));
+  if (::pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+    throw MemplanError(std::string("cannot create a pipe: ") + std::strerror(errno));
   struct sigaction old_actions[std::size(kForwarded)];
   struct sigaction handler = {};
   handler.sa_handler = OnSignal;
@@ -297,8 +322,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
   std::vector<pid_t> pids(n, 0);
   std::vector<bool> reaped(n, false);
   std::set<std::string> errors_shown;  // error lines of the ranks' standard error (Stream)
-  std::vector<Stream> streams;  // 2 per rank: stdout, stderr
-  pid_t group = 0;              // rank 0's pid: the ranks' process group
+  std::vector<Stream> streams;         // 2 per rank: stdout, stderr
+  pid_t group = 0;                     // rank 0's pid: the ranks' process group
   std::string start_error;
   for (int r = 0; r < n && start_error.empty(); ++r) {
     int out[2], err[2];
@@ -319,7 +344,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != launcher) ::_exit(127);  // the launcher died before prctl took effect
       ::setpgid(0, group);
-      for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
+      for (size_t i = 0; i < std::size(kForwarded); ++i)
+        ::sigaction(kForwarded[i], &old_actions[i], nullptr);
       ::pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
       const int null = ::open("/dev/null", O_RDONLY);
       if (null >= 0) ::dup2(null, 0);
@@ -335,7 +361,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
     ::close(out[1]);
     ::close(err[1]);
     if (pid < 0) {
-      start_error = std::string("cannot start rank ") + std::to_string(r) + ": " + std::strerror(fork_errno);
+      start_error =
+          std::string("cannot start rank ") + std::to_string(r) + ": " + std::strerror(fork_errno);
       ::close(out[0]);
       ::close(err[0]);
       break;
@@ -348,7 +375,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
     for (int i : {0, 1}) {
       const int fd = i == 0 ? out[0] : err[0];
       ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-      streams.push_back(Stream{fd, i == 0 ? opt.out_fd : opt.err_fd, prefix, "", i == 1 ? &errors_shown : nullptr});
+      streams.push_back(Stream{fd, i == 0 ? opt.out_fd : opt.err_fd, prefix, "",
+                               i == 1 ? &errors_shown : nullptr});
     }
     if (opt.on_start) opt.on_start(r, pid);
   }
@@ -393,7 +421,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
       if (interrupted == 0) {
         interrupted = sig;
         signal_ranks(sig);
-        kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.term_seconds));
+        kill_at = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(opt.term_seconds));
       } else {
         kill_at = Clock::now();  // a second signal: no more waiting
       }
@@ -405,10 +434,12 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
       if (got != pids[r]) continue;
       reaped[r] = true;
       // The rank's last words come before the launcher's.
-      for (size_t i = 2 * static_cast<size_t>(r); i < 2 * static_cast<size_t>(r) + 2 && i < streams.size(); ++i) {
+      for (size_t i = 2 * static_cast<size_t>(r);
+           i < 2 * static_cast<size_t>(r) + 2 && i < streams.size(); ++i) {
         while (streams[i].fd >= 0 && Pump(streams[i])) {
           pollfd p = {streams[i].fd, POLLIN, 0};
-          if (::poll(&p, 1, 0) <= 0) break;  // nothing more now (a child of the rank holds the pipe)
+          if (::poll(&p, 1, 0) <= 0)
+            break;  // nothing more now (a child of the rank holds the pipe)
         }
       }
       RankExit e{r, pids[r], status, termed && !interrupted};
@@ -416,7 +447,9 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
       if (!Failed(status) || interrupted != 0) continue;
       if (termed) {
         // Its end is the launcher's doing, not a fault of its own.
-        const std::string how = WIFSIGNALED(status) ? SignalName(WTERMSIG(status)) : "exit status " + std::to_string(WEXITSTATUS(status));
+        const std::string how = WIFSIGNALED(status)
+                                    ? SignalName(WTERMSIG(status))
+                                    : "exit status " + std::to_string(WEXITSTATUS(status));
         Say(opt.err_fd, "stopped rank " + std::to_string(r) + " (" + how + ")");
         continue;
       }
@@ -426,7 +459,8 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
         failure_time = Clock::now();
         result.first_failed_rank = r;
         result.seconds_to_first_failure = SecondsSince(start);
-        term_at = failure_time + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.grace_seconds));
+        term_at = failure_time + std::chrono::duration_cast<Clock::duration>(
+                                     std::chrono::duration<double>(opt.grace_seconds));
       }
     }
     const Clock::time_point now = Clock::now();
@@ -435,12 +469,14 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
       if (result.first_failed_rank >= 0) {
         char secs[32];
         std::snprintf(secs, sizeof secs, "%g", opt.grace_seconds);
-        Say(opt.err_fd, std::to_string(alive()) + " rank(s) still running " + secs + " s after rank " +
-                            std::to_string(result.first_failed_rank) + " failed: stopping them (SIGTERM)");
+        Say(opt.err_fd, std::to_string(alive()) + " rank(s) still running " + secs +
+                            " s after rank " + std::to_string(result.first_failed_rank) +
+                            " failed: stopping them (SIGTERM)");
       }
       signal_ranks(SIGTERM);
       signal_ranks(SIGCONT);  // a stopped rank (SIGSTOP, Ctrl-Z) handles SIGTERM only once it runs
-      kill_at = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.term_seconds));
+      kill_at = now + std::chrono::duration_cast<Clock::duration>(
+                          std::chrono::duration<double>(opt.term_seconds));
     }
     if (!killed && now >= kill_at && alive() > 0) {
       killed = true;
@@ -456,13 +492,15 @@ LaunchResult LaunchRanks(const LaunchOptions& opt) {
     if (s.fd >= 0) ::close(s.fd);
   }
   if ((failed || interrupted != 0) && group > 0) ::kill(-group, SIGKILL);
-  for (size_t i = 0; i < std::size(kForwarded); ++i) ::sigaction(kForwarded[i], &old_actions[i], nullptr);
+  for (size_t i = 0; i < std::size(kForwarded); ++i)
+    ::sigaction(kForwarded[i], &old_actions[i], nullptr);
   ::close(g_signal_pipe[0]);
   ::close(g_signal_pipe[1]);
   g_signal_pipe[0] = g_signal_pipe[1] = -1;
   if (failed) result.seconds_after_failure = SecondsSince(failure_time);
 
-  std::sort(result.ranks.begin(), result.ranks.end(), [](const RankExit& a, const RankExit& b) { return a.rank < b.rank; });
+  std::sort(result.ranks.begin(), result.ranks.end(),
+            [](const RankExit& a, const RankExit& b) { return a.rank < b.rank; });
   if (failed || interrupted != 0) {
     for (size_t i = 0; i < opt.outputs.size(); ++i) {
       if (Changed(before[i], StateOf(opt.outputs[i])) && ::unlink(opt.outputs[i].c_str()) == 0) {
@@ -491,8 +529,9 @@ bool LocalRanksRequested(const Args& a) {
   if (std::getenv("WORLD_SIZE") != nullptr) std::setvbuf(stdout, nullptr, _IOLBF, 0);
   if (!a.has("nproc")) return false;
   if (std::getenv("WORLD_SIZE") != nullptr) {
-    throw MemplanError("--nproc " + a.get("nproc") + " with WORLD_SIZE=" + std::getenv("WORLD_SIZE") +
-                       " in the environment: you are already a rank under a launcher; drop --nproc");
+    throw MemplanError(
+        "--nproc " + a.get("nproc") + " with WORLD_SIZE=" + std::getenv("WORLD_SIZE") +
+        " in the environment: you are already a rank under a launcher; drop --nproc");
   }
   return a.get_int("nproc", 1, /*min=*/1, /*max=*/1024) > 1;
 }
@@ -502,13 +541,15 @@ int RunLocalRanks(const Args& a) {
   LaunchOptions opt;
   opt.argv = WithoutNproc(OwnArgv());
   opt.nproc = static_cast<int>(a.get_int("nproc", 1, /*min=*/1, /*max=*/1024));
-  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0') opt.master_addr = addr;
+  if (const char* addr = std::getenv("MASTER_ADDR"); addr != nullptr && *addr != '\0')
+    opt.master_addr = addr;
   if (const char* port = std::getenv("MASTER_PORT"); port != nullptr && *port != '\0') {
     opt.master_port = std::to_string(ParseInteger("MASTER_PORT", port, /*min=*/1, /*max=*/65535));
     FreePort(opt.master_addr);  // the address is this machine's
     CheckPortFree(opt.master_addr, opt.master_port);
   }
-  opt.grace_seconds = a.get_real("timeout", kDefaultTimeoutSeconds, /*min=*/0, /*max=*/1e9) + kGraceMarginSeconds;
+  opt.grace_seconds =
+      a.get_real("timeout", kDefaultTimeoutSeconds, /*min=*/0, /*max=*/1e9) + kGraceMarginSeconds;
   for (const char* f : {"json", "profile", "trace-events"}) {
     if (!a.has(f)) continue;
     // Rank 0 writes through a symbolic link to its target (WriteFileAtomically): that is the file.

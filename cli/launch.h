@@ -53,7 +53,7 @@ struct LaunchOptions {
 struct RankExit {
   int rank = 0;
   pid_t pid = 0;
-  int status = 0;                  // waitpid's status
+  int status = 0;                    // waitpid's status
   bool stopped_by_launcher = false;  // signalled by the launcher after another rank failed
 };
 

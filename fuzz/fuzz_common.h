@@ -43,7 +43,11 @@ void Guard(F&& f) {
 //   x[N,16] -> Mul w0 -> Relu -> MatMul w1 -> Relu -> Add(skip) -> MatMul w2 -> Relu -> MatMul w3
 inline testing::GraphBuilder PlanModel() {
   testing::GraphBuilder b;
-  b.Input("x", {-1, 16}).Param("w0", {16}).Param("w1", {16, 16}).Param("w2", {16, 16}).Param("w3", {16, 8});
+  b.Input("x", {-1, 16})
+      .Param("w0", {16})
+      .Param("w1", {16, 16})
+      .Param("w2", {16, 16})
+      .Param("w3", {16, 8});
   b.Node("Mul", {"x", "w0"}, {"h0"}).Node("Relu", {"h0"}, {"h1"});
   b.Node("MatMul", {"h1", "w1"}, {"h2"}).Node("Relu", {"h2"}, {"h3"});
   b.Node("Add", {"h3", "h1"}, {"h4"}).Node("MatMul", {"h4", "w2"}, {"h5"});

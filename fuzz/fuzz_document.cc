@@ -2,9 +2,8 @@
 // Qt-free): LoadItem's JSON branch, then what the dashboard computes from the item.
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "document.h"
 #include "fuzz_common.h"

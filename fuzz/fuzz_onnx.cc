@@ -2,9 +2,8 @@
 // and analysis (schedule, simulation, bottlenecks, JSON): what `memplan analyze` does.
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "fuzz_common.h"
 #include "memplan/analyzer.h"

@@ -2,9 +2,8 @@
 // it trains. The plan's batch helpers run first, as the CLI calls them before loading.
 #include <cstddef>
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "fuzz_common.h"
 #include "memplan/plan.h"
@@ -31,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (j.is_discarded()) return 0;
   // A mutated fingerprint only reaches the "made for another model" check; putting the right
   // one back lets the fuzzer past it into sections, checkpoints and the replay.
-  if (j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string()) j["fingerprint"] = fingerprint;
+  if (j.is_object() && j.contains("fingerprint") && j["fingerprint"].is_string())
+    j["fingerprint"] = fingerprint;
   fuzz::Guard([&] {
     if (j.is_object()) {
       (void)PlanGraphBatch(j);

@@ -6,10 +6,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "fuzz_common.h"
 #include "memplan/analyzer.h"
@@ -37,12 +36,16 @@ std::vector<std::pair<std::string, GraphBuilder>> Models() {
     GraphBuilder b;  // a small CNN: conv, batch norm, pooling, flatten, gemm
     b.Input("x", {-1, 3, 8, 8}).Param("w", {4, 3, 3, 3}).Param("s", {4}).Param("bias", {4});
     b.Param("m", {4}).Param("v", {4}).Param("fc", {16, 5}).Param("fcb", {5});
-    b.Node("Conv", {"x", "w"}, {"c"}).Attr("strides", Ints{1, 1}).Attr("pads", Ints{1, 1, 1, 1})
+    b.Node("Conv", {"x", "w"}, {"c"})
+        .Attr("strides", Ints{1, 1})
+        .Attr("pads", Ints{1, 1, 1, 1})
         .Attr("kernel_shape", Ints{3, 3});
     b.Node("BatchNormalization", {"c", "s", "bias", "m", "v"}, {"n"});
     b.Node("Relu", {"n"}, {"r"});
     b.Node("MaxPool", {"r"}, {"p"}).Attr("kernel_shape", Ints{2, 2}).Attr("strides", Ints{2, 2});
-    b.Node("AveragePool", {"p"}, {"a"}).Attr("kernel_shape", Ints{2, 2}).Attr("strides", Ints{2, 2});
+    b.Node("AveragePool", {"p"}, {"a"})
+        .Attr("kernel_shape", Ints{2, 2})
+        .Attr("strides", Ints{2, 2});
     b.Node("Flatten", {"a"}, {"f"}).Attr("axis", int64_t{1});
     b.Node("Gemm", {"f", "fc", "fcb"}, {"y"}).Output("y");
     m.emplace_back("cnn", b);
@@ -52,7 +55,9 @@ std::vector<std::pair<std::string, GraphBuilder>> Models() {
     b.Input("x", {-1, 4, 5, 6}).Param("w", {120, 10}).Ints("zero", {0}).Ints("minus1", {-1});
     b.Node("Shape", {"x"}, {"s"}).Node("Gather", {"s", "zero"}, {"n"}).Attr("axis", int64_t{0});
     b.Node("Concat", {"n", "minus1"}, {"target"}).Attr("axis", int64_t{0});
-    b.Node("Reshape", {"x", "target"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
+    b.Node("Reshape", {"x", "target"}, {"flat"})
+        .Node("MatMul", {"flat", "w"}, {"logits"})
+        .Output("logits");
     m.emplace_back("reshape", b);
   }
   {
@@ -75,11 +80,15 @@ std::vector<std::pair<std::string, GraphBuilder>> Models() {
     GraphBuilder b;  // attention: MatMul, Transpose, Div, Softmax, LayerNormalization, Dropout
     b.Input("x", {-1, 6, 8}).Param("wq", {8, 8}).Param("wk", {8, 8}).Param("wv", {8, 8});
     b.Param("g", {8}).Param("be", {8}).Param("head", {8, 4});
-    b.Node("MatMul", {"x", "wq"}, {"q"}).Node("MatMul", {"x", "wk"}, {"k"}).Node("MatMul", {"x", "wv"}, {"v"});
+    b.Node("MatMul", {"x", "wq"}, {"q"})
+        .Node("MatMul", {"x", "wk"}, {"k"})
+        .Node("MatMul", {"x", "wv"}, {"v"});
     b.Node("Transpose", {"k"}, {"kt"}).Attr("perm", Ints{0, 2, 1});
     b.Node("MatMul", {"q", "kt"}, {"sc"});
     b.Node("Constant", {}, {"scale"}).Attr("value_float", 2.0);
-    b.Node("Div", {"sc", "scale"}, {"sd"}).Node("Softmax", {"sd"}, {"att"}).Attr("axis", int64_t{-1});
+    b.Node("Div", {"sc", "scale"}, {"sd"})
+        .Node("Softmax", {"sd"}, {"att"})
+        .Attr("axis", int64_t{-1});
     b.Node("Dropout", {"att"}, {"attd"});
     b.Node("MatMul", {"attd", "v"}, {"o"}).Node("Add", {"o", "x"}, {"res"});
     b.Node("LayerNormalization", {"res", "g", "be"}, {"ln"}).Attr("axis", int64_t{-1});
@@ -180,11 +189,14 @@ int main(int argc, char** argv) {
   report.seed = 0;
   report.peak_bytes = std::vector<int64_t>{950, 950};
   report.predicted_timeline = RunTimelineFromJson(some_plan["timeline"]);
-  report.measured_trace = std::vector<RunTraceEvent>{{"setup", "", "", 100, 120}, {"forward", "", "", 800, 950}};
+  report.measured_trace =
+      std::vector<RunTraceEvent>{{"setup", "", "", 100, 120}, {"forward", "", "", 800, 950}};
   const nlohmann::json run = RunReportToJson(report);
   Write("document", "run.json", run.dump(1));
   // The plain step, without a trace.
-  report.plan = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
+  report.plan = {{"strategy", "none"},
+                 {"sections", nlohmann::json::array()},
+                 {"checkpoints", nlohmann::json::array()}};
   report.measured_trace.reset();
   Write("document", "run-plain.json", RunReportToJson(report).dump(1));
   // A profile as `memplan run --profile` writes it (memplan/profiler.h): nested scopes, memory
@@ -197,26 +209,33 @@ int main(int argc, char** argv) {
   profile.batch = report.batch.value_or(1);
   profile.start_bytes = 100;
   profile.step_seconds = 1.0;
-  profile.slices = {{0.0, 0.4, {Phase::kForward, kNone, 0, 0}, 0}, {0.1, 0.3, {Phase::kForward, 0, 0, 0}, 1},
-                    {0.4, 0.6, {Phase::kRecompute, kNone, 0, 0}, 0}, {0.45, 0.55, {Phase::kRecompute, 0, 0, 0}, 1},
-                    {0.6, 0.9, {Phase::kBackward, 0, 0, 0}, 0}, {0.9, 1.0, {Phase::kOptimizer, kNone, 0, 0}, 0}};
-  profile.memory_events = {{0.15, 800, 900, {Phase::kForward, 0, 0, 0}}, {0.5, 50, 950, {Phase::kRecompute, 0, 0, 0}},
+  profile.slices = {{0.0, 0.4, {Phase::kForward, kNone, 0, 0}, 0},
+                    {0.1, 0.3, {Phase::kForward, 0, 0, 0}, 1},
+                    {0.4, 0.6, {Phase::kRecompute, kNone, 0, 0}, 0},
+                    {0.45, 0.55, {Phase::kRecompute, 0, 0, 0}, 1},
+                    {0.6, 0.9, {Phase::kBackward, 0, 0, 0}, 0},
+                    {0.9, 1.0, {Phase::kOptimizer, kNone, 0, 0}, 0}};
+  profile.memory_events = {{0.15, 800, 900, {Phase::kForward, 0, 0, 0}},
+                           {0.5, 50, 950, {Phase::kRecompute, 0, 0, 0}},
                            {0.7, -850, 100, {Phase::kBackward, 0, 0, 0}}};
   AggregateProfile(profile);
   Write("document", "profile.json", ProfileToJson(profile).dump(1));
 
   // fuzz_cli: command lines, NUL-separated.
   const std::vector<std::vector<std::string>> lines = {
-      {"analyze", "m.onnx", "--batch", "8", "--dim", "seq=128", "--loss", "mse", "--optimizer", "adam", "--json", "a.json"},
+      {"analyze", "m.onnx", "--batch", "8", "--dim", "seq=128", "--loss", "mse", "--optimizer",
+       "adam", "--json", "a.json"},
       {"analyze", "m.onnx", "--batch=32", "--loss=sum"},
       {"plan", "m.onnx", "--budget", "1.5GiB", "--strategy", "optimal", "--json", "p.json"},
       {"plan", "m.onnx", "--budget", "50%", "--micro-batches", "auto", "--sweep"},
       {"plan", "m.onnx", "--budget", "300 MB", "--strategy", "manual", "--checkpoints", "a,b,,c"},
-      {"plan", "m.onnx", "--sweep", "--time-limit", "2.5", "--strategy", "milp", "--micro-batches", "4"},
+      {"plan", "m.onnx", "--sweep", "--time-limit", "2.5", "--strategy", "milp", "--micro-batches",
+       "4"},
   };
   for (size_t i = 0; i < lines.size(); ++i) {
     std::string bytes;
-    for (size_t k = 0; k < lines[i].size(); ++k) bytes += (k ? std::string(1, '\0') : "") + lines[i][k];
+    for (size_t k = 0; k < lines[i].size(); ++k)
+      bytes += (k ? std::string(1, '\0') : "") + lines[i][k];
     Write("cli", "argv-" + std::to_string(i), bytes);
   }
   std::printf("make_seeds: wrote the seed corpora under %s\n", out_dir.c_str());

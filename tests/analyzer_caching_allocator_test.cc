@@ -43,11 +43,11 @@ TEST(CachingAllocatorRounding, PowerOfTwoDivisions) {
 }
 
 TEST(CachingAllocatorRounding, SegmentSizes) {
-  EXPECT_EQ(CachingAllocatorSegmentSize(512), 2 * MiB);                // small pool
-  EXPECT_EQ(CachingAllocatorSegmentSize(1 * MiB), 2 * MiB);            // still small
-  EXPECT_EQ(CachingAllocatorSegmentSize(1 * MiB + 512), 20 * MiB);     // large, under 10 MiB
-  EXPECT_EQ(CachingAllocatorSegmentSize(10 * MiB), 10 * MiB);          // 2 MiB multiple
-  EXPECT_EQ(CachingAllocatorSegmentSize(10 * MiB + 512), 12 * MiB);    // up to 2 MiB
+  EXPECT_EQ(CachingAllocatorSegmentSize(512), 2 * MiB);              // small pool
+  EXPECT_EQ(CachingAllocatorSegmentSize(1 * MiB), 2 * MiB);          // still small
+  EXPECT_EQ(CachingAllocatorSegmentSize(1 * MiB + 512), 20 * MiB);   // large, under 10 MiB
+  EXPECT_EQ(CachingAllocatorSegmentSize(10 * MiB), 10 * MiB);        // 2 MiB multiple
+  EXPECT_EQ(CachingAllocatorSegmentSize(10 * MiB + 512), 12 * MiB);  // up to 2 MiB
 }
 
 TEST(CachingAllocatorConfigParse, ReadsTheOptionsThatPlaceBlocks) {
@@ -66,11 +66,11 @@ TEST(CachingAllocatorConfigParse, ReadsTheOptionsThatPlaceBlocks) {
   // PyTorch's own example: entries between two listed sizes keep 0 (off).
   CachingAllocatorConfig d =
       ParseCachingAllocatorConfig("roundup_power2_divisions:[128:8,256:16,512:1,2048:8,>:2]");
-  EXPECT_EQ(d.roundup_power2_divisions[6], 8);    // 64 MiB: below the first entry
-  EXPECT_EQ(d.roundup_power2_divisions[8], 16);   // 256 MiB
-  EXPECT_EQ(d.roundup_power2_divisions[10], 0);   // 1024 MiB: not listed
-  EXPECT_EQ(d.roundup_power2_divisions[11], 8);   // 2048 MiB
-  EXPECT_EQ(d.roundup_power2_divisions[12], 2);   // 4096 MiB: after the last entry
+  EXPECT_EQ(d.roundup_power2_divisions[6], 8);   // 64 MiB: below the first entry
+  EXPECT_EQ(d.roundup_power2_divisions[8], 16);  // 256 MiB
+  EXPECT_EQ(d.roundup_power2_divisions[10], 0);  // 1024 MiB: not listed
+  EXPECT_EQ(d.roundup_power2_divisions[11], 8);  // 2048 MiB
+  EXPECT_EQ(d.roundup_power2_divisions[12], 2);  // 4096 MiB: after the last entry
   EXPECT_FALSE(ParseCachingAllocatorConfig("").expandable_segments);
   EXPECT_EQ(ParseCachingAllocatorConfig("max_split_size_mb:4").max_split_size_bytes, 20 * MiB);
 }
@@ -373,8 +373,8 @@ ReplayResult Replay(const Trace& t) {
     if (action == "alloc" || action == "free_requested") {
       if (model.reserved_bytes() != expected_reserved) {
         ++r.reserved_mismatches;
-        problem(i, "reserved " + std::to_string(model.reserved_bytes()) + " != " +
-                       std::to_string(expected_reserved));
+        problem(i, "reserved " + std::to_string(model.reserved_bytes()) +
+                       " != " + std::to_string(expected_reserved));
       }
     }
   }

@@ -2,12 +2,12 @@
 // (ONNX inference + rules, and memplan's rules alone) agree on every shape.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
 #include "loader_internal.h"
 #include "memplan/analyzer.h"
 #include "testing/corpus.h"
-
-#include <cstdio>
-#include <nlohmann/json.hpp>
 
 namespace memplan {
 namespace {
@@ -32,7 +32,8 @@ TEST_P(Corpus, EveryTensorHasAConcreteShapeAtBatch1And32) {
 
 TEST_P(Corpus, RulesAloneAgreeWithOnnxInference) {
   std::string path = testing::CorpusModel(GetParam());
-  if (LoadTrainingGraph(path, {}).opset > 17) GTEST_SKIP() << "the C++ ONNX library stops at opset 17: see RulesAgreeWithPythonOnnx";
+  if (LoadTrainingGraph(path, {}).opset > 17)
+    GTEST_SKIP() << "the C++ ONNX library stops at opset 17: see RulesAgreeWithPythonOnnx";
   LoadOptions with_onnx, rules_only;
   with_onnx.batch = rules_only.batch = 2;
   with_onnx.onnx_shape_inference = true;
@@ -78,7 +79,8 @@ TEST_P(Corpus, RulesAgreeWithPythonOnnx) {
   LoadOptions o;
   o.batch = 2;
   TrainingGraph g = LoadTrainingGraph(path, o);
-  std::string cmd = std::string(MEMPLAN_PYTHON) + " " MEMPLAN_SOURCE_DIR "/samples/onnx_shapes.py '" + path + "'";
+  std::string cmd =
+      std::string(MEMPLAN_PYTHON) + " " MEMPLAN_SOURCE_DIR "/samples/onnx_shapes.py '" + path + "'";
   for (const auto& [name, value] : g.dims) cmd += " --dim " + name + "=" + std::to_string(value);
   std::string text;
   FILE* p = ::popen(cmd.c_str(), "r");
@@ -94,7 +96,8 @@ TEST_P(Corpus, RulesAgreeWithPythonOnnx) {
     ++compared;
   }
   // ONNX resolves most tensors of these exports; memplan must agree on all of them.
-  EXPECT_GT(compared, static_cast<int>(g.nodes.size()) / 2) << compared << " of " << g.tensors.size();
+  EXPECT_GT(compared, static_cast<int>(g.nodes.size()) / 2)
+      << compared << " of " << g.tensors.size();
 }
 
 INSTANTIATE_TEST_SUITE_P(Dynamo, Corpus, ::testing::ValuesIn(testing::DynamoCorpus()),

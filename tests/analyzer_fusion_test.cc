@@ -54,9 +54,11 @@ TEST(Fusion, TorchScriptErfGeluBecomesOneGeluNode) {
   EXPECT_EQ(g.tensor(gelu.outputs[0]).name, "y");
   EXPECT_EQ(g.FindTensor("gelu_d"), kNone);
   EXPECT_EQ(g.FindTensor("gelu_e"), kNone);
-  for (size_t i = 0; i < g.tensors.size(); ++i) EXPECT_EQ(g.tensors[i].id, static_cast<TensorId>(i));
+  for (size_t i = 0; i < g.tensors.size(); ++i)
+    EXPECT_EQ(g.tensors[i].id, static_cast<TensorId>(i));
   bool noted = false;
-  for (const std::string& note : g.notes) noted = noted || note.find("fused 1 erf-GELU") != std::string::npos;
+  for (const std::string& note : g.notes)
+    noted = noted || note.find("fused 1 erf-GELU") != std::string::npos;
   EXPECT_TRUE(noted);
 }
 
@@ -202,7 +204,10 @@ TEST(Fusion, AnUnscaledOrBatchAxisRmsNormIsNotFused) {
   b.Node("Constant", {}, {"two"}).Attr("value_float", 2.0).Node("Pow", {"h", "two"}, {"sq"});
   b.Node("ReduceMean", {"sq"}, {"m"}).Attr("axes", std::vector<int64_t>{0});
   b.Node("Constant", {}, {"eps"}).Attr("value_float", 1e-6).Node("Add", {"m", "eps"}, {"ve"});
-  b.Node("Sqrt", {"ve"}, {"s"}).Node("Reciprocal", {"s"}, {"r"}).Node("Mul", {"h", "r"}, {"y"}).Output("y");
+  b.Node("Sqrt", {"ve"}, {"s"})
+      .Node("Reciprocal", {"s"}, {"r"})
+      .Node("Mul", {"h", "r"}, {"y"})
+      .Output("y");
   TrainingGraph g = b.Load({.batch = 3});
   EXPECT_EQ(CountOp(g, "RMSNormalization"), 0);
   EXPECT_EQ(CountOp(g, "Reciprocal"), 1);
@@ -230,7 +235,10 @@ TEST(Fusion, SigmoidTimesAnotherTensorIsNotSilu) {
   // The sigmoid read twice stays too.
   GraphBuilder c;
   c.Input("x", {-1, 8}).Param("w", {8, 8}).Node("MatMul", {"x", "w"}, {"h"});
-  c.Node("Sigmoid", {"h"}, {"s"}).Node("Mul", {"h", "s"}, {"p"}).Node("Add", {"p", "s"}, {"y"}).Output("y");
+  c.Node("Sigmoid", {"h"}, {"s"})
+      .Node("Mul", {"h", "s"}, {"p"})
+      .Node("Add", {"p", "s"}, {"y"})
+      .Output("y");
   EXPECT_EQ(CountOp(c.Load({.batch = 3}), "Swish"), 0);
 }
 
@@ -241,7 +249,8 @@ TEST(Fusion, ExportedAttentionBecomesScaledDotProductAttention) {
   EXPECT_EQ(CountOp(g, "Softmax"), 0);
   EXPECT_EQ(CountOp(g, "IsNaN"), 0);
   const Node* a = nullptr;
-  for (const Node& n : g.nodes) if (n.op_type == "memplan.ScaledDotProductAttention") a = &n;
+  for (const Node& n : g.nodes)
+    if (n.op_type == "memplan.ScaledDotProductAttention") a = &n;
   ASSERT_EQ(a->inputs.size(), 4u);
   EXPECT_EQ(g.tensor(a->inputs[0]).name, "q");
   EXPECT_EQ(g.tensor(a->inputs[1]).name, "kt");
@@ -267,8 +276,12 @@ TEST(Fusion, FusedAttentionKeepsNoProbabilities) {
 TEST(Fusion, AttentionWithDropoutOrATrainedMaskIsNotFused) {
   testing::GraphBuilder b;
   b.Input("x", {-1, 2, 16, 4}).Param("w", {4, 4}).Param("bias", {16, 16});
-  b.Node("MatMul", {"x", "w"}, {"q"}).Node("Transpose", {"q"}, {"qt"}).Attr("perm", std::vector<int64_t>{0, 1, 3, 2});
-  b.Node("MatMul", {"q", "qt"}, {"s"}).Node("Add", {"s", "bias"}, {"sb"}).Node("Softmax", {"sb"}, {"p"});
+  b.Node("MatMul", {"x", "w"}, {"q"})
+      .Node("Transpose", {"q"}, {"qt"})
+      .Attr("perm", std::vector<int64_t>{0, 1, 3, 2});
+  b.Node("MatMul", {"q", "qt"}, {"s"})
+      .Node("Add", {"s", "bias"}, {"sb"})
+      .Node("Softmax", {"sb"}, {"p"});
   b.Node("MatMul", {"p", "q"}, {"y"}).Output("y");
   EXPECT_EQ(CountOp(b.Load({.batch = 3}), "memplan.ScaledDotProductAttention"), 0);
 }
@@ -277,7 +290,9 @@ TEST(Fusion, ANormalisationOverTheBatchAxisIsNotLayerNorm) {
   GraphBuilder b;
   b.Input("x", {-1, 8}).Param("w", {8, 8}).Param("gamma", {8}).Param("beta", {8});
   b.Node("MatMul", {"x", "w"}, {"h"});
-  b.Node("ReduceMean", {"h"}, {"m"}).Attr("axes", std::vector<int64_t>{0}).Node("Sub", {"h", "m"}, {"d"});
+  b.Node("ReduceMean", {"h"}, {"m"})
+      .Attr("axes", std::vector<int64_t>{0})
+      .Node("Sub", {"h", "m"}, {"d"});
   b.Node("Constant", {}, {"two"}).Attr("value_float", 2.0).Node("Pow", {"d", "two"}, {"sq"});
   b.Node("ReduceMean", {"sq"}, {"v"}).Attr("axes", std::vector<int64_t>{0});
   b.Node("Constant", {}, {"eps"}).Attr("value_float", 1e-5).Node("Add", {"v", "eps"}, {"ve"});
@@ -293,7 +308,8 @@ TEST(Fusion, AHalfPrecisionGeluWithItsRoundedConstantsIsFused) {
   GraphBuilder b;
   b.Input("x", {-1, 4}).Param("w", {4, 4}).Node("MatMul", {"x", "w"}, {"h32"});
   b.Node("Cast", {"h32"}, {"h"}).Attr("to", int64_t{10});
-  for (const auto& [name, value] : {std::pair<std::string, double>{"r2", 1.4140625}, {"one", 1.0}, {"half", 0.5}}) {
+  for (const auto& [name, value] :
+       {std::pair<std::string, double>{"r2", 1.4140625}, {"one", 1.0}, {"half", 0.5}}) {
     b.Node("Constant", {}, {name + "32"}).Attr("value_float", value);
     b.Node("Cast", {name + "32"}, {name}).Attr("to", int64_t{10});
   }

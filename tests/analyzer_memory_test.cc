@@ -13,7 +13,9 @@ namespace {
 
 using testing::GraphBuilder;
 
-int64_t Category(const MemoryTimeline& t, MemoryCategory c) { return t.breakdown_at_peak[static_cast<int>(c)]; }
+int64_t Category(const MemoryTimeline& t, MemoryCategory c) {
+  return t.breakdown_at_peak[static_cast<int>(c)];
+}
 
 // Most tests below specify the step with kept gradients (zero_grad(set_to_none=False)):
 // gradients are persistent and each contribution is a temporary added into them. The
@@ -27,7 +29,9 @@ LoadOptions Kept(LoadOptions o = {}) {
 GraphBuilder Chain() {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
-  b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
+  b.Node("MatMul", {"x", "w1"}, {"y1"})
+      .Node("Relu", {"y1"}, {"y2"})
+      .Node("MatMul", {"y2", "w2"}, {"logits"});
   return b.Output("logits");
 }
 
@@ -89,7 +93,9 @@ TEST(TrainingMemory, BatchScalesActivationsNotParameters) {
 GraphBuilder Residual() {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 100}).Param("w3", {100, 10});
-  b.Node("MatMul", {"x", "w1"}, {"a"}).Node("Relu", {"a"}, {"b"}).Node("MatMul", {"b", "w2"}, {"c"});
+  b.Node("MatMul", {"x", "w1"}, {"a"})
+      .Node("Relu", {"a"}, {"b"})
+      .Node("MatMul", {"b", "w2"}, {"c"});
   b.Node("Add", {"c", "b"}, {"d"}).Node("MatMul", {"d", "w3"}, {"logits"});
   return b.Output("logits");
 }
@@ -119,7 +125,9 @@ TEST(TrainingMemory, SkipConnectionAccumulatesGradient) {
 TEST(TrainingMemory, SharedWeightHasOneGradient) {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w", {100, 100}).Param("head", {100, 10});
-  b.Node("MatMul", {"x", "w"}, {"h1"}).Node("Relu", {"h1"}, {"r"}).Node("MatMul", {"r", "w"}, {"h2"});
+  b.Node("MatMul", {"x", "w"}, {"h1"})
+      .Node("Relu", {"h1"}, {"r"})
+      .Node("MatMul", {"r", "w"}, {"h2"});
   b.Node("MatMul", {"h2", "head"}, {"logits"}).Output("logits");
   Analysis a = Analyze(b.Load(Kept()));
   // w counts once: 40000 + head 4000.
@@ -128,7 +136,8 @@ TEST(TrainingMemory, SharedWeightHasOneGradient) {
   // Each use of w produces its own 40000 B gradient that is added into w's gradient.
   int temporaries = 0;
   for (const Buffer& buf : a.schedule.buffers) {
-    if (buf.category == MemoryCategory::kTemporary && buf.tensor == a.graph.FindTensor("w")) ++temporaries;
+    if (buf.category == MemoryCategory::kTemporary && buf.tensor == a.graph.FindTensor("w"))
+      ++temporaries;
   }
   EXPECT_EQ(temporaries, 2);
 }
@@ -137,7 +146,9 @@ TEST(TrainingMemory, ViewsShareStorage) {
   // Reshape of a contiguous tensor is a view: no bytes of its own.
   GraphBuilder b;
   b.Input("x", {-1, 4, 25}).Param("w", {100, 10}).Ints("shape", {-1, 100});
-  b.Node("Relu", {"x"}, {"r"}).Node("Reshape", {"r", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"});
+  b.Node("Relu", {"x"}, {"r"})
+      .Node("Reshape", {"r", "shape"}, {"flat"})
+      .Node("MatMul", {"flat", "w"}, {"logits"});
   b.Output("logits");
   Analysis a = Analyze(b.Load(Kept()));
   const TrainingGraph& g = a.graph;
@@ -151,8 +162,12 @@ TEST(TrainingMemory, TransposeThenReshapeCopies) {
   // A transposed view is not contiguous, so the reshape after it copies.
   GraphBuilder b;
   b.Input("x", {-1, 4, 25}).Param("w", {100, 10}).Ints("shape", {-1, 100});
-  b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 2, 1});
-  b.Node("Reshape", {"t", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
+  b.Node("Relu", {"x"}, {"r"})
+      .Node("Transpose", {"r"}, {"t"})
+      .Attr("perm", std::vector<int64_t>{0, 2, 1});
+  b.Node("Reshape", {"t", "shape"}, {"flat"})
+      .Node("MatMul", {"flat", "w"}, {"logits"})
+      .Output("logits");
   TrainingGraph g = b.Load(Kept());
   EXPECT_EQ(g.tensor(g.FindTensor("t")).storage, g.FindTensor("r"));
   EXPECT_FALSE(g.tensor(g.FindTensor("t")).contiguous);
@@ -165,8 +180,12 @@ TEST(TrainingMemory, ReshapeOfTransposeIsAViewWhenStridesAllow) {
   // (chunk "6" at stride 4, then chunk "4" at stride 1), so it is a view, not a copy.
   GraphBuilder b;
   b.Input("x", {-1, 6, 4}).Param("w", {6, 10}).Ints("shape", {4, 6});
-  b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 2, 1});
-  b.Node("Reshape", {"t", "shape"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
+  b.Node("Relu", {"x"}, {"r"})
+      .Node("Transpose", {"r"}, {"t"})
+      .Attr("perm", std::vector<int64_t>{0, 2, 1});
+  b.Node("Reshape", {"t", "shape"}, {"flat"})
+      .Node("MatMul", {"flat", "w"}, {"logits"})
+      .Output("logits");
   TrainingGraph g = b.Load(Kept());
   const Tensor& flat = g.tensor(g.FindTensor("flat"));
   EXPECT_EQ(flat.storage, g.FindTensor("r"));
@@ -181,7 +200,9 @@ TEST(TrainingMemory, BatchedMatMulSavesTheCopyOfANonViewableOperand) {
   // 3*2*4*5 floats = 480 B, which bmm saves for the gradient of w instead of t.
   GraphBuilder b;
   b.Input("x", {-1, 3, 4, 5}).Param("w", {3, 2, 5, 7});
-  b.Node("Relu", {"x"}, {"r"}).Node("Transpose", {"r"}, {"t"}).Attr("perm", std::vector<int64_t>{1, 0, 2, 3});
+  b.Node("Relu", {"x"}, {"r"})
+      .Node("Transpose", {"r"}, {"t"})
+      .Attr("perm", std::vector<int64_t>{1, 0, 2, 3});
   b.Node("MatMul", {"t", "w"}, {"logits"}).Output("logits");
   LoadOptions o;
   o.batch = 2;
@@ -210,17 +231,23 @@ TEST(TrainingMemory, ConvBatchNormPoolSaveTheirExtras) {
   b.Input("x", {-1, 3, 8, 8}).Param("w", {4, 3, 3, 3}).Param("scale", {4}).Param("bias", {4});
   b.Param("mean", {4}).Param("var", {4}).Param("fc", {64, 10}).Ints("shape", {-1, 64});
   b.Node("Conv", {"x", "w"}, {"c"}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
-  b.Node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"bn", "rm", "rv"}).Attr("training_mode", int64_t{1});
+  b.Node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"bn", "rm", "rv"})
+      .Attr("training_mode", int64_t{1});
   b.Node("Relu", {"bn"}, {"r"});
-  b.Node("MaxPool", {"r"}, {"p"}).Attr("kernel_shape", std::vector<int64_t>{2, 2}).Attr("strides", std::vector<int64_t>{2, 2});
-  b.Node("Reshape", {"p", "shape"}, {"flat"}).Node("MatMul", {"flat", "fc"}, {"logits"}).Output("logits");
+  b.Node("MaxPool", {"r"}, {"p"})
+      .Attr("kernel_shape", std::vector<int64_t>{2, 2})
+      .Attr("strides", std::vector<int64_t>{2, 2});
+  b.Node("Reshape", {"p", "shape"}, {"flat"})
+      .Node("MatMul", {"flat", "fc"}, {"logits"})
+      .Output("logits");
   TrainingGraph g = b.Load(Kept());
   // Running mean / var are not trained: they feed BatchNormalization's statistics inputs.
   EXPECT_EQ(g.tensor(g.FindTensor("mean")).category, TensorCategory::kConstant);
   EXPECT_EQ(g.tensor(g.FindTensor("scale")).category, TensorCategory::kParameter);
   const Node& bn = g.node(1);
   ASSERT_EQ(bn.saved_extras.size(), 2u);
-  EXPECT_EQ(bn.saved_extras[0].bytes + bn.saved_extras[1].bytes, 2 * 4 * 4);  // mean + invstd, 4 channels
+  EXPECT_EQ(bn.saved_extras[0].bytes + bn.saved_extras[1].bytes,
+            2 * 4 * 4);  // mean + invstd, 4 channels
   // The running-statistics outputs are the inputs, updated in place.
   EXPECT_EQ(g.tensor(g.FindTensor("rm")).storage, g.FindTensor("mean"));
   const Node& pool = g.node(3);
@@ -320,7 +347,9 @@ TEST(GradientsSetToNone, AreBornInTheBackwardAndDieAfterTheOptimizer) {
 TEST(GradientsSetToNone, ASharedWeightsFirstContributionBecomesItsGradient) {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w", {100, 100}).Param("head", {100, 10});
-  b.Node("MatMul", {"x", "w"}, {"h1"}).Node("Relu", {"h1"}, {"r"}).Node("MatMul", {"r", "w"}, {"h2"});
+  b.Node("MatMul", {"x", "w"}, {"h1"})
+      .Node("Relu", {"h1"}, {"r"})
+      .Node("MatMul", {"r", "w"}, {"h2"});
   b.Node("MatMul", {"h2", "head"}, {"logits"}).Output("logits");
   Analysis a = Analyze(b.Load());
   // Persistent: x 400 + w 40000 + head 4000 + target 8 = 44408. Autograd holds w's first
@@ -377,7 +406,8 @@ Analysis SumLossAnalysis(const GraphBuilder& b) {
 
 int64_t BytesNamed(const Schedule& s, const std::string& part) {
   int64_t bytes = 0;
-  for (const Buffer& buf : s.buffers) if (buf.name.find(part) != std::string::npos) bytes += buf.bytes;
+  for (const Buffer& buf : s.buffers)
+    if (buf.name.find(part) != std::string::npos) bytes += buf.bytes;
   return bytes;
 }
 
@@ -504,7 +534,8 @@ TEST(BufferLifetimes, AliveDuringAStepIncludesWhatItFrees) {
   const Schedule s = HandSchedule();
   EXPECT_EQ(AliveDuring(s, 0), (std::vector<BufferId>{0}));
   EXPECT_EQ(AliveDuring(s, 2), (std::vector<BufferId>{0, 1, 2})) << "c lives within step 2";
-  EXPECT_EQ(AliveDuring(s, 3), (std::vector<BufferId>{0, 1})) << "b is freed by step 3, after its work";
+  EXPECT_EQ(AliveDuring(s, 3), (std::vector<BufferId>{0, 1}))
+      << "b is freed by step 3, after its work";
   EXPECT_EQ(AliveDuring(s, 4), (std::vector<BufferId>{0, 1}));
   // The same sums as the simulator's bytes_during: 10, 30, 60, 30, 30.
   const MemoryTimeline t = Simulate(s);
@@ -527,10 +558,16 @@ TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
   b.Input("x", {-1, 440, 7, 7}).Param("s", {1, 440, 1, 1}).Param("w", {440, 440, 1, 1});
   b.Input("z", {-1, 64, 56, 56}).Param("s2", {1, 64, 1, 1}).Param("v", {128, 64, 3, 3});
   b.Node("Mul", {"x", "s"}, {"h"}).Node("Conv", {"h", "w"}, {"c"});
-  b.Node("Mul", {"z", "s2"}, {"h2"}).Node("Conv", {"h2", "v"}, {"c2"})
-      .Attr("strides", std::vector<int64_t>{2, 2}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
-  b.Node("ReduceMean", {"c"}, {"m"}).Attr("axes", std::vector<int64_t>{2, 3}).Attr("keepdims", int64_t{0});
-  b.Node("ReduceMean", {"c2"}, {"m2"}).Attr("axes", std::vector<int64_t>{2, 3}).Attr("keepdims", int64_t{0});
+  b.Node("Mul", {"z", "s2"}, {"h2"})
+      .Node("Conv", {"h2", "v"}, {"c2"})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.Node("ReduceMean", {"c"}, {"m"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  b.Node("ReduceMean", {"c2"}, {"m2"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
   b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
   LoadOptions o;
   o.batch = 4;
@@ -562,15 +599,28 @@ TEST(TrainingMemory, ChannelsLastConvolutionsAndLayerNorm) {
   // x [N,16,16,96] (NHWC) * s -> h; Transpose(0,3,1,2) -> t [N,96,16,16] with channels-last
   // strides [24576,1,1536,96]; depthwise 7x7 conv -> d; 2x2 stride-2 conv 96 -> 192 -> c.
   // A stem-like branch: z [N,96,16,16] * s3 -> Transpose(0,2,3,1) (not contiguous) -> layer norm.
-  b.Input("x", {-1, 16, 16, 96}).Param("s", {96}).Param("dw", {96, 1, 7, 7}).Param("w", {192, 96, 2, 2});
+  b.Input("x", {-1, 16, 16, 96})
+      .Param("s", {96})
+      .Param("dw", {96, 1, 7, 7})
+      .Param("w", {192, 96, 2, 2});
   b.Input("z", {-1, 96, 16, 16}).Param("s3", {1, 96, 1, 1}).Param("g", {96}).Param("beta", {96});
-  b.Node("Mul", {"x", "s"}, {"h"}).Node("Transpose", {"h"}, {"t"}).Attr("perm", std::vector<int64_t>{0, 3, 1, 2});
-  b.Node("Conv", {"t", "dw"}, {"d"}).Attr("group", int64_t{96}).Attr("pads", std::vector<int64_t>{3, 3, 3, 3});
+  b.Node("Mul", {"x", "s"}, {"h"})
+      .Node("Transpose", {"h"}, {"t"})
+      .Attr("perm", std::vector<int64_t>{0, 3, 1, 2});
+  b.Node("Conv", {"t", "dw"}, {"d"})
+      .Attr("group", int64_t{96})
+      .Attr("pads", std::vector<int64_t>{3, 3, 3, 3});
   b.Node("Conv", {"d", "w"}, {"c"}).Attr("strides", std::vector<int64_t>{2, 2});
-  b.Node("Mul", {"z", "s3"}, {"h3"}).Node("Transpose", {"h3"}, {"p"}).Attr("perm", std::vector<int64_t>{0, 2, 3, 1});
+  b.Node("Mul", {"z", "s3"}, {"h3"})
+      .Node("Transpose", {"h3"}, {"p"})
+      .Attr("perm", std::vector<int64_t>{0, 2, 3, 1});
   b.Node("LayerNormalization", {"p", "g", "beta"}, {"ln"}).Attr("axis", int64_t{-1});
-  b.Node("ReduceMean", {"c"}, {"m"}).Attr("axes", std::vector<int64_t>{2, 3}).Attr("keepdims", int64_t{0});
-  b.Node("ReduceMean", {"ln"}, {"m2"}).Attr("axes", std::vector<int64_t>{1, 2}).Attr("keepdims", int64_t{0});
+  b.Node("ReduceMean", {"c"}, {"m"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  b.Node("ReduceMean", {"ln"}, {"m2"})
+      .Attr("axes", std::vector<int64_t>{1, 2})
+      .Attr("keepdims", int64_t{0});
   b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
   LoadOptions o;
   o.batch = 4;
@@ -581,8 +631,8 @@ TEST(TrainingMemory, ChannelsLastConvolutionsAndLayerNorm) {
   // Depthwise 7x7: W = 96*49*4 = 18,816 (96 channels: no padding, the weight is already
   // channels-last). Forward: its Goihw16g reorder, 18,816 above the output. Backward weights: the
   // kernel is wider than 3, so oneDNN's generic kernel writes gOIhw16i16o (each group's 1x1 padded
-  // to 16x16): 256 * 18,816 = 4,816,896, beside the dense gradient and one more weight-sized buffer:
-  // 4,816,896 + 18,816 = 4,835,712 above the gradients.
+  // to 16x16): 256 * 18,816 = 4,816,896, beside the dense gradient and one more weight-sized
+  // buffer: 4,816,896 + 18,816 = 4,835,712 above the gradients.
   const Node& dwc = g.node(2);
   EXPECT_EQ(dwc.forward_workspace_bytes, 18816);
   EXPECT_EQ(dwc.backward_workspace_bytes, 4835712);

@@ -6,14 +6,13 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <csignal>
-#include <thread>
-
 #include <climits>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "memplan/parse.h"
 #include "memplan/training_graph.h"
@@ -32,27 +31,35 @@ std::string ErrorOf(F f) {
   return "parsed";
 }
 
-bool Contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+bool Contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
 
-TEST(ParseInteger, AcceptsAWholeNumberInRange) { EXPECT_EQ(ParseInteger("--threads", "16", 1, 1024), 16); }
+TEST(ParseInteger, AcceptsAWholeNumberInRange) {
+  EXPECT_EQ(ParseInteger("--threads", "16", 1, 1024), 16);
+}
 
 TEST(ParseInteger, RejectsValuesOutsideTheRange) {
   for (const char* text : {"-1", "0", "100000", "2147483648"}) {
     EXPECT_TRUE(Contains(ErrorOf([&] { ParseInteger("--threads", text, 1, 1024); }),
-                         std::string("--threads '") + text + "' is out of range: give a whole number from 1 to 1024"))
+                         std::string("--threads '") + text +
+                             "' is out of range: give a whole number from 1 to 1024"))
         << text;
   }
 }
 
 TEST(ParseInteger, RejectsTextThatIsNotAWholeNumber) {
   for (const char* text : {"", "1.5", "12abc", " 3", "+3", "-", "0x10"}) {
-    EXPECT_TRUE(Contains(ErrorOf([&] { ParseInteger("--batch", text, 1, INT64_MAX); }), "--batch expects a whole number"))
+    EXPECT_TRUE(Contains(ErrorOf([&] { ParseInteger("--batch", text, 1, INT64_MAX); }),
+                         "--batch expects a whole number"))
         << text;
   }
 }
 
 TEST(ParseInteger, RejectsNumbersBeyondInt64) {
-  EXPECT_TRUE(Contains(ErrorOf([] { ParseInteger("--batch", "9223372036854775808", 1, INT64_MAX); }), "out of range"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([] { ParseInteger("--batch", "9223372036854775808", 1, INT64_MAX); }),
+               "out of range"));
 }
 
 TEST(ParseReal, AcceptsDecimalAndExponentForms) {
@@ -62,14 +69,17 @@ TEST(ParseReal, AcceptsDecimalAndExponentForms) {
 
 TEST(ParseReal, RejectsInfNanAndMalformedNumbers) {
   for (const char* text : {"inf", "nan", "..5", "1.2.3", "1e", "", "0x1p3"}) {
-    EXPECT_TRUE(Contains(ErrorOf([&] { ParseReal("--time-limit", text, 0.001, 604800); }), "--time-limit expects a number"))
+    EXPECT_TRUE(Contains(ErrorOf([&] { ParseReal("--time-limit", text, 0.001, 604800); }),
+                         "--time-limit expects a number"))
         << text;
   }
 }
 
 TEST(ParseReal, RejectsValuesOutsideTheRange) {
-  EXPECT_TRUE(Contains(ErrorOf([] { ParseReal("--lr", "1e308", 0, 10); }), "--lr '1e308' is out of range"));
-  EXPECT_TRUE(Contains(ErrorOf([] { ParseReal("--lr", "1e400", 0, 10); }), "--lr '1e400' is out of range"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([] { ParseReal("--lr", "1e308", 0, 10); }), "--lr '1e308' is out of range"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([] { ParseReal("--lr", "1e400", 0, 10); }), "--lr '1e400' is out of range"));
 }
 
 TEST(ParseBytes, ReadsUnits) {
@@ -98,10 +108,13 @@ TEST(ParseBudget, ReadsASizeOrAPercentage) {
 
 TEST(ParseBudget, RejectsPercentagesOutsideZeroToAThousand) {
   for (const char* text : {"1e30%", "1e308%", "1001%", "0%", "-5%"}) {
-    EXPECT_TRUE(Contains(ErrorOf([&] { ParseBudget("--budget", text); }), "is out of range")) << text;
+    EXPECT_TRUE(Contains(ErrorOf([&] { ParseBudget("--budget", text); }), "is out of range"))
+        << text;
   }
   for (const char* text : {"inf%", "nan%", "%", "..5%"}) {
-    EXPECT_TRUE(Contains(ErrorOf([&] { ParseBudget("--budget", text); }), "--budget expects a size")) << text;
+    EXPECT_TRUE(
+        Contains(ErrorOf([&] { ParseBudget("--budget", text); }), "--budget expects a size"))
+        << text;
   }
 }
 
@@ -129,7 +142,7 @@ TEST(ParseBudget, PercentagesResolveAgainstTheBaseline) {
   EXPECT_EQ(sixty.Resolve(/*baseline_bytes=*/1001), 600);  // 600.6 rounds down
   EXPECT_EQ(ParseBudget("--budget", "12.5%").Resolve(1000), 125);
   EXPECT_EQ(ParseBudget("--budget", "1000%").Resolve(1000), 10000);
-  EXPECT_EQ(ParseBudget("--budget", "0.001%").Resolve(10), 1);  // never below one byte
+  EXPECT_EQ(ParseBudget("--budget", "0.001%").Resolve(10), 1);     // never below one byte
   EXPECT_EQ(ParseBudget("--budget", "2KiB").Resolve(1000), 2048);  // a size ignores the baseline
 }
 
@@ -141,8 +154,10 @@ TEST(ParseBudget, BadTextNamesTheOption) {
 
 TEST(ParseDimBinding, ReadsNameAndPositiveValue) {
   EXPECT_EQ(ParseDimBinding("--dim", "seq=128"), (std::pair<std::string, int64_t>{"seq", 128}));
-  EXPECT_TRUE(Contains(ErrorOf([] { ParseDimBinding("--dim", "seq=0"); }), "--dim seq '0' is out of range"));
-  EXPECT_TRUE(Contains(ErrorOf([] { ParseDimBinding("--dim", "=4"); }), "--dim expects NAME=VALUE"));
+  EXPECT_TRUE(Contains(ErrorOf([] { ParseDimBinding("--dim", "seq=0"); }),
+                       "--dim seq '0' is out of range"));
+  EXPECT_TRUE(
+      Contains(ErrorOf([] { ParseDimBinding("--dim", "=4"); }), "--dim expects NAME=VALUE"));
 }
 
 TEST(PrintableText, EscapesControlBytesAndReplacesInvalidUtf8) {
@@ -173,7 +188,8 @@ class AtomicWrite : public ::testing::Test {
   int Entries() {
     int n = 0;
     DIR* d = ::opendir(dir_.c_str());
-    while (dirent* e = ::readdir(d)) n += std::string(e->d_name) != "." && std::string(e->d_name) != "..";
+    while (dirent* e = ::readdir(d))
+      n += std::string(e->d_name) != "." && std::string(e->d_name) != "..";
     ::closedir(d);
     return n;
   }

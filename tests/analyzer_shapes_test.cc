@@ -26,7 +26,9 @@ TEST(ShapeRules, ReshapeFromShapeArithmetic) {
   b.Input("x", {-1, 4, 5, 6}).Param("w", {120, 10}).Ints("zero", {0}).Ints("minus1", {-1});
   b.Node("Shape", {"x"}, {"s"}).Node("Gather", {"s", "zero"}, {"n"}).Attr("axis", int64_t{0});
   b.Node("Concat", {"n", "minus1"}, {"target"}).Attr("axis", int64_t{0});
-  b.Node("Reshape", {"x", "target"}, {"flat"}).Node("MatMul", {"flat", "w"}, {"logits"}).Output("logits");
+  b.Node("Reshape", {"x", "target"}, {"flat"})
+      .Node("MatMul", {"flat", "w"}, {"logits"})
+      .Output("logits");
   TrainingGraph g = b.Load(RulesOnly(/*batch=*/7));
   EXPECT_EQ(ShapeOf(g, "flat"), (std::vector<int64_t>{7, 120}));  // 4*5*6 = 120
   EXPECT_EQ(ShapeOf(g, "logits"), (std::vector<int64_t>{7, 10}));
@@ -46,7 +48,8 @@ TEST(ShapeRules, BatchNormTrainingOutputs) {
   GraphBuilder b;
   b.Input("x", {-1, 3, 4, 4});
   for (const char* p : {"s", "bias", "m", "v"}) b.Param(p, {3});
-  b.Node("BatchNormalization", {"x", "s", "bias", "m", "v"}, {"y", "rm", "rv"}).Attr("training_mode", int64_t{1});
+  b.Node("BatchNormalization", {"x", "s", "bias", "m", "v"}, {"y", "rm", "rv"})
+      .Attr("training_mode", int64_t{1});
   b.Output("y");
   TrainingGraph g = b.Load(RulesOnly(2));
   EXPECT_EQ(ShapeOf(g, "y"), (std::vector<int64_t>{2, 3, 4, 4}));
@@ -56,11 +59,17 @@ TEST(ShapeRules, BatchNormTrainingOutputs) {
 TEST(ShapeRules, ConvAndPoolArithmetic) {
   GraphBuilder b;
   b.Input("x", {-1, 3, 224, 224}).Param("w", {64, 3, 7, 7});
-  b.Node("Conv", {"x", "w"}, {"c"}).Attr("strides", std::vector<int64_t>{2, 2}).Attr("pads", std::vector<int64_t>{3, 3, 3, 3});
-  b.Node("MaxPool", {"c"}, {"p"}).Attr("kernel_shape", std::vector<int64_t>{3, 3})
-      .Attr("strides", std::vector<int64_t>{2, 2}).Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
-  b.Node("MaxPool", {"p"}, {"q"}).Attr("kernel_shape", std::vector<int64_t>{3, 3})
-      .Attr("strides", std::vector<int64_t>{2, 2}).Attr("ceil_mode", int64_t{1});
+  b.Node("Conv", {"x", "w"}, {"c"})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("pads", std::vector<int64_t>{3, 3, 3, 3});
+  b.Node("MaxPool", {"c"}, {"p"})
+      .Attr("kernel_shape", std::vector<int64_t>{3, 3})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.Node("MaxPool", {"p"}, {"q"})
+      .Attr("kernel_shape", std::vector<int64_t>{3, 3})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("ceil_mode", int64_t{1});
   b.Output("q");
   TrainingGraph g = b.Load(RulesOnly());
   // (224 + 6 - 7) / 2 + 1 = 112; (112 + 2 - 3) / 2 + 1 = 56; ceil((56 - 3) / 2) + 1 = 28.
@@ -73,11 +82,11 @@ TEST(ShapeRules, ExpandReportsIncompatibleShapes) {
   GraphBuilder b;
   b.Input("x", {-1, 5, 8}).Ints("start", {0}).Ints("axes0", {0});
   b.Node("Shape", {"x"}, {"s"}).Attr("start", int64_t{1}).Attr("end", int64_t{2});  // [5]
-  b.Node("Squeeze", {"s", "axes0"}, {"len"});                                        // 5
+  b.Node("Squeeze", {"s", "axes0"}, {"len"});                                       // 5
   b.Node("Squeeze", {"start", "axes0"}, {"zero"});
   b.Node("Constant", {}, {"one"}).Attr("value_int", int64_t{1});
   b.Node("Range", {"zero", "len", "one"}, {"pos"});  // [0..4]
-  b.Node("ConstantOfShape", {"s"}, {"zeros"});        // float [5]
+  b.Node("ConstantOfShape", {"s"}, {"zeros"});       // float [5]
   b.Node("Equal", {"pos", "pos"}, {"all"});
   b.Node("Where", {"all", "zeros", "zeros"}, {"w"});
   b.Node("Shape", {"x"}, {"xs"});
@@ -110,7 +119,9 @@ TEST(ShapeRules, RangeAndConstantOfShapeValues) {
 TEST(ShapeRules, SymbolicDimsBindByName) {
   GraphBuilder b;
   b.Input("ids", {-1, -1}, DType::kInt64).Param("emb", {100, 16}).Param("head", {16, 100});
-  b.Node("Gather", {"emb", "ids"}, {"e"}).Node("MatMul", {"e", "head"}, {"logits"}).Output("logits");
+  b.Node("Gather", {"emb", "ids"}, {"e"})
+      .Node("MatMul", {"e", "head"}, {"logits"})
+      .Output("logits");
   // Both dims are named "N" by the builder: binding N binds both.
   LoadOptions o = RulesOnly();
   o.dims["N"] = 6;
@@ -123,7 +134,8 @@ TEST(ShapeRules, SymbolicDimsBindByName) {
 // Op facts the executor reads from the rule table, by what each op does.
 TEST(OpFacts, RandomOpsAreTheOnesThatDraw) {
   // Sources draw on every call; Dropout only when it trains; arithmetic never.
-  for (const char* op : {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli"}) {
+  for (const char* op :
+       {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli"}) {
     EXPECT_EQ(RandomnessOf(op), Randomness::kAlways) << op;
   }
   EXPECT_EQ(RandomnessOf("Dropout"), Randomness::kInTraining);
@@ -133,8 +145,8 @@ TEST(OpFacts, RandomOpsAreTheOnesThatDraw) {
 }
 
 TEST(OpFacts, ViewsAndCastsPassInputValues) {
-  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose", "Slice", "Expand",
-                         "Split", "Cast", "CastLike"}) {
+  for (const char* op : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose",
+                         "Slice", "Expand", "Split", "Cast", "CastLike"}) {
     EXPECT_TRUE(PassesInputValues(op)) << op;
   }
   // These compute new values (Shape's output is input 0's dims, not its elements).

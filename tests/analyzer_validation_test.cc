@@ -42,7 +42,8 @@ std::string LoadError(const std::string& bytes, LoadOptions o = {}) {
 std::string LoadError(const GraphBuilder& b, LoadOptions o = {}) { return LoadError(b.Bytes(), o); }
 
 // A Constant node (first in the graph) holding an int64 tensor of `dims` and `values`.
-Edit AddInt64Constant(const std::string& name, std::vector<int64_t> dims, std::vector<int64_t> values) {
+Edit AddInt64Constant(const std::string& name, std::vector<int64_t> dims,
+                      std::vector<int64_t> values) {
   return [=](onnx::ModelProto& m) {
     onnx::NodeProto n;
     n.set_op_type("Constant");
@@ -77,7 +78,8 @@ GraphBuilder Trainable() {
 }
 
 // x [N, 4, 8, 8] -> Conv w [6, 4, 3, 3] -> y, with the attributes `attrs`.
-GraphBuilder ConvModel(std::vector<std::pair<std::string, testing::AttrValue>> attrs, std::vector<int64_t> x = {-1, 4, 8, 8},
+GraphBuilder ConvModel(std::vector<std::pair<std::string, testing::AttrValue>> attrs,
+                       std::vector<int64_t> x = {-1, 4, 8, 8},
                        std::vector<int64_t> w = {6, 4, 3, 3}) {
   GraphBuilder b;
   b.Input("x", x).Param("w", w);
@@ -101,7 +103,10 @@ TEST(Validation, LayerNormAxisOutOfRangeIsRejected) {
   // y is [N, 4]: axis -3 names no dim (found by fuzzing: the saved-statistics rule read
   // before the start of the shape).
   GraphBuilder b = Trainable();
-  b.Param("g", {4}).Node("LayerNormalization", {"y", "g"}, {"z"}).Attr("axis", int64_t{-3}).Output("z");
+  b.Param("g", {4})
+      .Node("LayerNormalization", {"y", "g"}, {"z"})
+      .Attr("axis", int64_t{-3})
+      .Output("z");
   std::string e = LoadError(b);
   EXPECT_NE(e.find("axis -3 is out of range for input 'y' of rank 2"), std::string::npos) << e;
 }
@@ -110,7 +115,9 @@ TEST(Validation, RmsNormScaleThatDoesNotBroadcastIsRejected) {
   GraphBuilder b = Trainable();  // y is [N, 4]
   b.Param("g", {3}).Node("RMSNormalization", {"y", "g"}, {"z"}).Output("z");
   std::string e = LoadError(b);
-  EXPECT_NE(e.find("RMSNormalization scale [3] does not broadcast to the normalised axes [4]"), std::string::npos) << e;
+  EXPECT_NE(e.find("RMSNormalization scale [3] does not broadcast to the normalised axes [4]"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Validation, GatherNDIndexTuplesLongerThanTheDataRankAreRejected) {
@@ -124,10 +131,14 @@ TEST(Validation, GatherNDIndexTuplesLongerThanTheDataRankAreRejected) {
 
 TEST(Validation, EmptyConstantAsRangeLimitIsRejected) {
   GraphBuilder b = Trainable();
-  b.Ints("start", {0}).Ints("delta", {1}).Node("Range", {"start", "limit", "delta"}, {"r"}).Output("y");
+  b.Ints("start", {0})
+      .Ints("delta", {1})
+      .Node("Range", {"start", "limit", "delta"}, {"r"})
+      .Output("y");
   std::string e = LoadError(Edited(b, AddInt64Constant("limit", {0}, {})));
   EXPECT_NE(e.find("Range node"), std::string::npos) << e;
-  EXPECT_NE(e.find("'limit') must be a single value, but it has shape [0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("'limit') must be a single value, but it has shape [0]"), std::string::npos)
+      << e;
 }
 
 TEST(Validation, RankThreeConstantAsUnsqueezeAxesIsRejected) {
@@ -165,7 +176,8 @@ TEST(Validation, GatherFromAScalarConstantIsRejected) {
 
 TEST(Validation, ConvStridesOfZeroAreRejected) {
   std::string e = LoadError(ConvModel({{"strides", std::vector<int64_t>{0, 0}}}));
-  EXPECT_NE(e.find("Conv node 'Conv_0': strides [0, 0] must hold values from 1"), std::string::npos) << e;
+  EXPECT_NE(e.find("Conv node 'Conv_0': strides [0, 0] must hold values from 1"), std::string::npos)
+      << e;
 }
 
 TEST(Validation, ConvNegativePadsAreRejected) {
@@ -180,7 +192,9 @@ TEST(Validation, ConvDilationOfZeroIsRejected) {
 
 TEST(Validation, ConvHugeStrideIsRejected) {
   std::string e = LoadError(ConvModel({{"strides", std::vector<int64_t>{int64_t{1} << 40, 1}}}));
-  EXPECT_NE(e.find("strides [1099511627776, 1] must hold values from 1 to 2147483647"), std::string::npos) << e;
+  EXPECT_NE(e.find("strides [1099511627776, 1] must hold values from 1 to 2147483647"),
+            std::string::npos)
+      << e;
 }
 
 TEST(Validation, ConvGroupOfZeroIsRejected) {
@@ -201,8 +215,10 @@ TEST(Validation, ConvGroupThatDoesNotDivideTheChannelsIsRejected) {
 
 TEST(Validation, ConvInputChannelsMustMatchTheWeight) {
   std::string e = LoadError(ConvModel({}, /*x=*/{-1, 7, 8, 8}, /*w=*/{6, 3, 3, 3}));
-  EXPECT_NE(e.find("input 'x' [1, 7, 8, 8] has 7 channels, but weight 'w' [6, 3, 3, 3] expects 3 x group 1"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "input 'x' [1, 7, 8, 8] has 7 channels, but weight 'w' [6, 3, 3, 3] expects 3 x group 1"),
+      std::string::npos)
       << e;
 }
 
@@ -211,8 +227,9 @@ TEST(Validation, ConvBiasMustHaveOneValuePerOutputChannel) {
   b.Input("x", {-1, 4, 8, 8}).Param("w", {6, 4, 3, 3}).Param("b", {5});
   b.Node("Conv", {"x", "w", "b"}, {"y"}).Output("y");
   std::string e = LoadError(b);
-  EXPECT_NE(e.find("bias 'b' has shape [5]; weight 'w' [6, 4, 3, 3] makes 6 channels, so it needs [6]"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find("bias 'b' has shape [5]; weight 'w' [6, 4, 3, 3] makes 6 channels, so it needs [6]"),
+      std::string::npos)
       << e;
 }
 
@@ -221,14 +238,18 @@ TEST(Validation, ConvOfAnIntegerImageIsRejected) {
   b.Input("x", {-1, 4, 8, 8}, DType::kInt64).Param("w", {6, 4, 3, 3});
   b.Node("Conv", {"x", "w"}, {"y"}).Output("y");
   std::string e = LoadError(b);
-  EXPECT_NE(e.find("input 0 ('x') is int64; Conv takes floating-point tensors"), std::string::npos) << e;
+  EXPECT_NE(e.find("input 0 ('x') is int64; Conv takes floating-point tensors"), std::string::npos)
+      << e;
 }
 
 TEST(Validation, FlattenAxisBeyondTheRankIsRejected) {
   for (int64_t axis : {7, 100, -100}) {
     GraphBuilder b;
     b.Input("x", {-1, 4, 2}).Param("w", {8, 3});
-    b.Node("Flatten", {"x"}, {"f"}).Attr("axis", axis).Node("MatMul", {"f", "w"}, {"y"}).Output("y");
+    b.Node("Flatten", {"x"}, {"f"})
+        .Attr("axis", axis)
+        .Node("MatMul", {"f", "w"}, {"y"})
+        .Output("y");
     std::string e = LoadError(b);
     EXPECT_NE(e.find("Flatten node 'Flatten_0': axis " + std::to_string(axis) +
                      " is out of range for input 'x' of rank 3 (use -3 to 3)"),
@@ -250,16 +271,20 @@ TEST(Validation, StringTypedWeightsAreRejected) {
 
 TEST(Validation, InitializerOfUnknownDataTypeIsRejected) {
   for (int type : {0, 99}) {
-    std::string e = LoadError(Edited(ConvModel({}), [type](onnx::ModelProto& m) { Initializer(m, "w")->set_data_type(type); }));
-    EXPECT_NE(e.find("initializer 'w' has ONNX data_type " + std::to_string(type) + ", which is not a tensor element type"),
+    std::string e = LoadError(Edited(
+        ConvModel({}), [type](onnx::ModelProto& m) { Initializer(m, "w")->set_data_type(type); }));
+    EXPECT_NE(e.find("initializer 'w' has ONNX data_type " + std::to_string(type) +
+                     ", which is not a tensor element type"),
               std::string::npos)
         << e;
   }
 }
 
 TEST(Validation, InitializerWithANegativeDimensionIsRejected) {
-  std::string e = LoadError(Edited(ConvModel({}), [](onnx::ModelProto& m) { Initializer(m, "w")->set_dims(0, -6); }));
-  EXPECT_NE(e.find("initializer 'w' has a negative dimension in [-6, 4, 3, 3]"), std::string::npos) << e;
+  std::string e = LoadError(
+      Edited(ConvModel({}), [](onnx::ModelProto& m) { Initializer(m, "w")->set_dims(0, -6); }));
+  EXPECT_NE(e.find("initializer 'w' has a negative dimension in [-6, 4, 3, 3]"), std::string::npos)
+      << e;
 }
 
 TEST(Validation, DuplicateInitializersWithDifferentShapesAreRejected) {
@@ -268,8 +293,10 @@ TEST(Validation, DuplicateInitializersWithDifferentShapesAreRejected) {
     copy.set_dims(0, 2);
     *m.mutable_graph()->add_initializer() = copy;
   }));
-  EXPECT_NE(e.find("initializer 'w' is defined twice with different shapes ([6, 4, 3, 3] and [2, 4, 3, 3])"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "initializer 'w' is defined twice with different shapes ([6, 4, 3, 3] and [2, 4, 3, 3])"),
+      std::string::npos)
       << e;
 }
 
@@ -288,7 +315,8 @@ TEST(Validation, GraphOutputThatIsAnInitializerIsRejected) {
 }
 
 TEST(Validation, NegativeOpsetIsRejected) {
-  std::string e = LoadError(Edited(ConvModel({}), [](onnx::ModelProto& m) { m.mutable_opset_import(0)->set_version(-1); }));
+  std::string e = LoadError(Edited(
+      ConvModel({}), [](onnx::ModelProto& m) { m.mutable_opset_import(0)->set_version(-1); }));
   EXPECT_NE(e.find("imports ONNX opset -1, which does not exist"), std::string::npos) << e;
 }
 
@@ -296,7 +324,8 @@ TEST(Validation, UnknownDimNameIsAnErrorNamingTheModelsDims) {
   LoadOptions o;
   o.dims["nosuch"] = 4;
   std::string e = LoadError(ConvModel({}), o);
-  EXPECT_NE(e.find("--dim nosuch=4: m.onnx has no symbolic dimension named 'nosuch'; its inputs' symbolic dimensions are: N"),
+  EXPECT_NE(e.find("--dim nosuch=4: m.onnx has no symbolic dimension named 'nosuch'; its inputs' "
+                   "symbolic dimensions are: N"),
             std::string::npos)
       << e;
 }
@@ -311,14 +340,17 @@ TEST(Validation, StepBeyondTheByteLimitNamesTheLargestTensor) {
   LoadOptions o;
   o.batch = int64_t{1} << 40;
   std::string e = LoadError(b, o);
-  EXPECT_NE(e.find("the largest is 'x' of shape [1099511627776, 1024, 1024]"), std::string::npos) << e;
+  EXPECT_NE(e.find("the largest is 'x' of shape [1099511627776, 1024, 1024]"), std::string::npos)
+      << e;
 }
 
 TEST(Validation, ShapeArithmeticOverflowIsNotANegativeDimension) {
   // view(2 * x.size(0), -1) at batch 2^63 - 1: 2 * batch does not fit in int64.
   GraphBuilder b;
   b.Input("x", {-1, 8}).Param("w", {4, 4}).Ints("zero", {0}).Ints("two", {2}).Ints("minus1", {-1});
-  b.Node("Shape", {"x"}, {"s"}).Node("Gather", {"s", "zero"}, {"n"}).Node("Mul", {"n", "two"}, {"n2"});
+  b.Node("Shape", {"x"}, {"s"})
+      .Node("Gather", {"s", "zero"}, {"n"})
+      .Node("Mul", {"n", "two"}, {"n2"});
   b.Node("Concat", {"n2", "minus1"}, {"target"}).Attr("axis", int64_t{0});
   b.Node("Reshape", {"x", "target"}, {"r"}).Node("MatMul", {"r", "w"}, {"y"}).Output("y");
   LoadOptions o;
@@ -378,7 +410,9 @@ class ExternalData : public ::testing::Test {
   std::string dir_;
 };
 
-TEST_F(ExternalData, FileInsideTheModelFolderLoads) { EXPECT_EQ(Error(Save({{"location", "w.bin"}})), "loaded"); }
+TEST_F(ExternalData, FileInsideTheModelFolderLoads) {
+  EXPECT_EQ(Error(Save({{"location", "w.bin"}})), "loaded");
+}
 
 TEST_F(ExternalData, OffsetThatIsNotANumberNamesTheInitializer) {
   std::string e = Error(Save({{"location", "w.bin"}, {"offset", "abc"}}));
@@ -387,13 +421,17 @@ TEST_F(ExternalData, OffsetThatIsNotANumberNamesTheInitializer) {
 
 TEST_F(ExternalData, LengthBeyondInt64NamesTheInitializer) {
   std::string e = Error(Save({{"location", "w.bin"}, {"length", "99999999999999999999"}}));
-  EXPECT_NE(e.find("external data length of 'w' '99999999999999999999' is out of range"), std::string::npos) << e;
+  EXPECT_NE(e.find("external data length of 'w' '99999999999999999999' is out of range"),
+            std::string::npos)
+      << e;
 }
 
 TEST_F(ExternalData, LocationWithDotDotIsRefused) {
   std::string e = Error(Save({{"location", "../../../usr/bin/python3"}}));
-  EXPECT_NE(e.find("tensor 'w' reads its data from '../../../usr/bin/python3', outside the model's folder"),
-            std::string::npos)
+  EXPECT_NE(
+      e.find(
+          "tensor 'w' reads its data from '../../../usr/bin/python3', outside the model's folder"),
+      std::string::npos)
       << e;
   EXPECT_NE(e.find("--allow-external-data-outside-model-dir"), std::string::npos) << e;
 }
@@ -406,7 +444,9 @@ TEST_F(ExternalData, AbsoluteLocationIsRefused) {
 TEST_F(ExternalData, SymbolicLinkLeadingOutIsRefused) {
   ASSERT_EQ(::symlink((dir_ + "/outside.bin").c_str(), (dir_ + "/model/link.bin").c_str()), 0);
   std::string e = Error(Save({{"location", "link.bin"}}));
-  EXPECT_NE(e.find("tensor 'w' reads its data from 'link.bin', outside the model's folder"), std::string::npos) << e;
+  EXPECT_NE(e.find("tensor 'w' reads its data from 'link.bin', outside the model's folder"),
+            std::string::npos)
+      << e;
 }
 
 TEST_F(ExternalData, TheUsersFlagAllowsAFileOutside) {

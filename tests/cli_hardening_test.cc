@@ -68,11 +68,13 @@ TEST_F(Hardening, BudgetPercentBeyondAThousandIsOutOfRange) {
 }
 
 TEST_F(Hardening, BudgetPercentOfInfinityIsRejected) {
-  ExpectUserError("plan " + model_ + " --budget inf%", "--budget expects a size (512MiB) or a percentage");
+  ExpectUserError("plan " + model_ + " --budget inf%",
+                  "--budget expects a size (512MiB) or a percentage");
 }
 
 TEST_F(Hardening, TimeLimitOfInfinityIsRejected) {
-  ExpectUserError("plan " + model_ + " --budget 50% --time-limit inf", "--time-limit expects a number");
+  ExpectUserError("plan " + model_ + " --budget 50% --time-limit inf",
+                  "--time-limit expects a number");
 }
 
 TEST_F(Hardening, FractionalBatchIsRejected) {
@@ -80,12 +82,14 @@ TEST_F(Hardening, FractionalBatchIsRejected) {
 }
 
 TEST_F(Hardening, MicroBatchCountOutOfRangeIsRejected) {
-  ExpectUserError("plan " + model_ + " --budget 50% --micro-batches 0", "--micro-batches '0' is out of range");
+  ExpectUserError("plan " + model_ + " --budget 50% --micro-batches 0",
+                  "--micro-batches '0' is out of range");
 }
 
 TEST_F(Hardening, UnknownDimNameNamesTheModelsDims) {
-  ExpectUserError("analyze " + model_ + " --dim nosuch=4",
-                  "has no symbolic dimension named 'nosuch'; its inputs' symbolic dimensions are: N");
+  ExpectUserError(
+      "analyze " + model_ + " --dim nosuch=4",
+      "has no symbolic dimension named 'nosuch'; its inputs' symbolic dimensions are: N");
 }
 
 // ---- byte arithmetic ----
@@ -95,7 +99,8 @@ TEST_F(Hardening, BatchOf2To40IsAnErrorNamingTheTensor) {
   b.Input("x", {-1, 1024, 1024}).Param("w", {1024, 4});
   b.Node("MatMul", {"x", "w"}, {"y"}).Output("y");
   b.Save(dir_ + "/big.onnx");
-  ExpectUserError("analyze " + dir_ + "/big.onnx --batch 1099511627776", "'x' of shape [1099511627776, 1024, 1024]");
+  ExpectUserError("analyze " + dir_ + "/big.onnx --batch 1099511627776",
+                  "'x' of shape [1099511627776, 1024, 1024]");
 }
 
 TEST_F(Hardening, LargestBatchIsNotANegativeReshape) {

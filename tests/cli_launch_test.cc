@@ -2,8 +2,9 @@
 // /bin/sh ranks that succeed, fail, hang or kill themselves, then the memplan binary end to end:
 // every failure names the rank and how it ended, the rest are stopped within the grace period,
 // no process is left and no output file of a failed run remains.
-#include <gtest/gtest.h>
 #include <dirent.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -15,7 +16,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fcntl.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -35,7 +35,9 @@ namespace memplan::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 std::string Slurp(const std::string& path) {
   std::ifstream in(path);
@@ -64,7 +66,8 @@ bool Running(pid_t pid) {
 class Launch : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = ::testing::TempDir() + "/memplan_launch_" + ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    dir_ = ::testing::TempDir() + "/memplan_launch_" +
+           ::testing::UnitTest::GetInstance()->current_test_info()->name();
     std::system(("rm -rf '" + dir_ + "' && mkdir -p '" + dir_ + "'").c_str());
     out_fd_ = ::open((dir_ + "/out").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     err_fd_ = ::open((dir_ + "/err").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -103,9 +106,11 @@ class Launch : public ::testing::Test {
 TEST(LaunchArgs, DropsNprocInBothForms) {
   EXPECT_EQ(WithoutNproc({"memplan", "run", "m.onnx", "--nproc", "2", "--steps", "3"}),
             (std::vector<std::string>{"memplan", "run", "m.onnx", "--steps", "3"}));
-  EXPECT_EQ(WithoutNproc({"memplan", "run", "--nproc=4", "m.onnx"}), (std::vector<std::string>{"memplan", "run", "m.onnx"}));
+  EXPECT_EQ(WithoutNproc({"memplan", "run", "--nproc=4", "m.onnx"}),
+            (std::vector<std::string>{"memplan", "run", "m.onnx"}));
   // Other options that merely start alike are kept.
-  EXPECT_EQ(WithoutNproc({"memplan", "run", "--nprocs-file", "x"}), (std::vector<std::string>{"memplan", "run", "--nprocs-file", "x"}));
+  EXPECT_EQ(WithoutNproc({"memplan", "run", "--nprocs-file", "x"}),
+            (std::vector<std::string>{"memplan", "run", "--nprocs-file", "x"}));
 }
 
 TEST(LaunchArgs, OwnArgvIsTheCommandLine) {
@@ -132,19 +137,25 @@ TEST(LaunchPort, AnAddressOfAnotherMachineOrNoneIsAClearError) {
     FreePort("10.255.255.1");
     ADD_FAILURE() << "no error";
   } catch (const MemplanError& e) {
-    EXPECT_NE(std::string(e.what()).find("'10.255.255.1' is not an address of this machine"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'10.255.255.1' is not an address of this machine"),
+              std::string::npos)
+        << e.what();
   }
   try {
     FreePort("no-such-host.invalid");  // .invalid never resolves (RFC 2606)
     ADD_FAILURE() << "no error";
   } catch (const MemplanError& e) {
-    EXPECT_NE(std::string(e.what()).find("'no-such-host.invalid' does not resolve"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'no-such-host.invalid' does not resolve"),
+              std::string::npos)
+        << e.what();
   }
 }
 
 TEST_F(Launch, EveryRankGetsItsEnvironmentAndItsOutputIsForwardedByLine) {
-  LaunchOptions o = Options(3, "echo \"out $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR\"; "
-                               "echo \"err $RANK\" >&2; echo \"port $MASTER_PORT\"");
+  LaunchOptions o =
+      Options(3,
+              "echo \"out $RANK $LOCAL_RANK $WORLD_SIZE $LOCAL_WORLD_SIZE $MASTER_ADDR\"; "
+              "echo \"err $RANK\" >&2; echo \"port $MASTER_PORT\"");
   const LaunchResult r = LaunchRanks(o);
   EXPECT_EQ(r.exit_code, 0) << err();
   const std::string o_text = out(), e_text = err();
@@ -171,8 +182,9 @@ TEST_F(Launch, EveryRankGetsItsEnvironmentAndItsOutputIsForwardedByLine) {
 TEST_F(Launch, LinesAreNotCutNorMixed) {
   // Rank 1 writes a line in two pieces 0.2 s apart while rank 0 writes whole lines; the last
   // line has no newline.
-  LaunchOptions o = Options(2, "if [ $RANK = 1 ]; then printf 'abc'; sleep 0.2; printf 'def\\nlast'; "
-                               "else for i in 1 2 3 4 5; do echo zero $i; sleep 0.05; done; fi");
+  LaunchOptions o = Options(2,
+                            "if [ $RANK = 1 ]; then printf 'abc'; sleep 0.2; printf 'def\\nlast'; "
+                            "else for i in 1 2 3 4 5; do echo zero $i; sleep 0.05; done; fi");
   EXPECT_EQ(LaunchRanks(o).exit_code, 0);
   const std::string text = out();
   EXPECT_NE(text.find("[rank 1] abcdef\n"), std::string::npos) << text;
@@ -181,13 +193,15 @@ TEST_F(Launch, LinesAreNotCutNorMixed) {
 }
 
 TEST_F(Launch, AFailedRankIsNamedAndTheLauncherExits1) {
-  LaunchOptions o = Options(3, "if [ $RANK = 1 ]; then echo 'memplan: bad input on rank 1' >&2; exit 3; fi");
+  LaunchOptions o =
+      Options(3, "if [ $RANK = 1 ]; then echo 'memplan: bad input on rank 1' >&2; exit 3; fi");
   const LaunchResult r = LaunchRanks(o);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.first_failed_rank, 1);
   const std::string e = err();
   // The rank's own message first, then the launcher's.
-  const size_t own = e.find("[rank 1] memplan: bad input on rank 1\n"), launcher = e.find("memplan: rank 1 exited with status 3\n");
+  const size_t own = e.find("[rank 1] memplan: bad input on rank 1\n"),
+               launcher = e.find("memplan: rank 1 exited with status 3\n");
   ASSERT_NE(own, std::string::npos) << e;
   ASSERT_NE(launcher, std::string::npos) << e;
   EXPECT_LT(own, launcher);
@@ -216,9 +230,10 @@ TEST_F(Launch, AKilledRankStopsTheHangingOnesWithinTheGracePeriod) {
   // Rank 2 is killed (as the OOM killer does); ranks 0 and 1 would wait forever in their
   // collective. Rank 1 even ignores SIGTERM. Each rank's sleep is a child of its shell: the
   // launcher must stop those grandchildren too.
-  LaunchOptions o = Options(3, "if [ $RANK = 2 ]; then sleep 0.3; kill -KILL $$; fi; "
-                               "if [ $RANK = 1 ]; then trap '' TERM; fi; "
-                               "sleep 1000 & echo \"child $!\"; wait");
+  LaunchOptions o = Options(3,
+                            "if [ $RANK = 2 ]; then sleep 0.3; kill -KILL $$; fi; "
+                            "if [ $RANK = 1 ]; then trap '' TERM; fi; "
+                            "sleep 1000 & echo \"child $!\"; wait");
   o.grace_seconds = 1;
   o.term_seconds = 1;
   const Clock::time_point start = Clock::now();
@@ -227,10 +242,16 @@ TEST_F(Launch, AKilledRankStopsTheHangingOnesWithinTheGracePeriod) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.first_failed_rank, 2);
   const std::string e = err();
-  EXPECT_NE(e.find("memplan: rank 2 was killed by signal SIGKILL (out of memory? see the kernel log)\n"), std::string::npos) << e;
-  EXPECT_NE(e.find("still running 1 s after rank 2 failed: stopping them (SIGTERM)"), std::string::npos) << e;
+  EXPECT_NE(
+      e.find("memplan: rank 2 was killed by signal SIGKILL (out of memory? see the kernel log)\n"),
+      std::string::npos)
+      << e;
+  EXPECT_NE(e.find("still running 1 s after rank 2 failed: stopping them (SIGTERM)"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("memplan: stopped rank 0 (SIGTERM)\n"), std::string::npos) << e;
-  EXPECT_NE(e.find("memplan: stopped rank 1 (SIGKILL)\n"), std::string::npos) << e;  // it ignored SIGTERM
+  EXPECT_NE(e.find("memplan: stopped rank 1 (SIGKILL)\n"), std::string::npos)
+      << e;  // it ignored SIGTERM
   // 0.3 s until the kill, 1 s of grace, at most 1 s more until SIGKILL reaches rank 1; 1.5 s
   // of slack for a loaded machine.
   EXPECT_LT(seconds, 0.3 + 1 + 1 + 1.5);
@@ -244,7 +265,8 @@ TEST_F(Launch, AKilledRankStopsTheHangingOnesWithinTheGracePeriod) {
     if (p == std::string::npos) continue;
     ++children;
     const pid_t pid = std::stoi(line.substr(p + 6));
-    for (int i = 0; i < 50 && Running(pid); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 50 && Running(pid); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_FALSE(Running(pid)) << "a rank's child " << pid << " survived";
   }
   EXPECT_GE(children, 2) << out();
@@ -253,8 +275,10 @@ TEST_F(Launch, AKilledRankStopsTheHangingOnesWithinTheGracePeriod) {
 TEST_F(Launch, RanksThatEndOnTheirOwnAfterAFailureAreNotStopped) {
   // Rank 1 fails; rank 0 notices (as a collective timing out would) and exits 1 with its own
   // message 0.2 s later, within the grace period: no SIGTERM, both failures named.
-  LaunchOptions o = Options(2, "if [ $RANK = 1 ]; then exit 1; fi; sleep 0.2; "
-                               "echo 'memplan: the all-reduce of bucket 0 failed: rank 1 is gone' >&2; exit 1");
+  LaunchOptions o =
+      Options(2,
+              "if [ $RANK = 1 ]; then exit 1; fi; sleep 0.2; "
+              "echo 'memplan: the all-reduce of bucket 0 failed: rank 1 is gone' >&2; exit 1");
   o.grace_seconds = 5;
   const Clock::time_point start = Clock::now();
   const LaunchResult r = LaunchRanks(o);
@@ -262,14 +286,17 @@ TEST_F(Launch, RanksThatEndOnTheirOwnAfterAFailureAreNotStopped) {
   EXPECT_EQ(r.exit_code, 1);
   const std::string e = err();
   EXPECT_NE(e.find("memplan: rank 1 exited with status 1\n"), std::string::npos) << e;
-  EXPECT_NE(e.find("memplan: the all-reduce of bucket 0 failed: rank 1 is gone\n"), std::string::npos) << e;
+  EXPECT_NE(e.find("memplan: the all-reduce of bucket 0 failed: rank 1 is gone\n"),
+            std::string::npos)
+      << e;
   EXPECT_NE(e.find("memplan: rank 0 exited with status 1\n"), std::string::npos) << e;
   EXPECT_EQ(e.find("SIGTERM"), std::string::npos) << e;
 }
 
 TEST_F(Launch, OutputsOfAFailedRunAreRemovedAndKeptWhenEveryRankSucceeds) {
   // Rank 0 writes run.json (through a rename, as memplan does) and succeeds; rank 1 fails after.
-  const std::string write = "if [ $RANK = 0 ]; then echo '{}' > run.tmp && mv run.tmp run.json; fi; ";
+  const std::string write =
+      "if [ $RANK = 0 ]; then echo '{}' > run.tmp && mv run.tmp run.json; fi; ";
   LaunchOptions bad = Options(2, write + "if [ $RANK = 1 ]; then sleep 0.3; exit 1; fi");
   bad.outputs = {dir_ + "/run.json"};
   EXPECT_EQ(LaunchRanks(bad).exit_code, 1);
@@ -290,7 +317,8 @@ TEST_F(Launch, OutputsOfAFailedRunAreRemovedAndKeptWhenEveryRankSucceeds) {
 
 TEST_F(Launch, SigtermToTheLauncherReachesEveryRank) {
   // The ranks trap SIGTERM, say so and exit 143 (as a process killed by it reports).
-  LaunchOptions o = Options(2, "trap 'echo \"got TERM\"; exit 143' TERM; echo ready; while :; do sleep 0.05; done");
+  LaunchOptions o = Options(
+      2, "trap 'echo \"got TERM\"; exit 143' TERM; echo ready; while :; do sleep 0.05; done");
   o.term_seconds = 5;
   std::thread sender([] {
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -299,7 +327,8 @@ TEST_F(Launch, SigtermToTheLauncherReachesEveryRank) {
   const Clock::time_point start = Clock::now();
   const LaunchResult r = LaunchRanks(o);
   sender.join();
-  EXPECT_LT(Since(start), 3.0);  // the ranks ended on the forwarded signal, not the SIGKILL 5 s later
+  EXPECT_LT(Since(start),
+            3.0);  // the ranks ended on the forwarded signal, not the SIGKILL 5 s later
   EXPECT_EQ(r.exit_code, 128 + SIGTERM);
   const std::string text = out();
   EXPECT_NE(text.find("got TERM\n"), std::string::npos) << text;
@@ -322,7 +351,8 @@ TEST_F(Launch, AProgramThatCannotRunFailsEveryRank) {
 
 #ifdef MEMPLAN_HAVE_EXECUTOR
 // memplan itself, started with extra environment variables; its stdout and stderr go to `log`.
-pid_t StartMemplan(const std::vector<std::string>& args, const std::vector<std::string>& env, const std::string& log) {
+pid_t StartMemplan(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                   const std::string& log) {
   std::vector<std::string> argv_text = {MEMPLAN_CLI};
   argv_text.insert(argv_text.end(), args.begin(), args.end());
   std::vector<std::string> env_text;
@@ -350,7 +380,8 @@ int WaitExit(pid_t pid, double seconds) {
   const Clock::time_point start = Clock::now();
   for (;;) {
     int status = 0;
-    if (::waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
     if (Since(start) > seconds) {
       ::kill(pid, SIGKILL);
       ::waitpid(pid, &status, 0);
@@ -394,7 +425,8 @@ int RankOf(pid_t pid) {
 class LaunchCli : public Launch {
  protected:
   // memplan ARGS with ENV to the end; its stdout and stderr together.
-  int Memplan(const std::vector<std::string>& args, const std::vector<std::string>& env, std::string* output) {
+  int Memplan(const std::vector<std::string>& args, const std::vector<std::string>& env,
+              std::string* output) {
     const pid_t pid = StartMemplan(args, env, dir_ + "/log");
     const int code = WaitExit(pid, 600);
     *output = Slurp(dir_ + "/log");
@@ -406,16 +438,21 @@ class LaunchCli : public Launch {
     for (int i = 0; i < 600 && Slurp(dir_ + "/log").find("predicted ") == std::string::npos; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
-    ASSERT_NE(Slurp(dir_ + "/log").find("predicted "), std::string::npos) << "no prediction line within 60 s";
+    ASSERT_NE(Slurp(dir_ + "/log").find("predicted "), std::string::npos)
+        << "no prediction line within 60 s";
     std::this_thread::sleep_for(std::chrono::seconds(2));
   }
 };
 
 TEST_F(LaunchCli, NprocUnderALauncherIsAnError) {
   std::string out;
-  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--nproc", "2"}, {"WORLD_SIZE=2", "RANK=0"}, &out), 1);
-  EXPECT_NE(out.find("--nproc 2 with WORLD_SIZE=2 in the environment: you are already a rank under a launcher; drop --nproc"),
-            std::string::npos) << out;
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--nproc", "2"},
+                    {"WORLD_SIZE=2", "RANK=0"}, &out),
+            1);
+  EXPECT_NE(out.find("--nproc 2 with WORLD_SIZE=2 in the environment: you are already a rank under "
+                     "a launcher; drop --nproc"),
+            std::string::npos)
+      << out;
   EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--nproc=0"}, {}, &out), 1);
   EXPECT_NE(out.find("--nproc"), std::string::npos) << out;
 }
@@ -427,12 +464,13 @@ TEST_F(LaunchCli, APortInUseIsAClearErrorAtOnce) {
   const std::string port = std::to_string(listener.port());
   std::string out;
   const Clock::time_point start = Clock::now();
-  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights", "--nproc", "2", "--json",
-                     dir_ + "/run.json"},
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights",
+                     "--nproc", "2", "--json", dir_ + "/run.json"},
                     {"MASTER_PORT=" + port}, &out),
             1);
   EXPECT_LT(Since(start), 10.0);
-  EXPECT_NE(out.find("MASTER_PORT " + port + " on 127.0.0.1 is already in use"), std::string::npos) << out;
+  EXPECT_NE(out.find("MASTER_PORT " + port + " on 127.0.0.1 is already in use"), std::string::npos)
+      << out;
   EXPECT_FALSE(Exists(dir_ + "/run.json"));
 }
 
@@ -440,7 +478,9 @@ TEST_F(LaunchCli, AnAddressNotOfThisMachineIsAClearErrorAtOnce) {
   std::string out;
   for (const std::string addr : {"10.255.255.1", "no-such-host.invalid"}) {
     const Clock::time_point start = Clock::now();
-    EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--random-weights", "--nproc", "2"}, {"MASTER_ADDR=" + addr}, &out), 1);
+    EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--random-weights", "--nproc", "2"},
+                      {"MASTER_ADDR=" + addr}, &out),
+              1);
     EXPECT_LT(Since(start), 30.0);  // a name lookup may take a while without a network
     EXPECT_NE(out.find("MASTER_ADDR '" + addr + "'"), std::string::npos) << out;
   }
@@ -448,8 +488,8 @@ TEST_F(LaunchCli, AnAddressNotOfThisMachineIsAClearErrorAtOnce) {
 
 TEST_F(LaunchCli, OneProcessIsThePlainRun) {
   std::string out;
-  ASSERT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "1", "--steps", "1", "--random-weights", "--nproc", "1",
-                     "--json", dir_ + "/run.json"},
+  ASSERT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "1", "--steps", "1",
+                     "--random-weights", "--nproc", "1", "--json", dir_ + "/run.json"},
                     {}, &out),
             0)
       << out;
@@ -462,9 +502,10 @@ TEST_F(LaunchCli, AKilledRankFailsTheRunNamingItAndLeavesNothing) {
   // collective within the timeout (or ends on its own); the launcher exits 1 naming rank 1,
   // removes the JSON and leaves no process.
   const std::string json = dir_ + "/run.json";
-  const pid_t launcher = StartMemplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "1000",
-                                       "--random-weights", "--nproc", "2", "--json", json},
-                                      {}, dir_ + "/log");
+  const pid_t launcher =
+      StartMemplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "1000",
+                    "--random-weights", "--nproc", "2", "--json", json},
+                   {}, dir_ + "/log");
   std::vector<pid_t> ranks;
   pid_t victim = 0;
   const Clock::time_point start = Clock::now();
@@ -486,7 +527,10 @@ TEST_F(LaunchCli, AKilledRankFailsTheRunNamingItAndLeavesNothing) {
   const std::string log = Slurp(dir_ + "/log");
   EXPECT_EQ(code, 1) << log;
   std::printf("the launcher exited %.2f s after rank 1 was killed\n", seconds);
-  EXPECT_NE(log.find("memplan: rank 1 was killed by signal SIGKILL (out of memory? see the kernel log)"), std::string::npos) << log;
+  EXPECT_NE(
+      log.find("memplan: rank 1 was killed by signal SIGKILL (out of memory? see the kernel log)"),
+      std::string::npos)
+      << log;
   EXPECT_FALSE(Exists(json));
   for (pid_t pid : ranks) EXPECT_FALSE(Running(pid)) << "rank pid " << pid;
 }
@@ -494,8 +538,8 @@ TEST_F(LaunchCli, AKilledRankFailsTheRunNamingItAndLeavesNothing) {
 TEST_F(LaunchCli, TwoRanksWriteOneRunJson) {
   std::string out;
   const std::string json = dir_ + "/run.json";
-  ASSERT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "2", "--random-weights", "--nproc", "2",
-                     "--json", json},
+  ASSERT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "2",
+                     "--random-weights", "--nproc", "2", "--json", json},
                     {}, &out),
             0)
       << out;
@@ -516,9 +560,10 @@ TEST_F(LaunchCli, AStalledRankEndsTheRunWithinTheTimeout) {
   // fails its next collective after --timeout 3; the launcher names it, gives rank 1 the grace
   // period (3 + 5 s), then stops it.
   const std::string json = dir_ + "/run.json";
-  const pid_t launcher = StartMemplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "1000",
-                                       "--random-weights", "--timeout", "3", "--nproc", "2", "--json", json},
-                                      {}, dir_ + "/log");
+  const pid_t launcher =
+      StartMemplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--steps", "1000",
+                    "--random-weights", "--timeout", "3", "--nproc", "2", "--json", json},
+                   {}, dir_ + "/log");
   std::vector<pid_t> ranks;
   pid_t victim = 0;
   const Clock::time_point start = Clock::now();
@@ -542,7 +587,9 @@ TEST_F(LaunchCli, AStalledRankEndsTheRunWithinTheTimeout) {
   std::printf("the launcher exited %.2f s after rank 1 stalled\n", seconds);
   EXPECT_GE(seconds, 3.0) << log;  // the collective waited its timeout
   EXPECT_NE(log.find("memplan: rank 0 exited with status 1"), std::string::npos) << log;
-  EXPECT_NE(log.find("still running 8 s after rank 0 failed: stopping them (SIGTERM)"), std::string::npos) << log;
+  EXPECT_NE(log.find("still running 8 s after rank 0 failed: stopping them (SIGTERM)"),
+            std::string::npos)
+      << log;
   EXPECT_NE(log.find("memplan: stopped rank 1 (SIGTERM)"), std::string::npos) << log;
   EXPECT_FALSE(Exists(json));
   for (pid_t pid : ranks) EXPECT_FALSE(Running(pid)) << "rank pid " << pid;
@@ -553,10 +600,14 @@ TEST_F(LaunchCli, ARankThatCannotReachItsStoreFailsWithinTheTimeout) {
   // nothing gives up after --timeout 2 with a message naming the address.
   std::string out;
   const Clock::time_point start = Clock::now();
-  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights", "--timeout", "2"},
-                    {"WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "MASTER_ADDR=10.255.255.1", "MASTER_PORT=29511"}, &out),
+  EXPECT_EQ(Memplan({"run", testing::CorpusModel("gpt"), "--batch", "2", "--random-weights",
+                     "--timeout", "2"},
+                    {"WORLD_SIZE=2", "RANK=1", "LOCAL_RANK=1", "MASTER_ADDR=10.255.255.1",
+                     "MASTER_PORT=29511"},
+                    &out),
             1);
-  EXPECT_LT(Since(start), 2 + 20.0) << out;  // the timeout, and loading the model on a loaded machine
+  EXPECT_LT(Since(start), 2 + 20.0)
+      << out;  // the timeout, and loading the model on a loaded machine
   EXPECT_NE(out.find("10.255.255.1"), std::string::npos) << out;
   // c10d's retry warnings and their C++ backtraces are not shown: memplan's message is.
   EXPECT_EQ(out.find("frame #"), std::string::npos) << out;

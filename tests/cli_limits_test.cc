@@ -47,10 +47,12 @@ TEST_F(Limits, A3GiBModelIsRefusedBeforeItIsRead) {
     CliResult r = Timed(cmd + " --json " + dir_ + "/out.json", &seconds);
     EXPECT_EQ(r.code, 1) << cmd << ": " << r.err;
     // 3 GiB = 3221225472 bytes.
-    EXPECT_NE(r.err.find(model + " is 3.00 GiB (3221225472 bytes); protobuf cannot parse an ONNX file larger than 2 GiB"),
+    EXPECT_NE(r.err.find(model + " is 3.00 GiB (3221225472 bytes); protobuf cannot parse an ONNX "
+                                 "file larger than 2 GiB"),
               std::string::npos)
         << r.err;
-    EXPECT_NE(r.err.find("onnx.save(model, path, save_as_external_data=True)"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("onnx.save(model, path, save_as_external_data=True)"), std::string::npos)
+        << r.err;
     EXPECT_FALSE(FileExists(dir_ + "/out.json"));
     EXPECT_LT(seconds, 10) << cmd;
   }
@@ -80,10 +82,13 @@ TEST_F(Limits, AGraphFieldClaimingMoreThanProtobufParsesSaysExternalData) {
   // ModelProto: ir_version (field 1, varint) = 8, then graph (field 7, length-delimited)
   // claiming 3,000,000,000 bytes of which a handful follow.
   const std::string model = dir_ + "/claims.onnx";
-  std::ofstream(model, std::ios::binary) << std::string("\x08\x08", 2) + "\x3a" + Varint(3000000000) + "abc";
+  std::ofstream(model, std::ios::binary)
+      << std::string("\x08\x08", 2) + "\x3a" + Varint(3000000000) + "abc";
   // 3e9 / 2^30 = 2.794 GiB.
-  ExpectUserError("analyze " + model,
-                  model + ": its graph claims 2.79 GiB (3000000000 bytes), more than the 2 GiB protobuf can parse");
+  ExpectUserError(
+      "analyze " + model,
+      model +
+          ": its graph claims 2.79 GiB (3000000000 bytes), more than the 2 GiB protobuf can parse");
   ExpectUserError("analyze " + model, "save_as_external_data=True");
 }
 
@@ -92,14 +97,17 @@ TEST_F(Limits, AnInitializerClaimingMoreThanProtobufParsesSaysExternalData) {
   // graph's own length covers just what is there.
   const std::string init = "\x2a" + Varint(uint64_t{1} << 32) + "xyz";
   const std::string model = dir_ + "/init.onnx";
-  std::ofstream(model, std::ios::binary) << std::string("\x08\x08", 2) + "\x3a" + Varint(init.size()) + init;
+  std::ofstream(model, std::ios::binary)
+      << std::string("\x08\x08", 2) + "\x3a" + Varint(init.size()) + init;
   ExpectUserError("analyze " + model,
-                  "an initializer of its graph claims 4.00 GiB (4294967296 bytes), more than the 2 GiB protobuf can parse");
+                  "an initializer of its graph claims 4.00 GiB (4294967296 bytes), more than the 2 "
+                  "GiB protobuf can parse");
 }
 
 TEST_F(Limits, AClaimWithinTheLimitIsATruncatedFile) {
   const std::string model = dir_ + "/cut.onnx";
-  std::ofstream(model, std::ios::binary) << std::string("\x08\x08", 2) + "\x3a" + Varint(1000) + "abc";
+  std::ofstream(model, std::ios::binary)
+      << std::string("\x08\x08", 2) + "\x3a" + Varint(1000) + "abc";
   ExpectUserError("analyze " + model, "the file is truncated or not ONNX");
 }
 
@@ -111,11 +119,13 @@ TEST_F(Limits, AGraphOfMoreThanTwoMillionNodesIsRefusedBeforeParsing) {
   std::string graph;
   for (int i = 0; i < 2000001; ++i) graph += std::string("\x0a\x00", 2);
   const std::string model = dir_ + "/wide.onnx";
-  std::ofstream(model, std::ios::binary) << std::string("\x08\x08", 2) + "\x3a" + Varint(graph.size()) + graph;
+  std::ofstream(model, std::ios::binary)
+      << std::string("\x08\x08", 2) + "\x3a" + Varint(graph.size()) + graph;
   double seconds = 0;
   CliResult r = Timed("analyze " + model + " --json " + dir_ + "/out.json", &seconds);
   EXPECT_EQ(r.code, 1) << r.err;
-  EXPECT_NE(r.err.find(model + " has a graph of 2000001 nodes; memplan handles at most 2000000"), std::string::npos)
+  EXPECT_NE(r.err.find(model + " has a graph of 2000001 nodes; memplan handles at most 2000000"),
+            std::string::npos)
       << r.err;
   EXPECT_NE(r.err.find("onnx.utils.extract_model"), std::string::npos) << r.err;
   EXPECT_FALSE(FileExists(dir_ + "/out.json"));
@@ -129,8 +139,10 @@ void WriteChain(const std::string& path, int nodes) {
   b.Input("x", {-1, 8}).Param("w", {8, 8}).Node("MatMul", {"x", "w"}, {"t0"});
   for (int i = 1; i < nodes; ++i) {
     const std::string out = "t" + std::to_string(i), prev = "t" + std::to_string(i - 1);
-    if (i % 2) b.Node("Relu", {prev}, {out});
-    else b.Node("Add", {prev, "t" + std::to_string(i - 2)}, {out});
+    if (i % 2)
+      b.Node("Relu", {prev}, {out});
+    else
+      b.Node("Add", {prev, "t" + std::to_string(i - 2)}, {out});
   }
   b.Output("t" + std::to_string(nodes - 1));
   b.Save(path);

@@ -1,5 +1,6 @@
 // End-to-end: the memplan program as a user runs it, on good and bad input.
 #include <gtest/gtest.h>
+
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -88,13 +89,14 @@ TEST_F(Cli, UnknownOption) { ExpectUserError("analyze x.onnx --frobnicate 3", "-
 
 TEST_F(Cli, AnalyzeWritesTheJsonContract) {
   std::string json = dir_ + "/a.json";
-  testing::CliResult r = Run("analyze " + testing::CorpusModel("resnet18") + " --batch 4 --json " + json);
+  testing::CliResult r =
+      Run("analyze " + testing::CorpusModel("resnet18") + " --batch 4 --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("peak"), std::string::npos);
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["kind"], "analysis");
-  for (const char* key : {"memplan_version", "model", "batch", "num_nodes", "param_bytes", "peak_bytes", "breakdown",
-                          "bottlenecks", "timeline"}) {
+  for (const char* key : {"memplan_version", "model", "batch", "num_nodes", "param_bytes",
+                          "peak_bytes", "breakdown", "bottlenecks", "timeline"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_EQ(j["batch"], 4);

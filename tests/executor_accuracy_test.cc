@@ -1,6 +1,6 @@
 // Prediction accuracy on the corpus: the analyzer's predicted peak (Simulate of the schedule
-// the executor runs) against the executor's measured peak, within the README's 1%. The full table (two
-// batch sizes, planner plans) is bench/executor_accuracy.py.
+// the executor runs) against the executor's measured peak, within the README's 1%. The full table
+// (two batch sizes, planner plans) is bench/executor_accuracy.py.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,7 +29,8 @@ TEST_P(ExecutorAccuracy, MeasuredPeakWithinOnePercentOfPrediction) {
   o.random_weights = true;
   o.steps = 2;  // the second step is the steady state
   RunResult r = RunTraining(g, o);
-  double err = static_cast<double>(predicted.peak_bytes - r.measured_peak_bytes) / static_cast<double>(r.measured_peak_bytes);
+  double err = static_cast<double>(predicted.peak_bytes - r.measured_peak_bytes) /
+               static_cast<double>(r.measured_peak_bytes);
   std::printf("accuracy %-16s batch %3lld  predicted %12lld  measured %12lld  %+6.2f%%\n", c.model,
               static_cast<long long>(c.batch), static_cast<long long>(predicted.peak_bytes),
               static_cast<long long>(r.measured_peak_bytes), 100 * err);
@@ -40,14 +41,17 @@ TEST_P(ExecutorAccuracy, MeasuredPeakWithinOnePercentOfPrediction) {
   // to that backward: -1.17%. Every other model is within 0.001%.
   const double tolerance = std::string(c.model) == "vit_b_16" ? 0.015 : 0.01;
   EXPECT_LE(std::fabs(err), tolerance) << c.model << " batch " << c.batch;
-  EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0]) << "parameters, gradients, batch and constants";
+  EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0])
+      << "parameters, gradients, batch and constants";
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, ExecutorAccuracy,
-                         ::testing::Values(Case{"resnet18", 16}, Case{"resnet50", 4}, Case{"vgg16", 1},
-                                           Case{"mobilenet_v2", 4}, Case{"vit_b_16", 1}, Case{"gpt", 4},
+                         ::testing::Values(Case{"resnet18", 16}, Case{"resnet50", 4},
+                                           Case{"vgg16", 1}, Case{"mobilenet_v2", 4},
+                                           Case{"vit_b_16", 1}, Case{"gpt", 4},
                                            Case{"densenet121", 4}, Case{"efficientnet_b0", 4},
-                                           Case{"googlenet", 4}, Case{"swin_t", 1}, Case{"gpt_deep", 2}),
+                                           Case{"googlenet", 4}, Case{"swin_t", 1},
+                                           Case{"gpt_deep", 2}),
                          [](const ::testing::TestParamInfo<Case>& i) {
                            return std::string(i.param.model) + "_b" + std::to_string(i.param.batch);
                          });

@@ -33,7 +33,8 @@ TEST_P(PlanBudget, MeasuredPeakIsWithinTheBudget) {
   po.strategy = c.strategy;
   po.budget_bytes = baseline * c.percent / 100;
   Plan plan = PlanMicroBatched(at_batch, c.batch, CostModel{}, po);
-  if (!plan.feasible) GTEST_SKIP() << "no " << c.strategy << " plan fits " << c.percent << "% of the baseline";
+  if (!plan.feasible)
+    GTEST_SKIP() << "no " << c.strategy << " plan fits " << c.percent << "% of the baseline";
 
   TrainingGraph g = at_batch(plan.batch);
   RunOptions o;
@@ -43,14 +44,19 @@ TEST_P(PlanBudget, MeasuredPeakIsWithinTheBudget) {
   o.recomputed = plan.recomputed;
   o.micro_batches = plan.micro_batches;
   RunResult r = RunTraining(g, o);
-  std::printf("budget %-14s batch %3lld %-8s %3d%%  budget %12lld  predicted %12lld  measured %12lld  (%lld x %lld, %d sections)\n",
-              c.model, static_cast<long long>(c.batch), c.strategy, c.percent, static_cast<long long>(po.budget_bytes),
-              static_cast<long long>(plan.predicted_peak_bytes), static_cast<long long>(r.measured_peak_bytes),
-              static_cast<long long>(plan.micro_batches), static_cast<long long>(plan.batch), plan.num_sections());
-  EXPECT_LE(r.measured_peak_bytes, po.budget_bytes) << c.model << " " << c.strategy << " at " << c.percent << "%";
+  std::printf(
+      "budget %-14s batch %3lld %-8s %3d%%  budget %12lld  predicted %12lld  measured %12lld  "
+      "(%lld x %lld, %d sections)\n",
+      c.model, static_cast<long long>(c.batch), c.strategy, c.percent,
+      static_cast<long long>(po.budget_bytes), static_cast<long long>(plan.predicted_peak_bytes),
+      static_cast<long long>(r.measured_peak_bytes), static_cast<long long>(plan.micro_batches),
+      static_cast<long long>(plan.batch), plan.num_sections());
+  EXPECT_LE(r.measured_peak_bytes, po.budget_bytes)
+      << c.model << " " << c.strategy << " at " << c.percent << "%";
   // Selective plans need no margin: the executor does what the replay says.
   if (!plan.recomputed.empty()) {
-    EXPECT_NEAR(static_cast<double>(r.measured_peak_bytes), static_cast<double>(plan.predicted_peak_bytes),
+    EXPECT_NEAR(static_cast<double>(r.measured_peak_bytes),
+                static_cast<double>(plan.predicted_peak_bytes),
                 0.01 * static_cast<double>(r.measured_peak_bytes))
         << c.model << " selective at " << c.percent << "%";
   }
@@ -58,8 +64,9 @@ TEST_P(PlanBudget, MeasuredPeakIsWithinTheBudget) {
 
 std::vector<Case> Cases() {
   std::vector<Case> cases;
-  const Case models[] = {{"resnet18", 8}, {"mobilenet_v2", 4}, {"gpt", 4}, {"efficientnet_b0", 2},
-                         {"vit_b_16", 4}, {"gpt_dynamo", 4}, {"resnet50_dynamo", 8}};
+  const Case models[] = {{"resnet18", 8},        {"mobilenet_v2", 4}, {"gpt", 4},
+                         {"efficientnet_b0", 2}, {"vit_b_16", 4},     {"gpt_dynamo", 4},
+                         {"resnet50_dynamo", 8}};
   for (const Case& m : models) {
     for (const char* strategy : {"optimal", "sections"}) {
       for (int percent : {50, 75}) cases.push_back({m.model, m.batch, strategy, percent});
@@ -68,18 +75,20 @@ std::vector<Case> Cases() {
   // Selective recompute (issue 11) on a CNN with residuals, a depthwise CNN, a transformer
   // language model, a vision transformer, and squeeze-and-excitation blocks (x * sigmoid(s),
   // s [N,C,1,1], then a 1x1 conv over 440 channels: oneDNN pads them to 448; issue 22 item 5).
-  const Case selective[] = {{"resnet18", 8}, {"mobilenet_v2", 4}, {"gpt", 4}, {"vit_b_16", 4},
-                            {"regnet_y_400mf", 4}};
+  const Case selective[] = {
+      {"resnet18", 8}, {"mobilenet_v2", 4}, {"gpt", 4}, {"vit_b_16", 4}, {"regnet_y_400mf", 4}};
   for (const Case& m : selective) {
     for (int percent : {50, 75}) cases.push_back({m.model, m.batch, "selective", percent});
   }
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, PlanBudget, ::testing::ValuesIn(Cases()), [](const ::testing::TestParamInfo<Case>& i) {
-  return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_" + i.param.strategy + "_" +
-         std::to_string(i.param.percent);
-});
+INSTANTIATE_TEST_SUITE_P(Corpus, PlanBudget, ::testing::ValuesIn(Cases()),
+                         [](const ::testing::TestParamInfo<Case>& i) {
+                           return std::string(i.param.model) + "_b" +
+                                  std::to_string(i.param.batch) + "_" + i.param.strategy + "_" +
+                                  std::to_string(i.param.percent);
+                         });
 
 }  // namespace
 }  // namespace memplan

@@ -2,6 +2,7 @@
 // (a plan for another model or batch, unknown checkpoints, out of memory, missing weights):
 // exit 1, a message naming what is wrong, and no JSON file.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -11,8 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <onnx/onnx_pb.h>
 
 #include "memplan/profiler.h"
 #include "testing/corpus.h"
@@ -28,7 +27,8 @@ struct Result {
 
 // `env`: variable assignments put before the command (e.g. "CUDA_VISIBLE_DEVICES=").
 Result Cli(const std::string& args, const std::string& env = "") {
-  std::string cmd = env + (env.empty() ? "" : " ") + std::string(MEMPLAN_CLI) + " " + args + " 2>&1";
+  std::string cmd =
+      env + (env.empty() ? "" : " ") + std::string(MEMPLAN_CLI) + " " + args + " 2>&1";
   Result r;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[4096];
@@ -64,8 +64,9 @@ TEST(RunCli, WritesTheRunJson) {
   EXPECT_NE(r.out.find("step 2/2"), std::string::npos) << r.out;
   nlohmann::json j = ReadJson(out);
   EXPECT_EQ(j["kind"], "run");
-  for (const char* k : {"memplan_version", "device", "steps", "measured_peak_bytes", "predicted_peak_bytes",
-                        "step_seconds", "recompute_seconds", "loss", "plan"}) {
+  for (const char* k :
+       {"memplan_version", "device", "steps", "measured_peak_bytes", "predicted_peak_bytes",
+        "step_seconds", "recompute_seconds", "loss", "plan"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
   EXPECT_EQ(j["steps"], 2);
@@ -95,15 +96,16 @@ TEST(RunCli, WritesAProfileAndAPerfettoTrace) {
   std::string profile = Tmp("gpt_profile.json"), trace = Tmp("gpt_trace.json");
   Result p = Cli("plan " + model + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan);
   ASSERT_EQ(p.code, 0) << p.out;
-  Result r = Cli("run " + model + " --plan " + plan + " --steps 2 --random-weights --json " + out + " --profile " +
-                 profile + " --trace-events " + trace);
+  Result r = Cli("run " + model + " --plan " + plan + " --steps 2 --random-weights --json " + out +
+                 " --profile " + profile + " --trace-events " + trace);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("slowest ops"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("recompute per segment"), std::string::npos) << r.out;
   const Profile prof = ProfileFromJson(ReadJson(profile));
   const nlohmann::json run = ReadJson(out);
   EXPECT_EQ(prof.step, 1) << "the last step is profiled";
-  EXPECT_EQ(prof.peak_bytes, run["measured_peak_bytes"].get<int64_t>()) << "the same step, the same allocator";
+  EXPECT_EQ(prof.peak_bytes, run["measured_peak_bytes"].get<int64_t>())
+      << "the same step, the same allocator";
   EXPECT_GT(prof.RecomputeSeconds(), 0);
   const nlohmann::json t = ReadJson(trace);
   EXPECT_TRUE(t["traceEvents"].is_array());
@@ -140,7 +142,8 @@ TEST(RunCli, RunsAMicroBatchedPlan) {
 TEST(RunCli, RejectsAPlanForAnotherModelOrBatch) {
   std::string gpt = testing::CorpusModel("gpt"), resnet = testing::CorpusModel("resnet18");
   std::string plan = Tmp("other_plan.json"), out = Tmp("other.json");
-  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code, 0);
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code,
+            0);
   Result r = Cli("run " + resnet + " --plan " + plan + " --steps 1 --random-weights --json " + out);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("another model"), std::string::npos) << r.out;
@@ -157,7 +160,8 @@ TEST(RunCli, RejectsAPlanForAnotherModelOrBatch) {
 TEST(RunCli, SaysWhatThePlanPromised) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string plan = Tmp("promise_plan.json");
-  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code, 0);
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code,
+            0);
   Result r = Cli("run " + gpt + " --plan " + plan + " --steps 1 --random-weights");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("budget       10.00 GiB (the plan's): held"), std::string::npos) << r.out;
@@ -166,7 +170,8 @@ TEST(RunCli, SaysWhatThePlanPromised) {
   // The plan was made for sgd; adam adds two state tensors per parameter.
   r = Cli("run " + gpt + " --plan " + plan + " --optimizer adam --steps 1 --random-weights");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("warning: --optimizer adam (the plan's: sgd) changes the step's memory"), std::string::npos)
+  EXPECT_NE(r.out.find("warning: --optimizer adam (the plan's: sgd) changes the step's memory"),
+            std::string::npos)
       << r.out;
   // A plan that says it does not fit.
   nlohmann::json j = ReadJson(plan);
@@ -181,7 +186,8 @@ TEST(RunCli, SaysWhatThePlanPromised) {
 TEST(RunCli, ABatchMismatchNamesTheRunsBatch) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string plan = Tmp("mismatch_plan.json");
-  ASSERT_EQ(Cli("plan " + gpt + " --batch 8 --micro-batches 4 --budget 10GiB --json " + plan).code, 0);
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 8 --micro-batches 4 --budget 10GiB --json " + plan).code,
+            0);
   Result r = Cli("run " + gpt + " --plan " + plan + " --batch 4 --steps 1 --random-weights");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("this run's batch is 4"), std::string::npos) << r.out;
@@ -218,7 +224,8 @@ TEST(RunCli, CalibrateWithoutAVisibleDeviceIsAClearError) {
 TEST(RunCli, RejectsUnknownCheckpoints) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string plan = Tmp("ckpt_plan.json"), bad = Tmp("ckpt_bad.json"), out = Tmp("ckpt.json");
-  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code, 0);
+  ASSERT_EQ(Cli("plan " + gpt + " --batch 2 --strategy sqrt --budget 10GiB --json " + plan).code,
+            0);
   nlohmann::json j = ReadJson(plan);
   j["checkpoints"].push_back("no_such_tensor");
   std::ofstream(bad) << j.dump();
@@ -232,7 +239,8 @@ TEST(RunCli, OutOfMemoryIsAClearErrorWithoutJson) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string out = Tmp("oom.json");
   // More than the weights (28.18 MiB), less than one step needs (74.03 MiB).
-  Result r = Cli("run " + gpt + " --batch 2 --steps 1 --random-weights --memory-limit 50MiB --json " + out);
+  Result r = Cli("run " + gpt +
+                 " --batch 2 --steps 1 --random-weights --memory-limit 50MiB --json " + out);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("out of memory"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("--budget"), std::string::npos) << r.out;
@@ -244,7 +252,10 @@ void WriteIds(const std::string& path, std::vector<int64_t> dims, int64_t value)
   onnx::TensorProto t;
   t.set_data_type(onnx::TensorProto::INT64);
   int64_t n = 1;
-  for (int64_t d : dims) { t.add_dims(d); n *= d; }
+  for (int64_t d : dims) {
+    t.add_dims(d);
+    n *= d;
+  }
   for (int64_t i = 0; i < n; ++i) t.add_int64_data((value + i) % 100);
   std::ofstream(path, std::ios::binary) << t.SerializeAsString();
 }
@@ -254,7 +265,8 @@ TEST(RunCli, TrainsOnTheUsersTensors) {
   std::string ids = Tmp("ids.pb"), bad = Tmp("bad_ids.pb"), out = Tmp("ids.json");
   WriteIds(ids, {1, 128}, 7);
   WriteIds(bad, {1, 64}, 7);
-  Result r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + ids + " --json " + out);
+  Result r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + ids +
+                 " --json " + out);
   EXPECT_EQ(r.code, 0) << r.out;
   r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + bad);
   EXPECT_EQ(r.code, 1) << r.out;
@@ -263,7 +275,8 @@ TEST(RunCli, TrainsOnTheUsersTensors) {
 
 // An --input .pb whose data lives in an external file: like a model's initializers, it may
 // only read files inside its own folder, and its offset and length must be numbers (issue 13).
-void WriteExternalIds(const std::string& path, const std::string& location, const std::string& offset) {
+void WriteExternalIds(const std::string& path, const std::string& location,
+                      const std::string& offset) {
   onnx::TensorProto t;
   t.set_name("input_ids");
   t.set_data_type(onnx::TensorProto::INT64);
@@ -281,9 +294,12 @@ void WriteExternalIds(const std::string& path, const std::string& location, cons
 
 TEST(RunCli, InputFilesReadNothingOutsideTheirFolder) {
   const std::string gpt = testing::CorpusModel("gpt");
-  const std::string escape = Tmp("escape_ids.pb"), bad_offset = Tmp("offset_ids.pb"), out = Tmp("escape.json");
+  const std::string escape = Tmp("escape_ids.pb"), bad_offset = Tmp("offset_ids.pb"),
+                    out = Tmp("escape.json");
   WriteExternalIds(escape, "../../../usr/bin/python3", "0");
-  Result r = Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + escape + " --json " + out);
+  Result r =
+      Cli("run " + gpt + " --batch 1 --steps 1 --random-weights --input input_ids=" + escape +
+          " --json " + out);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("outside the model's folder"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("../../../usr/bin/python3"), std::string::npos) << r.out;
@@ -307,7 +323,8 @@ TEST(RunCli, BadArgumentsAreUserErrors) {
 // wheel's own Python reports it (an independent reading of the same installation).
 TEST(RunCli, VersionNamesTheLibTorchAndItsCuda) {
   std::string cmd = std::string(MEMPLAN_PYTHON) +
-                    " -c \"import torch; print(torch.__version__.split('+')[0], torch.version.cuda or 'none')\" 2>/dev/null";
+                    " -c \"import torch; print(torch.__version__.split('+')[0], torch.version.cuda "
+                    "or 'none')\" 2>/dev/null";
   std::string expected;
   FILE* p = ::popen(cmd.c_str(), "r");
   char buf[256];
@@ -319,7 +336,8 @@ TEST(RunCli, VersionNamesTheLibTorchAndItsCuda) {
   Result r = Cli("--version");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("LibTorch " + torch_version), std::string::npos) << r.out;
-  if (cuda_version != "none") EXPECT_NE(r.out.find("CUDA " + cuda_version), std::string::npos) << r.out;
+  if (cuda_version != "none")
+    EXPECT_NE(r.out.find("CUDA " + cuda_version), std::string::npos) << r.out;
 }
 
 // With no GPU visible (CUDA_VISIBLE_DEVICES empty hides any there is), a CUDA build says that
@@ -329,7 +347,8 @@ TEST(RunCli, CudaWithoutAVisibleDeviceIsAClearError) {
   std::string gpt = testing::CorpusModel("gpt");
   std::string out = Tmp("cuda.json");
   Result r = Cli("run " + gpt + " --device cuda --random-weights --steps 1 --json " + out);
-  Result hidden = Cli("run " + gpt + " --device cuda:0 --random-weights --steps 1 --json " + out, "CUDA_VISIBLE_DEVICES=");
+  Result hidden = Cli("run " + gpt + " --device cuda:0 --random-weights --steps 1 --json " + out,
+                      "CUDA_VISIBLE_DEVICES=");
   EXPECT_EQ(hidden.code, 1) << hidden.out;
   EXPECT_NE(hidden.out.find("no CUDA device is visible"), std::string::npos) << hidden.out;
   EXPECT_EQ(hidden.out.find("without CUDA"), std::string::npos) << hidden.out;
@@ -381,14 +400,18 @@ TEST(RunCli, ABatchBeyondTheMachinesMemoryIsRefusedUpFront) {
   std::string model = TinyModel("tiny_huge_batch.onnx");
   std::string out = Tmp("huge_batch.json");
   auto start = std::chrono::steady_clock::now();
-  Result r = Cli("run " + model + " --batch 35184372088832 --steps 1 --random-weights --json " + out);
+  Result r =
+      Cli("run " + model + " --batch 35184372088832 --steps 1 --random-weights --json " + out);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find(model + ": the predicted peak of a training step at batch 35184372088832 is 2816.00 TiB, more than the"),
+  EXPECT_NE(r.out.find(model + ": the predicted peak of a training step at batch 35184372088832 is "
+                               "2816.00 TiB, more than the"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("this machine can use"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("memplan plan " + model + " --batch 35184372088832 --budget"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("memplan plan " + model + " --batch 35184372088832 --budget"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("or use a smaller --batch"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("step 1/1"), std::string::npos) << r.out;  // no step started
   EXPECT_FALSE(Exists(out));
@@ -402,11 +425,15 @@ TEST(RunCli, ABatchBeyondTheMachinesMemoryIsRefusedUpFront) {
 TEST(RunCli, RanksThatTogetherExceedTheHostAreRefusedUpFront) {
   std::string model = TinyModel("tiny_local_ranks.onnx");
   std::string out = Tmp("local_ranks.json");
-  const std::string env = "RANK=0 LOCAL_RANK=0 WORLD_SIZE=1048576 LOCAL_WORLD_SIZE=1048576 MASTER_ADDR=127.0.0.1 "
-                          "MASTER_PORT=9";
-  Result r = Cli("run " + model + " --batch 68719476736 --steps 1 --random-weights --timeout 5 --json " + out, env);
+  const std::string env =
+      "RANK=0 LOCAL_RANK=0 WORLD_SIZE=1048576 LOCAL_WORLD_SIZE=1048576 MASTER_ADDR=127.0.0.1 "
+      "MASTER_PORT=9";
+  Result r = Cli(
+      "run " + model + " --batch 68719476736 --steps 1 --random-weights --timeout 5 --json " + out,
+      env);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("1048576 ranks on this host each predict a peak of"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1048576 ranks on this host each predict a peak of"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("Start fewer ranks per host"), std::string::npos) << r.out;
   EXPECT_FALSE(Exists(out));
 }
@@ -416,14 +443,17 @@ TEST(RunCli, RanksThatTogetherExceedTheHostAreRefusedUpFront) {
 TEST(RunCli, WithAMemoryLimitTheLimitDecides) {
   std::string model = TinyModel("tiny_limit.onnx");
   std::string out = Tmp("limit.json");
-  Result r = Cli("run " + model + " --batch 35184372088832 --steps 1 --random-weights --memory-limit 1MiB --json " + out);
+  Result r =
+      Cli("run " + model +
+          " --batch 35184372088832 --steps 1 --random-weights --memory-limit 1MiB --json " + out);
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_EQ(r.out.find("this machine can use"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("out of memory in the setup"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("exceeds the memory limit of 1048576 bytes"), std::string::npos) << r.out;
   EXPECT_FALSE(Exists(out));
   // A batch that fits runs under a limit above its peak.
-  r = Cli("run " + model + " --batch 4 --steps 1 --random-weights --memory-limit 1MiB --json " + out);
+  r = Cli("run " + model + " --batch 4 --steps 1 --random-weights --memory-limit 1MiB --json " +
+          out);
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(Exists(out));
 }

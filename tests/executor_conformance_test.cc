@@ -30,7 +30,8 @@ namespace {
 
 using KnownList = std::map<std::string, std::string>;  // case -> why it fails
 
-const char* const kBf16Truncates = "ONNX's expected data truncates to bfloat16; LibTorch rounds to nearest even";
+const char* const kBf16Truncates =
+    "ONNX's expected data truncates to bfloat16; LibTorch rounds to nearest even";
 
 // ONNX 1.12 (libonnx-testdata). A case here that starts passing fails the test too, so that the
 // list stays true.
@@ -45,7 +46,8 @@ const KnownList& KnownFailures1_12() {
 
 // ONNX 1.23.2 (samples/onnx_node_cases.py), likewise.
 const char* const kBf16Expanded =
-    "the expanded Attention graph runs op by op in bfloat16, rounding after each op; ONNX's expected output is "
+    "the expanded Attention graph runs op by op in bfloat16, rounding after each op; ONNX's "
+    "expected output is "
     "computed in float and rounded once: 1-ulp differences (0.0039) exceed rtol 1e-3";
 const KnownList& KnownFailures1_23() {
   static const KnownList known = {
@@ -55,8 +57,10 @@ const KnownList& KnownFailures1_23() {
       {"test_attention_4d_causal_padded_kv_bf16_expanded", kBf16Expanded},
       {"test_attention_4d_padded_kv_bf16_expanded", kBf16Expanded},
       {"test_attention_4d_causal_fp16_expanded",
-       "the expanded Attention graph runs op by op in float16, rounding after each op; ONNX's expected output is "
-       "computed in float and rounded once: 2 of 192 values differ by 1 ulp (0.00049), over rtol 1e-3"},
+       "the expanded Attention graph runs op by op in float16, rounding after each op; ONNX's "
+       "expected output is "
+       "computed in float and rounded once: 2 of 192 values differ by 1 ulp (0.00049), over rtol "
+       "1e-3"},
   };
   return known;
 }
@@ -68,18 +72,21 @@ struct DataSet {
   std::string version_file;  // names the ONNX version the cases come from ("" if fixed)
   const char* version;       // the version the known-failure list is for
   const KnownList& known;
-  const char* how_to_get;    // what to do when the cases are absent
-  bool required;             // absent cases fail the test (else it skips)
+  const char* how_to_get;  // what to do when the cases are absent
+  bool required;           // absent cases fail the test (else it skips)
 };
 
 const DataSet& Set1_12() {
-  static const DataSet s{"Onnx1_12", "/usr/share/libonnx-testdata/data/node", "", "1.12",
-                         KnownFailures1_12(), "install Debian's libonnx-testdata", false};
+  static const DataSet s{"Onnx1_12",          "/usr/share/libonnx-testdata/data/node", "",   "1.12",
+                         KnownFailures1_12(), "install Debian's libonnx-testdata",     false};
   return s;
 }
 const DataSet& Set1_23() {
-  static const DataSet s{"Onnx1_23", std::string(MEMPLAN_ONNX_NODE_CASES) + "/node",
-                         std::string(MEMPLAN_ONNX_NODE_CASES) + "/ONNX_VERSION", "1.23.2", KnownFailures1_23(),
+  static const DataSet s{"Onnx1_23",
+                         std::string(MEMPLAN_ONNX_NODE_CASES) + "/node",
+                         std::string(MEMPLAN_ONNX_NODE_CASES) + "/ONNX_VERSION",
+                         "1.23.2",
+                         KnownFailures1_23(),
                          "run samples/onnx_node_cases.py --out " MEMPLAN_ONNX_NODE_CASES
                          " with the project's Python (ctest's export_onnx_node_cases fixture does)",
                          true};
@@ -134,11 +141,13 @@ TEST_P(OnnxNodeCase, MatchesTheExpectedOutputs) {
   ++tally.seen;
   auto known = c.set->known.find(c.name);
   if (r.skipped) {
-    if (!r.missing_ops.empty()) ++tally.skipped_by_op[r.missing_ops[0]];
-    else ++tally.skipped_other[r.message];
+    if (!r.missing_ops.empty())
+      ++tally.skipped_by_op[r.missing_ops[0]];
+    else
+      ++tally.skipped_other[r.message];
     // A listed case must run: the list names failures, not skips.
-    EXPECT_TRUE(known == c.set->known.end()) << c.name << " is skipped (" << r.message
-                                             << "): remove it from the known failures";
+    EXPECT_TRUE(known == c.set->known.end())
+        << c.name << " is skipped (" << r.message << "): remove it from the known failures";
     std::string why = r.missing_ops.empty() ? r.message : "the executor lacks " + r.missing_ops[0];
     GTEST_SKIP() << why;
   }
@@ -147,7 +156,8 @@ TEST_P(OnnxNodeCase, MatchesTheExpectedOutputs) {
   tally.ops_exercised.insert(r.op_types.begin(), r.op_types.end());
   if (known != c.set->known.end()) {
     ++tally.known_failures;
-    EXPECT_FALSE(r.passed) << c.name << " passes now: remove it from the known failures of ONNX " << c.set->version;
+    EXPECT_FALSE(r.passed) << c.name << " passes now: remove it from the known failures of ONNX "
+                           << c.set->version;
     return;
   }
   EXPECT_TRUE(r.passed) << r.message;
@@ -170,16 +180,20 @@ class ConformanceSummary : public ::testing::Environment {
       const Tally& t = it->second;
       if (t.seen == 0 || t.seen != CaseNames(*s).size()) continue;
       size_t skipped = t.seen - static_cast<size_t>(t.run);
-      std::printf("conformance ONNX %s: %zu op types implemented, %zu exercised; %zu cases, %d run, %d passed, "
-                  "%d known failures, %zu skipped (%.2f%% of the run cases pass)\n",
-                  s->version, ExecutorOpTypes().size(), t.ops_exercised.size(), t.seen, t.run, t.passed,
-                  t.known_failures, skipped, t.run ? 100.0 * t.passed / t.run : 0.0);
+      std::printf(
+          "conformance ONNX %s: %zu op types implemented, %zu exercised; %zu cases, %d run, %d "
+          "passed, "
+          "%d known failures, %zu skipped (%.2f%% of the run cases pass)\n",
+          s->version, ExecutorOpTypes().size(), t.ops_exercised.size(), t.seen, t.run, t.passed,
+          t.known_failures, skipped, t.run ? 100.0 * t.passed / t.run : 0.0);
       std::printf("conformance ONNX %s: skipped for ops the executor lacks:", s->version);
       for (const auto& [op, n] : t.skipped_by_op) std::printf(" %s(%d)", op.c_str(), n);
       std::printf("\n");
-      for (const auto& [why, n] : t.skipped_other) std::printf("conformance ONNX %s: skipped (%s): %d\n", s->version, why.c_str(), n);
+      for (const auto& [why, n] : t.skipped_other)
+        std::printf("conformance ONNX %s: skipped (%s): %d\n", s->version, why.c_str(), n);
       EXPECT_GT(t.run, 400) << "too few ONNX " << s->version << " backend cases ran";
-      EXPECT_GE(t.passed, 0.99 * t.run) << "under 99% of the ONNX " << s->version << " cases that run pass";
+      EXPECT_GE(t.passed, 0.99 * t.run)
+          << "under 99% of the ONNX " << s->version << " cases that run pass";
     }
   }
 };
@@ -195,17 +209,23 @@ void CheckKnownFailuresAreRealCases(const DataSet& s) {
     std::ifstream in(s.version_file);
     std::string v;
     in >> v;
-    ASSERT_EQ(v, s.version) << s.node_dir << " holds the cases of ONNX " << v << "; the known failures are for "
-                            << s.version << " (regenerate: " << s.how_to_get << ", or update the list)";
+    ASSERT_EQ(v, s.version) << s.node_dir << " holds the cases of ONNX " << v
+                            << "; the known failures are for " << s.version
+                            << " (regenerate: " << s.how_to_get << ", or update the list)";
   }
   for (const auto& [c, why] : s.known) {
-    EXPECT_TRUE(std::binary_search(cases.begin(), cases.end(), c)) << c << " is listed as failing but does not exist";
+    EXPECT_TRUE(std::binary_search(cases.begin(), cases.end(), c))
+        << c << " is listed as failing but does not exist";
     EXPECT_FALSE(why.empty()) << c << " is listed without a reason";
   }
 }
 
-TEST(ExecutorConformance, KnownFailuresOfOnnx1_12AreRealCases) { CheckKnownFailuresAreRealCases(Set1_12()); }
-TEST(ExecutorConformance, KnownFailuresOfOnnx1_23AreRealCases) { CheckKnownFailuresAreRealCases(Set1_23()); }
+TEST(ExecutorConformance, KnownFailuresOfOnnx1_12AreRealCases) {
+  CheckKnownFailuresAreRealCases(Set1_12());
+}
+TEST(ExecutorConformance, KnownFailuresOfOnnx1_23AreRealCases) {
+  CheckKnownFailuresAreRealCases(Set1_23());
+}
 
 }  // namespace
 }  // namespace memplan

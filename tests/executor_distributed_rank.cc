@@ -9,8 +9,9 @@
 //
 // STRATEGY (default none): the segment strategy planned without a budget (sqrt: about sqrt(n)
 // segments), which the rank runs and the prediction replays.
-// RANK_BATCH is the batch the rank's graph is loaded at (the whole batch / (ranks x micro-batches)).
-// SLEEP_AFTER_STEP_SECONDS > 0: the process sleeps after its first step (a test kills it then).
+// RANK_BATCH is the batch the rank's graph is loaded at (the whole batch / (ranks x
+// micro-batches)). SLEEP_AFTER_STEP_SECONDS > 0: the process sleeps after its first step (a test
+// kills it then).
 #include <unistd.h>
 
 #include <cstdio>
@@ -28,7 +29,8 @@
 int main(int argc, char** argv) {
   using namespace memplan;
   if (argc < 8) {
-    std::cerr << "usage: executor_distributed_rank MODEL RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES STEPS OUT.json "
+    std::cerr << "usage: executor_distributed_rank MODEL RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES "
+                 "STEPS OUT.json "
                  "[MICRO_BATCHES [TIMEOUT [SLEEP [STRATEGY]]]]\n";
     return 2;
   }
@@ -36,7 +38,8 @@ int main(int argc, char** argv) {
     LoadOptions lo;
     lo.batch = std::atoll(argv[2]);
     lo.optimizer = ParseOptimizer(argv[3]);
-    lo.grads = GradientLifetime::kKept;  // data-parallel ranks keep their buckets (SteppedGradients)
+    lo.grads =
+        GradientLifetime::kKept;  // data-parallel ranks keep their buckets (SteppedGradients)
     const int64_t micro = argc > 8 ? std::atoll(argv[8]) : 1;
     TrainingGraph g = LoadTrainingGraph(argv[1], lo);
 

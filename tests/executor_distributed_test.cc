@@ -59,8 +59,8 @@ struct Proc {
 };
 
 // Starts `argv` with the rank's environment; stdout and stderr go to files in `dir`.
-Proc Start(const std::vector<std::string>& argv, int rank, int world, int port, const std::string& dir,
-           const std::string& addr = "127.0.0.1") {
+Proc Start(const std::vector<std::string>& argv, int rank, int world, int port,
+           const std::string& dir, const std::string& addr = "127.0.0.1") {
   Proc p;
   p.out = dir + "/rank" + std::to_string(rank) + ".out";
   p.err = dir + "/rank" + std::to_string(rank) + ".err";
@@ -140,8 +140,13 @@ RankRun RunRanks(const std::string& model, int world, int64_t batch, const std::
   const int port = FreePort();
   std::vector<Proc> procs;
   for (int r = 0; r < world; ++r) {
-    std::vector<std::string> args = {MEMPLAN_DP_RANK, model, std::to_string(batch / world), optimizer, shard,
-                                     std::to_string(bucket_bytes), std::to_string(steps),
+    std::vector<std::string> args = {MEMPLAN_DP_RANK,
+                                     model,
+                                     std::to_string(batch / world),
+                                     optimizer,
+                                     shard,
+                                     std::to_string(bucket_bytes),
+                                     std::to_string(steps),
                                      dir + "/out" + std::to_string(r) + ".json"};
     if (strategy != "none") args.insert(args.end(), {"1", "60", "0", strategy});
     procs.push_back(Start(args, r, world, port, dir));
@@ -152,15 +157,18 @@ RankRun RunRanks(const std::string& model, int world, int64_t batch, const std::
     int code = Wait(procs[r], 300);
     if (code != 0) {
       run.ok = false;
-      run.errors += "rank " + std::to_string(r) + " exit " + std::to_string(code) + ": " + ReadFile(procs[r].err) + "\n";
+      run.errors += "rank " + std::to_string(r) + " exit " + std::to_string(code) + ": " +
+                    ReadFile(procs[r].err) + "\n";
       continue;
     }
-    run.ranks.push_back(nlohmann::json::parse(ReadFile(dir + "/out" + std::to_string(r) + ".json")));
+    run.ranks.push_back(
+        nlohmann::json::parse(ReadFile(dir + "/out" + std::to_string(r) + ".json")));
   }
   return run;
 }
 
-class DistributedExactness : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
+class DistributedExactness
+    : public ::testing::TestWithParam<std::tuple<int, std::string, std::string>> {};
 
 // One process on the whole batch of 8 against N ranks on 8 / N rows each. Small buckets
 // (8 KiB: w1 alone, then b1 + w2 + b2 = 714 elements, padded to 716 for 4 ranks) make the
@@ -191,7 +199,8 @@ TEST_P(DistributedExactness, RanksTrainLikeOneProcessOnTheWholeBatch) {
     for (size_t s = 0; s < 3; ++s) {
       const double l = rank["loss"][s].get<double>();
       EXPECT_LE(std::abs(l - one.steps[s].loss), 1e-5 * std::abs(one.steps[s].loss))
-          << "rank " << r << " step " << s + 1 << ": " << l << " vs one process " << one.steps[s].loss;
+          << "rank " << r << " step " << s + 1 << ": " << l << " vs one process "
+          << one.steps[s].loss;
     }
     ASSERT_EQ(rank["parameters"].size(), one.parameters.size());
     for (const auto& [name, want] : one.parameters) {
@@ -203,14 +212,17 @@ TEST_P(DistributedExactness, RanksTrainLikeOneProcessOnTheWholeBatch) {
   double worst_loss = 0, worst_parameter = 0;
   for (const nlohmann::json& rank : run.ranks) {
     for (size_t s = 0; s < 3; ++s) {
-      worst_loss = std::max(worst_loss, std::abs(rank["loss"][s].get<double>() - one.steps[s].loss) / std::abs(one.steps[s].loss));
+      worst_loss =
+          std::max(worst_loss, std::abs(rank["loss"][s].get<double>() - one.steps[s].loss) /
+                                   std::abs(one.steps[s].loss));
     }
     for (const auto& [name, want] : one.parameters) {
-      worst_parameter = std::max(worst_parameter, RelativeError(rank["parameters"][name].get<std::vector<float>>(), want));
+      worst_parameter = std::max(
+          worst_parameter, RelativeError(rank["parameters"][name].get<std::vector<float>>(), want));
     }
   }
-  std::printf("%d ranks %s shard %s: worst relative error of a loss %.3g, of a parameter %.3g\n", world, optimizer.c_str(),
-              shard.c_str(), worst_loss, worst_parameter);
+  std::printf("%d ranks %s shard %s: worst relative error of a loss %.3g, of a parameter %.3g\n",
+              world, optimizer.c_str(), shard.c_str(), worst_loss, worst_parameter);
   // Each rank's peak is its replay's. The buckets split the first Gemm's weight (bucket 0) from
   // its bias (bucket 1, with the second Gemm's): the bias completes bucket 1 before the weight,
   // read through w.t(), opens bucket 0 (planner/src/data_parallel.cc).
@@ -219,19 +231,21 @@ TEST_P(DistributedExactness, RanksTrainLikeOneProcessOnTheWholeBatch) {
     const double predicted = rank["predicted_peak_bytes"].get<double>();
     EXPECT_LE(std::abs(predicted - measured), 0.01 * measured)
         << "rank " << rank["rank"] << ": predicted " << predicted << " measured " << measured;
-    std::printf("  rank %d: predicted %.0f B, measured %.0f B\n", rank["rank"].get<int>(), predicted, measured);
+    std::printf("  rank %d: predicted %.0f B, measured %.0f B\n", rank["rank"].get<int>(),
+                predicted, measured);
   }
   // The training moved the parameters (a test of nothing otherwise).
   EXPECT_NE(one.steps[0].loss, one.steps[2].loss);
 }
 
-INSTANTIATE_TEST_SUITE_P(Loopback, DistributedExactness,
-                         ::testing::Combine(::testing::Values(2, 4), ::testing::Values("sgd", "adam"),
-                                            ::testing::Values("none", "optimizer", "gradients", "parameters")),
-                         [](const auto& info) {
-                           return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
-                                  std::get<2>(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Loopback, DistributedExactness,
+    ::testing::Combine(::testing::Values(2, 4), ::testing::Values("sgd", "adam"),
+                       ::testing::Values("none", "optimizer", "gradients", "parameters")),
+    [](const auto& info) {
+      return std::to_string(std::get<0>(info.param)) + "ranks_" + std::get<1>(info.param) + "_" +
+             std::get<2>(info.param);
+    });
 
 // Each rank's measured peak against ApplyDataParallel's per-rank prediction, on corpus models.
 class DistributedPeaks : public ::testing::TestWithParam<std::tuple<std::string, std::string>> {};
@@ -248,16 +262,19 @@ TEST_P(DistributedPeaks, EveryRankMeasuresItsPredictedPeak) {
     const double predicted = rank["predicted_peak_bytes"].get<double>();
     ASSERT_GT(measured, 0);
     EXPECT_LE(std::abs(predicted - measured), 0.01 * measured)
-        << name << " shard " << shard << " rank " << rank["rank"] << ": predicted " << predicted << " measured " << measured;
-    std::printf("%s shard %s rank %d: predicted %.0f measured %.0f (%+.4f%%)\n", name.c_str(), shard.c_str(),
-                rank["rank"].get<int>(), predicted, measured, 100 * (predicted - measured) / measured);
+        << name << " shard " << shard << " rank " << rank["rank"] << ": predicted " << predicted
+        << " measured " << measured;
+    std::printf("%s shard %s rank %d: predicted %.0f measured %.0f (%+.4f%%)\n", name.c_str(),
+                shard.c_str(), rank["rank"].get<int>(), predicted, measured,
+                100 * (predicted - measured) / measured);
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, DistributedPeaks,
-                         ::testing::Combine(::testing::Values("resnet18", "gpt"),
-                                            ::testing::Values("none", "optimizer", "gradients", "parameters")),
-                         [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
+INSTANTIATE_TEST_SUITE_P(
+    Corpus, DistributedPeaks,
+    ::testing::Combine(::testing::Values("resnet18", "gpt"),
+                       ::testing::Values("none", "optimizer", "gradients", "parameters")),
+    [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
 // Shard parameters with segments: every forward, recompute and backward pass gathers its
 // buckets again (plan.h). On the MLP (no batch-norm) the ranks train like one process running
@@ -285,22 +302,26 @@ TEST(DistributedShardParameters, SegmentedRanksGatherInEveryPassAndMatchTheRepla
   ASSERT_TRUE(run.ok) << run.errors;
   for (const nlohmann::json& rank : run.ranks) {
     for (size_t s = 0; s < 3; ++s) {
-      EXPECT_LE(std::abs(rank["loss"][s].get<double>() - one.steps[s].loss), 1e-5 * std::abs(one.steps[s].loss));
+      EXPECT_LE(std::abs(rank["loss"][s].get<double>() - one.steps[s].loss),
+                1e-5 * std::abs(one.steps[s].loss));
     }
     for (const auto& [name, want] : one.parameters) {
-      EXPECT_LE(RelativeError(rank["parameters"][name].get<std::vector<float>>(), want), 1e-5) << name;
+      EXPECT_LE(RelativeError(rank["parameters"][name].get<std::vector<float>>(), want), 1e-5)
+          << name;
     }
   }
   EXPECT_NE(one.steps[0].loss, one.steps[2].loss);
 
-  run = RunRanks(testing::CorpusModel("resnet18"), 2, 4, "adam", "parameters", 4 << 20, 2, dir, "sqrt");
+  run = RunRanks(testing::CorpusModel("resnet18"), 2, 4, "adam", "parameters", 4 << 20, 2, dir,
+                 "sqrt");
   ASSERT_TRUE(run.ok) << run.errors;
   for (const nlohmann::json& rank : run.ranks) {
     const double measured = rank["measured_peak_bytes"].get<double>();
     const double predicted = rank["predicted_peak_bytes"].get<double>();
     EXPECT_LE(std::abs(predicted - measured), 0.01 * measured) << "rank " << rank["rank"];
     std::printf("resnet18 sqrt shard parameters rank %d: predicted %.0f measured %.0f (%+.4f%%)\n",
-                rank["rank"].get<int>(), predicted, measured, 100 * (predicted - measured) / measured);
+                rank["rank"].get<int>(), predicted, measured,
+                100 * (predicted - measured) / measured);
   }
 }
 
@@ -315,8 +336,17 @@ TEST(DistributedFaults, AKilledRankMakesTheOtherFailWithinTheTimeout) {
   const int port = FreePort();
   const double timeout = 10;
   auto argv = [&](int r, const std::string& sleep) {
-    return std::vector<std::string>{MEMPLAN_DP_RANK, model, "4", "sgd", "none", "8192", "3",
-                                    dir + "/out" + std::to_string(r) + ".json", "1", std::to_string(timeout), sleep};
+    return std::vector<std::string>{MEMPLAN_DP_RANK,
+                                    model,
+                                    "4",
+                                    "sgd",
+                                    "none",
+                                    "8192",
+                                    "3",
+                                    dir + "/out" + std::to_string(r) + ".json",
+                                    "1",
+                                    std::to_string(timeout),
+                                    sleep};
   };
   Proc r0 = Start(argv(0, "0"), 0, 2, port, dir);
   Proc r1 = Start(argv(1, "60"), 1, 2, port, dir);
@@ -348,8 +378,11 @@ TEST_F(DistributedCli, TwoRanksStartedByHandWriteOneRunJsonWithEveryRank) {
   Mlp().Save(model);
   const int port = FreePort();
   auto argv = [&](int r) {
-    return std::vector<std::string>{MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--steps", "2",
-                                    "--json", dir_ + "/run" + std::to_string(r) + ".json"};
+    return std::vector<std::string>{MEMPLAN_CLI, "run",
+                                    model,       "--batch",
+                                    "8",         "--random-weights",
+                                    "--steps",   "2",
+                                    "--json",    dir_ + "/run" + std::to_string(r) + ".json"};
   };
   Proc r0 = Start(argv(0), 0, 2, port, dir_);
   Proc r1 = Start(argv(1), 1, 2, port, dir_);
@@ -369,13 +402,16 @@ TEST_F(DistributedCli, TwoRanksStartedByHandWriteOneRunJsonWithEveryRank) {
   for (const RunRank& k : *rep.ranks) {
     EXPECT_EQ(k.step_seconds.size(), 2u);
     EXPECT_GT(k.measured_peak_bytes, 0);
-    EXPECT_LE(std::abs(k.predicted_peak_bytes - k.measured_peak_bytes), k.measured_peak_bytes / 100);
+    EXPECT_LE(std::abs(k.predicted_peak_bytes - k.measured_peak_bytes),
+              k.measured_peak_bytes / 100);
   }
   // The loss is the whole batch's: one process at batch 8 reports the same.
-  testing::CliResult one = Run("run " + model + " --batch 8 --random-weights --steps 2 --json " + dir_ + "/one.json");
+  testing::CliResult one =
+      Run("run " + model + " --batch 8 --random-weights --steps 2 --json " + dir_ + "/one.json");
   ASSERT_EQ(one.code, 0) << one.err;
   RunReport single = RunReportFromJson(nlohmann::json::parse(ReadFile(dir_ + "/one.json")));
-  for (size_t s = 0; s < 2; ++s) EXPECT_NEAR(rep.loss[s], single.loss[s], 1e-5 * std::abs(single.loss[s]));
+  for (size_t s = 0; s < 2; ++s)
+    EXPECT_NEAR(rep.loss[s], single.loss[s], 1e-5 * std::abs(single.loss[s]));
 }
 
 TEST_F(DistributedCli, APortInUseIsAClearError) {
@@ -384,11 +420,14 @@ TEST_F(DistributedCli, APortInUseIsAClearError) {
   testing::LoopbackListener listener;
   const int port = listener.port();
   ASSERT_GT(port, 0);
-  Proc r0 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "5", "--json", dir_ + "/o.json"},
+  Proc r0 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "5",
+                   "--json", dir_ + "/o.json"},
                   0, 2, port, dir_);
   EXPECT_EQ(Wait(r0, 30), 1);
   const std::string err = ReadFile(r0.err);
-  EXPECT_NE(err.find("rank 0: cannot host the rendezvous on 127.0.0.1:" + std::to_string(port)), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 0: cannot host the rendezvous on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << err;
   EXPECT_NE(err.find("MASTER_PORT"), std::string::npos) << err;
   EXPECT_FALSE(testing::FileExists(dir_ + "/o.json"));
 }
@@ -399,11 +438,14 @@ TEST_F(DistributedCli, AnUnreachableMasterIsAClearErrorWithinTheTimeout) {
   // Nobody hosts the rendezvous: rank 1 alone tries to reach it.
   const int port = FreePort();
   const auto t0 = Clock::now();
-  Proc r1 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "3"}, 1, 2, port, dir_);
+  Proc r1 = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--timeout", "3"},
+                  1, 2, port, dir_);
   EXPECT_EQ(Wait(r1, 60), 1);
   EXPECT_LE(std::chrono::duration<double>(Clock::now() - t0).count(), 3 + 15);
   const std::string err = ReadFile(r1.err);
-  EXPECT_NE(err.find("rank 1: the rendezvous at 127.0.0.1:" + std::to_string(port) + " failed within 3 s"), std::string::npos)
+  EXPECT_NE(err.find("rank 1: the rendezvous at 127.0.0.1:" + std::to_string(port) +
+                     " failed within 3 s"),
+            std::string::npos)
       << err;
   EXPECT_NE(err.find("MASTER_ADDR"), std::string::npos) << err;
 }
@@ -411,8 +453,10 @@ TEST_F(DistributedCli, AnUnreachableMasterIsAClearErrorWithinTheTimeout) {
 // A rank on "cuda" takes cuda:LOCAL_RANK (NCCL); where that device is missing, as on every
 // machine without a GPU, each rank says so and exits 1 without a file.
 TEST_F(DistributedCli, ACudaRankWithoutItsDeviceIsAClearError) {
-  const std::string backend = ExecutorBackendDescription();  // "..., CUDA 13.0 (K device(s) visible)"
-  if (backend.find("device(s) visible") != std::string::npos && backend.find("(0 device(s)") == std::string::npos &&
+  const std::string backend =
+      ExecutorBackendDescription();  // "..., CUDA 13.0 (K device(s) visible)"
+  if (backend.find("device(s) visible") != std::string::npos &&
+      backend.find("(0 device(s)") == std::string::npos &&
       backend.find("(1 device(s)") == std::string::npos) {
     GTEST_SKIP() << "two CUDA devices are visible: scripts/gpu-check.sh runs NCCL there";
   }
@@ -420,8 +464,11 @@ TEST_F(DistributedCli, ACudaRankWithoutItsDeviceIsAClearError) {
   Mlp().Save(model);
   const int port = FreePort();
   auto argv = [&](int r) {
-    return std::vector<std::string>{MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights", "--device", "cuda",
-                                    "--timeout", "5", "--json", dir_ + "/cuda" + std::to_string(r) + ".json"};
+    return std::vector<std::string>{
+        MEMPLAN_CLI, "run",    model,
+        "--batch",   "8",      "--random-weights",
+        "--device",  "cuda",   "--timeout",
+        "5",         "--json", dir_ + "/cuda" + std::to_string(r) + ".json"};
   };
   Proc r0 = Start(argv(0), 0, 2, port, dir_);
   Proc r1 = Start(argv(1), 1, 2, port, dir_);
@@ -435,7 +482,8 @@ TEST_F(DistributedCli, ACudaRankWithoutItsDeviceIsAClearError) {
 TEST_F(DistributedCli, ARankOutsideTheWorldIsAClearError) {
   const std::string model = dir_ + "/mlp.onnx";
   Mlp().Save(model);
-  Proc p = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights"}, 5, 2, FreePort(), dir_);
+  Proc p = Start({MEMPLAN_CLI, "run", model, "--batch", "8", "--random-weights"}, 5, 2, FreePort(),
+                 dir_);
   EXPECT_EQ(Wait(p, 60), 1);
   const std::string err = ReadFile(p.err);
   EXPECT_NE(err.find("RANK='5' is not a whole number from 0 to 1"), std::string::npos) << err;
@@ -451,10 +499,13 @@ TEST(DistributedRunReport, RanksRoundTripAndAreChecked) {
   r.step_seconds = {0.5, 0.4};
   r.recompute_seconds = {0, 0};
   r.loss = {2.0, 1.5};
-  r.plan = {{"strategy", "none"}, {"sections", nlohmann::json::array()}, {"checkpoints", nlohmann::json::array()}};
+  r.plan = {{"strategy", "none"},
+            {"sections", nlohmann::json::array()},
+            {"checkpoints", nlohmann::json::array()}};
   r.devices = 2;
   r.shard = "gradients";
-  r.ranks = std::vector<RunRank>{{0, 1000, 1004, {0.5, 0.4}, {0.1, 0.05}}, {1, 1000, 1004, {0.5, 0.39}, {0.1, 0.06}}};
+  r.ranks = std::vector<RunRank>{{0, 1000, 1004, {0.5, 0.4}, {0.1, 0.05}},
+                                 {1, 1000, 1004, {0.5, 0.39}, {0.1, 0.06}}};
   const nlohmann::json j = RunReportToJson(r);
   EXPECT_EQ(j["ranks"][1]["comm_seconds"][1], 0.06);
   EXPECT_EQ(RunReportFromJson(j), r);

@@ -30,12 +30,14 @@ TEST_P(HuggingFace, UnplannedStepMeasuresItsPrediction) {
   const MemoryTimeline predicted = Simulate(BuildTrainingSchedule(g));
   const RunResult r = RunSteps(g);
   const double err = Error(predicted.peak_bytes, r.measured_peak_bytes);
-  std::printf("hf %-16s batch %lld  predicted %10lld  measured %10lld  %+.3f%%\n", GetParam().c_str(),
-              static_cast<long long>(kBatch), static_cast<long long>(predicted.peak_bytes),
+  std::printf("hf %-16s batch %lld  predicted %10lld  measured %10lld  %+.3f%%\n",
+              GetParam().c_str(), static_cast<long long>(kBatch),
+              static_cast<long long>(predicted.peak_bytes),
               static_cast<long long>(r.measured_peak_bytes), 100 * err);
   EXPECT_LE(err, 0.01);
   EXPECT_GE(err, -0.005);
-  EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0]) << "parameters, gradients, batch and constants";
+  EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0])
+      << "parameters, gradients, batch and constants";
 }
 
 // With kept gradients. Open (issue 28): set to None, hf_vit_dynamo's smallest selective plan
@@ -56,11 +58,13 @@ TEST_P(HuggingFace, SelectivePlanMeasuresAtOrUnderItsBudget) {
   const Plan plan = PlanMicroBatched(at_batch, kBatch, CostModel{}, po);
   ASSERT_TRUE(plan.feasible) << GetParam() << ": no selective plan at 85% of " << baseline << " B";
   const RunResult r = RunSteps(at_batch(plan.batch), &plan);
-  std::printf("hf %-16s selective 85%%  budget %10lld  predicted %10lld  measured %10lld\n", GetParam().c_str(),
-              static_cast<long long>(po.budget_bytes), static_cast<long long>(plan.predicted_peak_bytes),
+  std::printf("hf %-16s selective 85%%  budget %10lld  predicted %10lld  measured %10lld\n",
+              GetParam().c_str(), static_cast<long long>(po.budget_bytes),
+              static_cast<long long>(plan.predicted_peak_bytes),
               static_cast<long long>(r.measured_peak_bytes));
   EXPECT_LE(r.measured_peak_bytes, po.budget_bytes);
-  EXPECT_NEAR(static_cast<double>(r.measured_peak_bytes), static_cast<double>(plan.predicted_peak_bytes),
+  EXPECT_NEAR(static_cast<double>(r.measured_peak_bytes),
+              static_cast<double>(plan.predicted_peak_bytes),
               0.01 * static_cast<double>(r.measured_peak_bytes));
 }
 
@@ -68,8 +72,9 @@ INSTANTIATE_TEST_SUITE_P(Corpus, HuggingFace, ::testing::ValuesIn(testing::Huggi
                          [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 // LLaMA's RMSNorm, SiLU and attention fused (what the analyzer does by default) and left as the
-// exporter wrote them: each graph measures what the analyzer predicts for it. MEMPLAN_HF_FUSION_MODEL
-// and MEMPLAN_HF_FUSION_BATCH run it on another export (bench/accuracy_torch214.md: hf_llama_1k).
+// exporter wrote them: each graph measures what the analyzer predicts for it.
+// MEMPLAN_HF_FUSION_MODEL and MEMPLAN_HF_FUSION_BATCH run it on another export
+// (bench/accuracy_torch214.md: hf_llama_1k).
 TEST(HuggingFaceFusion, LlamaFusedAndUnfusedEachMeasureTheirPrediction) {
   const char* model = std::getenv("MEMPLAN_HF_FUSION_MODEL");
   const char* batch = std::getenv("MEMPLAN_HF_FUSION_BATCH");
@@ -82,9 +87,11 @@ TEST(HuggingFaceFusion, LlamaFusedAndUnfusedEachMeasureTheirPrediction) {
     const int64_t predicted = Simulate(BuildTrainingSchedule(g)).peak_bytes;
     const RunResult r = RunSteps(g);
     const double err = Error(predicted, r.measured_peak_bytes);
-    std::printf("%s batch %lld %s: %zu nodes, predicted %lld measured %lld (%+.3f%%)\n", path.c_str(),
-                static_cast<long long>(lo.batch), lo.fuse_composite_ops ? "fused" : "unfused", g.nodes.size(), static_cast<long long>(predicted),
-                static_cast<long long>(r.measured_peak_bytes), 100 * err);
+    std::printf("%s batch %lld %s: %zu nodes, predicted %lld measured %lld (%+.3f%%)\n",
+                path.c_str(), static_cast<long long>(lo.batch),
+                lo.fuse_composite_ops ? "fused" : "unfused", g.nodes.size(),
+                static_cast<long long>(predicted), static_cast<long long>(r.measured_peak_bytes),
+                100 * err);
     EXPECT_LE(err, 0.01);
     EXPECT_GE(err, -0.005);
   }

@@ -51,7 +51,8 @@ TEST_P(ProfileCorpus, NodeScopesAccountForTheStepTime) {
   double node_seconds = 0, all_seconds = 0;
   for (const NodeProfile& n : p.nodes) {
     all_seconds += n.seconds;
-    if (n.node != kNone || n.phase == Phase::kOptimizer || n.phase == Phase::kSetup) node_seconds += n.seconds;
+    if (n.node != kNone || n.phase == Phase::kOptimizer || n.phase == Phase::kSetup)
+      node_seconds += n.seconds;
   }
   std::printf("profile %-14s %d segment(s): node scopes %.1f%% of the step\n", c.model, c.segments,
               100 * node_seconds / p.step_seconds);
@@ -92,26 +93,31 @@ TEST_P(ProfileRecompute, IsAttributedToItsSegment) {
     if (n.phase != Phase::kRecompute || n.node == kNone) continue;
     recomputed.insert(n.segment);
     // A node is recomputed in the segment that holds it, once per step.
-    EXPECT_NE(std::find(segments[n.segment].begin(), segments[n.segment].end(), n.node), segments[n.segment].end());
+    EXPECT_NE(std::find(segments[n.segment].begin(), segments[n.segment].end(), n.node),
+              segments[n.segment].end());
     EXPECT_EQ(n.calls, 1) << n.name;
   }
   std::set<int32_t> expected;
   for (int32_t k = 0; k + 1 < static_cast<int32_t>(segments.size()); ++k) expected.insert(k);
   EXPECT_EQ(recomputed, expected) << "every segment but the last is recomputed";
   // The executor's own recompute clock brackets the same work.
-  EXPECT_NEAR(p.RecomputeSeconds(), r.steps.back().recompute_seconds, 0.1 * r.steps.back().recompute_seconds);
+  EXPECT_NEAR(p.RecomputeSeconds(), r.steps.back().recompute_seconds,
+              0.1 * r.steps.back().recompute_seconds);
 }
 
 std::string CaseName(const ::testing::TestParamInfo<Case>& i) {
-  return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_s" + std::to_string(i.param.segments);
+  return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_s" +
+         std::to_string(i.param.segments);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, ProfileCorpus,
-                         ::testing::Values(Case{"resnet18", 8, 1}, Case{"resnet18", 8, 3}, Case{"gpt", 2, 1},
-                                           Case{"gpt", 2, 4}, Case{"mobilenet_v2", 4, 3}, Case{"vit_b_16", 1, 3}),
+                         ::testing::Values(Case{"resnet18", 8, 1}, Case{"resnet18", 8, 3},
+                                           Case{"gpt", 2, 1}, Case{"gpt", 2, 4},
+                                           Case{"mobilenet_v2", 4, 3}, Case{"vit_b_16", 1, 3}),
                          CaseName);
 INSTANTIATE_TEST_SUITE_P(Corpus, ProfileRecompute,
-                         ::testing::Values(Case{"resnet18", 8, 3}, Case{"gpt", 2, 4}, Case{"mobilenet_v2", 4, 3}),
+                         ::testing::Values(Case{"resnet18", 8, 3}, Case{"gpt", 2, 4},
+                                           Case{"mobilenet_v2", 4, 3}),
                          CaseName);
 
 TEST(ProfileExport, TraceEventsAreWellFormed) {
@@ -162,7 +168,8 @@ TEST(ProfileExport, TraceEventsAreWellFormed) {
   EXPECT_GT(slices, static_cast<int>(g.nodes.size()) / 2);
   EXPECT_EQ(recompute_marks, 1) << "one recompute span (segment 0)";
   EXPECT_EQ(measured, static_cast<int>(r.profile->memory_events.size()) + 1);
-  EXPECT_GT(predicted, static_cast<int>(g.nodes.size()) / 2) << "predicted points placed on measured slices";
+  EXPECT_GT(predicted, static_cast<int>(g.nodes.size()) / 2)
+      << "predicted points placed on measured slices";
 }
 
 }  // namespace

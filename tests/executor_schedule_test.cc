@@ -32,7 +32,9 @@ std::vector<std::set<TensorId>> ScheduledHolds(const TrainingGraph& g, const Sch
     std::set<TensorId> held;
     for (size_t b = 0; b < s.buffers.size(); ++b) {
       const Buffer& buf = s.buffers[b];
-      if (!alive[b] || handed[b] || buf.category != MemoryCategory::kActivation || buf.tensor == kNone) continue;
+      if (!alive[b] || handed[b] || buf.category != MemoryCategory::kActivation ||
+          buf.tensor == kNone)
+        continue;
       TensorId root = g.tensors[buf.tensor].storage;
       if (root != loss_storage) held.insert(root);
     }
@@ -51,10 +53,12 @@ void ExpectExecutorFollows(const TrainingGraph& g, const std::vector<std::vector
   o.segments = segments;
   RunResult r = RunTraining(g, o);
   std::vector<const Step*> steps;
-  std::vector<std::set<TensorId>> expected = ScheduledHolds(g, BuildSegmentedSchedule(g, segments), &steps);
+  std::vector<std::set<TensorId>> expected =
+      ScheduledHolds(g, BuildSegmentedSchedule(g, segments), &steps);
   std::vector<const TraceEvent*> events;
   for (const TraceEvent& e : r.trace) {
-    if (e.node != kNone && (e.phase == "forward" || e.phase == "loss" || e.phase == "recompute")) events.push_back(&e);
+    if (e.node != kNone && (e.phase == "forward" || e.phase == "loss" || e.phase == "recompute"))
+      events.push_back(&e);
   }
   ASSERT_EQ(events.size(), steps.size()) << what;
   int mismatches = 0;
@@ -71,11 +75,13 @@ void ExpectExecutorFollows(const TrainingGraph& g, const std::vector<std::vector
     if (held == expected[i]) continue;
     ++mismatches;
     std::string diff;
-    for (TensorId t : held) if (!expected[i].count(t)) diff += " +" + g.tensors[t].name;
-    for (TensorId t : expected[i]) if (!held.count(t)) diff += " -" + g.tensors[t].name;
+    for (TensorId t : held)
+      if (!expected[i].count(t)) diff += " +" + g.tensors[t].name;
+    for (TensorId t : expected[i])
+      if (!held.count(t)) diff += " -" + g.tensors[t].name;
     const Node& n = g.nodes[steps[i]->node];
-    ADD_FAILURE() << what << ": after " << events[i]->phase << " of " << n.op_type << " node '" << n.name
-                  << "' the executor holds (+) / lacks (-) against the schedule:" << diff;
+    ADD_FAILURE() << what << ": after " << events[i]->phase << " of " << n.op_type << " node '"
+                  << n.name << "' the executor holds (+) / lacks (-) against the schedule:" << diff;
   }
 }
 

@@ -1,8 +1,8 @@
 // Stochastic depth in training mode as the dynamo exporter writes torchvision's own
-// (samples/export_models.py *_sd: RandomUniformLike, Less, Cast, Div and Mul per block), on ConvNeXt
-// (channels-last activations through oneDNN's nhwc convolutions), run for real on the
-// CPU: the unplanned step and a selective plan each measure their prediction within 0.001%, and
-// the plan measures at or under its budget (issue 26).
+// (samples/export_models.py *_sd: RandomUniformLike, Less, Cast, Div and Mul per block), on
+// ConvNeXt (channels-last activations through oneDNN's nhwc convolutions), run for real on the CPU:
+// the unplanned step and a selective plan each measure their prediction within 0.001%, and the plan
+// measures at or under its budget (issue 26).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -47,7 +47,8 @@ TEST_P(StochasticDepth, UnplannedStepMeasuresItsPrediction) {
               static_cast<long long>(c.batch), static_cast<long long>(predicted.peak_bytes),
               static_cast<long long>(r.measured_peak_bytes), 100 * err);
   EXPECT_LE(std::abs(err), c.tolerance) << c.model;
-  EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0]) << "parameters, gradients, batch and constants";
+  EXPECT_EQ(r.persistent_bytes, predicted.bytes_after[0])
+      << "parameters, gradients, batch and constants";
 }
 
 TEST_P(StochasticDepth, SelectivePlanMeasuresItsPredictionWithinItsBudget) {
@@ -59,14 +60,17 @@ TEST_P(StochasticDepth, SelectivePlanMeasuresItsPredictionWithinItsBudget) {
   po.strategy = "selective";
   po.budget_bytes = baseline * c.budget_percent / 100;
   const Plan plan = PlanMicroBatched(at_batch, c.batch, CostModel{}, po);
-  ASSERT_TRUE(plan.feasible) << c.model << ": no selective plan at " << c.budget_percent << "% of " << baseline;
+  ASSERT_TRUE(plan.feasible) << c.model << ": no selective plan at " << c.budget_percent << "% of "
+                             << baseline;
   ASSERT_FALSE(plan.recomputed.empty()) << "the plan recomputes something";
   const RunResult r = RunSteps(at_batch(plan.batch), &plan);
-  std::printf("sd %-24s selective %d%%  budget %10lld  predicted %10lld  measured %10lld\n", c.model,
-              c.budget_percent, static_cast<long long>(po.budget_bytes),
-              static_cast<long long>(plan.predicted_peak_bytes), static_cast<long long>(r.measured_peak_bytes));
+  std::printf("sd %-24s selective %d%%  budget %10lld  predicted %10lld  measured %10lld\n",
+              c.model, c.budget_percent, static_cast<long long>(po.budget_bytes),
+              static_cast<long long>(plan.predicted_peak_bytes),
+              static_cast<long long>(r.measured_peak_bytes));
   EXPECT_LE(r.measured_peak_bytes, po.budget_bytes);
-  EXPECT_LE(std::abs(Error(plan.predicted_peak_bytes, r.measured_peak_bytes)), c.tolerance) << c.model;
+  EXPECT_LE(std::abs(Error(plan.predicted_peak_bytes, r.measured_peak_bytes)), c.tolerance)
+      << c.model;
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, StochasticDepth,
@@ -79,9 +83,11 @@ INSTANTIATE_TEST_SUITE_P(Corpus, StochasticDepth,
                                            // Swin's shifted-window mask (ScatterND on constants)
                                            // holds up to 4,712 B more than the rules say (as in
                                            // swin_t_dynamo): -0.0010% at batch 2, under 0.01%.
-                                           Case{"swin_t_sd_dynamo", 2, 75, GradientLifetime::kKept, 1e-4}),
+                                           Case{"swin_t_sd_dynamo", 2, 75, GradientLifetime::kKept,
+                                                1e-4}),
                          [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_" +
+                           return std::string(i.param.model) + "_b" +
+                                  std::to_string(i.param.batch) + "_" +
                                   std::to_string(i.param.budget_percent);
                          });
 

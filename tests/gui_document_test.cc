@@ -10,9 +10,9 @@
 #include <tuple>
 
 #include "document.h"
-#include "memplan/planner.h"
 #include "gui_test_profile.h"
 #include "gui_test_selective.h"
+#include "memplan/planner.h"
 #include "testing/corpus.h"
 
 namespace memplan::gui {
@@ -262,10 +262,12 @@ TEST(GuiDocument, PlanWithABrokenSweepNamesTheFileAndField) {
     ItemFromJson({{"kind", "plan"}, {"strategy", "selective"}, {"sweep", sweep}}, "edited.json");
     FAIL() << "expected an error";
   } catch (const MemplanError& e) {
-    EXPECT_STREQ(e.what(), "edited.json: the plan's sweep: field 'points[0].peak_bytes' is missing");
+    EXPECT_STREQ(e.what(),
+                 "edited.json: the plan's sweep: field 'points[0].peak_bytes' is missing");
   }
   // A bare array of points (a form no writer produces) is refused, not read.
-  EXPECT_THROW(ItemFromJson({{"kind", "plan"}, {"strategy", "sqrt"}, {"sweep", sweep["points"]}}, "bare.json"),
+  EXPECT_THROW(ItemFromJson({{"kind", "plan"}, {"strategy", "sqrt"}, {"sweep", sweep["points"]}},
+                            "bare.json"),
                MemplanError);
 }
 
@@ -417,15 +419,21 @@ TEST(GuiDocument, PlanAndRunJsonPerContract) {
   EXPECT_EQ(r.timeline->peak_bytes, 900);
   EXPECT_EQ(r.measured->peak_bytes, 950);
   EXPECT_EQ(r.plan_peak_bytes, 900);  // from predicted_peak_bytes
-  EXPECT_TRUE(r.ranks.empty());  // one device
+  EXPECT_TRUE(r.ranks.empty());       // one device
 
   // A data-parallel run: every rank's figures, the last step's seconds.
   run["devices"] = 2;
   run["shard"] = "optimizer";
-  run["ranks"] = {{{"rank", 0}, {"measured_peak_bytes", 700}, {"predicted_peak_bytes", 690},
-                   {"step_seconds", {2.0, 1.0}}, {"comm_seconds", {0.5, 0.25}}},
-                  {{"rank", 1}, {"measured_peak_bytes", 710}, {"predicted_peak_bytes", 690},
-                   {"step_seconds", {2.0, 1.25}}, {"comm_seconds", {0.5, 0.125}}}};
+  run["ranks"] = {{{"rank", 0},
+                   {"measured_peak_bytes", 700},
+                   {"predicted_peak_bytes", 690},
+                   {"step_seconds", {2.0, 1.0}},
+                   {"comm_seconds", {0.5, 0.25}}},
+                  {{"rank", 1},
+                   {"measured_peak_bytes", 710},
+                   {"predicted_peak_bytes", 690},
+                   {"step_seconds", {2.0, 1.25}},
+                   {"comm_seconds", {0.5, 0.125}}}};
   r = ItemFromJson(run, "run.json");
   ASSERT_EQ(r.ranks.size(), 2u);
   EXPECT_EQ(r.ranks[1].rank, 1);

@@ -23,7 +23,9 @@ nlohmann::json WithoutTimes(nlohmann::json j) {
   j.erase("time_model");
   j.erase("predicted_micro_batch_seconds");  // a time, of the time model each side uses
   // The command line also searches the smallest budget; the explorer's re-plans do not.
-  for (const char* f : {"smallest_budget_bytes", "smallest_budget_strategy", "smallest_budget_micro_batches"}) j.erase(f);
+  for (const char* f :
+       {"smallest_budget_bytes", "smallest_budget_strategy", "smallest_budget_micro_batches"})
+    j.erase(f);
   return j;
 }
 
@@ -57,8 +59,8 @@ TEST(GuiPlanWorker, GivesTheCommandLinesPlanWithMicroBatches) {
 
   const std::string json = ::testing::TempDir() + "gui_plan_worker_cli.json";
   const std::string cmd = std::string(MEMPLAN_CLI) + " plan '" + model +
-                          "' --batch 4 --grads kept --budget 131000B --strategy optimal --json '" + json +
-                          "' > /dev/null";
+                          "' --batch 4 --grads kept --budget 131000B --strategy optimal --json '" +
+                          json + "' > /dev/null";
   const int rc = std::system(cmd.c_str());
   ASSERT_TRUE(WIFEXITED(rc) && WEXITSTATUS(rc) == 0) << cmd;
   std::ifstream in(json);

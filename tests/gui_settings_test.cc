@@ -94,7 +94,8 @@ TEST_F(GuiGpuFiles, AModelTakesTheBatchOfItsPlanAndRun) {
   EXPECT_EQ(model->predicted_for, "cuda");
   EXPECT_GT(model->predicted_reserved_peak_bytes, model->baseline_peak_bytes);
   // Every file agrees: none is marked, all three are shown.
-  for (const FileRow& r : window.fileRows()) EXPECT_TRUE(r.mismatch.isEmpty()) << r.mismatch.toStdString();
+  for (const FileRow& r : window.fileRows())
+    EXPECT_TRUE(r.mismatch.isEmpty()) << r.mismatch.toStdString();
   EXPECT_EQ(window.items().size(), 3u);
   const QString head = window.summaryHeadline();
   EXPECT_TRUE(head.contains("resnet50.onnx")) << head.toStdString();
@@ -142,13 +143,16 @@ TEST_F(GuiGpuFiles, EveryPageShowsOneBatchAndTheKindsOfMemory) {
     for (int y = 0; y < image.height(); y += 4)
       for (int x = 0; x < image.width(); x += 4) colors.insert(image.pixel(x, y));
     EXPECT_GT(colors.size(), 40) << page.toStdString() << ": blank?";
-    if (out) image.save(QDir(QString::fromLocal8Bit(out)).filePath(QStringLiteral("gpu-%1%2.png").arg(page, suffix)));
+    if (out)
+      image.save(QDir(QString::fromLocal8Bit(out))
+                     .filePath(QStringLiteral("gpu-%1%2.png").arg(page, suffix)));
   };
   for (const QString& page : MainWindow::pageNames()) shoot(page);
   // The model's own timeline (no plan) does not draw the profile of the plan's run.
   window.setPage("timeline");
   EXPECT_EQ(window.timelinePage()->selectedItem()->kind, SourceKind::kModel);
-  for (const QString& n : window.timelineChart()->seriesNames()) EXPECT_FALSE(n.startsWith("device memory")) << n.toStdString();
+  for (const QString& n : window.timelineChart()->seriesNames())
+    EXPECT_FALSE(n.startsWith("device memory")) << n.toStdString();
 
   // The timeline of the plan the run executed (replayed on the model for CUDA): the allocated
   // prediction, the CUPTI profile's device memory and the reserved prediction, each under its
@@ -164,22 +168,27 @@ TEST_F(GuiGpuFiles, EveryPageShowsOneBatchAndTheKindsOfMemory) {
   EXPECT_TRUE(has("device memory (CUPTI) · peak 2.04 GiB")) << names.join(" | ").toStdString();
   EXPECT_TRUE(has("reserved, predicted · peak")) << names.join(" | ").toStdString();
   // 2,210,398,208 B: the run's last step (the profile's cuda_reserved_peak_bytes is the same).
-  EXPECT_TRUE(names.contains("reserved peak, measured 2.06 GiB")) << names.join(" | ").toStdString();
-  EXPECT_TRUE(names.contains("allocated peak, measured 1.46 GiB")) << names.join(" | ").toStdString();
-  for (const QString& n : names) EXPECT_FALSE(n.startsWith("measured (resnet50-profile")) << n.toStdString();
+  EXPECT_TRUE(names.contains("reserved peak, measured 2.06 GiB"))
+      << names.join(" | ").toStdString();
+  EXPECT_TRUE(names.contains("allocated peak, measured 1.46 GiB"))
+      << names.join(" | ").toStdString();
+  for (const QString& n : names)
+    EXPECT_FALSE(n.startsWith("measured (resnet50-profile")) << n.toStdString();
   shoot("timeline", "-plan");
 
   // Compare: the model against the run, at one batch (no "stretched" series), reserved
   // measured beside reserved predicted.
   window.setPage("compare");
-  window.comparePage()->choose(QStringLiteral("resnet50.onnx (model)"), QStringLiteral("resnet50-run.json (run)"));
+  window.comparePage()->choose(QStringLiteral("resnet50.onnx (model)"),
+                               QStringLiteral("resnet50-run.json (run)"));
   QAbstractItemModel* cm = window.comparePage()->compareModel();
   EXPECT_EQ(CompareCell(cm, "CUDA reserved peak", CompareModel::kB), "2.06 GiB");
   EXPECT_NE(CompareCell(cm, "Predicted reserved peak", CompareModel::kA), "\u2014");
   // One batch: the model's baseline beside the run's plan's (2,979,429,952 B = 2.77 GiB, made
   // at batch 32 by an earlier memplan), not a batch-1 baseline a tenth of it.
   EXPECT_EQ(CompareCell(cm, "Baseline peak", CompareModel::kB), "2.77 GiB");
-  EXPECT_TRUE(CompareCell(cm, "Baseline peak", CompareModel::kA).startsWith("2.7")) << CompareCell(cm, "Baseline peak", CompareModel::kA).toStdString();
+  EXPECT_TRUE(CompareCell(cm, "Baseline peak", CompareModel::kA).startsWith("2.7"))
+      << CompareCell(cm, "Baseline peak", CompareModel::kA).toStdString();
 
   // The plan explorer: the slider spans the plan's own baseline (2,979,429,952 B); the plan's
   // budget 1,489,714,976 B is 50% of it. The sweep ran in the background.
@@ -189,7 +198,8 @@ TEST_F(GuiGpuFiles, EveryPageShowsOneBatchAndTheKindsOfMemory) {
   EXPECT_EQ(window.planPage()->sliderPercent(), 50);
   EXPECT_TRUE(window.planPage()->budgetText().contains("of the plan's baseline 2.77 GiB"))
       << window.planPage()->budgetText().toStdString();
-  EXPECT_FALSE(window.planPage()->statusText().contains("Open a model")) << window.planPage()->statusText().toStdString();
+  EXPECT_FALSE(window.planPage()->statusText().contains("Open a model"))
+      << window.planPage()->statusText().toStdString();
   EXPECT_FALSE(window.planPage()->sweeping());
   EXPECT_GT(window.planPage()->sweepPoints().size(), 1u);
   // Readable charts at 1400x900 and at 1024x768: plots wide enough for their tick labels.
@@ -207,7 +217,8 @@ TEST_F(GuiGpuFiles, EveryPageShowsOneBatchAndTheKindsOfMemory) {
 class GuiMismatch : public ::testing::Test {
  protected:
   void SetUp() override {
-    prefix_ = std::string("mm_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_";
+    prefix_ =
+        std::string("mm_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_";
     model_ = Save("tiny.onnx", 4);
     other_ = Save("other.onnx", 6);  // another structure: a wider weight
   }
@@ -235,7 +246,8 @@ class GuiMismatch : public ::testing::Test {
     o.batch = batch;
     o.grads = grads;
     const QString path = TempPath(prefix_ + name);
-    std::ofstream(path.toStdString()) << AnalysisToJson(Analyze(LoadTrainingGraph(model_, o))).dump();
+    std::ofstream(path.toStdString())
+        << AnalysisToJson(Analyze(LoadTrainingGraph(model_, o))).dump();
     return path;
   }
   std::string prefix_, model_, other_;
@@ -252,7 +264,8 @@ TEST_F(GuiMismatch, FilesThatDisagreeAreMarkedWithTheReason) {
   ASSERT_TRUE(window.errors().isEmpty()) << window.errors().join("\n").toStdString();
   // The first file that records settings (the plan, batch 4) sets them; the model follows.
   EXPECT_EQ(window.batchBoxValue(), 4);
-  EXPECT_EQ(window.settingsSource(), QStringLiteral("gui_s_") + QString::fromStdString(prefix_) + "plan_b4.json");
+  EXPECT_EQ(window.settingsSource(),
+            QStringLiteral("gui_s_") + QString::fromStdString(prefix_) + "plan_b4.json");
   ItemPtr model = ModelItem(window);
   ASSERT_TRUE(model);
   EXPECT_EQ(model->analysis->graph.batch, 4);
@@ -262,13 +275,16 @@ TEST_F(GuiMismatch, FilesThatDisagreeAreMarkedWithTheReason) {
   EXPECT_TRUE(RowOf(rows, "tiny.onnx")->mismatch.isEmpty());
   EXPECT_TRUE(rows.at(1).mismatch.isEmpty()) << rows.at(1).mismatch.toStdString();  // the plan
   const QString batch_reason = RowOf(rows, "analysis_b2.json")->mismatch;
-  EXPECT_TRUE(batch_reason.startsWith("not combined: batch 2, not 4 (the window's settings, batch 4 · sgd · cross_entropy"))
+  EXPECT_TRUE(batch_reason.startsWith(
+      "not combined: batch 2, not 4 (the window's settings, batch 4 · sgd · cross_entropy"))
       << batch_reason.toStdString();
   // Gradients kept between steps, where the plan (memplan's default) sets them to None.
-  EXPECT_TRUE(RowOf(rows, "analysis_kept.json")->mismatch.startsWith("not combined: grads kept, not none"))
+  EXPECT_TRUE(
+      RowOf(rows, "analysis_kept.json")->mismatch.startsWith("not combined: grads kept, not none"))
       << RowOf(rows, "analysis_kept.json")->mismatch.toStdString();
   const QString model_reason = RowOf(rows, "other_plan_b4.json")->mismatch;
-  EXPECT_TRUE(model_reason.startsWith("not combined: made for another model (structure ")) << model_reason.toStdString();
+  EXPECT_TRUE(model_reason.startsWith("not combined: made for another model (structure "))
+      << model_reason.toStdString();
   // Neither is combined with the model: the summary names the model and the matching plan
   // only, and the analysis, chosen on the timeline, is drawn alone and says why.
   QAbstractItemModel* summary = window.itemModels().at(0);
@@ -276,10 +292,12 @@ TEST_F(GuiMismatch, FilesThatDisagreeAreMarkedWithTheReason) {
     const QString from = summary->index(r, 2).data().toString();
     EXPECT_FALSE(from.contains("analysis_b2") || from.contains("other_plan")) << from.toStdString();
   }
-  window.timelinePage()->chooseItem(QStringLiteral("gui_s_%1analysis_b2.json (analysis)").arg(QString::fromStdString(prefix_)));
+  window.timelinePage()->chooseItem(
+      QStringLiteral("gui_s_%1analysis_b2.json (analysis)").arg(QString::fromStdString(prefix_)));
   ASSERT_EQ(window.timelinePage()->selectedItem()->kind, SourceKind::kAnalysis);
   const QString title = window.timelineChart()->chart()->title();
-  EXPECT_TRUE(title.contains("⚠ batch 2, not 4: not the window's settings, drawn alone")) << title.toStdString();
+  EXPECT_TRUE(title.contains("⚠ batch 2, not 4: not the window's settings, drawn alone"))
+      << title.toStdString();
   EXPECT_FALSE(title.contains("budget")) << title.toStdString();
   // Choosing batch 2 turns it round: the model is analysed again, the analysis is shown and
   // both plans are marked.
@@ -294,8 +312,9 @@ TEST_F(GuiMismatch, FilesThatDisagreeAreMarkedWithTheReason) {
   EXPECT_EQ(ModelItem(window)->analysis->graph.batch, 2);
   const std::vector<FileRow> after = window.fileRows();
   EXPECT_TRUE(RowOf(after, "analysis_b2.json")->mismatch.isEmpty());
-  EXPECT_TRUE(after.at(1).mismatch.startsWith("not combined: batch 4, not 2 (the window's settings, batch 2 · sgd · "
-                                              "cross_entropy, come from the toolbar)"))
+  EXPECT_TRUE(after.at(1).mismatch.startsWith(
+      "not combined: batch 4, not 2 (the window's settings, batch 2 · sgd · "
+      "cross_entropy, come from the toolbar)"))
       << after.at(1).mismatch.toStdString();
 }
 

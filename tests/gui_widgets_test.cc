@@ -195,31 +195,30 @@ TEST_F(GuiWindow, BadFilesShowAVisibleError) {
 }
 
 TEST_F(GuiWindow, ItemModelsPassTheTester) {
-  nlohmann::json plan = {
-      {"kind", "plan"},
-      {"strategy", "sqrt"},
-      {"budget_bytes", 100 << 20},
-      {"predicted_peak_bytes", 90 << 20},
-      {"baseline_peak_bytes", 200 << 20},
-      {"recompute_flops", 1e9},
-      {"forward_flops", 4e9},
-      {"checkpoints", {"a", "b"}},
-      {"sections", {{"n1"}, {"n2"}}},
-      {"feasible", true},
-      {"sweep",
-       {{"baseline_peak_bytes", 200 << 20},
-        {"min_budget_bytes", 80 << 20},
-        {"min_budget_strategy", "sqrt"},
-        {"points",
-         {{{"budget_bytes", 100 << 20},
-           {"strategy", "sqrt"},
-           {"peak_bytes", 90 << 20},
-           {"recompute_flops", 1e9},
-           {"predicted_recompute_seconds", 0.5},
-           {"overhead", 0.25},
-           {"checkpoints", 2},
-           {"sections", 2},
-           {"solve_seconds", 0.01}}}}}}};
+  nlohmann::json plan = {{"kind", "plan"},
+                         {"strategy", "sqrt"},
+                         {"budget_bytes", 100 << 20},
+                         {"predicted_peak_bytes", 90 << 20},
+                         {"baseline_peak_bytes", 200 << 20},
+                         {"recompute_flops", 1e9},
+                         {"forward_flops", 4e9},
+                         {"checkpoints", {"a", "b"}},
+                         {"sections", {{"n1"}, {"n2"}}},
+                         {"feasible", true},
+                         {"sweep",
+                          {{"baseline_peak_bytes", 200 << 20},
+                           {"min_budget_bytes", 80 << 20},
+                           {"min_budget_strategy", "sqrt"},
+                           {"points",
+                            {{{"budget_bytes", 100 << 20},
+                              {"strategy", "sqrt"},
+                              {"peak_bytes", 90 << 20},
+                              {"recompute_flops", 1e9},
+                              {"predicted_recompute_seconds", 0.5},
+                              {"overhead", 0.25},
+                              {"checkpoints", 2},
+                              {"sections", 2},
+                              {"solve_seconds", 0.01}}}}}}};
   QString plan_path = TempPath("plan.json");
   std::ofstream(plan_path.toStdString()) << plan.dump();
   std::vector<std::unique_ptr<QAbstractItemModelTester>> testers;
@@ -238,8 +237,9 @@ TEST_F(GuiWindow, ItemModelsPassTheTester) {
       for (int c = 0; c < m->columnCount(); ++c) (void)m->index(r, c).data(Qt::ToolTipRole);
     }
   }
-  EXPECT_GT(window_->itemModels().at(0)->rowCount(), 5);   // the summary
-  EXPECT_EQ(window_->itemModels().at(5)->rowCount(), 0);   // the strategy table: a plan file has none
+  EXPECT_GT(window_->itemModels().at(0)->rowCount(), 5);  // the summary
+  EXPECT_EQ(window_->itemModels().at(5)->rowCount(),
+            0);  // the strategy table: a plan file has none
   EXPECT_EQ(window_->itemModels().at(9)->rowCount(), 8);   // the time page's nodes (sorted view)
   EXPECT_EQ(window_->itemModels().at(10)->rowCount(), 2);  // recompute: segment 0, all
   window_->comparePage()->choose("gui_w_hand_a.json (profile)", "gui_w_hand_b.json (profile)");
@@ -659,7 +659,8 @@ class GuiBatchBox : public ::testing::Test {
     b.Input("x", {-1, 8}).Param("w", {8, 4}).Node("MatMul", {"x", "w"}, {"y"}).Output("y");
     // Per test: ctest runs these in parallel processes, and one must not read the model while
     // another rewrites it.
-    prefix_ = std::string("batch_box_") + ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_";
+    prefix_ = std::string("batch_box_") +
+              ::testing::UnitTest::GetInstance()->current_test_info()->name() + "_";
     model_ = TempPath(prefix_ + "tiny.onnx").toStdString();
     b.Save(model_);
   }

@@ -34,7 +34,8 @@ class PlannerAgreementCorpus : public ::testing::TestWithParam<Model> {
     o.micro_batches = micro_batches;
     o.sweep = sweep;
     o.search_smallest = smallest;
-    return PlanForBudget(graph_, [this](int64_t b) { return At(b); }, {}, o);
+    return PlanForBudget(
+        graph_, [this](int64_t b) { return At(b); }, {}, o);
   }
   std::string path_;
   TrainingGraph graph_;
@@ -45,7 +46,8 @@ std::string Bytes(int64_t b) { return std::to_string(b) + "B"; }
 // The smallest budget is a boundary: a plan fits it, and nothing fits one byte less; the sweep
 // says the same number.
 TEST_P(PlannerAgreementCorpus, TheSmallestBudgetIsWhereThePlansStartToFit) {
-  const std::pair<const char*, int64_t> cases[] = {{"auto", 0}, {"auto", 1}, {"optimal", 1}, {"selective", 0}};
+  const std::pair<const char*, int64_t> cases[] = {
+      {"auto", 0}, {"auto", 1}, {"optimal", 1}, {"selective", 0}};
   for (const auto& [strategy, k] : cases) {
     {
       SCOPED_TRACE(std::string(strategy) + ", micro-batches " + (k == 0 ? "auto" : "1"));
@@ -54,11 +56,12 @@ TEST_P(PlannerAgreementCorpus, TheSmallestBudgetIsWhereThePlansStartToFit) {
       const int64_t least = first.smallest_budget_bytes();
       EXPECT_LE(least, first.plan.predicted_peak_bytes + first.plan.margin_bytes);
       const BudgetPlan at = PlanAt(strategy, Bytes(least), k, /*sweep=*/k == 1);
-      EXPECT_TRUE(at.plan.feasible) << at.plan.predicted_peak_bytes << " + " << at.plan.margin_bytes << " > "
-                                    << least << " (" << at.plan.strategy << ")";
+      EXPECT_TRUE(at.plan.feasible) << at.plan.predicted_peak_bytes << " + " << at.plan.margin_bytes
+                                    << " > " << least << " (" << at.plan.strategy << ")";
       EXPECT_EQ(at.smallest_budget_bytes(), least);
       if (k == 1) EXPECT_EQ(at.sweep.min_budget_bytes, least);
-      const BudgetPlan below = PlanAt(strategy, Bytes(least - 1), k, /*sweep=*/false, /*smallest=*/false);
+      const BudgetPlan below =
+          PlanAt(strategy, Bytes(least - 1), k, /*sweep=*/false, /*smallest=*/false);
       EXPECT_FALSE(below.plan.feasible) << below.plan.strategy << " fits " << least - 1;
       if (std::string(strategy) != "auto") {
         EXPECT_EQ(first.plan.strategy, strategy);
@@ -75,13 +78,15 @@ TEST_P(PlannerAgreementCorpus, AutoIsAtLeastAsGoodAsEveryStrategy) {
   const BudgetPlan least = PlanAt("auto", "1%", 1);
   for (const char* budget : {"75%", "50%"}) {
     const BudgetPlan best = PlanAt("auto", budget, 1, /*sweep=*/false, /*smallest=*/false);
-    for (const char* strategy : {"speed", "bottleneck", "sqrt", "sections", "optimal", "selective"}) {
+    for (const char* strategy :
+         {"speed", "bottleneck", "sqrt", "sections", "optimal", "selective"}) {
       SCOPED_TRACE(std::string(strategy) + " at " + budget);
       const BudgetPlan named = PlanAt(strategy, budget, 1, /*sweep=*/false, /*smallest=*/false);
       EXPECT_EQ(named.plan.strategy, strategy);
       if (named.plan.feasible) {
         EXPECT_TRUE(best.plan.feasible);
-        EXPECT_LE(best.plan.predicted_overhead_seconds(), named.plan.predicted_overhead_seconds() * (1 + 1e-12));
+        EXPECT_LE(best.plan.predicted_overhead_seconds(),
+                  named.plan.predicted_overhead_seconds() * (1 + 1e-12));
       }
       // No strategy reaches a smaller budget than auto's smallest.
       EXPECT_LE(least.smallest_budget_bytes(), named.plan.budget_needed_bytes());
@@ -95,7 +100,8 @@ TEST_P(PlannerAgreementCorpus, OptimalReachesWhatSqrtReaches) {
   for (int64_t k : {int64_t{1}, int64_t{0}}) {
     const BudgetPlan optimal = PlanAt("optimal", "1%", k);
     const BudgetPlan sqrt = PlanAt("sqrt", "1%", k);
-    EXPECT_LE(optimal.smallest_budget_bytes(), sqrt.smallest_budget_bytes()) << "micro-batches " << k;
+    EXPECT_LE(optimal.smallest_budget_bytes(), sqrt.smallest_budget_bytes())
+        << "micro-batches " << k;
   }
 }
 
@@ -103,7 +109,8 @@ INSTANTIATE_TEST_SUITE_P(Models, PlannerAgreementCorpus,
                          ::testing::Values(Model{"resnet18", 8}, Model{"gpt", 4}),
                          [](const ::testing::TestParamInfo<Model>& info) {
                            std::string name;
-                           for (char c : info.param.name) if (c != '_') name += c;
+                           for (char c : info.param.name)
+                             if (c != '_') name += c;
                            return name;
                          });
 

@@ -46,8 +46,8 @@ TEST_F(PlannerCli, PlanFitsWritesJsonAndPrintsTheSummary) {
   std::string json = dir_ + "/plan.json";
   CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
-  for (const char* s : {"baseline", "plan peak", "budget", "overhead", "recompute", "checkpoints", "sections",
-                        "solve time"}) {
+  for (const char* s : {"baseline", "plan peak", "budget", "overhead", "recompute", "checkpoints",
+                        "sections", "solve time"}) {
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   }
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
@@ -82,12 +82,14 @@ TEST_F(PlannerCli, NothingFitsExitsTwoAndNamesTheSmallestBudget) {
 // reaches at best, and the strategy that does fit; never another strategy's plan.
 TEST_F(PlannerCli, ANamedStrategyIsHonouredAndTheOneThatFitsIsNamed) {
   std::string json = dir_ + "/none.json";
-  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy none --micro-batches 1 --json " + json);
+  CliResult r =
+      Run(model_ + " --batch 8 --budget 70% --strategy none --micro-batches 1 --json " + json);
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.out.find("strategy     none\n"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("no none plan fits"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("none fits"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("fits this budget"), std::string::npos) << r.err;  // optimal does: 70% fits above
+  EXPECT_NE(r.err.find("fits this budget"), std::string::npos)
+      << r.err;  // optimal does: 70% fits above
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["strategy"], "none");
   EXPECT_EQ(j["smallest_budget_strategy"], "none");
@@ -96,7 +98,8 @@ TEST_F(PlannerCli, ANamedStrategyIsHonouredAndTheOneThatFitsIsNamed) {
   EXPECT_EQ(r.code, 2) << r.err;
   EXPECT_NE(r.out.find("strategy     manual\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("checkpoints  1   sections 2"), std::string::npos) << r.out;
-  EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["checkpoints"], nlohmann::json::parse(R"(["h11"])"));
+  EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["checkpoints"],
+            nlohmann::json::parse(R"(["h11"])"));
 }
 
 // `auto` says why it chose: a line per strategy tried, and the same in the JSON.
@@ -126,17 +129,21 @@ TEST_F(PlannerCli, TheSweepAndTheExitMessageGiveOneSmallestBudget) {
   EXPECT_EQ(r.code, 2) << r.err;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["sweep"]["min_budget_bytes"], j["smallest_budget_bytes"]);
-  EXPECT_NE(r.out.find("smallest feasible budget: " + FormatBytes(j["smallest_budget_bytes"].get<int64_t>())),
-            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("smallest feasible budget: " +
+                       FormatBytes(j["smallest_budget_bytes"].get<int64_t>())),
+            std::string::npos)
+      << r.out;
 }
 
 // Micro-batches of a model without batch norm carry no batch-norm note.
 TEST_F(PlannerCli, TheBatchNormNoteIsForModelsWithBatchNorm) {
   CliResult r = Run(model_ + " --batch 8 --budget 1GiB --micro-batches 4");
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("micro-batches of 2 with gradient accumulation"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("micro-batches of 2 with gradient accumulation"), std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("batch-norm"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("s predicted per step for running 4 micro-batches"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("s predicted per step for running 4 micro-batches"), std::string::npos)
+      << r.out;
 }
 
 // Planning for a CUDA device: the budget bounds the reserved memory (the chain's tensors, all
@@ -157,13 +164,16 @@ TEST_F(PlannerCli, OnACudaDeviceTheBudgetBoundsReservedMemory) {
   // allocated ones.
   r = Run(model_ + " --batch 8 --budget 1MiB --device cuda --micro-batches 1");
   EXPECT_EQ(r.code, 2) << r.out;
-  r = Run(model_ + " --batch 8 --budget 1MiB --device cuda --budget-of allocated --micro-batches 1");
+  r = Run(model_ +
+          " --batch 8 --budget 1MiB --device cuda --budget-of allocated --micro-batches 1");
   EXPECT_EQ(r.code, 0) << r.err;
   // A device file measured elsewhere.
-  std::ofstream(dir_ + "/h200.json") << R"({"kind": "cuda_device", "device": "cuda", "name": "NVIDIA H200",
+  std::ofstream(dir_ + "/h200.json")
+      << R"({"kind": "cuda_device", "device": "cuda", "name": "NVIDIA H200",
       "compute_capability": "9.0", "torch_version": "2.11.0+cu130", "total_memory_bytes": 150000000000,
       "context_bytes": 860000000, "allocator_conf": "expandable_segments:True", "cublas_workspace_config": ""})";
-  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --device-file " + dir_ + "/h200.json --json " + json);
+  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --device-file " + dir_ +
+          "/h200.json --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["context_bytes"], 860000000);
@@ -171,7 +181,8 @@ TEST_F(PlannerCli, OnACudaDeviceTheBudgetBoundsReservedMemory) {
   EXPECT_EQ(j["device_name"], "NVIDIA H200");
   // A broken device file names itself; --budget-of without a CUDA device is an error.
   std::ofstream(dir_ + "/bad-device.json") << R"({"kind": "cuda_device"})";
-  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --device-file " + dir_ + "/bad-device.json");
+  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --device-file " + dir_ +
+          "/bad-device.json");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("bad-device.json"), std::string::npos) << r.err;
   r = Run(model_ + " --batch 8 --budget 4MiB --budget-of allocated");
@@ -220,7 +231,8 @@ TEST_F(PlannerCli, BadInputIsExitOneWithoutAFile) {
 
 // A profile of the chain model measured at `batch`: `forward_ms` per call for each of its nodes
 // in the forward phase (one call), and `recompute_ms` per call in recompute (two calls; 0: none).
-std::string WriteChainProfile(const std::string& path, int64_t batch, double forward_ms, double recompute_ms,
+std::string WriteChainProfile(const std::string& path, int64_t batch, double forward_ms,
+                              double recompute_ms,
                               const std::vector<std::pair<std::string, std::string>>& nodes) {
   Profile p;
   p.model = "chain.onnx";
@@ -263,29 +275,35 @@ size_t RecomputedNodes(const nlohmann::json& plan) {
 
 TEST_F(PlannerCli, CostsCalibrateThePredictedRecomputeSeconds) {
   // Forward 5 ms a call, recompute 2 ms a call: recompute runs as recompute does, so 2 ms.
-  const std::string profile = WriteChainProfile(dir_ + "/chain.profile.json", /*batch=*/8, 5, 2, ChainNodes());
+  const std::string profile =
+      WriteChainProfile(dir_ + "/chain.profile.json", /*batch=*/8, 5, 2, ChainNodes());
   const std::string json = dir_ + "/plan.json";
-  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --costs " + profile + " --json " + json);
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --costs " + profile +
+                    " --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("calibrated by " + profile), std::string::npos) << r.out;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   ASSERT_GT(RecomputedNodes(j), 0u);
-  EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(), 2e-3 * static_cast<double>(RecomputedNodes(j)), 1e-12);
+  EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(),
+              2e-3 * static_cast<double>(RecomputedNodes(j)), 1e-12);
   EXPECT_EQ(j["time_model"]["costs"], profile);
 }
 
 TEST_F(PlannerCli, CostsMeasuredAtAnotherBatchScaleLinearly) {
   // 1 ms a call at batch 4 is 2 ms at batch 8, but for the per-op overhead o (the machine's,
   // from the plan's rates), which does not grow with the rows: o + (1 ms - o) x 2 = 2 ms - o.
-  const std::string profile = WriteChainProfile(dir_ + "/chain4.profile.json", /*batch=*/4, 1, 0, ChainNodes());
+  const std::string profile =
+      WriteChainProfile(dir_ + "/chain4.profile.json", /*batch=*/4, 1, 0, ChainNodes());
   const std::string json = dir_ + "/plan.json";
-  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --costs " + profile + " --json " + json);
+  CliResult r = Run(model_ + " --batch 8 --budget 70% --strategy optimal --costs " + profile +
+                    " --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("scaled linearly to batch 8"), std::string::npos) << r.out;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   const double o = j["time_model"]["rates"]["op_overhead_seconds"].get<double>();
   ASSERT_LT(o, 1e-3);
-  EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(), (2e-3 - o) * static_cast<double>(RecomputedNodes(j)), 1e-12);
+  EXPECT_NEAR(j["predicted_recompute_seconds"].get<double>(),
+              (2e-3 - o) * static_cast<double>(RecomputedNodes(j)), 1e-12);
 }
 
 // A profile carries its model's structure fingerprint; one of another model is refused even
@@ -301,15 +319,19 @@ TEST_F(PlannerCli, CostsWithAnotherModelsFingerprintAreRefused) {
 }
 
 TEST_F(PlannerCli, CostsOfAnotherModelAreAnErrorNamingTheFile) {
-  const std::string other =
-      WriteChainProfile(dir_ + "/resnet.profile.json", 8, 1, 0, {{"Conv_0", "Conv"}, {"Relu_1", "Relu"}});
-  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + other, "resnet.profile.json");
+  const std::string other = WriteChainProfile(dir_ + "/resnet.profile.json", 8, 1, 0,
+                                              {{"Conv_0", "Conv"}, {"Relu_1", "Relu"}});
+  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + other,
+                  "resnet.profile.json");
   CliResult r = Run(model_ + " --batch 8 --budget 70% --costs " + other);
   EXPECT_NE(r.err.find("another model"), std::string::npos) << r.err;
   // Not a profile, or no file at all.
   std::ofstream(dir_ + "/plan-not-profile.json") << R"({"kind": "plan"})";
-  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + dir_ + "/plan-not-profile.json", "plan-not-profile.json");
-  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + dir_ + "/none.json", "none.json");
+  ExpectUserError(
+      "plan " + model_ + " --batch 8 --budget 70% --costs " + dir_ + "/plan-not-profile.json",
+      "plan-not-profile.json");
+  ExpectUserError("plan " + model_ + " --batch 8 --budget 70% --costs " + dir_ + "/none.json",
+                  "none.json");
 }
 
 TEST_F(PlannerCli, MachineRatesAreMeasuredOnceAndCached) {
@@ -400,10 +422,14 @@ TEST_F(PlannerCli, DevicesSplitTheBatchAndShardTheOptimizerState) {
   // w is 256 float32 = 1 KiB, one bucket (256 elements, a multiple of 2: no padding). Adam's
   // state is 2 KiB; sharded over 2 ranks each holds 1 KiB of it.
   std::string json = dir_ + "/dp.json";
-  CliResult r = Run(model_ + " --batch 8 --optimizer adam --budget 1GiB --devices 2 --shard optimizer --json " + json);
+  CliResult r =
+      Run(model_ +
+          " --batch 8 --optimizer adam --budget 1GiB --devices 2 --shard optimizer --json " + json);
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("2 ranks x batch 4, shard optimizer"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("parameters 1.00 KiB, gradients 1.00 KiB, optimizer state 1.00 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameters 1.00 KiB, gradients 1.00 KiB, optimizer state 1.00 KiB"),
+            std::string::npos)
+      << r.out;
   nlohmann::json j = nlohmann::json::parse(ReadFile(json));
   EXPECT_EQ(j["batch"], 8);
   EXPECT_EQ(j["layout"]["devices"], 2);
@@ -415,9 +441,13 @@ TEST_F(PlannerCli, DevicesSplitTheBatchAndShardTheOptimizerState) {
   EXPECT_NE(r.out.find("optimizer state 2.00 KiB"), std::string::npos) << r.out;
   // Shard parameters (ZeRO-3): each rank keeps half of the parameters, of the gradients and of
   // the state; the layout is in the JSON.
-  r = Run(model_ + " --batch 8 --optimizer adam --budget 1GiB --devices 2 --shard parameters --json " + json);
+  r = Run(model_ +
+          " --batch 8 --optimizer adam --budget 1GiB --devices 2 --shard parameters --json " +
+          json);
   ASSERT_EQ(r.code, 0) << r.err;
-  EXPECT_NE(r.out.find("parameters 512 B, gradients 512 B, optimizer state 1.00 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("parameters 512 B, gradients 512 B, optimizer state 1.00 KiB"),
+            std::string::npos)
+      << r.out;
   EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["layout"]["shard"], "parameters");
 }
 
@@ -434,7 +464,9 @@ TEST_F(PlannerCli, DevicesThatDoNotDivideTheBatchAreAnErrorWithoutAFile) {
   EXPECT_NE(r.err.find("--devices"), std::string::npos) << r.err;
   EXPECT_FALSE(FileExists(bad));
   // Shard parameters recomputes nothing inside the backward yet: a selective plan is refused.
-  r = Run(model_ + " --batch 8 --budget 1GiB --devices 2 --shard parameters --strategy selective --json " + bad);
+  r = Run(model_ +
+          " --batch 8 --budget 1GiB --devices 2 --shard parameters --strategy selective --json " +
+          bad);
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("selective"), std::string::npos) << r.err;
   EXPECT_FALSE(FileExists(bad));

@@ -127,14 +127,16 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
       o.strategy = s;
       Plan p = MakePlan(g, cost, o);
       // Replay never trust: rebuild the schedule from the plan's sections alone.
-      MemoryTimeline t = Simulate(p.recomputed.empty() ? BuildSegmentedSchedule(g, p.segments)
-                                                       : ReplaySelective(g, s, p.recomputed, 0, 0).schedule);
+      MemoryTimeline t =
+          Simulate(p.recomputed.empty() ? BuildSegmentedSchedule(g, p.segments)
+                                        : ReplaySelective(g, s, p.recomputed, 0, 0).schedule);
       EXPECT_EQ(p.predicted_peak_bytes, t.peak_bytes) << s;
       EXPECT_EQ(p.feasible, p.predicted_peak_bytes + p.margin_bytes <= o.budget_bytes) << s;
       // Budget-aware strategies never do worse than the plain step; the heuristics (speed,
       // bottleneck, sqrt) ignore the budget, and recomputing a conv adds its backward
       // workspace, so they may.
-      if (s != "speed" && s != "bottleneck" && s != "sqrt") EXPECT_LE(p.predicted_peak_bytes, baseline) << s;
+      if (s != "speed" && s != "bottleneck" && s != "sqrt")
+        EXPECT_LE(p.predicted_peak_bytes, baseline) << s;
       for (const std::string& note : p.notes) {
         EXPECT_EQ(note.find("internal"), std::string::npos) << s << ": " << note;
         EXPECT_EQ(note.find("may not be exact"), std::string::npos) << s << ": " << note;
@@ -148,7 +150,8 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
     // their size, 3 x 32x128x8192 floats = 384 MiB, beside 2 x 28.18 MiB of parameters and
     // gradients: 440.4 MiB, 56% of the 785.97 MiB baseline (since GELU is fused, the blocks
     // keep less and the loss is a larger share).
-    if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18" && GetParam() != "gpt") {
+    if (fraction == 0.5 && GetParam() != "vgg16" && GetParam() != "resnet18" &&
+        GetParam() != "gpt") {
       // The replayed peak fits; the segment-border margin on top may need micro-batches
       // (planner_microbatch_test holds that 50% fits with them).
       EXPECT_LE(best_optimal.predicted_peak_bytes, o.budget_bytes);

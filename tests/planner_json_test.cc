@@ -85,7 +85,9 @@ TEST(PlannerJson, RoundTripReproducesThePlan) {
 // Node i takes (i + 1) ms: a cut after node 3 recomputes 1 + 2 + 3 + 4 = 10 ms.
 CostModel MillisecondsById() {
   CostModel cost;
-  cost.node_seconds = [](const TrainingGraph&, const Node& n) { return 1e-3 * static_cast<double>(n.id + 1); };
+  cost.node_seconds = [](const TrainingGraph&, const Node& n) {
+    return 1e-3 * static_cast<double>(n.id + 1);
+  };
   return cost;
 }
 
@@ -104,7 +106,8 @@ TEST(PlannerJson, PredictedRecomputeSecondsRoundTrip) {
   EXPECT_DOUBLE_EQ(PlanFromJson(j, g).predicted_recompute_seconds, 0);
   for (const nlohmann::json& bad : {nlohmann::json(-1.0), nlohmann::json("fast")}) {
     j["predicted_recompute_seconds"] = bad;
-    EXPECT_NE(ErrorOf(j, g).find("predicted_recompute_seconds"), std::string::npos) << ErrorOf(j, g);
+    EXPECT_NE(ErrorOf(j, g).find("predicted_recompute_seconds"), std::string::npos)
+        << ErrorOf(j, g);
   }
 }
 
@@ -114,7 +117,8 @@ TEST(PlannerJson, PredictedRecomputeSecondsOfMicroBatchesRoundTrip) {
   PlanOptions o;
   o.strategy = "manual";
   o.checkpoints = {"h3"};
-  Plan p = PlanMicroBatched([&](int64_t batch) { return Load(b, batch); }, /*batch=*/4, MillisecondsById(), o,
+  Plan p = PlanMicroBatched([&](int64_t batch) { return Load(b, batch); }, /*batch=*/4,
+                            MillisecondsById(), o,
                             /*micro_batches=*/2);
   ASSERT_EQ(p.micro_batches, 2);
   ASSERT_DOUBLE_EQ(p.predicted_recompute_seconds, 20e-3);
@@ -171,12 +175,14 @@ TEST(PlannerJson, RejectsWhatIsNotAPlan) {
   EXPECT_NE(ErrorOf(j, g).find("fingerprint"), std::string::npos);
   j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
   j["batch"] = "one";
-  EXPECT_NE(ErrorOf(j, g).find("\"batch\" must be a whole number"), std::string::npos) << ErrorOf(j, g);
+  EXPECT_NE(ErrorOf(j, g).find("\"batch\" must be a whole number"), std::string::npos)
+      << ErrorOf(j, g);
 }
 
 TEST(PlannerJson, KindThatIsNotAStringIsNotAPlan) {
   TrainingGraph g = Load(ChainBuilder(3));
-  for (const nlohmann::json& kind : {nlohmann::json(1), nlohmann::json(nullptr), nlohmann::json::array({"plan"})}) {
+  for (const nlohmann::json& kind :
+       {nlohmann::json(1), nlohmann::json(nullptr), nlohmann::json::array({"plan"})}) {
     nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
     j["kind"] = kind;
     EXPECT_FALSE(IsPlanJson(j)) << kind;
@@ -188,14 +194,18 @@ TEST(PlannerJson, UnknownStrategyIsRejected) {
   TrainingGraph g = Load(ChainBuilder(3));
   nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
   j["strategy"] = "bogus";
-  EXPECT_NE(ErrorOf(j, g).find("the plan's strategy 'bogus' is not one memplan makes"), std::string::npos) << ErrorOf(j, g);
+  EXPECT_NE(ErrorOf(j, g).find("the plan's strategy 'bogus' is not one memplan makes"),
+            std::string::npos)
+      << ErrorOf(j, g);
 }
 
 TEST(PlannerJson, FractionalBatchIsRejected) {
   TrainingGraph g = Load(ChainBuilder(3));
   nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
   j["batch"] = 1.5;
-  EXPECT_NE(ErrorOf(j, g).find("the plan's \"batch\" must be a whole number of at least 1, not 1.5"), std::string::npos)
+  EXPECT_NE(
+      ErrorOf(j, g).find("the plan's \"batch\" must be a whole number of at least 1, not 1.5"),
+      std::string::npos)
       << ErrorOf(j, g);
 }
 
@@ -204,11 +214,13 @@ TEST(PlannerJson, BudgetBeyondInt64IsRejectedNamingTheField) {
   TrainingGraph g = Load(ChainBuilder(3));
   nlohmann::json j = PlanToJson(PlanNone(g, {}, PlanOptions{}), g);
   j["budget_bytes"] = 5.41844674407370955e23;
-  EXPECT_NE(ErrorOf(j, g).find("the plan's \"budget_bytes\" must be a whole number of bytes"), std::string::npos)
+  EXPECT_NE(ErrorOf(j, g).find("the plan's \"budget_bytes\" must be a whole number of bytes"),
+            std::string::npos)
       << ErrorOf(j, g);
   j["budget_bytes"] = 1000;
   j["baseline_peak_bytes"] = "big";
-  EXPECT_NE(ErrorOf(j, g).find("\"baseline_peak_bytes\" must be a whole number of bytes"), std::string::npos)
+  EXPECT_NE(ErrorOf(j, g).find("\"baseline_peak_bytes\" must be a whole number of bytes"),
+            std::string::npos)
       << ErrorOf(j, g);
 }
 
@@ -221,7 +233,8 @@ TEST(PlannerJson, MicroBatchCountWhoseProductWrapsIsRejected) {
     PlanGraphBatch(j);
     ADD_FAILURE() << "accepted";
   } catch (const MemplanError& e) {
-    EXPECT_NE(std::string(e.what()).find("the plan's batch 4 is not its 4611686018427387904 micro-batches of 4"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "the plan's batch 4 is not its 4611686018427387904 micro-batches of 4"),
               std::string::npos)
         << e.what();
   }
@@ -237,7 +250,9 @@ TEST(PlannerJson, EditedMicroBatchFieldsAreNamedNotAnotherModel) {
   ASSERT_EQ(PlanGraphBatch(j), 2);
   std::string e = ErrorOf(j, g2);
   EXPECT_EQ(e.find("another model"), std::string::npos) << e;
-  EXPECT_NE(e.find("\"batch\", \"micro_batches\" and \"micro_batch\" (4, 2, 2) were edited"), std::string::npos) << e;
+  EXPECT_NE(e.find("\"batch\", \"micro_batches\" and \"micro_batch\" (4, 2, 2) were edited"),
+            std::string::npos)
+      << e;
   // The model's path is named once.
   EXPECT_EQ(e.find("'test.onnx'"), e.rfind("'test.onnx'")) << e;
 }
@@ -248,12 +263,13 @@ SweepResult HandMadeSweep() {
   s.baseline_peak_bytes = 1000;
   s.min_budget_bytes = 400;
   s.min_budget_strategy = "optimal";
-  s.points = {{/*budget_bytes=*/1000, "none", /*peak_bytes=*/1000, /*recompute_flops=*/0,
-               /*recompute_seconds=*/0, /*overhead=*/0, /*num_checkpoints=*/0, /*num_sections=*/1,
-               /*solve_seconds=*/0.001},
-              {/*budget_bytes=*/500, "sqrt", /*peak_bytes=*/480, /*recompute_flops=*/2.5e6,
-               /*recompute_seconds=*/0.125, /*overhead=*/0.25, /*num_checkpoints=*/3, /*num_sections=*/4,
-               /*solve_seconds=*/0.5}};
+  s.points = {
+      {/*budget_bytes=*/1000, "none", /*peak_bytes=*/1000, /*recompute_flops=*/0,
+       /*recompute_seconds=*/0, /*overhead=*/0, /*num_checkpoints=*/0, /*num_sections=*/1,
+       /*solve_seconds=*/0.001},
+      {/*budget_bytes=*/500, "sqrt", /*peak_bytes=*/480, /*recompute_flops=*/2.5e6,
+       /*recompute_seconds=*/0.125, /*overhead=*/0.25, /*num_checkpoints=*/3, /*num_sections=*/4,
+       /*solve_seconds=*/0.5}};
   return s;
 }
 
@@ -297,7 +313,8 @@ TEST(SweepJson, MissingOrMistypedFieldIsNamed) {
   EXPECT_EQ(SweepErrorOf(missing), "field 'points[1].peak_bytes' is missing");
   nlohmann::json text = j;
   text["points"][0]["checkpoints"] = "3";
-  EXPECT_NE(SweepErrorOf(text).find("'points[0].checkpoints'"), std::string::npos) << SweepErrorOf(text);
+  EXPECT_NE(SweepErrorOf(text).find("'points[0].checkpoints'"), std::string::npos)
+      << SweepErrorOf(text);
   nlohmann::json fraction = j;
   fraction["min_budget_bytes"] = 400.5;
   EXPECT_EQ(SweepErrorOf(fraction), "field 'min_budget_bytes' is not a whole number");

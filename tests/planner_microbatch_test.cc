@@ -17,7 +17,9 @@ GraphAtBatch Chain() {
   return [](int64_t batch) {
     GraphBuilder b;
     b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
-    b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
+    b.Node("MatMul", {"x", "w1"}, {"y1"})
+        .Node("Relu", {"y1"}, {"y2"})
+        .Node("MatMul", {"y2", "w2"}, {"logits"});
     LoadOptions o;
     o.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
     o.batch = batch;
@@ -47,7 +49,9 @@ TEST(MicroBatching, WithGradientsSetToNoneLaterMicroBatchesHoldTheGradients) {
     o.batch = batch;
     GraphBuilder b;
     b.Input("x", {-1, 100}).Param("w1", {100, 100}).Param("w2", {100, 10});
-    b.Node("MatMul", {"x", "w1"}, {"y1"}).Node("Relu", {"y1"}, {"y2"}).Node("MatMul", {"y2", "w2"}, {"logits"});
+    b.Node("MatMul", {"x", "w1"}, {"y1"})
+        .Node("Relu", {"y1"}, {"y2"})
+        .Node("MatMul", {"y2", "w2"}, {"logits"});
     return b.Output("logits").Load(o);
   };
   PlanOptions o;
@@ -152,7 +156,8 @@ TEST(MicroBatching, SearchFindsTheFewestMicroBatchesThatFit) {
 //   2 micro-batches of 2: 130432 B (above). 4 micro-batches of 1: persistent 88408 (x 400 +
 //   params 44000 + target 8 + grads 44000) + grad y1 400 + grad w1 40000 = 128808, plus the
 //   other three micro-batches' x and target 3 x 408 = 1224: 130032 B.
-BudgetPlan PlanChainForBudget(const std::string& budget, int64_t micro_batches = 0, bool sweep = false) {
+BudgetPlan PlanChainForBudget(const std::string& budget, int64_t micro_batches = 0,
+                              bool sweep = false) {
   BudgetPlanOptions o;
   if (!budget.empty()) o.budget = ParseBudget("--budget", budget);
   o.plan.strategy = "optimal";
@@ -239,7 +244,8 @@ TEST(PlanForBudget, AGivenMicroBatchCountIsKept) {
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 4);
   EXPECT_EQ(r.plan.predicted_peak_bytes, 130032);
-  EXPECT_THROW(PlanChainForBudget("131000B", /*micro_batches=*/3), MemplanError);  // 3 does not divide 4
+  EXPECT_THROW(PlanChainForBudget("131000B", /*micro_batches=*/3),
+               MemplanError);  // 3 does not divide 4
 }
 
 TEST(PlanForBudget, NothingFitsGivesTheSmallestPeakOverMicroBatches) {
@@ -287,7 +293,8 @@ TEST_P(MicroBatchCorpus, HalfTheBaselineFits) {
     o.batch = batch;
     return LoadTrainingGraph(path, o);
   };
-  int64_t batch = GetParam() == "gpt_deep" || GetParam() == "swin_t" || GetParam() == "vit_b_16" ? 16 : 32;
+  int64_t batch =
+      GetParam() == "gpt_deep" || GetParam() == "swin_t" || GetParam() == "vit_b_16" ? 16 : 32;
   PlanOptions o;
   o.strategy = "optimal";
   int64_t baseline = Simulate(BuildTrainingSchedule(at(batch))).peak_bytes;
@@ -300,13 +307,15 @@ TEST_P(MicroBatchCorpus, HalfTheBaselineFits) {
   TrainingGraph micro = at(p.batch);
   micro.grads = SteppedGradients(micro.grads, 1, p.micro_batches);  // later micro-batches keep them
   int64_t rest = (p.micro_batches - 1) * micro.input_bytes();
-  EXPECT_EQ(p.predicted_peak_bytes, Simulate(BuildSegmentedSchedule(micro, p.segments)).peak_bytes + rest);
+  EXPECT_EQ(p.predicted_peak_bytes,
+            Simulate(BuildSegmentedSchedule(micro, p.segments)).peak_bytes + rest);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, MicroBatchCorpus, ::testing::ValuesIn(testing::TestCorpus()),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name;
-                           for (char c : info.param) if (c != '_') name += c;
+                           for (char c : info.param)
+                             if (c != '_') name += c;
                            return name;
                          });
 

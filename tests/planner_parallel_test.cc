@@ -99,7 +99,8 @@ void ExpectStepsFrom(const Plan& p, const TrainingGraph& g, size_t first,
 }
 
 TEST(Parallel, ShardModeNamesRoundTrip) {
-  for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters})
+  for (ShardMode m :
+       {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters})
     EXPECT_EQ(ParseShardMode(ShardModeName(m)), m);
   try {
     ParseShardMode("zero2");
@@ -150,8 +151,9 @@ TEST(Parallel, PersistentBytesPerRankFollowTheTable) {
   for (Optimizer opt : {Optimizer::kSgd, Optimizer::kMomentum, Optimizer::kAdam}) {
     const int64_t mult = opt == Optimizer::kSgd ? 0 : opt == Optimizer::kMomentum ? 1 : 2;
     TrainingGraph g = ThreeParams(opt);
-    for (Row r : {Row{ShardMode::kNone, 96, 96, 96}, Row{ShardMode::kOptimizer, 96, 96, 24},
-                  Row{ShardMode::kGradients, 96, 24, 24}, Row{ShardMode::kParameters, 24, 24, 24}}) {
+    for (Row r :
+         {Row{ShardMode::kNone, 96, 96, 96}, Row{ShardMode::kOptimizer, 96, 96, 24},
+          Row{ShardMode::kGradients, 96, 24, 24}, Row{ShardMode::kParameters, 24, 24, 24}}) {
       SCOPED_TRACE(std::string(OptimizerName(opt)) + " " + ShardModeName(r.shard));
       ParallelLayout l = Layout(4, r.shard, 40);
       RankPersistent rp = RankPersistentBytes(g, l);
@@ -197,7 +199,8 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
   Plan none = Parallel(g, Layout(2, ShardMode::kNone, 100));
   Plan lazy = Parallel(g, Layout(2, ShardMode::kGradients, 100));
   const std::string mul0 = NodeProducing(g, "h0"), mul1 = NodeProducing(g, "h2");
-  const size_t b_mul1 = StepOfNode(one, g, Phase::kBackward, mul1), b_mul0 = StepOfNode(one, g, Phase::kBackward, mul0);
+  const size_t b_mul1 = StepOfNode(one, g, Phase::kBackward, mul1),
+               b_mul0 = StepOfNode(one, g, Phase::kBackward, mul0);
   ASSERT_LT(b_mul1, b_mul0);
   for (size_t i = 0; i < b_mul1; ++i) {  // up to the backward of Mul(w1), the steps are the same
     SCOPED_TRACE("step " + one.schedule.StepLabel(g, i));
@@ -207,8 +210,9 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
   // Each of the two backward steps reading a parameter is split in two (the op, then the
   // accumulation that allocates the flat gradient) and followed by its bucket's communication.
   const std::vector<std::pair<Phase, std::string>> tail = {
-      {Phase::kBackward, mul1}, {Phase::kBackward, mul1}, {Phase::kCommunication, ""},
-      {Phase::kBackward, NodeProducing(g, "h1")}, {Phase::kBackward, mul0}, {Phase::kBackward, mul0},
+      {Phase::kBackward, mul1},    {Phase::kBackward, mul1},
+      {Phase::kCommunication, ""}, {Phase::kBackward, NodeProducing(g, "h1")},
+      {Phase::kBackward, mul0},    {Phase::kBackward, mul0},
       {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
   ExpectStepsFrom(lazy, g, b_mul1, tail);
   // Bucket 1's flat gradient lives from the accumulation step (which frees w1's 100 B
@@ -318,16 +322,17 @@ TEST(Parallel, AGemmsBiasCompletesItsBucketBeforeItsTransposedWeightOpensTheNext
   //   reduce-scatter of bucket 0: frees 48           -> A - 84
   // Accumulating both at once would have held both flat gradients: A + 48 - 12 = A + 36.
   TrainingGraph g = GemmThenScale();
-  const std::vector<ParameterBucket> buckets = ParameterBuckets(g, Layout(2, ShardMode::kGradients, 48));
+  const std::vector<ParameterBucket> buckets =
+      ParameterBuckets(g, Layout(2, ShardMode::kGradients, 48));
   ASSERT_EQ(buckets.size(), 2u);
   ASSERT_EQ(buckets[0].bytes, 48);
   ASSERT_EQ(buckets[1].bytes, 24);
   Plan p = Parallel(g, Layout(2, ShardMode::kGradients, 48));
   const std::string gemm = NodeProducing(g, "h");
   const size_t op = StepOfNode(p, g, Phase::kBackward, gemm);
-  const std::vector<std::pair<Phase, std::string>> tail = {{Phase::kBackward, gemm}, {Phase::kBackward, gemm},
-                                                          {Phase::kCommunication, ""}, {Phase::kBackward, gemm},
-                                                          {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
+  const std::vector<std::pair<Phase, std::string>> tail = {
+      {Phase::kBackward, gemm}, {Phase::kBackward, gemm},    {Phase::kCommunication, ""},
+      {Phase::kBackward, gemm}, {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
   ExpectStepsFrom(p, g, op, tail);
   const int64_t a = p.timeline.bytes_after[op];
   EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
@@ -352,9 +357,9 @@ TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposed
   ASSERT_EQ(p.schedule.steps[op - 1].phase, Phase::kCommunication);  // bucket 0's gather
   EXPECT_EQ(p.timeline.bytes_after[op - 1], p.timeline.bytes_after[op - 2] + 48);
   const std::vector<std::pair<Phase, std::string>> tail = {
-      {Phase::kBackward, gemm},      {Phase::kBackward, gemm},      {Phase::kCommunication, ""},
-      {Phase::kCommunication, ""},   {Phase::kBackward, gemm},      {Phase::kCommunication, ""},
-      {Phase::kCommunication, ""},   {Phase::kOptimizer, ""}};
+      {Phase::kBackward, gemm},    {Phase::kBackward, gemm}, {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""}, {Phase::kBackward, gemm}, {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""}, {Phase::kOptimizer, ""}};
   ExpectStepsFrom(p, g, op, tail);
   const int64_t a = p.timeline.bytes_after[op];
   EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
@@ -417,7 +422,8 @@ TEST(Parallel, ShardedOptimizerHoldsOneShardTemporaryAtATime) {
     optimizer_peak = std::max(optimizer_peak, p.timeline.bytes_during[i]);
     EXPECT_EQ(p.timeline.bytes_after[i], 620);
   }
-  EXPECT_EQ(optimizer_steps, 1 + 2 * 2);  // the one-device step, then update and all-gather per bucket
+  EXPECT_EQ(optimizer_steps,
+            1 + 2 * 2);  // the one-device step, then update and all-gather per bucket
   EXPECT_EQ(optimizer_peak, 672);
   // Shard none keeps the one-device update: Adam's temporary of the largest parameter (100 B)
   // over x 100 + parameters 208 + gradients 208 + state 416 = 932.
@@ -439,27 +445,40 @@ TEST(Parallel, ShardParametersGathersEachBucketAroundItsReadersInEveryPass) {
   EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter), 104);
   EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient), 104);
   EXPECT_EQ(p.timeline.bytes_after.front(), 308);
-  const std::string mul0 = NodeProducing(g, "h0"), relu = NodeProducing(g, "h1"), mul1 = NodeProducing(g, "h2");
+  const std::string mul0 = NodeProducing(g, "h0"), relu = NodeProducing(g, "h1"),
+                    mul1 = NodeProducing(g, "h2");
   const std::vector<std::pair<Phase, std::string>> expected = {
       {Phase::kSetup, ""},
-      {Phase::kCommunication, ""}, {Phase::kForward, mul0},  // gather 0; Mul(w0) releases it
+      {Phase::kCommunication, ""},
+      {Phase::kForward, mul0},  // gather 0; Mul(w0) releases it
       {Phase::kForward, relu},
-      {Phase::kCommunication, ""}, {Phase::kForward, mul1},  // gather 1; Mul(w1) releases it
+      {Phase::kCommunication, ""},
+      {Phase::kForward, mul1},  // gather 1; Mul(w1) releases it
       {Phase::kLoss, NodeProducing(g, g.tensors[g.loss].name)},
       {Phase::kBackward, NodeProducing(g, g.tensors[g.loss].name)},
-      {Phase::kCommunication, ""}, {Phase::kBackward, mul1}, {Phase::kBackward, mul1},  // gather 1, op, accumulation
-      {Phase::kCommunication, ""}, {Phase::kCommunication, ""},  // release 1, reduce-scatter 1
+      {Phase::kCommunication, ""},
+      {Phase::kBackward, mul1},
+      {Phase::kBackward, mul1},  // gather 1, op, accumulation
+      {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""},  // release 1, reduce-scatter 1
       {Phase::kBackward, relu},
-      {Phase::kCommunication, ""}, {Phase::kBackward, mul0}, {Phase::kBackward, mul0},
-      {Phase::kCommunication, ""}, {Phase::kCommunication, ""},
-      {Phase::kOptimizer, ""}, {Phase::kOptimizer, ""}, {Phase::kOptimizer, ""}};  // one-device step, 2 updates
+      {Phase::kCommunication, ""},
+      {Phase::kBackward, mul0},
+      {Phase::kBackward, mul0},
+      {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""},
+      {Phase::kOptimizer, ""},
+      {Phase::kOptimizer, ""},
+      {Phase::kOptimizer, ""}};  // one-device step, 2 updates
   ASSERT_EQ(p.schedule.steps.size(), expected.size());
   ExpectStepsFrom(p, g, 0, expected);
   // The forward: 192 below one device, plus the gathered bucket while its reader runs.
-  const size_t f0 = StepOfNode(one, g, Phase::kForward, mul0), f1 = StepOfNode(one, g, Phase::kForward, mul1);
+  const size_t f0 = StepOfNode(one, g, Phase::kForward, mul0),
+               f1 = StepOfNode(one, g, Phase::kForward, mul1);
   EXPECT_EQ(p.timeline.bytes_during[2], one.timeline.bytes_during[f0] - 192 + 104);
   EXPECT_EQ(p.timeline.bytes_after[2], one.timeline.bytes_after[f0] - 192);
-  EXPECT_EQ(p.timeline.bytes_during[3], one.timeline.bytes_during[f0 + 1] - 192);  // Relu: none gathered
+  EXPECT_EQ(p.timeline.bytes_during[3],
+            one.timeline.bytes_during[f0 + 1] - 192);  // Relu: none gathered
   EXPECT_EQ(p.timeline.bytes_during[5], one.timeline.bytes_during[f1] - 192 + 104);
   EXPECT_EQ(p.timeline.bytes_after[5], one.timeline.bytes_after[f1] - 192);
   // The backward of Mul(w1): the op with bucket 1 gathered; the accumulation adds the flat
@@ -521,8 +540,10 @@ TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
   lo.batch = 1;
   lo.loss = LossKind::kSum;
   TrainingGraph g = b.Output("y").Load(lo);
-  const std::vector<int> bucket_of = BucketOfTensor(g, ParameterBuckets(g, Layout(2, ShardMode::kParameters, 1024)));
-  const NodeId first = g.tensors[g.FindTensor("h")].producer, second = g.tensors[g.FindTensor("y")].producer;
+  const std::vector<int> bucket_of =
+      BucketOfTensor(g, ParameterBuckets(g, Layout(2, ShardMode::kParameters, 1024)));
+  const NodeId first = g.tensors[g.FindTensor("h")].producer,
+               second = g.tensors[g.FindTensor("y")].producer;
   EXPECT_EQ(BucketsReadBy(g, g.nodes[first], bucket_of), std::vector<int>{0});
   std::vector<std::vector<int>> one = ForwardReleases(g, {}, bucket_of);
   EXPECT_TRUE(one[first].empty());
@@ -540,7 +561,8 @@ TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
   t.Node("Transpose", {"w"}, {"wt"}).Attr("perm", std::vector<int64_t>{1, 0});
   t.Node("MatMul", {"x", "wt"}, {"y"});
   TrainingGraph tg = t.Output("y").Load(lo);
-  const std::vector<int> tb = BucketOfTensor(tg, ParameterBuckets(tg, Layout(2, ShardMode::kParameters, 1024)));
+  const std::vector<int> tb =
+      BucketOfTensor(tg, ParameterBuckets(tg, Layout(2, ShardMode::kParameters, 1024)));
   const NodeId matmul = tg.tensors[tg.FindTensor("y")].producer;
   EXPECT_EQ(BucketsReadBy(tg, tg.nodes[matmul], tb), std::vector<int>{0});
   EXPECT_EQ(ForwardReleases(tg, {}, tb)[matmul], std::vector<int>{0});
@@ -552,8 +574,9 @@ TEST(Parallel, CommSecondsFollowTheRingModel) {
   //   optimizer: all-reduce 0.114 + all-gather 52 / 1000 + 0.01 = 0.176         -> 0.352
   //   gradients: reduce-scatter 0.062 + all-gather 0.062 = 0.124                -> 0.248
   TrainingGraph g = Chain();
-  for (auto [m, seconds] : {std::pair{ShardMode::kNone, 0.228}, std::pair{ShardMode::kOptimizer, 0.352},
-                            std::pair{ShardMode::kGradients, 0.248}}) {
+  for (auto [m, seconds] :
+       {std::pair{ShardMode::kNone, 0.228}, std::pair{ShardMode::kOptimizer, 0.352},
+        std::pair{ShardMode::kGradients, 0.248}}) {
     ParallelLayout l = Layout(2, m, 100);
     l.link_bytes_per_second = 1000;
     l.link_latency_seconds = 0.01;
@@ -642,17 +665,21 @@ TEST(Parallel, ShardAutoTakesTheCheapestLayoutThatFits) {
   BudgetPlan r = PlanForBudget(whole, ChainAt(Optimizer::kAdam), {}, o);
   EXPECT_EQ(r.plan.layout.shard, ShardMode::kNone);
   ASSERT_FALSE(r.plan.notes.empty());
-  EXPECT_NE(r.plan.notes.back().find("shard auto: chose none"), std::string::npos) << r.plan.notes.back();
+  EXPECT_NE(r.plan.notes.back().find("shard auto: chose none"), std::string::npos)
+      << r.plan.notes.back();
   // A budget below none's peak: sharding must fit it, and gradients (reduce-scatter +
   // all-gather) communicates less than optimizer (all-reduce + all-gather) when both fit.
   const int64_t none_peak = Parallel(rank, Layout(2, ShardMode::kNone, 100)).predicted_peak_bytes;
-  const int64_t optimizer_peak = Parallel(rank, Layout(2, ShardMode::kOptimizer, 100)).predicted_peak_bytes;
-  const int64_t gradients_peak = Parallel(rank, Layout(2, ShardMode::kGradients, 100)).predicted_peak_bytes;
+  const int64_t optimizer_peak =
+      Parallel(rank, Layout(2, ShardMode::kOptimizer, 100)).predicted_peak_bytes;
+  const int64_t gradients_peak =
+      Parallel(rank, Layout(2, ShardMode::kGradients, 100)).predicted_peak_bytes;
   ASSERT_LT(optimizer_peak, none_peak);
   o.budget.bytes = optimizer_peak;
   r = PlanForBudget(whole, ChainAt(Optimizer::kAdam), {}, o);
   EXPECT_TRUE(r.plan.feasible);
-  EXPECT_EQ(r.plan.layout.shard, gradients_peak <= optimizer_peak ? ShardMode::kGradients : ShardMode::kOptimizer);
+  EXPECT_EQ(r.plan.layout.shard,
+            gradients_peak <= optimizer_peak ? ShardMode::kGradients : ShardMode::kOptimizer);
   // Nothing fits: the smallest per-rank peak over the modes.
   o.budget.bytes = 10;
   r = PlanForBudget(whole, ChainAt(Optimizer::kAdam), {}, o);
@@ -689,7 +716,8 @@ TEST(Parallel, BadInputsGiveClearErrors) {
     PlanForBudget(whole, ChainAt(Optimizer::kSgd), {}, o);
     FAIL();
   } catch (const MemplanError& e) {
-    EXPECT_NE(std::string(e.what()).find("selective does not combine with --shard parameters"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("selective does not combine with --shard parameters"),
+              std::string::npos)
         << e.what();
   }
   TrainingGraph g = Chain();
@@ -740,9 +768,13 @@ TEST_P(ParallelCorpus, ShardingLowersThePerRankPeakByTheTable) {
       l.shard = m;
       Plan p = Parallel(g, l);
       // Adam: state 2x; plan.h's table.
-      EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter) - SetupBytes(Plain(g), MemoryCategory::kParameter), padded - psi);
-      EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient), m == ShardMode::kGradients ? shard : padded);
-      EXPECT_EQ(SetupBytes(p, MemoryCategory::kOptimizerState), 2 * (m == ShardMode::kNone ? padded : shard));
+      EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter) -
+                    SetupBytes(Plain(g), MemoryCategory::kParameter),
+                padded - psi);
+      EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient),
+                m == ShardMode::kGradients ? shard : padded);
+      EXPECT_EQ(SetupBytes(p, MemoryCategory::kOptimizerState),
+                2 * (m == ShardMode::kNone ? padded : shard));
       during[i] = p.timeline.bytes_during;
       peak[i++] = p.predicted_peak_bytes;
     }
@@ -752,7 +784,8 @@ TEST_P(ParallelCorpus, ShardingLowersThePerRankPeakByTheTable) {
     // fewer bytes than shard optimizer); at most every flat gradient is alive besides the
     // shards, so its peak lies between optimizer's - (P - S) and optimizer's + S.
     const Plan plain = Plain(g);
-    const size_t loss = StepOfNode(plain, g, Phase::kLoss, g.nodes[g.tensors[g.loss].producer].name);
+    const size_t loss =
+        StepOfNode(plain, g, Phase::kLoss, g.nodes[g.tensors[g.loss].producer].name);
     EXPECT_EQ(during[1][loss] - during[2][loss], padded - shard);
     EXPECT_LE(peak[2], peak[1] + shard);
     EXPECT_GE(peak[2], peak[1] - (padded - shard));

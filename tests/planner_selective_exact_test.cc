@@ -53,16 +53,18 @@ std::vector<Subset> ReplayEverySubset(const TrainingGraph& raw, const CostModel&
     // The replay's steps, recompute steps left out, are the plain step's.
     std::vector<int64_t> shared;
     for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
-      if (p.schedule.steps[i].phase != Phase::kRecompute) shared.push_back(p.timeline.bytes_during[i]);
+      if (p.schedule.steps[i].phase != Phase::kRecompute)
+        shared.push_back(p.timeline.bytes_during[i]);
     }
     if (shared.size() != r.bytes.size()) {
-      ADD_FAILURE() << "mask " << mask << ": " << shared.size() << " shared steps, " << r.bytes.size() << " relaxed";
+      ADD_FAILURE() << "mask " << mask << ": " << shared.size() << " shared steps, "
+                    << r.bytes.size() << " relaxed";
       continue;
     }
     for (size_t t = 0; t < shared.size(); ++t) {
       if (r.bytes[t] > shared[t]) {
-        ADD_FAILURE() << "mask " << mask << ", step " << t << ": the relaxation counts " << r.bytes[t]
-                      << " B, the replay " << shared[t] << " B";
+        ADD_FAILURE() << "mask " << mask << ", step " << t << ": the relaxation counts "
+                      << r.bytes[t] << " B, the replay " << shared[t] << " B";
         break;
       }
     }
@@ -74,7 +76,8 @@ std::vector<Subset> ReplayEverySubset(const TrainingGraph& raw, const CostModel&
 double Least(const std::vector<Subset>& subsets, int64_t budget, bool canonical_only) {
   double best = -1;
   for (const Subset& s : subsets) {
-    if ((!canonical_only || s.canonical) && s.peak <= budget && (best < 0 || s.seconds < best)) best = s.seconds;
+    if ((!canonical_only || s.canonical) && s.peak <= budget && (best < 0 || s.seconds < best))
+      best = s.seconds;
   }
   return best;
 }
@@ -122,7 +125,8 @@ TEST(SelectiveExact, ByHandOnAChain) {
   o.budget_bytes = 804;
   SelectiveExactOptions e;
   e.seed_with_search = false;
-  SelectiveExactResult r = PlanSelectiveExact(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), o, e);
+  SelectiveExactResult r =
+      PlanSelectiveExact(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), o, e);
   ASSERT_TRUE(r.found);
   EXPECT_TRUE(r.proven);
   EXPECT_EQ(r.plan.predicted_peak_bytes, 804);
@@ -143,7 +147,9 @@ TEST(SelectiveExact, AFittingPlainStepIsProvenAtOnce) {
   EXPECT_EQ(r.iterations, 0);
 }
 
-TEST(SelectiveExact, ChainEqualsBruteForce) { ExpectExactEqualsBruteForce(testing::ReluChain(12), ToySeconds()); }
+TEST(SelectiveExact, ChainEqualsBruteForce) {
+  ExpectExactEqualsBruteForce(testing::ReluChain(12), ToySeconds());
+}
 
 TEST(SelectiveExact, ChainRooflineEqualsBruteForce) {
   CostModel bytes = testing::ToyCosts();
@@ -151,7 +157,9 @@ TEST(SelectiveExact, ChainRooflineEqualsBruteForce) {
   ExpectExactEqualsBruteForce(testing::ReluChain(12), bytes);
 }
 
-TEST(SelectiveExact, ResidualEqualsBruteForce) { ExpectExactEqualsBruteForce(testing::Residual(), ToySeconds()); }
+TEST(SelectiveExact, ResidualEqualsBruteForce) {
+  ExpectExactEqualsBruteForce(testing::Residual(), ToySeconds());
+}
 
 TEST(SelectiveExact, RandomDagsEqualBruteForce) {
   int tried = 0;

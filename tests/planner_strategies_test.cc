@@ -152,7 +152,8 @@ TEST(PlannerMargin, SegmentedPlansKeepTheLargestPassThroughGradientFree) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w0", {25});
   b.Node("Mul", {"x", "w0"}, {"t0"});
-  for (int i = 1; i <= 8; ++i) b.Node("Relu", {"t" + std::to_string(i - 1)}, {"t" + std::to_string(i)});
+  for (int i = 1; i <= 8; ++i)
+    b.Node("Relu", {"t" + std::to_string(i - 1)}, {"t" + std::to_string(i)});
   b.Node("Add", {"t0", "t8"}, {"u"}).Node("Sigmoid", {"u"}, {"y"});
   b.Output("y");
   TrainingGraph g = ApplyCostModel(LoadSum(b), wide);

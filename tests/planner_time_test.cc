@@ -39,7 +39,9 @@ std::string ErrorOf(const std::function<void()>& f) {
 TrainingGraph MatMulReluReshape() {
   GraphBuilder b;
   b.Input("x", {-1, 100}).Param("w", {100, 100}).Ints("shape", {100, 1});
-  b.Node("MatMul", {"x", "w"}, {"y"}).Node("Relu", {"y"}, {"r"}).Node("Reshape", {"r", "shape"}, {"s"});
+  b.Node("MatMul", {"x", "w"}, {"y"})
+      .Node("Relu", {"y"}, {"r"})
+      .Node("Reshape", {"r", "shape"}, {"s"});
   b.Output("s");
   return testing::LoadSum(b);
 }
@@ -47,10 +49,12 @@ TrainingGraph MatMulReluReshape() {
 TEST(PlannerTime, RooflineIsTheSlowerOfComputeAndMemoryPlusTheOverhead) {
   TrainingGraph g = MatMulReluReshape();
   ASSERT_EQ(g.nodes.size(), 4u);
-  const MachineRates rates = Rates(/*flops_per_second=*/1e6, /*bytes_per_second=*/4e6, /*overhead=*/1e-3);
+  const MachineRates rates =
+      Rates(/*flops_per_second=*/1e6, /*bytes_per_second=*/4e6, /*overhead=*/1e-3);
   // MatMul: x 400 B + w 40,000 B read, y 400 B written = 40,800 B.
   EXPECT_DOUBLE_EQ(NodeBytesMoved(g, g.nodes[0]), 40800);
-  // Compute-bound: 2 x 1 x 100 x 100 = 20,000 FLOPs / 1e6 = 20 ms > 40,800 B / 4e6 = 10.2 ms; + 1 ms.
+  // Compute-bound: 2 x 1 x 100 x 100 = 20,000 FLOPs / 1e6 = 20 ms > 40,800 B / 4e6 = 10.2 ms; + 1
+  // ms.
   EXPECT_NEAR(RooflineSeconds(g, g.nodes[0], rates), 21e-3, 1e-12);
   // Relu reads 400 B and writes 400 B: memory-bound, 800 B / 4e6 = 0.2 ms > 100 FLOPs / 1e6 =
   // 0.1 ms; + 1 ms.
@@ -71,20 +75,34 @@ TEST(PlannerTime, RooflineIsTheSlowerOfComputeAndMemoryPlusTheOverhead) {
 // Every [1, 4, 8, 8] activation is 256 floats, 1,024 B.
 TrainingGraph OneOfEachClass() {
   GraphBuilder b;
-  b.Input("x", {-1, 4, 8, 8}).Param("w", {4, 4, 3, 3}).Param("dw", {4, 1, 3, 3}).Param("gw", {4, 2, 1, 1});
+  b.Input("x", {-1, 4, 8, 8})
+      .Param("w", {4, 4, 3, 3})
+      .Param("dw", {4, 1, 3, 3})
+      .Param("gw", {4, 2, 1, 1});
   for (const char* p : {"scale", "bias", "mean", "var"}) b.Param(p, {4});
   b.Param("fc", {64, 2}).Ints("shape", {1, 64});
   const std::vector<int64_t> pad1 = {1, 1, 1, 1};
-  b.Node("Conv", {"x", "w"}, {"c"}).Attr("pads", pad1).Attr("kernel_shape", std::vector<int64_t>{3, 3});
-  b.Node("Conv", {"c", "dw"}, {"d"}).Attr("pads", pad1).Attr("kernel_shape", std::vector<int64_t>{3, 3}).Attr("group", int64_t{4});
-  b.Node("BatchNormalization", {"d", "scale", "bias", "mean", "var"}, {"n", "rm", "rv"}).Attr("training_mode", int64_t{1});
+  b.Node("Conv", {"x", "w"}, {"c"})
+      .Attr("pads", pad1)
+      .Attr("kernel_shape", std::vector<int64_t>{3, 3});
+  b.Node("Conv", {"c", "dw"}, {"d"})
+      .Attr("pads", pad1)
+      .Attr("kernel_shape", std::vector<int64_t>{3, 3})
+      .Attr("group", int64_t{4});
+  b.Node("BatchNormalization", {"d", "scale", "bias", "mean", "var"}, {"n", "rm", "rv"})
+      .Attr("training_mode", int64_t{1});
   b.Node("Relu", {"n"}, {"r"});
-  b.Node("MaxPool", {"r"}, {"p"}).Attr("kernel_shape", std::vector<int64_t>{2, 2}).Attr("strides", std::vector<int64_t>{2, 2});
+  b.Node("MaxPool", {"r"}, {"p"})
+      .Attr("kernel_shape", std::vector<int64_t>{2, 2})
+      .Attr("strides", std::vector<int64_t>{2, 2});
   b.Node("Constant", {}, {"ratio"}).Attr("value_float", 0.5);
   b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{1});
   b.Node("Dropout", {"p", "ratio", "train"}, {"q"});
   b.Node("Reshape", {"q", "shape"}, {"f"}).Node("MatMul", {"f", "fc"}, {"y"}).Output("y");
-  b.Node("Conv", {"c", "gw"}, {"e"}).Attr("kernel_shape", std::vector<int64_t>{1, 1}).Attr("group", int64_t{2}).Output("e");
+  b.Node("Conv", {"c", "gw"}, {"e"})
+      .Attr("kernel_shape", std::vector<int64_t>{1, 1})
+      .Attr("group", int64_t{2})
+      .Output("e");
   return testing::LoadSum(b);
 }
 
@@ -111,7 +129,9 @@ TEST(PlannerTime, EachNodeHasTheComputeClassOfItsKernel) {
   GraphBuilder b;
   b.Input("x", {-1, 4, 2, 2});
   for (const char* p : {"scale", "bias", "mean", "var"}) b.Param(p, {4});
-  b.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"n"}).Node("Dropout", {"n"}, {"d"}).Output("d");
+  b.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"n"})
+      .Node("Dropout", {"n"}, {"d"})
+      .Output("d");
   TrainingGraph inference = testing::LoadSum(b);
   EXPECT_EQ(ComputeClassOf(inference.nodes[0], inference.tensors), ComputeClass::kMemory);
   EXPECT_EQ(ComputeClassOf(inference.nodes[1], inference.tensors), ComputeClass::kMemory);
@@ -124,18 +144,22 @@ TEST(PlannerTime, TheRooflinePricesEachNodeAtItsClassRates) {
   MachineRates r = Rates(1e6, 1e3, 0);
   auto& c = r.classes;
   c[static_cast<size_t>(ComputeClass::kConv)] = {.flops_per_second = 1e4, .bytes_per_second = 1e6};
-  c[static_cast<size_t>(ComputeClass::kDepthwiseConv)] = {.flops_per_second = 1e4, .bytes_per_second = 2e3};
-  c[static_cast<size_t>(ComputeClass::kNormalization)] = {.flops_per_second = 0, .bytes_per_second = 2e3};
+  c[static_cast<size_t>(ComputeClass::kDepthwiseConv)] = {.flops_per_second = 1e4,
+                                                          .bytes_per_second = 2e3};
+  c[static_cast<size_t>(ComputeClass::kNormalization)] = {.flops_per_second = 0,
+                                                          .bytes_per_second = 2e3};
   c[static_cast<size_t>(ComputeClass::kPooling)] = {.flops_per_second = 128, .bytes_per_second = 0};
   c[static_cast<size_t>(ComputeClass::kRandom)] = {.flops_per_second = 32, .bytes_per_second = 0};
   c[static_cast<size_t>(ComputeClass::kMatmul)] = {.flops_per_second = 128, .bytes_per_second = 0};
   auto seconds = [&](const std::string& name) { return RooflineSeconds(g, NodeNamed(g, name), r); };
   // Conv_0: 2 x 256 outputs x (4 channels x 9) = 18,432 FLOPs / 1e4 = 1.8432 s; its x 1,024 B +
-  // w 576 B + c 1,024 B = 2,624 B / 1e6 B/s = 2.6 ms. (At the general rates: 2.624 s, memory-bound.)
+  // w 576 B + c 1,024 B = 2,624 B / 1e6 B/s = 2.6 ms. (At the general rates: 2.624 s,
+  // memory-bound.)
   EXPECT_DOUBLE_EQ(NodeBytesMoved(g, NodeNamed(g, "Conv_0")), 2624);
   EXPECT_NEAR(seconds("Conv_0"), 1.8432, 1e-12);
   EXPECT_NEAR(RooflineSeconds(g, NodeNamed(g, "Conv_0"), Rates(1e6, 1e3, 0)), 2.624, 1e-12);
-  // Depthwise: 2 x 256 x 9 = 4,608 FLOPs / 1e4 = 0.4608 s < (1,024 + 144 + 1,024) B / 2e3 = 1.096 s.
+  // Depthwise: 2 x 256 x 9 = 4,608 FLOPs / 1e4 = 0.4608 s < (1,024 + 144 + 1,024) B / 2e3 = 1.096
+  // s.
   EXPECT_NEAR(seconds("Conv_1"), 1.096, 1e-12);
   // Batch norm: reads d 1,024 B and four [4] vectors (64 B), writes n 1,024 B (the running
   // statistics are its inputs, updated in place): 2,112 B / 2e3 = 1.056 s; its 8 x 256 FLOPs take
@@ -184,7 +208,8 @@ TEST(PlannerTime, AFoldedNodeIsNotRunAndCostsNothing) {
   EXPECT_FALSE(NodeIsFolded(g, g.nodes[2]));
   EXPECT_DOUBLE_EQ(RooflineSeconds(g, g.nodes[0], Rates(1e6, 4e6, 1e-3)), 0);
   // A profile never lists it: it counts as folded, not as missing.
-  Calibration c = CalibrateNodeSeconds(g, {"p.json", 1, {{"Relu_3", "Relu", 1e-3}}}, Rates(1e6, 4e6, 1e-3));
+  Calibration c =
+      CalibrateNodeSeconds(g, {"p.json", 1, {{"Relu_3", "Relu", 1e-3}}}, Rates(1e6, 4e6, 1e-3));
   EXPECT_EQ(c.measured_nodes, 1);
   EXPECT_EQ(c.folded_nodes, 1);
   EXPECT_EQ(c.missing_nodes, 3);  // Reshape_1, Mul_2 and the loss
@@ -244,7 +269,8 @@ TEST(PlannerTime, PlansReportTheSecondsOfWhatTheyRecompute) {
 TEST(PlannerTime, MicroBatchedPlansPriceEveryMicroBatchAtItsOwnBatch) {
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
-  for (int i = 1; i <= 6; ++i) b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+  for (int i = 1; i <= 6; ++i)
+    b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
   b.Output("h6");
   auto at_batch = [&](int64_t batch) {
     LoadOptions lo;
@@ -270,7 +296,8 @@ TEST(PlannerTime, TheSweepCarriesThePredictedSeconds) {
   ASSERT_FALSE(s.points.empty());
   for (const SweepPoint& pt : s.points) {
     o.budget_bytes = pt.budget_bytes;
-    EXPECT_DOUBLE_EQ(pt.recompute_seconds, MakePlan(g, LinearSeconds(), o).predicted_recompute_seconds);
+    EXPECT_DOUBLE_EQ(pt.recompute_seconds,
+                     MakePlan(g, LinearSeconds(), o).predicted_recompute_seconds);
   }
   EXPECT_GT(s.points.back().recompute_seconds, 0);
 }
@@ -295,9 +322,11 @@ TEST(PlannerTime, CalibrationUsesMeasuredNodesAndTheMedianRatioForTheRest) {
   ASSERT_NEAR(RooflineSeconds(g, g.nodes[0], kUnitRates), 300 * kUs, 1e-12);
   ASSERT_NEAR(RooflineSeconds(g, g.nodes[1], kUnitRates), 200 * kUs, 1e-12);
   // Measured / roofline: Mul_0 900 / 300 = 3, Relu_1 400 / 200 = 2, Relu_2 200 / 200 = 1.
-  Calibration c = CalibrateNodeSeconds(
-      g, Measured(1, {{"Mul_0", "Mul", 900 * kUs}, {"Relu_1", "Relu", 400 * kUs}, {"Relu_2", "Relu", 200 * kUs}}),
-      kUnitRates);
+  Calibration c = CalibrateNodeSeconds(g,
+                                       Measured(1, {{"Mul_0", "Mul", 900 * kUs},
+                                                    {"Relu_1", "Relu", 400 * kUs},
+                                                    {"Relu_2", "Relu", 200 * kUs}}),
+                                       kUnitRates);
   EXPECT_EQ(c.measured_nodes, 3);
   EXPECT_EQ(c.missing_nodes, 3);
   EXPECT_DOUBLE_EQ(c.median_ratio, 2);
@@ -332,7 +361,11 @@ TEST(PlannerTime, AnEvenNumberOfMeasuredNodesTakesTheMeanOfTheMiddleRatios) {
 
 TEST(PlannerTime, TimesMeasuredAtAnotherBatchScaleLinearly) {
   GraphBuilder b;
-  b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"}).Node("Relu", {"h0"}, {"h1"}).Output("h1");
+  b.Input("x", {-1, 25})
+      .Param("w", {25})
+      .Node("Mul", {"x", "w"}, {"h0"})
+      .Node("Relu", {"h0"}, {"h1"})
+      .Output("h1");
   LoadOptions lo;
   lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   lo.loss = LossKind::kSum;
@@ -356,7 +389,11 @@ TEST(PlannerTime, TimesMeasuredAtAnotherBatchScaleLinearly) {
 // x [b, 25] -> Mul(w [25]) -> h0 -> Relu -> h1 -> sum, at batch b.
 TrainingGraph MulReluAt(int64_t batch) {
   GraphBuilder b;
-  b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"}).Node("Relu", {"h0"}, {"h1"}).Output("h1");
+  b.Input("x", {-1, 25})
+      .Param("w", {25})
+      .Node("Mul", {"x", "w"}, {"h0"})
+      .Node("Relu", {"h0"}, {"h1"})
+      .Output("h1");
   LoadOptions lo;
   lo.grads = GradientLifetime::kKept;  // the hand-computed steps keep gradients
   lo.loss = LossKind::kSum;
@@ -373,7 +410,8 @@ TEST(PlannerTime, AMicroBatchKeepsTheFixedPartOfTheTimeMeasuredAtTheFullBatch) {
   ASSERT_NEAR(RooflineSeconds(g2, g2.nodes[0], rates), 600 * kUs, 1e-12);
   ASSERT_NEAR(RooflineSeconds(g1, g1.nodes[0], rates), 400 * kUs, 1e-12);
   // Measured at batch 2, the graph's: Mul_0 1,200 us, Relu_1 1,000 us.
-  Calibration c = CalibrateNodeSeconds(g2, Measured(2, {{"Mul_0", "Mul", 1200 * kUs}, {"Relu_1", "Relu", 1000 * kUs}}), rates);
+  Calibration c = CalibrateNodeSeconds(
+      g2, Measured(2, {{"Mul_0", "Mul", 1200 * kUs}, {"Relu_1", "Relu", 1000 * kUs}}), rates);
   EXPECT_NEAR(c.node_seconds(g2, g2.nodes[0]), 1200 * kUs, 1e-12);
   // At batch 1 they scale as their rooflines: 1,200 x 400 / 600 = 800 us (not 600: the weight's
   // bytes and the overhead stay), 1,000 x 300 / 500 = 600 us.
@@ -391,12 +429,16 @@ TEST(PlannerTime, AMicroBatchKeepsTheFixedPartOfTheTimeMeasuredAtTheFullBatch) {
 
 TEST(PlannerTime, AMeasurementOfAnotherModelIsAnErrorNamingTheFile) {
   TrainingGraph g = ReluChain(4);
-  std::string e = ErrorOf([&] { CalibrateNodeSeconds(g, Measured(1, {{"Conv_0", "Conv", 1e-3}}), kUnitRates); });
+  std::string e = ErrorOf([&] {
+    CalibrateNodeSeconds(g, Measured(1, {{"Conv_0", "Conv", 1e-3}}), kUnitRates);
+  });
   EXPECT_NE(e.find("chain.profile.json"), std::string::npos) << e;
   EXPECT_NE(e.find("another model"), std::string::npos) << e;
   EXPECT_NE(e.find("Conv_0"), std::string::npos) << e;
   // The same name with another op is another model too.
-  e = ErrorOf([&] { CalibrateNodeSeconds(g, Measured(1, {{"Relu_1", "Sigmoid", 1e-3}}), kUnitRates); });
+  e = ErrorOf([&] {
+    CalibrateNodeSeconds(g, Measured(1, {{"Relu_1", "Sigmoid", 1e-3}}), kUnitRates);
+  });
   EXPECT_NE(e.find("another model"), std::string::npos) << e;
   e = ErrorOf([&] { CalibrateNodeSeconds(g, Measured(1, {}), kUnitRates); });
   EXPECT_NE(e.find("chain.profile.json"), std::string::npos) << e;
@@ -417,7 +459,8 @@ TEST(PlannerTime, MachineRatesRoundTripAndRejectNonsense) {
   EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(j); }).find("flops_per_second"), std::string::npos);
   j = MachineRatesToJson(r);
   j["op_overhead_seconds"] = -1;
-  EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(j); }).find("op_overhead_seconds"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(j); }).find("op_overhead_seconds"),
+            std::string::npos);
   j = MachineRatesToJson(r);
   j.erase("bytes_per_second");
   EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(j); }).find("bytes_per_second"), std::string::npos);
@@ -425,8 +468,10 @@ TEST(PlannerTime, MachineRatesRoundTripAndRejectNonsense) {
 
 TEST(PlannerTime, ClassRatesRoundTripAndAnOldFileWithoutThemTakesTheGeneralRates) {
   MachineRates r = Rates(2e11, 3e10, 4e-6);
-  r.classes[static_cast<size_t>(ComputeClass::kConv)] = {.flops_per_second = 5e10, .bytes_per_second = 6e9};
-  r.classes[static_cast<size_t>(ComputeClass::kPooling)] = {.flops_per_second = 7e8, .bytes_per_second = 0};
+  r.classes[static_cast<size_t>(ComputeClass::kConv)] = {.flops_per_second = 5e10,
+                                                         .bytes_per_second = 6e9};
+  r.classes[static_cast<size_t>(ComputeClass::kPooling)] = {.flops_per_second = 7e8,
+                                                            .bytes_per_second = 0};
   const nlohmann::json j = MachineRatesToJson(r);
   ASSERT_TRUE(j.contains("classes"));
   EXPECT_EQ(j["classes"].size(), 2u);  // only the measured classes
@@ -463,7 +508,8 @@ TEST(PlannerTime, ClassRatesRoundTripAndAnOldFileWithoutThemTakesTheGeneralRates
   EXPECT_NE(e.find("classes.conv.flops_per_second"), std::string::npos) << e;
   bad = j;
   bad["classes"] = 3;
-  EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(bad); }).find("\"classes\" must be an object"), std::string::npos);
+  EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(bad); }).find("\"classes\" must be an object"),
+            std::string::npos);
 }
 
 TEST(PlannerTime, DefaultRatesAreTheDocumentedOnes) {

@@ -15,7 +15,8 @@
 
 namespace memplan::testing {
 
-inline TrainingGraph LoadSum(const GraphBuilder& b, GradientLifetime grads = GradientLifetime::kKept) {
+inline TrainingGraph LoadSum(const GraphBuilder& b,
+                             GradientLifetime grads = GradientLifetime::kKept) {
   LoadOptions o;
   o.batch = 1;
   o.loss = LossKind::kSum;
@@ -49,7 +50,8 @@ inline TrainingGraph Residual(GradientLifetime grads = GradientLifetime::kKept) 
 
 // A random DAG: unary and binary ops over earlier tensors (mostly recent ones, sometimes a
 // long skip), parameters here and there; every dangling tensor is summed into the output.
-inline TrainingGraph RandomDag(uint32_t seed, int num_ops, GradientLifetime grads = GradientLifetime::kKept) {
+inline TrainingGraph RandomDag(uint32_t seed, int num_ops,
+                               GradientLifetime grads = GradientLifetime::kKept) {
   std::mt19937 rng(seed);
   GraphBuilder b;
   b.Input("x", {-1, 25}).Param("w0", {25}).Node("Mul", {"x", "w0"}, {"t0"});

@@ -1,13 +1,13 @@
 // The run JSON's one schema (memplan/run_report.h): what `memplan run --json` writes reads back
 // equal, and the reader names the field that is missing or wrong. Torch-free and Qt-free.
+#include "memplan/run_report.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
-#include "memplan/run_report.h"
 #include "memplan/training_graph.h"
 
 namespace memplan {
@@ -33,8 +33,12 @@ RunReport ContractReport() {
 // A run as the command line fills it: every field set, a plan, a trace.
 RunReport FullReport() {
   RunReport r = ContractReport();
-  r.plan = {{"kind", "plan"}, {"strategy", "sqrt"}, {"budget_bytes", 1000}, {"checkpoints", {"t1"}},
-            {"sections", {{"n1"}, {"n2", "n3"}}}, {"feasible", true}};
+  r.plan = {{"kind", "plan"},
+            {"strategy", "sqrt"},
+            {"budget_bytes", 1000},
+            {"checkpoints", {"t1"}},
+            {"sections", {{"n1"}, {"n2", "n3"}}},
+            {"feasible", true}};
   r.model = "m.onnx";
   r.batch = 8;
   r.micro_batches = 2;
@@ -47,8 +51,8 @@ RunReport FullReport() {
   r.persistent_bytes = 400;
   r.peak_bytes = std::vector<int64_t>{1000, 950};
   r.reserved_peak_bytes = std::vector<int64_t>{1024, 1024};
-  r.predicted_timeline = std::vector<RunTimelinePoint>{{"setup", "setup", 100, 100, ""},
-                                                       {"forward n1 (Relu)", "forward", 900, 800, "n1"}};
+  r.predicted_timeline = std::vector<RunTimelinePoint>{
+      {"setup", "setup", 100, 100, ""}, {"forward n1 (Relu)", "forward", 900, 800, "n1"}};
   r.measured_trace = std::vector<RunTraceEvent>{{"setup", "", "", 100, 120},
                                                 {"backward", "", "ReluBackward0", 800, 950}};
   return r;
@@ -82,10 +86,29 @@ TEST(RunReport, RoundTripsTheContractAlone) {
 
 TEST(RunReport, WritesTheContractsFieldNames) {
   const json j = RunReportToJson(FullReport());
-  for (const char* k : {"kind", "memplan_version", "model", "batch", "micro_batches", "optimizer", "loss_kind", "device",
-                        "steps", "seed", "random_weights", "measured_peak_bytes", "max_measured_peak_bytes",
-                        "predicted_peak_bytes", "prediction_error", "persistent_bytes", "step_seconds",
-                        "recompute_seconds", "loss", "peak_bytes", "reserved_peak_bytes", "plan", "predicted_timeline",
+  for (const char* k : {"kind",
+                        "memplan_version",
+                        "model",
+                        "batch",
+                        "micro_batches",
+                        "optimizer",
+                        "loss_kind",
+                        "device",
+                        "steps",
+                        "seed",
+                        "random_weights",
+                        "measured_peak_bytes",
+                        "max_measured_peak_bytes",
+                        "predicted_peak_bytes",
+                        "prediction_error",
+                        "persistent_bytes",
+                        "step_seconds",
+                        "recompute_seconds",
+                        "loss",
+                        "peak_bytes",
+                        "reserved_peak_bytes",
+                        "plan",
+                        "predicted_timeline",
                         "measured_trace"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
@@ -94,8 +117,11 @@ TEST(RunReport, WritesTheContractsFieldNames) {
   // A timeline point names its node only when it has one (TimelineToJson's schema).
   EXPECT_FALSE(j["predicted_timeline"][0].contains("node"));
   EXPECT_EQ(j["predicted_timeline"][1]["node"], "n1");
-  EXPECT_EQ(j["measured_trace"][1], json({{"phase", "backward"}, {"node", ""}, {"op", "ReluBackward0"},
-                                          {"bytes_after", 800}, {"peak_during", 950}}));
+  EXPECT_EQ(j["measured_trace"][1], json({{"phase", "backward"},
+                                          {"node", ""},
+                                          {"op", "ReluBackward0"},
+                                          {"bytes_after", 800},
+                                          {"peak_during", 950}}));
 }
 
 TEST(RunReport, ANonFiniteLossReadsBackAsNaN) {
@@ -107,8 +133,9 @@ TEST(RunReport, ANonFiniteLossReadsBackAsNaN) {
 }
 
 TEST(RunReport, AMissingRequiredFieldIsNamed) {
-  for (const char* k : {"kind", "memplan_version", "device", "steps", "measured_peak_bytes", "predicted_peak_bytes",
-                        "step_seconds", "recompute_seconds", "loss", "plan"}) {
+  for (const char* k :
+       {"kind", "memplan_version", "device", "steps", "measured_peak_bytes", "predicted_peak_bytes",
+        "step_seconds", "recompute_seconds", "loss", "plan"}) {
     json j = RunReportToJson(FullReport());
     j.erase(k);
     EXPECT_EQ(ErrorOf(j), std::string("field '") + k + "' is missing") << k;
@@ -143,9 +170,11 @@ TEST(RunReport, AMistypedFieldIsNamed) {
       {"/steps", "two", "field 'steps' is not a number"},
       {"/steps", -1, "field 'steps' is negative"},
       {"/measured_peak_bytes", 1e300, "field 'measured_peak_bytes' is out of range"},
-      {"/predicted_peak_bytes", json(uint64_t{1} << 63), "field 'predicted_peak_bytes' is out of range"},
+      {"/predicted_peak_bytes", json(uint64_t{1} << 63),
+       "field 'predicted_peak_bytes' is out of range"},
       {"/step_seconds", 1.5, "field 'step_seconds' is not an array"},
-      {"/step_seconds/1", -1.0, "field 'step_seconds[1]' is not a finite, non-negative number of seconds"},
+      {"/step_seconds/1", -1.0,
+       "field 'step_seconds[1]' is not a finite, non-negative number of seconds"},
       {"/recompute_seconds/0", nullptr, "field 'recompute_seconds[0]' is not a number"},
       {"/loss/0", "high", "field 'loss[0]' is not a number"},
       {"/plan", json::array(), "field 'plan' is not an object"},

@@ -39,13 +39,15 @@ nlohmann::json AnalysisToJson(const Analysis& a) {
   nlohmann::json bottlenecks = nlohmann::json::array(), bottleneck_detail = nlohmann::json::array();
   for (TensorId t : a.bottlenecks) {
     bottlenecks.push_back(g.tensors[t].name);
-    bottleneck_detail.push_back({{"name", g.tensors[t].name}, {"bytes", g.tensors[t].bytes},
+    bottleneck_detail.push_back({{"name", g.tensors[t].name},
+                                 {"bytes", g.tensors[t].bytes},
                                  {"producer", g.nodes[g.tensors[t].producer].name}});
   }
   nlohmann::json top = nlohmann::json::array();
   for (size_t i = 0; i < a.timeline.alive_at_peak.size() && i < 20; ++i) {
     const Buffer& b = a.schedule.buffers[a.timeline.alive_at_peak[i]];
-    top.push_back({{"name", b.name}, {"bytes", b.bytes}, {"category", MemoryCategoryName(b.category)}});
+    top.push_back(
+        {{"name", b.name}, {"bytes", b.bytes}, {"category", MemoryCategoryName(b.category)}});
   }
   nlohmann::json dims = nlohmann::json::object();
   for (const auto& [k, v] : g.dims) dims[k] = v;

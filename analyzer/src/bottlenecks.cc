@@ -11,13 +11,19 @@ std::vector<TensorId> FindBottlenecks(const TrainingGraph& g) {
   const int source = n;  // a virtual tensor feeding every data input
   std::vector<int> idom(n + 1, kNone), depth(n + 1, 0);
   idom[source] = source;
-  for (TensorId i : g.inputs) { idom[i] = source; depth[i] = 1; }
+  for (TensorId i : g.inputs) {
+    idom[i] = source;
+    depth[i] = 1;
+  }
 
   auto intersect = [&](int a, int b) {
     while (a != b) {
       while (depth[a] > depth[b]) a = idom[a];
       while (depth[b] > depth[a]) b = idom[b];
-      if (a != b) { a = idom[a]; b = idom[b]; }
+      if (a != b) {
+        a = idom[a];
+        b = idom[b];
+      }
     }
     return a;
   };
@@ -39,7 +45,8 @@ std::vector<TensorId> FindBottlenecks(const TrainingGraph& g) {
   if (g.loss == kNone || idom[g.loss] == kNone) return chain;
   for (int t = idom[g.loss]; t != source; t = idom[t]) {
     const Tensor& tensor = g.tensors[t];
-    if (tensor.category == TensorCategory::kActivation || tensor.category == TensorCategory::kOutput) {
+    if (tensor.category == TensorCategory::kActivation ||
+        tensor.category == TensorCategory::kOutput) {
       chain.push_back(t);
     }
   }

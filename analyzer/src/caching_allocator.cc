@@ -35,9 +35,10 @@ std::string Trim(std::string_view s) {
 }
 
 int64_t ParseCount(std::string_view conf, const std::string& text) {
-  if (text.empty() || !std::all_of(text.begin(), text.end(), [](char c) {
-        return std::isdigit(static_cast<unsigned char>(c));
-      }) || text.size() > 15) {
+  if (text.empty() ||
+      !std::all_of(text.begin(), text.end(),
+                   [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+      text.size() > 15) {
     BadConf(conf, "'" + text + "' is not a whole number");
   }
   return std::stoll(text);
@@ -186,8 +187,8 @@ struct CachingAllocatorModel::Impl {
     int stream = 0;
     bool small = false;
     bool allocated = false;
-    bool mapped = true;   // false: virtual range of an expandable segment with no pages
-    int prev = kNone;     // neighbours within the segment
+    bool mapped = true;  // false: virtual range of an expandable segment with no pages
+    int prev = kNone;    // neighbours within the segment
     int next = kNone;
     int segment = kNone;  // expandable segment index, or kNone
     bool live = false;    // slot in use
@@ -430,8 +431,8 @@ CachingAllocatorModel::CachingAllocatorModel(const CachingAllocatorConfig& confi
 CachingAllocatorModel::~CachingAllocatorModel() { delete impl_; }
 
 CachingAllocatorModel::Handle CachingAllocatorModel::Malloc(int64_t bytes, int stream) {
-  if (bytes <= 0) throw MemplanError("caching allocator model: Malloc of " +
-                                     std::to_string(bytes) + " bytes");
+  if (bytes <= 0)
+    throw MemplanError("caching allocator model: Malloc of " + std::to_string(bytes) + " bytes");
   Impl& m = *impl_;
   int64_t size = CachingAllocatorRoundSize(bytes, m.options.config);
   bool small = size <= kSmallSize;

@@ -35,23 +35,31 @@ bool Trackable(const std::vector<int64_t>& shape) {
 }
 
 ConstValue MakeValue(DType dtype, std::vector<int64_t> shape) {
-  if (!Trackable(shape)) throw InvalidModelError("a constant of shape " + ShapeString(shape) + " cannot be evaluated");
+  if (!Trackable(shape))
+    throw InvalidModelError("a constant of shape " + ShapeString(shape) + " cannot be evaluated");
   ConstValue v;
   v.dtype = dtype;
   v.shape = std::move(shape);
-  if (v.is_float()) v.floats.resize(v.numel()); else v.ints.resize(v.numel());
+  if (v.is_float())
+    v.floats.resize(v.numel());
+  else
+    v.ints.resize(v.numel());
   return v;
 }
 
 void Put(ConstValue& v, int64_t i, double x) {
-  if (v.is_float()) v.floats[i] = x;
-  else if (v.dtype == DType::kBool) v.ints[i] = x != 0;
+  if (v.is_float())
+    v.floats[i] = x;
+  else if (v.dtype == DType::kBool)
+    v.ints[i] = x != 0;
   else if (!(x >= -9223372036854775808.0 && x < 9223372036854775808.0)) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%g", x);
-    throw InvalidModelError(std::string("shape arithmetic gives ") + buf + ", which does not fit in " +
-                            DTypeName(v.dtype) + " (beyond 2^63); check --batch and --dim");
-  } else v.ints[i] = static_cast<int64_t>(x);
+    throw InvalidModelError(std::string("shape arithmetic gives ") + buf +
+                            ", which does not fit in " + DTypeName(v.dtype) +
+                            " (beyond 2^63); check --batch and --dim");
+  } else
+    v.ints[i] = static_cast<int64_t>(x);
 }
 
 bool AllValues(const InferContext& c, size_t n) {
@@ -87,7 +95,8 @@ void InferBinaryImpl(InferContext& c, Binary f, bool to_bool) {
   if (a && b && Trackable(out)) {
     ConstValue v = MakeValue(dt, out);
     for (int64_t i = 0; i < Numel(out); ++i) {
-      Put(v, i, f(a->at(BroadcastIndex(i, out, a->shape)), b->at(BroadcastIndex(i, out, b->shape))));
+      Put(v, i,
+          f(a->at(BroadcastIndex(i, out, a->shape)), b->at(BroadcastIndex(i, out, b->shape))));
     }
     c.set_value(0, std::move(v));
     return;
@@ -116,8 +125,8 @@ double FMod(double a, double b) {
 void InferDiv(InferContext& c) {
   if (IsFloating(c.dtype(0))) return InferBinaryImpl(c, FDivFloat, false);
   // Integer division truncates, as ONNX and C++ do.
-  return InferBinaryImpl(c, [](double a, double b) { return b == 0 ? 0.0 : std::trunc(a / b); },
-                         false);
+  return InferBinaryImpl(
+      c, [](double a, double b) { return b == 0 ? 0.0 : std::trunc(a / b); }, false);
 }
 
 void InferWhere(InferContext& c) {
@@ -127,7 +136,9 @@ void InferWhere(InferContext& c) {
     ConstValue v = MakeValue(c.dtype(1), out);
     for (int64_t i = 0; i < Numel(out); ++i) {
       bool take_x = cond->at(BroadcastIndex(i, out, cond->shape)) != 0;
-      Put(v, i, take_x ? x->at(BroadcastIndex(i, out, x->shape)) : y->at(BroadcastIndex(i, out, y->shape)));
+      Put(v, i,
+          take_x ? x->at(BroadcastIndex(i, out, x->shape))
+                 : y->at(BroadcastIndex(i, out, y->shape)));
     }
     c.set_value(0, std::move(v));
     return;
@@ -143,13 +154,18 @@ void InferConstant(InferContext& c) {
   }
   ConstValue v;
   if (const Attribute* a = n.attr("value_int")) {
-    v.dtype = DType::kInt64; v.ints = {a->i};
+    v.dtype = DType::kInt64;
+    v.ints = {a->i};
   } else if (const Attribute* a = n.attr("value_ints")) {
-    v.dtype = DType::kInt64; v.ints = a->ints; v.shape = {static_cast<int64_t>(a->ints.size())};
+    v.dtype = DType::kInt64;
+    v.ints = a->ints;
+    v.shape = {static_cast<int64_t>(a->ints.size())};
   } else if (const Attribute* a = n.attr("value_float")) {
-    v.dtype = DType::kFloat32; v.floats = {a->f};
+    v.dtype = DType::kFloat32;
+    v.floats = {a->f};
   } else if (const Attribute* a = n.attr("value_floats")) {
-    v.dtype = DType::kFloat32; v.floats = a->floats;
+    v.dtype = DType::kFloat32;
+    v.floats = a->floats;
     v.shape = {static_cast<int64_t>(a->floats.size())};
   } else {
     c.fail("Constant without a supported value attribute");
@@ -190,7 +206,8 @@ void InferCast(InferContext& c) {
 void InferConstantOfShape(InferContext& c) {
   std::vector<int64_t> shape = c.need_ints(0);
   int64_t numel = 0;
-  if (!CheckedNumel(shape, &numel)) c.reject("ConstantOfShape shape " + ShapeString(shape) + " is negative or overflows int64");
+  if (!CheckedNumel(shape, &numel))
+    c.reject("ConstantOfShape shape " + ShapeString(shape) + " is negative or overflows int64");
   ConstValue fill;
   fill.dtype = DType::kFloat32;
   fill.floats = {0.0};

@@ -1,9 +1,9 @@
-#include "memplan/analyzer.h"
-#include "memplan/parse.h"
-
 #include <cctype>
 #include <cmath>
 #include <cstdio>
+
+#include "memplan/analyzer.h"
+#include "memplan/parse.h"
 
 namespace memplan {
 

@@ -21,7 +21,7 @@ namespace memplan {
 namespace {
 
 struct Uses {
-  std::vector<NodeId> producer;           // per tensor
+  std::vector<NodeId> producer;              // per tensor
   std::vector<std::vector<NodeId>> readers;  // per tensor, one entry per input slot
   std::vector<bool> graph_output;
 };
@@ -32,8 +32,10 @@ Uses UsesOf(const TrainingGraph& g) {
   u.readers.assign(g.tensors.size(), {});
   u.graph_output.assign(g.tensors.size(), false);
   for (const Node& n : g.nodes) {
-    for (TensorId i : n.inputs) if (i != kNone) u.readers[i].push_back(n.id);
-    for (TensorId o : n.outputs) if (o != kNone) u.producer[o] = n.id;
+    for (TensorId i : n.inputs)
+      if (i != kNone) u.readers[i].push_back(n.id);
+    for (TensorId o : n.outputs)
+      if (o != kNone) u.producer[o] = n.id;
   }
   for (TensorId o : g.outputs) u.graph_output[o] = true;
   return u;
@@ -44,8 +46,11 @@ Uses UsesOf(const TrainingGraph& g) {
 bool IsScalar(const TrainingGraph& g, TensorId t, double want) {
   if (t == kNone) return false;
   const std::optional<ConstValue>& v = g.tensors[t].value;
-  if (!v || v->numel() != 1 || (v->is_float() ? v->floats.size() : v->ints.size()) != 1) return false;
-  const double tolerance = v->dtype == DType::kBFloat16 ? 4e-3 : v->dtype == DType::kFloat16 ? 5e-4 : 1e-6;
+  if (!v || v->numel() != 1 || (v->is_float() ? v->floats.size() : v->ints.size()) != 1)
+    return false;
+  const double tolerance = v->dtype == DType::kBFloat16  ? 4e-3
+                           : v->dtype == DType::kFloat16 ? 5e-4
+                                                         : 1e-6;
   return std::fabs(v->at(0) - want) <= tolerance * std::fabs(want);
 }
 
@@ -71,8 +76,8 @@ struct GeluMatch {
 
 // The binary op `op` producing `t`, read by `reader` alone, with a scalar `c` on one side:
 // its other operand, or kNone.
-TensorId ScaledBy(const TrainingGraph& g, const Uses& u, TensorId t, NodeId reader, const char* op, double c,
-                  std::vector<NodeId>* nodes) {
+TensorId ScaledBy(const TrainingGraph& g, const Uses& u, TensorId t, NodeId reader, const char* op,
+                  double c, std::vector<NodeId>* nodes) {
   if (t == kNone || SoleReader(u, t) != reader) return kNone;
   const NodeId p = u.producer[t];
   if (p == kNone || g.nodes[p].op_type != op || g.nodes[p].inputs.size() != 2) return kNone;
@@ -88,7 +93,8 @@ TensorId ScaledBy(const TrainingGraph& g, const Uses& u, TensorId t, NodeId read
 }
 
 // The binary `op` that alone reads `t`, with a scalar `c` as its other operand, or kNone.
-NodeId ReaderWithScalar(const TrainingGraph& g, const Uses& u, TensorId t, const char* op, double c) {
+NodeId ReaderWithScalar(const TrainingGraph& g, const Uses& u, TensorId t, const char* op,
+                        double c) {
   const NodeId r = SoleReader(u, t);
   if (r == kNone || g.nodes[r].op_type != op) return kNone;
   const int other = OtherSlot(g.nodes[r], t);
@@ -96,14 +102,16 @@ NodeId ReaderWithScalar(const TrainingGraph& g, const Uses& u, TensorId t, const
 }
 
 // erf's argument x / √2 (a Div, or a Mul by 1/√2): x, or kNone.
-TensorId ErfInput(const TrainingGraph& g, const Uses& u, const Node& e, std::vector<NodeId>* nodes) {
+TensorId ErfInput(const TrainingGraph& g, const Uses& u, const Node& e,
+                  std::vector<NodeId>* nodes) {
   TensorId x = ScaledBy(g, u, e.inputs[0], e.id, "Div", std::sqrt(2.0), nodes);
   if (x == kNone) x = ScaledBy(g, u, e.inputs[0], e.id, "Mul", 1.0 / std::sqrt(2.0), nodes);
   return x;
 }
 
 // tanh's argument √(2/π) (x + 0.044715 x³), the cube a Pow(x, 3) or Mul(x, Mul(x, x)): x, or kNone.
-TensorId TanhInput(const TrainingGraph& g, const Uses& u, const Node& e, std::vector<NodeId>* nodes) {
+TensorId TanhInput(const TrainingGraph& g, const Uses& u, const Node& e,
+                   std::vector<NodeId>* nodes) {
   constexpr double kPi = 3.14159265358979323846;
   const TensorId sum = ScaledBy(g, u, e.inputs[0], e.id, "Mul", std::sqrt(2.0 / kPi), nodes);
   const NodeId add_id = sum == kNone ? kNone : u.producer[sum];
@@ -117,7 +125,8 @@ TensorId TanhInput(const TrainingGraph& g, const Uses& u, const Node& e, std::ve
     const TensorId x = add.inputs[s];
     std::vector<NodeId> cube_nodes;
     const TensorId cube = ScaledBy(g, u, add.inputs[1 - s], add_id, "Mul", 0.044715, &cube_nodes);
-    const NodeId c = cube == kNone || SoleReader(u, cube) != cube_nodes.back() ? kNone : u.producer[cube];
+    const NodeId c =
+        cube == kNone || SoleReader(u, cube) != cube_nodes.back() ? kNone : u.producer[cube];
     if (x == kNone || c == kNone || g.nodes[c].inputs.size() != 2) continue;
     const Node& cn = g.nodes[c];
     bool is_cube = false;
@@ -128,8 +137,9 @@ TensorId TanhInput(const TrainingGraph& g, const Uses& u, const Node& e, std::ve
       for (int k = 0; k < 2 && !is_cube; ++k) {
         const TensorId sq = cn.inputs[1 - k];
         const NodeId q = sq == kNone ? kNone : u.producer[sq];
-        if (cn.inputs[k] == x && q != kNone && SoleReader(u, sq) == c && g.nodes[q].op_type == "Mul" &&
-            g.nodes[q].inputs.size() == 2 && g.nodes[q].inputs[0] == x && g.nodes[q].inputs[1] == x) {
+        if (cn.inputs[k] == x && q != kNone && SoleReader(u, sq) == c &&
+            g.nodes[q].op_type == "Mul" && g.nodes[q].inputs.size() == 2 &&
+            g.nodes[q].inputs[0] == x && g.nodes[q].inputs[1] == x) {
           is_cube = true;
           cube_nodes.push_back(q);
         }
@@ -146,11 +156,13 @@ TensorId TanhInput(const TrainingGraph& g, const Uses& u, const Node& e, std::ve
 // Matches GELU around its Erf or Tanh node `e`: y = x * (1 + erf(x / √2)) * 0.5, or the tanh
 // approximation, the scaling by 0.5 applied to x or to the product.
 std::optional<GeluMatch> MatchGelu(const TrainingGraph& g, const Uses& u, const Node& e) {
-  if ((e.op_type != "Erf" && e.op_type != "Tanh") || e.inputs.size() != 1 || e.outputs.size() != 1) return std::nullopt;
+  if ((e.op_type != "Erf" && e.op_type != "Tanh") || e.inputs.size() != 1 || e.outputs.size() != 1)
+    return std::nullopt;
   if (e.inputs[0] == kNone || e.outputs[0] == kNone) return std::nullopt;
   GeluMatch m;
   m.approximate = e.op_type == "Erf" ? "none" : "tanh";
-  const TensorId x = e.op_type == "Erf" ? ErfInput(g, u, e, &m.nodes) : TanhInput(g, u, e, &m.nodes);
+  const TensorId x =
+      e.op_type == "Erf" ? ErfInput(g, u, e, &m.nodes) : TanhInput(g, u, e, &m.nodes);
   if (x == kNone || !IsFloating(g.tensors[x].dtype)) return std::nullopt;
   m.x = x;
   m.nodes.push_back(e.id);
@@ -173,7 +185,8 @@ std::optional<GeluMatch> MatchGelu(const TrainingGraph& g, const Uses& u, const 
     m.y = g.nodes[half_id].outputs[0];
   } else {
     // Mul(Mul(x, 0.5), 1 + erf): the halved x must be read by this product alone.
-    if (ScaledBy(g, u, times.inputs[other], times_id, "Mul", 0.5, &m.nodes) != x) return std::nullopt;
+    if (ScaledBy(g, u, times.inputs[other], times_id, "Mul", 0.5, &m.nodes) != x)
+      return std::nullopt;
     m.nodes.push_back(times_id);
     m.y = times.outputs[0];
   }
@@ -200,12 +213,15 @@ int TrailingMeanAxes(const TrainingGraph& g, const Node& n, size_t rank) {
   std::set<int64_t> norm;
   for (int64_t a : axes) norm.insert(a < 0 ? a + static_cast<int64_t>(rank) : a);
   const int64_t k = static_cast<int64_t>(norm.size());
-  if (k > static_cast<int64_t>(rank) || *norm.begin() != static_cast<int64_t>(rank) - k || *norm.rbegin() != static_cast<int64_t>(rank) - 1) return 0;
+  if (k > static_cast<int64_t>(rank) || *norm.begin() != static_cast<int64_t>(rank) - k ||
+      *norm.rbegin() != static_cast<int64_t>(rank) - 1)
+    return 0;
   return static_cast<int>(k);
 }
 
 // The node producing `t` when it is an `op` read by `reader` alone, or nullptr.
-const Node* SoleProducer(const TrainingGraph& g, const Uses& u, TensorId t, NodeId reader, const char* op) {
+const Node* SoleProducer(const TrainingGraph& g, const Uses& u, TensorId t, NodeId reader,
+                         const char* op) {
   if (t == kNone || SoleReader(u, t) != reader) return nullptr;
   const NodeId p = u.producer[t];
   return p != kNone && g.nodes[p].op_type == op ? &g.nodes[p] : nullptr;
@@ -222,14 +238,18 @@ struct LayerNormMatch {
 // d = x - ReduceMean(x); s = Sqrt(ReduceMean(Pow(d, 2)) + eps); y = d / s * scale + bias, the
 // means over the trailing axes. LayerNormalization keeps x, mean and 1/std for the backward;
 // op by op autograd keeps d, s and d / s.
-std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses& u, const Node& sq) {
-  if (sq.op_type != "Sqrt" || sq.inputs.size() != 1 || sq.outputs.size() != 1 || sq.outputs[0] == kNone) return std::nullopt;
+std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses& u,
+                                             const Node& sq) {
+  if (sq.op_type != "Sqrt" || sq.inputs.size() != 1 || sq.outputs.size() != 1 ||
+      sq.outputs[0] == kNone)
+    return std::nullopt;
   LayerNormMatch m;
   const Node* plus = SoleProducer(g, u, sq.inputs[0], sq.id, "Add");
   if (!plus || plus->inputs.size() != 2) return std::nullopt;
   const Node* var = nullptr;
   for (int k = 0; k < 2 && !var; ++k) {
-    const std::optional<ConstValue>& e = plus->inputs[k] == kNone ? std::nullopt : g.tensors[plus->inputs[k]].value;
+    const std::optional<ConstValue>& e =
+        plus->inputs[k] == kNone ? std::nullopt : g.tensors[plus->inputs[k]].value;
     if (!e || e->numel() != 1 || !e->is_float() || e->floats.size() != 1) continue;
     var = SoleProducer(g, u, plus->inputs[1 - k], plus->id, "ReduceMean");
     m.epsilon = e->floats[0];
@@ -239,19 +259,21 @@ std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses&
   if (!pow || pow->inputs.size() != 2 || !IsScalar(g, pow->inputs[1], 2.0)) return std::nullopt;
   const TensorId d = pow->inputs[0];
   const NodeId sub_id = d == kNone ? kNone : u.producer[d];
-  if (sub_id == kNone || g.nodes[sub_id].op_type != "Sub" || g.nodes[sub_id].inputs.size() != 2) return std::nullopt;
+  if (sub_id == kNone || g.nodes[sub_id].op_type != "Sub" || g.nodes[sub_id].inputs.size() != 2)
+    return std::nullopt;
   const Node& sub = g.nodes[sub_id];
   const TensorId x = sub.inputs[0];
   const Node* mean = SoleProducer(g, u, sub.inputs[1], sub_id, "ReduceMean");
-  if (x == kNone || !mean || mean->inputs[0] != x || !IsFloating(g.tensors[x].dtype)) return std::nullopt;
+  if (x == kNone || !mean || mean->inputs[0] != x || !IsFloating(g.tensors[x].dtype))
+    return std::nullopt;
   const size_t rank = g.tensors[x].shape.size();
   const int k = TrailingMeanAxes(g, *mean, rank);
   if (k == 0 || TrailingMeanAxes(g, *var, rank) != k) return std::nullopt;
   // d is read by the Pow and by the division, nothing else.
   const NodeId div_id = SoleReader(u, sq.outputs[0]);
   if (div_id == kNone || g.nodes[div_id].op_type != "Div" || g.nodes[div_id].inputs.size() != 2 ||
-      g.nodes[div_id].inputs[0] != d || g.nodes[div_id].inputs[1] != sq.outputs[0] || u.graph_output[d] ||
-      u.readers[d].size() != 2) {
+      g.nodes[div_id].inputs[0] != d || g.nodes[div_id].inputs[1] != sq.outputs[0] ||
+      u.graph_output[d] || u.readers[d].size() != 2) {
     return std::nullopt;
   }
   const Node& div = g.nodes[div_id];
@@ -263,7 +285,8 @@ std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses&
     const Node& n = g.nodes[reader];
     if (n.op_type != op || n.inputs.size() != 2) return false;
     const int other = OtherSlot(n, t);
-    if (other < 0 || n.inputs[other] == kNone || g.tensors[n.inputs[other]].shape != normalized) return false;
+    if (other < 0 || n.inputs[other] == kNone || g.tensors[n.inputs[other]].shape != normalized)
+      return false;
     *param = n.inputs[other];
     return true;
   };
@@ -276,7 +299,8 @@ std::optional<LayerNormMatch> MatchLayerNorm(const TrainingGraph& g, const Uses&
     m.nodes.push_back(add_id);
     m.y = g.nodes[add_id].outputs[0];
   }
-  if (g.tensors[m.y].shape != g.tensors[x].shape || g.tensors[m.y].dtype != g.tensors[x].dtype) return std::nullopt;
+  if (g.tensors[m.y].shape != g.tensors[x].shape || g.tensors[m.y].dtype != g.tensors[x].dtype)
+    return std::nullopt;
   for (NodeId n : m.nodes) {
     if (g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] == kNone) return std::nullopt;
   }
@@ -293,11 +317,14 @@ struct RmsNormMatch {
 };
 
 // The scalar epsilon added to a ReduceMean's output by `plus`: the ReduceMean, or nullptr.
-const Node* MeanPlusEpsilon(const TrainingGraph& g, const Uses& u, const Node& plus, double* epsilon) {
+const Node* MeanPlusEpsilon(const TrainingGraph& g, const Uses& u, const Node& plus,
+                            double* epsilon) {
   if (plus.op_type != "Add" || plus.inputs.size() != 2) return nullptr;
   for (int k = 0; k < 2; ++k) {
-    const std::optional<ConstValue>& e = plus.inputs[k] == kNone ? std::nullopt : g.tensors[plus.inputs[k]].value;
-    if (!e || e->numel() != 1 || !e->is_float() || e->floats.size() != 1 || e->floats[0] < 0) continue;
+    const std::optional<ConstValue>& e =
+        plus.inputs[k] == kNone ? std::nullopt : g.tensors[plus.inputs[k]].value;
+    if (!e || e->numel() != 1 || !e->is_float() || e->floats.size() != 1 || e->floats[0] < 0)
+      continue;
     if (const Node* mean = SoleProducer(g, u, plus.inputs[1 - k], plus.id, "ReduceMean")) {
       *epsilon = e->floats[0];
       return mean;
@@ -313,7 +340,9 @@ const Node* MeanPlusEpsilon(const TrainingGraph& g, const Uses& u, const Node& p
 // other reader. Op by op autograd keeps the root, its inverse and x * r; at::rms_norm keeps x,
 // 1/rms and the normalised tensor.
 std::optional<RmsNormMatch> MatchRmsNorm(const TrainingGraph& g, const Uses& u, const Node& sq) {
-  if (sq.op_type != "Sqrt" || sq.inputs.size() != 1 || sq.outputs.size() != 1 || sq.outputs[0] == kNone) return std::nullopt;
+  if (sq.op_type != "Sqrt" || sq.inputs.size() != 1 || sq.outputs.size() != 1 ||
+      sq.outputs[0] == kNone)
+    return std::nullopt;
   RmsNormMatch m;
   const NodeId plus_id = sq.inputs[0] == kNone ? kNone : u.producer[sq.inputs[0]];
   if (plus_id == kNone || SoleReader(u, sq.inputs[0]) != sq.id) return std::nullopt;
@@ -333,16 +362,19 @@ std::optional<RmsNormMatch> MatchRmsNorm(const TrainingGraph& g, const Uses& u, 
   const Node& inv = g.nodes[after_sqrt];
   TensorId normed = kNone;
   NodeId normed_id = kNone;
-  if (inv.op_type == "Div" && inv.inputs.size() == 2 && inv.inputs[0] == x && inv.inputs[1] == sq.outputs[0]) {
+  if (inv.op_type == "Div" && inv.inputs.size() == 2 && inv.inputs[0] == x &&
+      inv.inputs[1] == sq.outputs[0]) {
     normed_id = after_sqrt;
   } else {
     const bool reciprocal = inv.op_type == "Reciprocal" && inv.inputs.size() == 1;
-    const bool one_over = inv.op_type == "Div" && inv.inputs.size() == 2 && inv.inputs[1] == sq.outputs[0] &&
-                          IsScalar(g, inv.inputs[0], 1.0);
-    if ((!reciprocal && !one_over) || inv.outputs.size() != 1 || inv.outputs[0] == kNone) return std::nullopt;
+    const bool one_over = inv.op_type == "Div" && inv.inputs.size() == 2 &&
+                          inv.inputs[1] == sq.outputs[0] && IsScalar(g, inv.inputs[0], 1.0);
+    if ((!reciprocal && !one_over) || inv.outputs.size() != 1 || inv.outputs[0] == kNone)
+      return std::nullopt;
     m.nodes.push_back(after_sqrt);
     normed_id = SoleReader(u, inv.outputs[0]);
-    if (normed_id == kNone || g.nodes[normed_id].op_type != "Mul" || OtherSlot(g.nodes[normed_id], inv.outputs[0]) < 0 ||
+    if (normed_id == kNone || g.nodes[normed_id].op_type != "Mul" ||
+        OtherSlot(g.nodes[normed_id], inv.outputs[0]) < 0 ||
         g.nodes[normed_id].inputs[OtherSlot(g.nodes[normed_id], inv.outputs[0])] != x) {
       return std::nullopt;
     }
@@ -357,11 +389,15 @@ std::optional<RmsNormMatch> MatchRmsNorm(const TrainingGraph& g, const Uses& u, 
   const int other = OtherSlot(g.nodes[mul_id], normed);
   if (other < 0) return std::nullopt;
   const TensorId scale = g.nodes[mul_id].inputs[other];
-  if (scale == kNone || g.tensors[scale].shape != normalized || g.tensors[scale].dtype != g.tensors[x].dtype) return std::nullopt;
+  if (scale == kNone || g.tensors[scale].shape != normalized ||
+      g.tensors[scale].dtype != g.tensors[x].dtype)
+    return std::nullopt;
   m.nodes.push_back(mul_id);
   m.scale = scale;
   m.y = g.nodes[mul_id].outputs.empty() ? kNone : g.nodes[mul_id].outputs[0];
-  if (m.y == kNone || g.tensors[m.y].shape != g.tensors[x].shape || g.tensors[m.y].dtype != g.tensors[x].dtype) return std::nullopt;
+  if (m.y == kNone || g.tensors[m.y].shape != g.tensors[x].shape ||
+      g.tensors[m.y].dtype != g.tensors[x].dtype)
+    return std::nullopt;
   for (NodeId n : m.nodes) {
     if (g.nodes[n].outputs.size() != 1 || g.nodes[n].outputs[0] == kNone) return std::nullopt;
   }
@@ -378,8 +414,8 @@ struct SiluMatch {
   std::vector<NodeId> nodes;
 };
 std::optional<SiluMatch> MatchSilu(const TrainingGraph& g, const Uses& u, const Node& s) {
-  if (s.op_type != "Sigmoid" || s.inputs.size() != 1 || s.outputs.size() != 1 || s.inputs[0] == kNone ||
-      s.outputs[0] == kNone) {
+  if (s.op_type != "Sigmoid" || s.inputs.size() != 1 || s.outputs.size() != 1 ||
+      s.inputs[0] == kNone || s.outputs[0] == kNone) {
     return std::nullopt;
   }
   const TensorId x = s.inputs[0];
@@ -388,7 +424,8 @@ std::optional<SiluMatch> MatchSilu(const TrainingGraph& g, const Uses& u, const 
   if (mul_id == kNone || g.nodes[mul_id].op_type != "Mul") return std::nullopt;
   const Node& mul = g.nodes[mul_id];
   const int other = OtherSlot(mul, s.outputs[0]);
-  if (other < 0 || mul.inputs[other] != x || mul.outputs.size() != 1 || mul.outputs[0] == kNone) return std::nullopt;
+  if (other < 0 || mul.inputs[other] != x || mul.outputs.size() != 1 || mul.outputs[0] == kNone)
+    return std::nullopt;
   const Tensor& ty = g.tensors[mul.outputs[0]];
   if (ty.shape != g.tensors[x].shape || ty.dtype != g.tensors[x].dtype) return std::nullopt;
   return SiluMatch{x, mul.outputs[0], {s.id, mul_id}};
@@ -421,14 +458,15 @@ struct AttentionMatch {
   bool nan_to_zero = false;
   std::vector<NodeId> nodes;
 };
-std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses& u, const std::vector<bool>& trained,
-                                             const Node& sm) {
-  if (sm.op_type != "Softmax" || sm.inputs.size() != 1 || sm.outputs.size() != 1 || sm.inputs[0] == kNone ||
-      sm.outputs[0] == kNone) {
+std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses& u,
+                                             const std::vector<bool>& trained, const Node& sm) {
+  if (sm.op_type != "Softmax" || sm.inputs.size() != 1 || sm.outputs.size() != 1 ||
+      sm.inputs[0] == kNone || sm.outputs[0] == kNone) {
     return std::nullopt;
   }
   const int64_t rank = static_cast<int64_t>(g.tensors[sm.inputs[0]].shape.size());
-  if (rank != 4 || (sm.attr_int("axis", -1) != -1 && sm.attr_int("axis", -1) != rank - 1)) return std::nullopt;
+  if (rank != 4 || (sm.attr_int("axis", -1) != -1 && sm.attr_int("axis", -1) != rank - 1))
+    return std::nullopt;
   AttentionMatch m;
   std::vector<NodeId> before;  // from the first MatMul to the softmax, in reverse
   TensorId t = sm.inputs[0];
@@ -440,8 +478,11 @@ std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses&
     for (int k = 0; k < 2 && m.mask == kNone; ++k) {
       const TensorId other = add.inputs[1 - k];
       const NodeId q = add.inputs[k] == kNone ? kNone : u.producer[add.inputs[k]];
-      if (other == kNone || q == kNone || trained[other] || !IsFloating(g.tensors[other].dtype)) continue;
-      if (g.nodes[q].op_type != "MatMul" && g.nodes[q].op_type != "Mul" && g.nodes[q].op_type != "Div") continue;
+      if (other == kNone || q == kNone || trained[other] || !IsFloating(g.tensors[other].dtype))
+        continue;
+      if (g.nodes[q].op_type != "MatMul" && g.nodes[q].op_type != "Mul" &&
+          g.nodes[q].op_type != "Div")
+        continue;
       m.mask = other;
       before.push_back(p);
       reader = p;
@@ -457,7 +498,8 @@ std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses&
     for (int k = 0; k < 2 && inner == kNone; ++k) {
       const TensorId c = sc.inputs.size() == 2 ? sc.inputs[k] : kNone;
       const std::optional<ConstValue>& v = c == kNone ? std::nullopt : g.tensors[c].value;
-      if (!v || v->numel() != 1 || !v->is_float() || v->floats.size() != 1 || v->floats[0] == 0) continue;
+      if (!v || v->numel() != 1 || !v->is_float() || v->floats.size() != 1 || v->floats[0] == 0)
+        continue;
       if (sc.op_type == "Div" && k == 0) continue;  // c / s is no scaling
       inner = sc.inputs[1 - k];
       m.scale = sc.op_type == "Mul" ? v->floats[0] : 1.0 / v->floats[0];
@@ -470,7 +512,8 @@ std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses&
     if (p == kNone) return std::nullopt;
   }
   const Node& mm = g.nodes[p];
-  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || SoleReader(u, t) != reader) return std::nullopt;
+  if (mm.op_type != "MatMul" || mm.inputs.size() != 2 || SoleReader(u, t) != reader)
+    return std::nullopt;
   before.push_back(p);
   m.q = mm.inputs[0];
   m.kt = mm.inputs[1];
@@ -481,10 +524,11 @@ std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses&
   if (!u.graph_output[probs] && readers.size() == 2) {
     NodeId isnan = kNone, where = kNone;
     for (NodeId r : readers) (g.nodes[r].op_type == "IsNaN" ? isnan : where) = r;
-    if (isnan == kNone || where == kNone || g.nodes[where].op_type != "Where" || g.nodes[where].inputs.size() != 3 ||
-        g.nodes[isnan].outputs.size() != 1 || SoleReader(u, g.nodes[isnan].outputs[0]) != where ||
-        g.nodes[where].inputs[0] != g.nodes[isnan].outputs[0] || g.nodes[where].inputs[2] != probs ||
-        !IsScalar(g, g.nodes[where].inputs[1], 0.0)) {
+    if (isnan == kNone || where == kNone || g.nodes[where].op_type != "Where" ||
+        g.nodes[where].inputs.size() != 3 || g.nodes[isnan].outputs.size() != 1 ||
+        SoleReader(u, g.nodes[isnan].outputs[0]) != where ||
+        g.nodes[where].inputs[0] != g.nodes[isnan].outputs[0] ||
+        g.nodes[where].inputs[2] != probs || !IsScalar(g, g.nodes[where].inputs[1], 0.0)) {
       return std::nullopt;
     }
     after = {isnan, where};
@@ -492,8 +536,9 @@ std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses&
     m.nan_to_zero = true;
   }
   const NodeId mm2_id = SoleReader(u, probs);
-  if (mm2_id == kNone || g.nodes[mm2_id].op_type != "MatMul" || g.nodes[mm2_id].inputs.size() != 2 ||
-      g.nodes[mm2_id].inputs[0] != probs || g.nodes[mm2_id].outputs.empty()) {
+  if (mm2_id == kNone || g.nodes[mm2_id].op_type != "MatMul" ||
+      g.nodes[mm2_id].inputs.size() != 2 || g.nodes[mm2_id].inputs[0] != probs ||
+      g.nodes[mm2_id].outputs.empty()) {
     return std::nullopt;
   }
   m.v = g.nodes[mm2_id].inputs[1];
@@ -508,7 +553,8 @@ std::optional<AttentionMatch> MatchAttention(const TrainingGraph& g, const Uses&
   }
   if (qs[3] != ks[2] || ks[3] != vs[2]) return std::nullopt;
   const DType dt = g.tensors[m.q].dtype;
-  if (!IsFloating(dt) || g.tensors[m.kt].dtype != dt || g.tensors[m.v].dtype != dt || g.tensors[m.y].dtype != dt) {
+  if (!IsFloating(dt) || g.tensors[m.kt].dtype != dt || g.tensors[m.v].dtype != dt ||
+      g.tensors[m.y].dtype != dt) {
     return std::nullopt;
   }
   if (m.mask != kNone) {
@@ -556,13 +602,15 @@ struct Fusion {
   std::string what;           // for the note
 };
 
-std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u, const std::vector<bool>& trained, const Node& n) {
+std::optional<Fusion> MatchAny(const TrainingGraph& g, const Uses& u,
+                               const std::vector<bool>& trained, const Node& n) {
   if (std::optional<GeluMatch> m = MatchGelu(g, u, n)) {
     Fusion f{m->nodes, {}, m->approximate == "tanh" ? "tanh-GELU" : "erf-GELU"};
     f.node.op_type = "Gelu";
     f.node.inputs = {m->x};
     f.node.outputs = {m->y};
-    if (m->approximate != "none") f.node.attributes["approximate"] = StringAttribute(m->approximate);
+    if (m->approximate != "none")
+      f.node.attributes["approximate"] = StringAttribute(m->approximate);
     return f;
   }
   if (std::optional<LayerNormMatch> m = MatchLayerNorm(g, u, n)) {
@@ -657,7 +705,8 @@ int FuseCompositeOps(TrainingGraph& g) {
   std::vector<int> live_readers(g.tensors.size(), 0);
   for (const Node& n : g.nodes) {
     if (removed[n.id]) continue;
-    for (TensorId i : n.inputs) if (i != kNone) ++live_readers[i];
+    for (TensorId i : n.inputs)
+      if (i != kNone) ++live_readers[i];
   }
   for (TensorId o : g.outputs) ++live_readers[o];
   for (Node& n : g.nodes) {
@@ -671,11 +720,13 @@ int FuseCompositeOps(TrainingGraph& g) {
   std::vector<bool> dead_tensor(g.tensors.size(), false);
   for (const Node& n : g.nodes) {
     if (!removed[n.id]) continue;
-    for (TensorId o : n.outputs) if (o != kNone) dead_tensor[o] = true;
+    for (TensorId o : n.outputs)
+      if (o != kNone) dead_tensor[o] = true;
   }
   for (const Node& n : g.nodes) {
     if (removed[n.id]) continue;
-    for (TensorId o : n.outputs) if (o != kNone) dead_tensor[o] = false;
+    for (TensorId o : n.outputs)
+      if (o != kNone) dead_tensor[o] = false;
   }
   std::vector<TensorId> new_id(g.tensors.size(), kNone);
   std::vector<Tensor> tensors;
@@ -691,7 +742,8 @@ int FuseCompositeOps(TrainingGraph& g) {
     if (t.storage == kNone) t.storage = t.id;
   }
   auto remap = [&](std::vector<TensorId>& ids) {
-    for (TensorId& i : ids) if (i != kNone) i = new_id[i];
+    for (TensorId& i : ids)
+      if (i != kNone) i = new_id[i];
   };
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
@@ -707,12 +759,15 @@ int FuseCompositeOps(TrainingGraph& g) {
   remap(g.inputs);
   remap(g.outputs);
   std::string what;
-  for (const auto& [kind, n] : counts) what += (what.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
-  g.notes.push_back("fused " + what +
-                    " subgraph(s) (written op by op, as TorchScript exports them before opsets 17 and 20 and the "
-                    "dynamo exporter before opsets 23 and 24) into the one op the source model runs (Gelu, "
-                    "LayerNormalization, RMSNormalization, Swish for SiLU, scaled-dot-product attention): autograd keeps less for "
-                    "the backward");
+  for (const auto& [kind, n] : counts)
+    what += (what.empty() ? "" : ", ") + std::to_string(n) + " " + kind;
+  g.notes.push_back(
+      "fused " + what +
+      " subgraph(s) (written op by op, as TorchScript exports them before opsets 17 and 20 and the "
+      "dynamo exporter before opsets 23 and 24) into the one op the source model runs (Gelu, "
+      "LayerNormalization, RMSNormalization, Swish for SiLU, scaled-dot-product attention): "
+      "autograd keeps less for "
+      "the backward");
   return static_cast<int>(fused.size());
 }
 

@@ -20,15 +20,16 @@ bool InferContext::known(size_t i) const {
   if (!has(i)) return false;
   const Tensor& t = tensors_[node_.inputs[i]];
   if (t.dtype == DType::kUndefined) return false;
-  for (int64_t d : t.shape) if (d < 0) return false;
+  for (int64_t d : t.shape)
+    if (d < 0) return false;
   return true;
 }
 
 const ConstValue& InferContext::need_scalar(size_t i) const {
   const ConstValue& v = need_value(i);
   if (v.numel() != 1 || v.shape.size() > 1) {
-    reject("input " + std::to_string(i) + " ('" + in(i).name + "') must be a single value, but it has shape " +
-           ShapeString(v.shape));
+    reject("input " + std::to_string(i) + " ('" + in(i).name +
+           "') must be a single value, but it has shape " + ShapeString(v.shape));
   }
   return v;
 }
@@ -36,8 +37,8 @@ const ConstValue& InferContext::need_scalar(size_t i) const {
 std::vector<int64_t> InferContext::need_ints(size_t i) const {
   const ConstValue& v = need_value(i);
   if (v.shape.size() > 1 || v.is_float()) {
-    reject("input " + std::to_string(i) + " ('" + in(i).name + "') must be a list of integers, but it is " +
-           DTypeName(v.dtype) + ShapeString(v.shape));
+    reject("input " + std::to_string(i) + " ('" + in(i).name +
+           "') must be a list of integers, but it is " + DTypeName(v.dtype) + ShapeString(v.shape));
   }
   return v.ints;
 }
@@ -54,12 +55,14 @@ const ConstValue& InferContext::need_value(size_t i) const {
 void InferContext::set(size_t out, DType dtype, std::vector<int64_t> shape) {
   if (!has_output(out)) return;
   for (int64_t d : shape) {
-    if (d < 0) fail("output " + std::to_string(out) + " would get a negative dimension " + ShapeString(shape));
+    if (d < 0)
+      fail("output " + std::to_string(out) + " would get a negative dimension " +
+           ShapeString(shape));
   }
   int64_t numel = 0;
   if (!CheckedNumel(shape, &numel)) {
-    reject("output '" + tensors_[node_.outputs[out]].name + "' would have shape " + ShapeString(shape) +
-           ", more than 2^63 elements; check --batch and --dim");
+    reject("output '" + tensors_[node_.outputs[out]].name + "' would have shape " +
+           ShapeString(shape) + ", more than 2^63 elements; check --batch and --dim");
   }
   Tensor& t = tensors_[node_.outputs[out]];
   t.dtype = dtype;
@@ -95,7 +98,10 @@ bool CheckedNumel(const std::vector<int64_t>& shape, int64_t* numel) {
     if (d == 0) zero = true;
     if (!overflow && __builtin_mul_overflow(n, d, &n)) overflow = true;
   }
-  if (zero) { *numel = 0; return true; }
+  if (zero) {
+    *numel = 0;
+    return true;
+  }
   if (overflow) return false;
   *numel = n;
   return true;

@@ -15,7 +15,8 @@ namespace memplan {
 
 // Parses the model, binds symbolic dims, runs ONNX shape inference (its answers are kept as
 // hints on the tensors), and orders the nodes topologically.
-TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file, const LoadOptions& opt);
+TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
+                             const LoadOptions& opt);
 
 // Gives every tensor a concrete shape and dtype: ONNX's answer where it has one, otherwise
 // memplan's per-op rule (which also evaluates shape arithmetic on known values).
@@ -38,7 +39,8 @@ bool ShapeKnown(const Tensor& t);
 
 // Per tensor: whether it is a trainable parameter, a floating initializer of more than one
 // element (a scalar is a constant the exporter hoisted), not a graph output, that a
-// differentiable input of an op with a gradient reads. Its values change every step, so they are never folded.
+// differentiable input of an op with a gradient reads. Its values change every step, so they are
+// never folded.
 std::vector<bool> TrainableInitializers(const TrainingGraph& g);
 
 }  // namespace memplan

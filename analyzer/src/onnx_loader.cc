@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <climits>
-#include <filesystem>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <queue>
 #include <set>
@@ -46,11 +46,13 @@ bool IsExternal(const onnx::TensorProto& t) {
   return t.data_location() == onnx::TensorProto::EXTERNAL;
 }
 
-int64_t ExternalDataInteger(const std::string& what, const std::string& key, const std::string& value) {
+int64_t ExternalDataInteger(const std::string& what, const std::string& key,
+                            const std::string& value) {
   try {
     return ParseInteger("external data " + key + " of '" + what + "'", value, 0, INT64_MAX);
   } catch (const MemplanError& e) {
-    throw MemplanError(std::string(e.what()) + "; the model's external data entries are damaged: re-export it");
+    throw MemplanError(std::string(e.what()) +
+                       "; the model's external data entries are damaged: re-export it");
   }
 }
 
@@ -70,7 +72,10 @@ void ReadRaw(const std::string& raw, int64_t n, std::vector<double>* f, std::vec
   for (int64_t k = 0; k < n; ++k) {
     T v;
     std::memcpy(&v, raw.data() + k * sizeof(T), sizeof(T));
-    if (f) f->push_back(static_cast<double>(v)); else i->push_back(static_cast<int64_t>(v));
+    if (f)
+      f->push_back(static_cast<double>(v));
+    else
+      i->push_back(static_cast<int64_t>(v));
   }
 }
 
@@ -96,9 +101,15 @@ std::string OversizedFieldMessage(const std::string& bytes, size_t begin, size_t
     if (!ReadVarint(bytes, &pos, &tag)) return "";
     const uint64_t field = tag >> 3;
     switch (tag & 7) {
-      case 0: if (!ReadVarint(bytes, &pos, &length)) return ""; break;
-      case 1: pos += 8; break;
-      case 5: pos += 4; break;
+      case 0:
+        if (!ReadVarint(bytes, &pos, &length)) return "";
+        break;
+      case 1:
+        pos += 8;
+        break;
+      case 5:
+        pos += 4;
+        break;
       case 2: {
         if (!ReadVarint(bytes, &pos, &length) || pos > end) return "";
         // ModelProto.graph is field 7; GraphProto.initializer is field 5.
@@ -106,9 +117,12 @@ std::string OversizedFieldMessage(const std::string& bytes, size_t begin, size_t
                                  : depth == 1 && field == 5 ? "an initializer of its graph"
                                                             : "field " + std::to_string(field);
         if (length > static_cast<uint64_t>(kMaxOnnxFileBytes)) {
-          return file + ": " + what + " claims " + FormatBytes(length > INT64_MAX ? INT64_MAX : static_cast<int64_t>(length)) +
-                 " (" + std::to_string(length) + " bytes), more than the 2 GiB protobuf can parse. A model this large " +
-                 "must keep its weights as external data: save it with onnx.save(model, path, save_as_external_data=True) " +
+          return file + ": " + what + " claims " +
+                 FormatBytes(length > INT64_MAX ? INT64_MAX : static_cast<int64_t>(length)) + " (" +
+                 std::to_string(length) +
+                 " bytes), more than the 2 GiB protobuf can parse. A model this large " +
+                 "must keep its weights as external data: save it with onnx.save(model, path, "
+                 "save_as_external_data=True) " +
                  "(or torch.onnx.export(..., external_data=True))";
         }
         if (length > end - pos) return "";
@@ -119,7 +133,8 @@ std::string OversizedFieldMessage(const std::string& bytes, size_t begin, size_t
         pos += length;
         break;
       }
-      default: return "";
+      default:
+        return "";
     }
   }
   return "";
@@ -138,15 +153,21 @@ void CountGraphEntries(const std::string& bytes, int64_t* nodes, int64_t* initia
   *nodes = *initializers = 0;
   auto skip = [&](size_t* pos, size_t end, uint64_t tag, size_t* body, uint64_t* length) {
     switch (tag & 7) {
-      case 0: return ReadVarint(bytes, pos, length);
-      case 1: *pos += 8; return *pos <= end;
-      case 5: *pos += 4; return *pos <= end;
+      case 0:
+        return ReadVarint(bytes, pos, length);
+      case 1:
+        *pos += 8;
+        return *pos <= end;
+      case 5:
+        *pos += 4;
+        return *pos <= end;
       case 2:
         if (!ReadVarint(bytes, pos, length) || *pos > end || *length > end - *pos) return false;
         *body = *pos;
         *pos += *length;
         return true;
-      default: return false;
+      default:
+        return false;
     }
   };
   size_t pos = 0;
@@ -158,7 +179,9 @@ void CountGraphEntries(const std::string& bytes, int64_t* nodes, int64_t* initia
     for (size_t g = body; g < body + length;) {
       uint64_t inner_tag = 0, inner_length = 0;
       size_t inner_body = 0;
-      if (!ReadVarint(bytes, &g, &inner_tag) || !skip(&g, body + length, inner_tag, &inner_body, &inner_length)) return;
+      if (!ReadVarint(bytes, &g, &inner_tag) ||
+          !skip(&g, body + length, inner_tag, &inner_body, &inner_length))
+        return;
       if (inner_tag == ((1 << 3) | 2)) ++*nodes;
       if (inner_tag == ((5 << 3) | 2)) ++*initializers;
     }
@@ -168,30 +191,39 @@ void CountGraphEntries(const std::string& bytes, int64_t* nodes, int64_t* initia
 float HalfToFloat(uint16_t h) {
   uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   float v;
-  if (exp == 0) v = std::ldexp(static_cast<float>(mant), -24);
-  else if (exp == 31) v = mant ? NAN : INFINITY;
-  else v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
+  if (exp == 0)
+    v = std::ldexp(static_cast<float>(mant), -24);
+  else if (exp == 31)
+    v = mant ? NAN : INFINITY;
+  else
+    v = std::ldexp(static_cast<float>(mant | 0x400), static_cast<int>(exp) - 25);
   return sign ? -v : v;
 }
 
 }  // namespace
 
-ExternalData ResolveExternalData(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what,
-                                 bool allow_outside) {
+ExternalData ResolveExternalData(const onnx::TensorProto& t, const std::string& base_dir,
+                                 const std::string& what, bool allow_outside) {
   namespace fs = std::filesystem;
   ExternalData d;
   for (const auto& kv : t.external_data()) {
-    if (kv.key() == "location") d.location = kv.value();
-    else if (kv.key() == "offset") d.offset = ExternalDataInteger(what, "offset", kv.value());
-    else if (kv.key() == "length") d.length = ExternalDataInteger(what, "length", kv.value());
+    if (kv.key() == "location")
+      d.location = kv.value();
+    else if (kv.key() == "offset")
+      d.offset = ExternalDataInteger(what, "offset", kv.value());
+    else if (kv.key() == "length")
+      d.length = ExternalDataInteger(what, "length", kv.value());
   }
   if (d.location.empty()) {
-    throw MemplanError("tensor '" + what + "' keeps its data in an external file but names none (no \"location\"); re-export the model");
+    throw MemplanError("tensor '" + what +
+                       "' keeps its data in an external file but names none (no \"location\"); "
+                       "re-export the model");
   }
   d.path = base_dir + "/" + d.location;
   if (allow_outside) return d;
   const std::string escape =
-      "tensor '" + what + "' reads its data from '" + d.location + "', outside the model's folder '" + base_dir +
+      "tensor '" + what + "' reads its data from '" + d.location +
+      "', outside the model's folder '" + base_dir +
       "'; ONNX allows only files inside it. Move the data next to the model, or pass "
       "--allow-external-data-outside-model-dir if you trust this model";
   if (fs::path(d.location).is_absolute()) throw MemplanError(escape);
@@ -219,23 +251,45 @@ std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t) 
   std::vector<int64_t>* i = v.is_float() ? nullptr : &v.ints;
   if (t.has_raw_data()) {
     switch (v.dtype) {
-      case DType::kFloat32: ReadRaw<float>(raw, n, f, i); break;
-      case DType::kFloat64: ReadRaw<double>(raw, n, f, i); break;
+      case DType::kFloat32:
+        ReadRaw<float>(raw, n, f, i);
+        break;
+      case DType::kFloat64:
+        ReadRaw<double>(raw, n, f, i);
+        break;
       case DType::kFloat16: {
         std::vector<int64_t> bits;
         ReadRaw<uint16_t>(raw, n, nullptr, &bits);
         for (int64_t b : bits) v.floats.push_back(HalfToFloat(static_cast<uint16_t>(b)));
         break;
       }
-      case DType::kInt64: ReadRaw<int64_t>(raw, n, f, i); break;
-      case DType::kInt32: ReadRaw<int32_t>(raw, n, f, i); break;
-      case DType::kInt16: ReadRaw<int16_t>(raw, n, f, i); break;
-      case DType::kInt8: ReadRaw<int8_t>(raw, n, f, i); break;
-      case DType::kUInt8: case DType::kBool: ReadRaw<uint8_t>(raw, n, f, i); break;
-      case DType::kUInt16: ReadRaw<uint16_t>(raw, n, f, i); break;
-      case DType::kUInt32: ReadRaw<uint32_t>(raw, n, f, i); break;
-      case DType::kUInt64: ReadRaw<uint64_t>(raw, n, f, i); break;
-      default: return std::nullopt;
+      case DType::kInt64:
+        ReadRaw<int64_t>(raw, n, f, i);
+        break;
+      case DType::kInt32:
+        ReadRaw<int32_t>(raw, n, f, i);
+        break;
+      case DType::kInt16:
+        ReadRaw<int16_t>(raw, n, f, i);
+        break;
+      case DType::kInt8:
+        ReadRaw<int8_t>(raw, n, f, i);
+        break;
+      case DType::kUInt8:
+      case DType::kBool:
+        ReadRaw<uint8_t>(raw, n, f, i);
+        break;
+      case DType::kUInt16:
+        ReadRaw<uint16_t>(raw, n, f, i);
+        break;
+      case DType::kUInt32:
+        ReadRaw<uint32_t>(raw, n, f, i);
+        break;
+      case DType::kUInt64:
+        ReadRaw<uint64_t>(raw, n, f, i);
+        break;
+      default:
+        return std::nullopt;
     }
   } else {
     for (float x : t.float_data()) v.floats.push_back(x);
@@ -246,9 +300,11 @@ std::optional<ConstValue> ConstValueFromTensorProto(const onnx::TensorProto& t) 
       for (int32_t x : t.int32_data()) (f ? f->push_back(x) : i->push_back(x));
     }
     for (int64_t x : t.int64_data()) (f ? f->push_back(static_cast<double>(x)) : i->push_back(x));
-    for (uint64_t x : t.uint64_data()) i ? i->push_back(static_cast<int64_t>(x)) : f->push_back(static_cast<double>(x));
+    for (uint64_t x : t.uint64_data())
+      i ? i->push_back(static_cast<int64_t>(x)) : f->push_back(static_cast<double>(x));
   }
-  int64_t got = v.is_float() ? static_cast<int64_t>(v.floats.size()) : static_cast<int64_t>(v.ints.size());
+  int64_t got =
+      v.is_float() ? static_cast<int64_t>(v.floats.size()) : static_cast<int64_t>(v.ints.size());
   if (got != n) return std::nullopt;
   return v;
 }
@@ -257,15 +313,41 @@ Attribute AttributeFromOnnx(const onnx::AttributeProto& a) {
   Attribute out;
   using A = onnx::AttributeProto;
   switch (a.type()) {
-    case A::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
-    case A::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
-    case A::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
-    case A::INTS: out.kind = Attribute::Kind::kInts; out.ints.assign(a.ints().begin(), a.ints().end()); break;
-    case A::FLOATS: out.kind = Attribute::Kind::kFloats; out.floats.assign(a.floats().begin(), a.floats().end()); break;
-    case A::STRINGS: out.kind = Attribute::Kind::kStrings; out.strings.assign(a.strings().begin(), a.strings().end()); break;
-    case A::TENSOR: out.kind = Attribute::Kind::kTensor; out.tensor = ConstValueFromTensorProto(a.t()); break;
-    case A::GRAPH: case A::GRAPHS: out.kind = Attribute::Kind::kGraph; break;
-    default: out.kind = Attribute::Kind::kString; break;
+    case A::INT:
+      out.kind = Attribute::Kind::kInt;
+      out.i = a.i();
+      break;
+    case A::FLOAT:
+      out.kind = Attribute::Kind::kFloat;
+      out.f = a.f();
+      break;
+    case A::STRING:
+      out.kind = Attribute::Kind::kString;
+      out.s = a.s();
+      break;
+    case A::INTS:
+      out.kind = Attribute::Kind::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case A::FLOATS:
+      out.kind = Attribute::Kind::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case A::STRINGS:
+      out.kind = Attribute::Kind::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case A::TENSOR:
+      out.kind = Attribute::Kind::kTensor;
+      out.tensor = ConstValueFromTensorProto(a.t());
+      break;
+    case A::GRAPH:
+    case A::GRAPHS:
+      out.kind = Attribute::Kind::kGraph;
+      break;
+    default:
+      out.kind = Attribute::Kind::kString;
+      break;
   }
   return out;
 }
@@ -277,8 +359,8 @@ namespace {
 // Returns the value of the batch: the first input's first symbolic dim, which --dim NAME=VALUE
 // may have bound instead of --batch (opt.batch when no input has a symbolic dim).
 int64_t BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializers,
-                 const LoadOptions& opt, const std::string& file, std::map<std::string, int64_t>& bound,
-                 std::string& batch_dim) {
+                 const LoadOptions& opt, const std::string& file,
+                 std::map<std::string, int64_t>& bound, std::string& batch_dim) {
   for (const auto& [name, value] : opt.dims) bound[name] = value;
   int64_t batch = -1;
   for (auto& input : *graph.mutable_input()) {
@@ -293,7 +375,8 @@ int64_t BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializ
       auto* dim = shape->mutable_dim(d);
       if (dim->has_dim_value()) {
         if (dim->dim_value() < 0) {
-          throw MemplanError(file + ": graph input '" + input.name() + "' has a negative dimension");
+          throw MemplanError(file + ": graph input '" + input.name() +
+                             "' has a negative dimension");
         }
         continue;
       }
@@ -305,9 +388,10 @@ int64_t BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializ
         value = opt.batch;
         if (!param.empty()) bound[param] = value;
       } else {
-        throw MemplanError(file + ": dimension " + std::to_string(d) + " of input '" + input.name() +
-                           "' is symbolic" + (param.empty() ? "" : " ('" + param + "')") +
-                           ": bind it with --dim " + (param.empty() ? "NAME" : param) + "=VALUE");
+        throw MemplanError(file + ": dimension " + std::to_string(d) + " of input '" +
+                           input.name() + "' is symbolic" +
+                           (param.empty() ? "" : " ('" + param + "')") + ": bind it with --dim " +
+                           (param.empty() ? "NAME" : param) + "=VALUE");
       }
       if (first_symbolic && batch < 0) {
         batch = value;
@@ -325,7 +409,10 @@ int64_t BindDims(onnx::GraphProto& graph, const std::set<std::string>& initializ
     for (auto& dim : *vi.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
       if (dim.has_dim_param()) {
         auto it = bound.find(dim.dim_param());
-        if (it != bound.end()) dim.set_dim_value(it->second); else dim.clear_dim_param();
+        if (it != bound.end())
+          dim.set_dim_value(it->second);
+        else
+          dim.clear_dim_param();
       }
     }
   };
@@ -362,21 +449,26 @@ void CheckTensorDeclarations(const onnx::GraphProto& graph, const std::string& f
     const std::string where = file + ": initializer '" + init.name() + "'";
     auto [it, fresh] = seen.emplace(init.name(), &init);
     if (!fresh) {
-      std::vector<int64_t> a(it->second->dims().begin(), it->second->dims().end()), b(init.dims().begin(), init.dims().end());
-      throw MemplanError(where + " is defined twice" +
-                         (a != b ? " with different shapes (" + ShapeString(a) + " and " + ShapeString(b) + ")" : std::string()) +
-                         "; initializer names must be unique: re-export the model");
+      std::vector<int64_t> a(it->second->dims().begin(), it->second->dims().end()),
+          b(init.dims().begin(), init.dims().end());
+      throw MemplanError(
+          where + " is defined twice" +
+          (a != b ? " with different shapes (" + ShapeString(a) + " and " + ShapeString(b) + ")"
+                  : std::string()) +
+          "; initializer names must be unique: re-export the model");
     }
     DType dt = DTypeFromOnnx(init.data_type());
     if (dt == DType::kUndefined) {
       throw MemplanError(where + " has ONNX data_type " + std::to_string(init.data_type()) +
                          ", which is not a tensor element type memplan knows; re-export the model");
     }
-    if (dt == DType::kString) throw MemplanError(where + " holds strings; memplan models numeric tensors only");
+    if (dt == DType::kString)
+      throw MemplanError(where + " holds strings; memplan models numeric tensors only");
     for (int64_t d : init.dims()) {
       if (d < 0) {
         throw MemplanError(where + " has a negative dimension in " +
-                           IntList(std::vector<int64_t>(init.dims().begin(), init.dims().end())) + "; re-export the model");
+                           IntList(std::vector<int64_t>(init.dims().begin(), init.dims().end())) +
+                           "; re-export the model");
       }
     }
   }
@@ -385,16 +477,20 @@ void CheckTensorDeclarations(const onnx::GraphProto& graph, const std::string& f
     int elem = input.type().tensor_type().elem_type();
     DType dt = DTypeFromOnnx(elem);
     if (dt == DType::kUndefined || dt == DType::kString) {
-      throw MemplanError(file + ": graph input '" + input.name() + "' has element type " + std::to_string(elem) +
-                         (elem == 0 ? " (undefined)" : dt == DType::kString ? " (string)" : " (unknown)") +
+      throw MemplanError(file + ": graph input '" + input.name() + "' has element type " +
+                         std::to_string(elem) +
+                         (elem == 0              ? " (undefined)"
+                          : dt == DType::kString ? " (string)"
+                                                 : " (unknown)") +
                          "; memplan needs a numeric tensor type: re-export the model");
     }
   }
   for (const auto& output : graph.output()) {
     if (seen.count(output.name())) {
-      throw MemplanError(file + ": graph output '" + output.name() +
-                         "' is an initializer (a stored constant), not computed by the graph; nothing trains it: "
-                         "remove it from the graph outputs");
+      throw MemplanError(
+          file + ": graph output '" + output.name() +
+          "' is an initializer (a stored constant), not computed by the graph; nothing trains it: "
+          "remove it from the graph outputs");
     }
   }
 }
@@ -403,23 +499,29 @@ void ReadTypeInto(const onnx::TypeProto& type, Tensor& t) {
   if (!type.has_tensor_type()) return;
   const auto& tt = type.tensor_type();
   if (tt.elem_type() != 0) t.dtype = DTypeFromOnnx(tt.elem_type());
-  if (!tt.has_shape()) { t.shape = {-1}; return; }
+  if (!tt.has_shape()) {
+    t.shape = {-1};
+    return;
+  }
   t.shape.clear();
-  for (const auto& dim : tt.shape().dim()) t.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
+  for (const auto& dim : tt.shape().dim())
+    t.shape.push_back(dim.has_dim_value() ? dim.dim_value() : -1);
 }
 
 }  // namespace
 
 bool ShapeKnown(const Tensor& t) {
   if (t.dtype == DType::kUndefined) return false;
-  for (int64_t d : t.shape) if (d < 0) return false;
+  for (int64_t d : t.shape)
+    if (d < 0) return false;
   return true;
 }
 
 TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
                              const LoadOptions& opt) {
   if (opt.batch <= 0) {
-    throw MemplanError("batch size must be a positive integer (got " + std::to_string(opt.batch) + ")");
+    throw MemplanError("batch size must be a positive integer (got " + std::to_string(opt.batch) +
+                       ")");
   }
   for (const auto& [name, value] : opt.dims) {
     if (value <= 0) throw MemplanError("--dim " + name + " must be a positive integer");
@@ -431,21 +533,25 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     int64_t nodes = 0, initializers = 0;
     CountGraphEntries(bytes, &nodes, &initializers);
     const std::string fix =
-        "; analyze a part of the model (onnx.utils.extract_model) or a configuration with fewer layers: time and "
+        "; analyze a part of the model (onnx.utils.extract_model) or a configuration with fewer "
+        "layers: time and "
         "memory grow linearly with the graph";
     if (nodes > kMaxGraphNodes) {
-      throw MemplanError(file + " has a graph of " + std::to_string(nodes) + " nodes; memplan handles at most " +
-                         std::to_string(kMaxGraphNodes) + " (a million take `memplan plan` about 20 s and 3 GB)" + fix);
+      throw MemplanError(file + " has a graph of " + std::to_string(nodes) +
+                         " nodes; memplan handles at most " + std::to_string(kMaxGraphNodes) +
+                         " (a million take `memplan plan` about 20 s and 3 GB)" + fix);
     }
     if (initializers > kMaxGraphInitializers) {
-      throw MemplanError(file + " has " + std::to_string(initializers) + " initializers; memplan handles at most " +
+      throw MemplanError(file + " has " + std::to_string(initializers) +
+                         " initializers; memplan handles at most " +
                          std::to_string(kMaxGraphInitializers) + fix);
     }
   }
   if (!model.ParseFromString(bytes)) {
     std::string oversized = OversizedFieldMessage(bytes, 0, bytes.size(), 0, file);
     if (!oversized.empty()) throw MemplanError(oversized);
-    throw MemplanError(file + " is not a valid ONNX model (the protobuf does not parse: the file is "
+    throw MemplanError(file +
+                       " is not a valid ONNX model (the protobuf does not parse: the file is "
                        "truncated or not ONNX); re-export it");
   }
   if (!model.has_graph() || model.graph().node_size() == 0) {
@@ -463,12 +569,14 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   }
   if (g.opset == 0) throw MemplanError(file + " does not import the default ONNX opset");
   if (g.opset < 1) {
-    throw MemplanError(file + " imports ONNX opset " + std::to_string(g.opset) + ", which does not exist; re-export the model");
+    throw MemplanError(file + " imports ONNX opset " + std::to_string(g.opset) +
+                       ", which does not exist; re-export the model");
   }
   if (g.opset > kMaxRuleOpset) {
-    throw MemplanError(file + " uses ONNX opset " + std::to_string(g.opset) + "; memplan knows opsets up to " +
-                       std::to_string(kMaxRuleOpset) + ": re-export with opset_version=" +
-                       std::to_string(kMaxRuleOpset) + " or lower");
+    throw MemplanError(file + " uses ONNX opset " + std::to_string(g.opset) +
+                       "; memplan knows opsets up to " + std::to_string(kMaxRuleOpset) +
+                       ": re-export with opset_version=" + std::to_string(kMaxRuleOpset) +
+                       " or lower");
   }
   const bool onnx_library_knows_opset = g.opset <= kMaxOnnxLibraryOpset;
   onnx::GraphProto& graph = *model.mutable_graph();
@@ -483,7 +591,8 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   for (const auto& init : graph.initializer()) {
     initializer_names.insert(init.name());
     if (IsExternal(init)) {
-      ExternalData data = ResolveExternalData(init, DirName(file), init.name(), opt.allow_external_data_outside_model_dir);
+      ExternalData data = ResolveExternalData(init, DirName(file), init.name(),
+                                              opt.allow_external_data_outside_model_dir);
       if (!FileExists(data.path)) missing_files.insert(data.location);
     }
   }
@@ -501,7 +610,8 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   {
     // Reserved up front: growing these one element at a time copies every Tensor and Node
     // on each reallocation (a million-node graph).
-    size_t names = static_cast<size_t>(graph.initializer_size()) + static_cast<size_t>(graph.input_size());
+    size_t names =
+        static_cast<size_t>(graph.initializer_size()) + static_cast<size_t>(graph.input_size());
     for (const auto& np : graph.node()) names += static_cast<size_t>(np.output_size());
     ids.reserve(names);
     g.tensors.reserve(names + 3);  // and the loss, its target
@@ -544,8 +654,9 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     n.op_type = np.op_type();
     n.domain = np.domain();
     if (!n.domain.empty() && n.domain != "ai.onnx") {
-      throw MemplanError(file + ": node '" + n.name + "' uses op " + n.domain + "::" + n.op_type +
-                         " from a custom domain, which memplan has no rule for; export with standard ONNX ops");
+      throw MemplanError(
+          file + ": node '" + n.name + "' uses op " + n.domain + "::" + n.op_type +
+          " from a custom domain, which memplan has no rule for; export with standard ONNX ops");
     }
     for (const auto& a : np.attribute()) n.attributes[a.name()] = AttributeFromOnnx(a);
     // Every ONNX op's first output is required; the rules read it.
@@ -554,12 +665,16 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
                          ") has no first output; every ONNX op produces at least one tensor");
     }
     for (const auto& o : np.output()) {
-      if (o.empty()) { n.outputs.push_back(kNone); continue; }
+      if (o.empty()) {
+        n.outputs.push_back(kNone);
+        continue;
+      }
       const TensorId id = tensor_id(o);
       producer_of.resize(g.tensors.size(), -1);
       // Initializers are the only constants so far.
       if (producer_of[id] >= 0 || g.tensors[id].category == TensorCategory::kConstant) {
-        throw MemplanError(file + ": tensor '" + o + "' is produced twice (by node '" + n.name + "' and another)");
+        throw MemplanError(file + ": tensor '" + o + "' is produced twice (by node '" + n.name +
+                           "' and another)");
       }
       producer_of[id] = static_cast<int>(raw.size());
       n.outputs.push_back(id);
@@ -572,31 +687,40 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
   for (int k = 0; k < static_cast<int>(raw.size()); ++k) {
     const onnx::NodeProto& np = graph.node(k);
     for (const auto& in : np.input()) {
-      if (in.empty()) { raw[k].inputs.push_back(kNone); continue; }
+      if (in.empty()) {
+        raw[k].inputs.push_back(kNone);
+        continue;
+      }
       // Every name a node produces, every graph input and every initializer has an id by now.
       auto it = ids.find(in);
       if (it == ids.end()) {
-        throw MemplanError(file + ": node '" + raw[k].name + "' (" + raw[k].op_type + ") reads tensor '" + in +
-                           "', which no node produces and which is neither a graph input nor an initializer");
+        throw MemplanError(
+            file + ": node '" + raw[k].name + "' (" + raw[k].op_type + ") reads tensor '" + in +
+            "', which no node produces and which is neither a graph input nor an initializer");
       }
       raw[k].inputs.push_back(it->second);
-      if (const int p = producer_of[it->second]; p >= 0) { succ[p].push_back(k); ++indegree[k]; }
+      if (const int p = producer_of[it->second]; p >= 0) {
+        succ[p].push_back(k);
+        ++indegree[k];
+      }
     }
   }
   std::priority_queue<int, std::vector<int>, std::greater<int>> ready;  // keep file order
-  for (int k = 0; k < static_cast<int>(raw.size()); ++k) if (indegree[k] == 0) ready.push(k);
+  for (int k = 0; k < static_cast<int>(raw.size()); ++k)
+    if (indegree[k] == 0) ready.push(k);
   std::vector<int> order;
   while (!ready.empty()) {
     int k = ready.top();
     ready.pop();
     order.push_back(k);
-    for (int s : succ[k]) if (--indegree[s] == 0) ready.push(s);
+    for (int s : succ[k])
+      if (--indegree[s] == 0) ready.push(s);
   }
   if (order.size() != raw.size()) {
     for (int k = 0; k < static_cast<int>(raw.size()); ++k) {
       if (indegree[k] > 0) {
-        throw MemplanError(file + ": the graph has a cycle through node '" + raw[k].name + "' (" + raw[k].op_type +
-                           "); ONNX graphs must be acyclic");
+        throw MemplanError(file + ": the graph has a cycle through node '" + raw[k].name + "' (" +
+                           raw[k].op_type + "); ONNX graphs must be acyclic");
       }
     }
   }
@@ -627,12 +751,13 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
 
   // ONNX shape inference with data propagation; what it leaves is resolved by our rules.
   if (opt.onnx_shape_inference && onnx_library_knows_opset) try {
-    onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0, /*enable_data_propagation=*/true};
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
-  } catch (const std::exception& e) {
-    g.notes.push_back(std::string("ONNX shape inference stopped early (") + e.what() +
-                      "); memplan's own rules resolved the rest");
-  }
+      onnx::ShapeInferenceOptions sio{/*check_type=*/false, /*error_mode=*/0,
+                                      /*enable_data_propagation=*/true};
+      onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), sio);
+    } catch (const std::exception& e) {
+      g.notes.push_back(std::string("ONNX shape inference stopped early (") + e.what() +
+                        "); memplan's own rules resolved the rest");
+    }
 
   // What ONNX inference found.
   auto take = [&](const onnx::ValueInfoProto& vi) {
@@ -642,13 +767,18 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
     if (t.category == TensorCategory::kConstant || t.category == TensorCategory::kInput) return;
     Tensor copy = t;
     ReadTypeInto(vi.type(), copy);
-    if (ShapeKnown(copy) || !ShapeKnown(t)) { t.dtype = copy.dtype; t.shape = copy.shape; }
+    if (ShapeKnown(copy) || !ShapeKnown(t)) {
+      t.dtype = copy.dtype;
+      t.shape = copy.shape;
+    }
   };
-  if (opt.onnx_shape_inference && onnx_library_knows_opset) for (const auto& vi : graph.value_info()) take(vi);
+  if (opt.onnx_shape_inference && onnx_library_knows_opset)
+    for (const auto& vi : graph.value_info()) take(vi);
   for (const auto& vi : graph.output()) {
     if (opt.onnx_shape_inference) take(vi);
     auto it = ids.find(vi.name());
-    if (it == ids.end()) throw MemplanError(file + ": graph output '" + vi.name() + "' is not produced by any node");
+    if (it == ids.end())
+      throw MemplanError(file + ": graph output '" + vi.name() + "' is not produced by any node");
     g.outputs.push_back(it->second);
   }
   // ONNX's answers are hints; our rules (run in ResolveShapes) recompute every node and
@@ -658,10 +788,12 @@ TrainingGraph ParseOnnxModel(const std::string& bytes, const std::string& file,
 
 void CheckOnnxFileSize(const std::string& path, int64_t size) {
   if (size <= kMaxOnnxFileBytes) return;
-  throw MemplanError(path + " is " + FormatBytes(size) + " (" + std::to_string(size) +
-                     " bytes); protobuf cannot parse an ONNX file larger than 2 GiB. Store the weights as external "
-                     "data: onnx.save(model, path, save_as_external_data=True) (or torch.onnx.export(..., "
-                     "external_data=True)) keeps the .onnx file small");
+  throw MemplanError(
+      path + " is " + FormatBytes(size) + " (" + std::to_string(size) +
+      " bytes); protobuf cannot parse an ONNX file larger than 2 GiB. Store the weights as "
+      "external "
+      "data: onnx.save(model, path, save_as_external_data=True) (or torch.onnx.export(..., "
+      "external_data=True)) keeps the .onnx file small");
 }
 
 TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& options) {
@@ -669,7 +801,8 @@ TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& opti
   if (::stat(path.c_str(), &st) != 0) {
     throw MemplanError("cannot open model '" + path + "': " + std::strerror(errno));
   }
-  if (S_ISDIR(st.st_mode)) throw MemplanError("'" + path + "' is a directory, not an ONNX model file");
+  if (S_ISDIR(st.st_mode))
+    throw MemplanError("'" + path + "' is a directory, not an ONNX model file");
   // Before reading a byte: a file protobuf cannot parse is refused at once.
   if (S_ISREG(st.st_mode)) CheckOnnxFileSize(path, static_cast<int64_t>(st.st_size));
   std::ifstream in(path, std::ios::binary);
@@ -680,7 +813,9 @@ TrainingGraph LoadTrainingGraph(const std::string& path, const LoadOptions& opti
   const size_t chunk = 1 << 20;
   while (in) {
     const size_t had = bytes.size();
-    const size_t want = S_ISREG(st.st_mode) && had == 0 && st.st_size > 0 ? static_cast<size_t>(st.st_size) + 1 : chunk;
+    const size_t want = S_ISREG(st.st_mode) && had == 0 && st.st_size > 0
+                            ? static_cast<size_t>(st.st_size) + 1
+                            : chunk;
     bytes.resize(had + want);
     in.read(bytes.data() + had, static_cast<std::streamsize>(want));
     bytes.resize(had + static_cast<size_t>(in.gcount()));

@@ -21,7 +21,9 @@ double NoFlops(const Node&, const std::vector<Tensor>&) { return 0; }
 double ElementwiseFlops(const Node& n, const std::vector<Tensor>& t) {
   return std::max(OutNumel(n, t), InNumel(n, t));
 }
-double TranscendentalFlops(const Node& n, const std::vector<Tensor>& t) { return 4 * OutNumel(n, t); }
+double TranscendentalFlops(const Node& n, const std::vector<Tensor>& t) {
+  return 4 * OutNumel(n, t);
+}
 double NormFlops(const Node& n, const std::vector<Tensor>& t) { return 8 * OutNumel(n, t); }
 double SoftmaxFlops(const Node& n, const std::vector<Tensor>& t) { return 5 * OutNumel(n, t); }
 double ReduceFlops(const Node& n, const std::vector<Tensor>& t) { return InNumel(n, t); }
@@ -63,7 +65,11 @@ double EinsumFlops(const Node& n, const std::vector<Tensor>& t) {
   size_t input = 0, pos = 0;
   for (char ch : lhs + ",") {
     if (ch == ' ') continue;
-    if (ch == ',') { ++input; pos = 0; continue; }
+    if (ch == ',') {
+      ++input;
+      pos = 0;
+      continue;
+    }
     size[ch] = t[n.inputs[input]].shape[pos++];
   }
   double f = 2;
@@ -76,7 +82,8 @@ double AttentionFlops(const Node& n, const std::vector<Tensor>& t) {
   const std::vector<int64_t>& kt = t[n.inputs[1]].shape;
   const std::vector<int64_t>& v = t[n.inputs[2]].shape;
   const double scores = static_cast<double>(q[0] * q[1] * q[2] * kt[3]);
-  return 2 * scores * static_cast<double>(q[3]) + 2 * scores * static_cast<double>(v[3]) + 5 * scores;
+  return 2 * scores * static_cast<double>(q[3]) + 2 * scores * static_cast<double>(v[3]) +
+         5 * scores;
 }
 double CrossEntropyFlops(const Node& n, const std::vector<Tensor>& t) { return 5 * InNumel(n, t); }
 

@@ -17,7 +17,8 @@ std::vector<int> InPlaceOutputs(const Node& node) {
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);
-  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d) strides[d] = strides[d + 1] * shape[d + 1];
+  for (int64_t d = static_cast<int64_t>(shape.size()) - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * shape[d + 1];
   return strides;
 }
 
@@ -56,8 +57,14 @@ bool IsChannelsLastLayout(const std::vector<int64_t>& shape, const std::vector<i
 bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& strides,
                  const std::vector<int64_t>& new_shape, std::vector<int64_t>* new_strides) {
   std::vector<int64_t> out(new_shape.size(), 1);
-  if (shape.empty()) { *new_strides = out; return true; }
-  if (Numel(shape) == 0) { *new_strides = ContiguousStrides(new_shape); return true; }
+  if (shape.empty()) {
+    *new_strides = out;
+    return true;
+  }
+  if (Numel(shape) == 0) {
+    *new_strides = ContiguousStrides(new_shape);
+    return true;
+  }
   int64_t view_d = static_cast<int64_t>(new_shape.size()) - 1;
   int64_t chunk_base_stride = strides.back(), tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(shape.size()) - 1; d >= 0; --d) {
@@ -82,11 +89,11 @@ bool ViewStrides(const std::vector<int64_t>& shape, const std::vector<int64_t>& 
 }
 
 bool FollowsInputLayout(const std::string& op_type) {
-  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Relu", "LeakyRelu",
-                                     "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt", "Reciprocal", "Neg",
-                                     "Abs", "Clip", "Sin", "Cos", "Elu", "Selu", "Celu", "HardSigmoid",
-                                     "HardSwish", "Softplus", "Softsign", "Gelu", "Mish", "Swish",
-                                     "RMSNormalization",
+  static const char* const kOps[] = {"Add", "Sub", "Mul", "Div", "Pow", "Where", "Relu",
+                                     "LeakyRelu", "Sigmoid", "Tanh", "Erf", "Exp", "Log", "Sqrt",
+                                     "Reciprocal", "Neg", "Abs", "Clip", "Sin", "Cos", "Elu",
+                                     "Selu", "Celu", "HardSigmoid", "HardSwish", "Softplus",
+                                     "Softsign", "Gelu", "Mish", "Swish", "RMSNormalization",
                                      // oneDNN's convolution writes channels-last output for a
                                      // channels-last input (mkldnn_conv_use_channels_last); the
                                      // input's distinct strides decide, never the weight's.
@@ -94,7 +101,8 @@ bool FollowsInputLayout(const std::string& op_type) {
                                      // Flash attention's output takes the query's layout (its
                                      // other inputs are not considered: training_graph.cc).
                                      "memplan.ScaledDotProductAttention"};
-  for (const char* o : kOps) if (op_type == o) return true;
+  for (const char* o : kOps)
+    if (op_type == o) return true;
   return false;
 }
 
@@ -110,8 +118,10 @@ std::vector<int64_t> TensorIteratorStrides(const std::vector<int64_t>& out_shape
   bool all_contiguous_same_shape = true;
   for (const Tensor* t : inputs) {
     std::vector<int64_t> in = StridesOf(*t);
-    if (t->shape != out_shape) all_contiguous_same_shape = false;
-    else if (!IsContiguousLayout(t->shape, in)) all_contiguous_same_shape = false;
+    if (t->shape != out_shape)
+      all_contiguous_same_shape = false;
+    else if (!IsContiguousLayout(t->shape, in))
+      all_contiguous_same_shape = false;
     std::vector<int64_t> b(nd, 0);
     int64_t off = nd - static_cast<int64_t>(t->shape.size());
     for (int64_t d = 0; d < static_cast<int64_t>(t->shape.size()); ++d) {
@@ -136,13 +146,19 @@ std::vector<int64_t> TensorIteratorStrides(const std::vector<int64_t>& out_shape
     int64_t d1 = i;
     for (int64_t d0 = i - 1; d0 >= 0; --d0) {
       int c = should_swap(perm[d0], perm[d1]);
-      if (c > 0) { std::swap(perm[d0], perm[d1]); d1 = d0; }
-      else if (c < 0) break;
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0)
+        break;
     }
   }
   std::vector<int64_t> out(nd);
   int64_t running = 1;
-  for (int64_t i = 0; i < nd; ++i) { out[perm[i]] = running; running *= out_shape[perm[i]]; }
+  for (int64_t i = 0; i < nd; ++i) {
+    out[perm[i]] = running;
+    running *= out_shape[perm[i]];
+  }
   return out;
 }
 

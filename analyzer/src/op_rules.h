@@ -69,10 +69,10 @@ struct SaveSpec {
 
 // How output 0 relates to input 0's storage.
 enum class ViewKind {
-  kNone,           // a new tensor
-  kView,           // always a view, keeps contiguity (squeeze, unsqueeze, identity)
-  kReshape,        // at::reshape: a view when computeStride finds strides for it, else a copy
-  kStridedView,    // a view with its own strides (transpose, expand, slice, split)
+  kNone,         // a new tensor
+  kView,         // always a view, keeps contiguity (squeeze, unsqueeze, identity)
+  kReshape,      // at::reshape: a view when computeStride finds strides for it, else a copy
+  kStridedView,  // a view with its own strides (transpose, expand, slice, split)
 };
 
 using InferFn = void (*)(InferContext&);
@@ -91,13 +91,13 @@ using ValidateFn = void (*)(const InferContext&);
 // these defaults.
 struct OpRule {
   const char* op_type = nullptr;
-  InferFn infer = nullptr;           // required
-  FlopsFn flops = nullptr;           // required
-  double backward_factor = 1.0;      // backward FLOPs / forward FLOPs
-  SaveFn saves = nullptr;            // nullptr: saves nothing
-  uint32_t nondiff_inputs = 0;       // bit i set: input i never receives a gradient
+  InferFn infer = nullptr;       // required
+  FlopsFn flops = nullptr;       // required
+  double backward_factor = 1.0;  // backward FLOPs / forward FLOPs
+  SaveFn saves = nullptr;        // nullptr: saves nothing
+  uint32_t nondiff_inputs = 0;   // bit i set: input i never receives a gradient
   ViewKind view = ViewKind::kNone;
-  bool grad_is_view = false;         // backward hands back a view of the incoming gradient
+  bool grad_is_view = false;  // backward hands back a view of the incoming gradient
   // Backward hands back the incoming gradient expanded to the input's shape (sum's backward):
   // a broadcast view, stride 0 along the reduced axes. Implies grad_is_view.
   bool grad_is_broadcast = false;
@@ -118,7 +118,7 @@ struct OpRule {
   // AccumulateGrad runs after those of the op's directly read parameters (which autograd runs
   // first); data-parallel buckets complete in that order.
   InputMaskFn inputs_read_through_view = nullptr;
-  bool differentiable = true;        // false: outputs never require grad (shape ops, comparisons)
+  bool differentiable = true;  // false: outputs never require grad (shape ops, comparisons)
   WorkspaceFn backward_workspace = nullptr;  // bytes the backward op holds temporarily
   ValidateFn validate = nullptr;             // nullptr: nothing beyond the shape rule's checks
   // Bytes the forward op holds temporarily (in every mode: with autograd, without it while a
@@ -130,10 +130,10 @@ struct OpRule {
   // Output 0 is input 0 converted element by element to another dtype (its values pass through
   // as views' do).
   bool casts = false;
-  int axis_indices_input = -1;   // input holding indices into input 0 along attribute 'axis'
-  uint32_t init_one_inputs = 0;  // bit i set: a fresh model holds input i at one (a scale, a
-                                 // running variance), as torch.nn initialises it
-  uint32_t init_zero_inputs = 0; // bit i set: ... at zero (a shift, a running mean)
+  int axis_indices_input = -1;    // input holding indices into input 0 along attribute 'axis'
+  uint32_t init_one_inputs = 0;   // bit i set: a fresh model holds input i at one (a scale, a
+                                  // running variance), as torch.nn initialises it
+  uint32_t init_zero_inputs = 0;  // bit i set: ... at zero (a shift, a running mean)
   // The kernel kind that prices the forward (training_graph.h's ComputeClassOf, which also
   // decides per node: depthwise convolutions, batch norm without batch statistics, random ops).
   ComputeClass compute = ComputeClass::kMemory;

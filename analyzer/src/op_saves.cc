@@ -16,7 +16,8 @@ void SavesInput0(const Node&, const std::vector<Tensor>&, const std::vector<bool
 void SavesOutput0(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
   s.outputs = {0};
 }
-void SavesBothInputs(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+void SavesBothInputs(const Node&, const std::vector<Tensor>&, const std::vector<bool>&,
+                     SaveSpec& s) {
   s.inputs = {0, 1};
 }
 // mul / matmul / mm: the gradient of one operand needs the other.
@@ -31,23 +32,29 @@ void SavesOtherOperand(const Node&, const std::vector<Tensor>&, const std::vecto
 // Otherwise each operand is expanded to the broadcast batch and reshaped to [batch, n, m]
 // for bmm. Where that reshape (or contiguous()) cannot be a view, the operand is copied
 // into a new buffer, and the copy, not the operand, is what backward keeps.
-void SavesMatMul(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+void SavesMatMul(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g,
+                 SaveSpec& s) {
   const Tensor& a = t[n.inputs[0]];
   const Tensor& b = t[n.inputs[1]];
   const size_t ra = a.shape.size(), rb = b.shape.size();
   auto keep = [&](int i, bool is_view, const std::vector<int64_t>& mm_shape) {
     const Tensor& x = t[n.inputs[i]];
-    if (is_view) s.inputs.push_back(i);
-    else s.extras.push_back({i == 0 ? "contiguous copy of A" : "contiguous copy of B", x.dtype, mm_shape,
-                             Numel(mm_shape) * static_cast<int64_t>(DTypeSize(x.dtype))});
+    if (is_view)
+      s.inputs.push_back(i);
+    else
+      s.extras.push_back({i == 0 ? "contiguous copy of A" : "contiguous copy of B", x.dtype,
+                          mm_shape, Numel(mm_shape) * static_cast<int64_t>(DTypeSize(x.dtype))});
   };
   if ((ra <= 2 && rb <= 2) || ra == 1 || rb == 1) return SavesOtherOperand(n, t, g, s);
   if (rb == 2) {  // fold: mm(tensor1.contiguous().view(-1, k), tensor2)
     if (g[0]) s.inputs.push_back(1);
-    if (g[1]) keep(0, IsContiguousLayout(a.shape, StridesOf(a)), {a.numel() / std::max<int64_t>(a.shape.back(), 1), a.shape.back()});
+    if (g[1])
+      keep(0, IsContiguousLayout(a.shape, StridesOf(a)),
+           {a.numel() / std::max<int64_t>(a.shape.back(), 1), a.shape.back()});
     return;
   }
-  std::vector<int64_t> ba(a.shape.begin(), a.shape.end() - 2), bb(b.shape.begin(), b.shape.end() - 2);
+  std::vector<int64_t> ba(a.shape.begin(), a.shape.end() - 2),
+      bb(b.shape.begin(), b.shape.end() - 2);
   size_t r = std::max(ba.size(), bb.size());
   std::vector<int64_t> batch(r, 1);
   for (size_t i = 0; i < r; ++i) {
@@ -61,7 +68,8 @@ void SavesMatMul(const Node& n, const std::vector<Tensor>& t, const std::vector<
     exp.insert(exp.end(), x.shape.end() - 2, x.shape.end());
     std::vector<int64_t> st = StridesOf(x), est(exp.size(), 0);
     size_t off = exp.size() - x.shape.size();
-    for (size_t d = 0; d < x.shape.size(); ++d) est[off + d] = (x.shape[d] == 1 && exp[off + d] != 1) ? 0 : st[d];
+    for (size_t d = 0; d < x.shape.size(); ++d)
+      est[off + d] = (x.shape[d] == 1 && exp[off + d] != 1) ? 0 : st[d];
     std::vector<int64_t> bmm = {Numel(batch), x.shape[x.shape.size() - 2], x.shape.back()}, unused;
     keep(i, ViewStrides(exp, est, bmm, &unused), bmm);
   };
@@ -77,9 +85,13 @@ void SavesDiv(const Node&, const std::vector<Tensor>&, const std::vector<bool>& 
   if (g[0] || g[1]) s.inputs.push_back(1);
   if (g[1]) s.inputs.push_back(0);
 }
-void SavesPow(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+void SavesPow(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g,
+              SaveSpec& s) {
   s.inputs = {0};
-  if (g[1]) { s.inputs.push_back(1); s.outputs.push_back(0); }
+  if (g[1]) {
+    s.inputs.push_back(1);
+    s.outputs.push_back(0);
+  }
 }
 void SavesWhere(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
   s.inputs = {0};  // the condition
@@ -87,7 +99,8 @@ void SavesWhere(const Node&, const std::vector<Tensor>&, const std::vector<bool>
 void SavesGather(const Node&, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
   s.inputs = {1};  // the indices (embedding / index_select backward)
 }
-void SavesMaxPool(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesMaxPool(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                  SaveSpec& s) {
   s.inputs = {0};
   const Tensor& out = t[n.outputs[0]];
   if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
@@ -96,11 +109,13 @@ void SavesMaxPool(const Node& n, const std::vector<Tensor>& t, const std::vector
     s.extras.push_back({"indices", DType::kInt64, out.shape, out.numel() * 8});
   }
 }
-void SavesInputAndOutput(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
+void SavesInputAndOutput(const Node&, const std::vector<Tensor>&, const std::vector<bool>&,
+                         SaveSpec& s) {
   s.inputs = {0};
   s.outputs = {0};
 }
-void SavesBatchNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesBatchNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                    SaveSpec& s) {
   s.inputs = {0, 1, 3, 4};
   const Tensor& x = t[n.inputs[0]];
   int64_t channels = x.shape.size() > 1 ? x.shape[1] : 1;
@@ -109,7 +124,8 @@ void SavesBatchNorm(const Node& n, const std::vector<Tensor>& t, const std::vect
     s.extras.push_back({"save_invstd", DType::kFloat32, {channels}, channels * 4});
   }
 }
-void SavesLayerNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesLayerNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                    SaveSpec& s) {
   s.inputs = {0, 1};
   if (n.inputs.size() > 2 && n.inputs[2] != kNone) s.inputs.push_back(2);
   const Tensor& x = t[n.inputs[0]];
@@ -121,14 +137,16 @@ void SavesLayerNorm(const Node& n, const std::vector<Tensor>& t, const std::vect
   s.extras.push_back({"mean", DType::kFloat32, stat, Numel(stat) * 4});
   s.extras.push_back({"rstd", DType::kFloat32, stat, Numel(stat) * 4});
 }
-void SavesInstanceNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesInstanceNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                       SaveSpec& s) {
   s.inputs = {0, 1};
   const Tensor& x = t[n.inputs[0]];
   int64_t nc = x.shape[0] * x.shape[1];
   s.extras.push_back({"save_mean", DType::kFloat32, {nc}, nc * 4});
   s.extras.push_back({"save_invstd", DType::kFloat32, {nc}, nc * 4});
 }
-void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                  SaveSpec& s) {
   if (!DropoutIsActive(n, t)) return;
   if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
     s.outputs = {1};
@@ -140,7 +158,8 @@ void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector
 // The executor's GatherND is at::index on data viewed as [batch, rest...] with 1 + k index
 // tensors: arange(batch) expanded (its storage: batch int64) and each of the k index columns
 // with negative indices wrapped (a new int64 [batch, m] tensor). index's backward keeps them.
-void SavesGatherND(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+void SavesGatherND(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g,
+                   SaveSpec& s) {
   if (g.empty() || !g[0]) return;
   const Tensor& data = t[n.inputs[0]];
   const Tensor& idx = t[n.inputs[1]];
@@ -157,7 +176,8 @@ void SavesGatherND(const Node& n, const std::vector<Tensor>& t, const std::vecto
 // at::rms_norm on the CPU (LibTorch 2.14) is composite: pow(x, 2) keeps x, rsqrt keeps 1/rms
 // (one float per row), x * (1/rms) keeps both, and the product with the scale keeps the other
 // operand of each input that needs a gradient: the scale, and the normalised tensor.
-void SavesRmsNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g, SaveSpec& s) {
+void SavesRmsNorm(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>& g,
+                  SaveSpec& s) {
   const Tensor& x = t[n.inputs[0]];
   const bool grad_x = !g.empty() && g[0], grad_scale = g.size() > 1 && g[1];
   if (grad_x) {
@@ -173,7 +193,8 @@ void SavesRmsNorm(const Node& n, const std::vector<Tensor>& t, const std::vector
 }
 // Swish with alpha 1 is at::silu, which keeps its input; another alpha is x * sigmoid(alpha x),
 // which keeps x and the sigmoid.
-void SavesSwish(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesSwish(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                SaveSpec& s) {
   s.inputs = {0};
   if (n.attr_float("alpha", 1.0) != 1.0) {
     const Tensor& x = t[n.inputs[0]];
@@ -191,14 +212,16 @@ bool AttentionCopiesK(const Tensor& kt) {
 // (the CPU's flash attention needs the last axis contiguous: a copy of K), V and the mask; its
 // backward (flash attention, CPU and CUDA) keeps Q, that copy of K, V, the mask, the output and one
 // float log-sum-exp per query row (measured on LibTorch 2.14, CPU).
-void SavesAttention(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesAttention(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                    SaveSpec& s) {
   const Tensor& q = t[n.inputs[0]];
   const Tensor& kt = t[n.inputs[1]];
   s.inputs = {0, 2};
   if (n.inputs.size() > 3 && n.inputs[3] != kNone) s.inputs.push_back(3);
   s.outputs = {0};
   if (AttentionCopiesK(kt)) {
-    s.extras.push_back({"contiguous K", kt.dtype, {kt.shape[0], kt.shape[1], kt.shape[3], kt.shape[2]}, kt.bytes});
+    s.extras.push_back(
+        {"contiguous K", kt.dtype, {kt.shape[0], kt.shape[1], kt.shape[3], kt.shape[2]}, kt.bytes});
   } else {
     s.inputs.push_back(1);  // K^T is a transposed view of a contiguous K: kept as it is
   }
@@ -212,7 +235,8 @@ void SavesTopK(const Node&, const std::vector<Tensor>&, const std::vector<bool>&
   s.outputs = {1};
 }
 
-void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&, SaveSpec& s) {
+void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                       SaveSpec& s) {
   const Tensor& x = t[n.inputs[0]];
   s.extras.push_back({"log_probs", x.dtype, x.shape, x.bytes});
 }
@@ -220,7 +244,8 @@ void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::v
 }  // namespace rules
 
 bool BatchNormIsTraining(const Node& n) {
-  return n.attr_int("training_mode", 0) != 0 || (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
+  return n.attr_int("training_mode", 0) != 0 ||
+         (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
 }
 
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) {

@@ -63,12 +63,16 @@ void InferUnsqueeze(InferContext& c) {
   int64_t out_rank = c.rank(0) + static_cast<int64_t>(axes.size());
   for (int64_t& a : axes) a = NormAxis(a, out_rank, c);
   std::sort(axes.begin(), axes.end());
-  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end()) c.reject("Unsqueeze axes repeat an axis");
+  if (std::adjacent_find(axes.begin(), axes.end()) != axes.end())
+    c.reject("Unsqueeze axes repeat an axis");
   std::vector<int64_t> out;
   size_t k = 0, j = 0;
   for (int64_t d = 0; d < out_rank; ++d) {
-    if (k < axes.size() && axes[k] == d) { out.push_back(1); ++k; }
-    else out.push_back(c.shape(0)[j++]);
+    if (k < axes.size() && axes[k] == d) {
+      out.push_back(1);
+      ++k;
+    } else
+      out.push_back(c.shape(0)[j++]);
   }
   SetReshaped(c, std::move(out));
 }
@@ -81,12 +85,15 @@ void InferSqueeze(InferContext& c) {
   } else {
     for (int64_t a : axes) {
       int64_t d = NormAxis(a, c.rank(0), c);
-      if (c.shape(0)[d] != 1) c.fail("Squeeze axis " + std::to_string(a) + " has size " + std::to_string(c.shape(0)[d]) + ", not 1");
+      if (c.shape(0)[d] != 1)
+        c.fail("Squeeze axis " + std::to_string(a) + " has size " + std::to_string(c.shape(0)[d]) +
+               ", not 1");
       drop[d] = true;
     }
   }
   std::vector<int64_t> out;
-  for (int64_t d = 0; d < c.rank(0); ++d) if (!drop[d]) out.push_back(c.shape(0)[d]);
+  for (int64_t d = 0; d < c.rank(0); ++d)
+    if (!drop[d]) out.push_back(c.shape(0)[d]);
   SetReshaped(c, std::move(out));
 }
 
@@ -100,11 +107,12 @@ void InferConcat(InferContext& c) {
     if (c.rank(i) != r) c.fail("Concat inputs have different ranks");
     for (int64_t d = 0; d < r; ++d) {
       if (d != axis && c.shape(i)[d] != out[d]) {
-        c.fail("Concat inputs " + ShapeString(c.shape(0)) + " and " + ShapeString(c.shape(i)) + " differ outside axis " +
-               std::to_string(axis));
+        c.fail("Concat inputs " + ShapeString(c.shape(0)) + " and " + ShapeString(c.shape(i)) +
+               " differ outside axis " + std::to_string(axis));
       }
     }
-    if (__builtin_add_overflow(out[axis], c.shape(i)[axis], &out[axis])) c.reject("Concat output size overflows int64");
+    if (__builtin_add_overflow(out[axis], c.shape(i)[axis], &out[axis]))
+      c.reject("Concat output size overflows int64");
   }
   if (AllValues(c, c.num_inputs()) && Trackable(out)) {
     // Row-major: for each outer index, append each input's slab along the axis.
@@ -143,7 +151,8 @@ void InferGather(InferContext& c) {
         int64_t ix = static_cast<int64_t>(iv->at(j));
         if (ix < 0) ix += data[axis];
         if (ix < 0 || ix >= data[axis]) c.fail("Gather index out of range");
-        for (int64_t in = 0; in < inner; ++in) Put(v, k++, dv->at((o * data[axis] + ix) * inner + in));
+        for (int64_t in = 0; in < inner; ++in)
+          Put(v, k++, dv->at((o * data[axis] + ix) * inner + in));
       }
     }
     return c.set_value(0, std::move(v));
@@ -165,9 +174,13 @@ void InferSlice(InferContext& c) {
     ends = c.node().attr_ints("ends");
     axes = c.node().attr_ints("axes");
   }
-  if (axes.empty()) { axes.resize(starts.size()); std::iota(axes.begin(), axes.end(), 0); }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
     c.reject("Slice starts, ends, axes and steps have different lengths");
   }
   std::vector<int64_t> out = data, first(r, 0), step(r, 1);
@@ -218,7 +231,8 @@ void InferReshape(InferContext& c) {
   for (size_t i = 0; i < target.size(); ++i) {
     int64_t t = target[i];
     if (t == 0 && !allowzero) {
-      if (i >= in.size()) c.fail("Reshape copies dimension " + std::to_string(i) + " the input lacks");
+      if (i >= in.size())
+        c.fail("Reshape copies dimension " + std::to_string(i) + " the input lacks");
       t = in[i];
     }
     if (t == -1) {
@@ -228,7 +242,8 @@ void InferReshape(InferContext& c) {
     }
     if (t < 0) c.fail("Reshape target " + IntList(target) + " has a negative dimension");
     out[i] = t;
-    if (__builtin_mul_overflow(known, t, &known)) c.reject("Reshape target " + IntList(target) + " overflows int64");
+    if (__builtin_mul_overflow(known, t, &known))
+      c.reject("Reshape target " + IntList(target) + " overflows int64");
   }
   int64_t total = Numel(in);
   if (infer_at >= 0) {
@@ -246,7 +261,9 @@ void InferReshape(InferContext& c) {
 void InferFlatten(InferContext& c) {
   int64_t r = c.rank(0);
   int64_t axis = c.node().attr_int("axis", 1);
-  if (axis < -r || axis > r) c.reject("Flatten axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < -r || axis > r)
+    c.reject("Flatten axis " + std::to_string(axis) + " is out of range for rank " +
+             std::to_string(r));
   if (axis < 0) axis += r;
   const std::vector<int64_t>& in = c.shape(0);
   int64_t outer = Numel(std::vector<int64_t>(in.begin(), in.begin() + axis));
@@ -257,7 +274,10 @@ void InferFlatten(InferContext& c) {
 void InferTranspose(InferContext& c) {
   int64_t r = c.rank(0);
   std::vector<int64_t> perm = c.node().attr_ints("perm");
-  if (perm.empty()) { perm.resize(r); for (int64_t i = 0; i < r; ++i) perm[i] = r - 1 - i; }
+  if (perm.empty()) {
+    perm.resize(r);
+    for (int64_t i = 0; i < r; ++i) perm[i] = r - 1 - i;
+  }
   if (static_cast<int64_t>(perm.size()) != r) c.fail("Transpose perm does not match the rank");
   std::vector<int64_t> out(r);
   for (int64_t i = 0; i < r; ++i) out[i] = c.shape(0)[NormAxis(perm[i], r, c)];
@@ -292,7 +312,8 @@ void InferTile(InferContext& c) {
   if (reps.size() != out.size()) c.fail("Tile repeats do not match the rank");
   for (size_t i = 0; i < out.size(); ++i) {
     if (reps[i] < 0) c.fail("Tile repeats " + IntList(reps) + " has a negative count");
-    if (__builtin_mul_overflow(out[i], reps[i], &out[i])) c.reject("Tile output size overflows int64");
+    if (__builtin_mul_overflow(out[i], reps[i], &out[i]))
+      c.reject("Tile output size overflows int64");
   }
   c.set(0, c.dtype(0), out);
 }
@@ -305,15 +326,19 @@ void InferSplit(InferContext& c) {
   size_t n = c.num_outputs();
   if (split.empty()) {
     int64_t each = (dim + static_cast<int64_t>(n) - 1) / static_cast<int64_t>(n);
-    for (size_t i = 0; i < n; ++i) split.push_back(std::min(each, dim - each * static_cast<int64_t>(i)));
+    for (size_t i = 0; i < n; ++i)
+      split.push_back(std::min(each, dim - each * static_cast<int64_t>(i)));
   }
   if (split.size() != n) c.fail("Split sizes do not match the number of outputs");
   int64_t total = 0;
   for (int64_t part : split) {
     if (part < 0) c.fail("Split sizes " + IntList(split) + " hold a negative size");
-    if (__builtin_add_overflow(total, part, &total)) c.reject("Split sizes " + IntList(split) + " overflow int64");
+    if (__builtin_add_overflow(total, part, &total))
+      c.reject("Split sizes " + IntList(split) + " overflow int64");
   }
-  if (total != dim) c.fail("Split sizes " + IntList(split) + " do not add up to the axis size " + std::to_string(dim));
+  if (total != dim)
+    c.fail("Split sizes " + IntList(split) + " do not add up to the axis size " +
+           std::to_string(dim));
   for (size_t i = 0; i < n; ++i) {
     std::vector<int64_t> out = c.shape(0);
     out[axis] = split[i];
@@ -327,7 +352,10 @@ void InferPad(InferContext& c) {
   int64_t r = c.rank(0);
   std::vector<int64_t> axes;
   if (c.has(3)) axes = c.need_ints(3);
-  if (axes.empty()) { axes.resize(r); std::iota(axes.begin(), axes.end(), 0); }
+  if (axes.empty()) {
+    axes.resize(r);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
   size_t k = axes.size();
   if (pads.size() != 2 * k) c.fail("Pad pads length does not match the axes");
   for (size_t i = 0; i < k; ++i) out[NormAxis(axes[i], r, c)] += pads[i] + pads[i + k];
@@ -347,13 +375,17 @@ void InferGatherND(InferContext& c) {
   const int64_t b = c.node().attr_int("batch_dims", 0);
   const int64_t r = static_cast<int64_t>(data.size()), q = static_cast<int64_t>(idx.size());
   if (r < 1 || q < 1) c.reject("GatherND data and indices must have rank >= 1");
-  if (b < 0 || b >= std::min(r, q)) c.reject("GatherND batch_dims " + std::to_string(b) + " must be below both ranks");
+  if (b < 0 || b >= std::min(r, q))
+    c.reject("GatherND batch_dims " + std::to_string(b) + " must be below both ranks");
   const int64_t k = idx.back();
   if (k < 1 || k > r - b) {
-    c.reject("GatherND indices' last dimension " + std::to_string(k) + " must be in [1, " + std::to_string(r - b) + "]");
+    c.reject("GatherND indices' last dimension " + std::to_string(k) + " must be in [1, " +
+             std::to_string(r - b) + "]");
   }
   for (int64_t d = 0; d < b; ++d) {
-    if (data[d] != idx[d]) c.reject("GatherND batch dimension " + std::to_string(d) + " differs between data and indices");
+    if (data[d] != idx[d])
+      c.reject("GatherND batch dimension " + std::to_string(d) +
+               " differs between data and indices");
   }
   std::vector<int64_t> out(idx.begin(), idx.end() - 1);
   out.insert(out.end(), data.begin() + b + k, data.end());

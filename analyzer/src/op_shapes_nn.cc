@@ -40,14 +40,18 @@ std::vector<int64_t> SpatialOut(const InferContext& c, const std::vector<int64_t
   return out;
 }
 
-std::vector<int64_t> ScaledShape(const InferContext& c, const std::vector<int64_t>& x, const ConstValue& scales) {
+std::vector<int64_t> ScaledShape(const InferContext& c, const std::vector<int64_t>& x,
+                                 const ConstValue& scales) {
   if (scales.numel() != static_cast<int64_t>(x.size())) {
-    c.reject("has " + std::to_string(scales.numel()) + " scales for an input of rank " + std::to_string(x.size()));
+    c.reject("has " + std::to_string(scales.numel()) + " scales for an input of rank " +
+             std::to_string(x.size()));
   }
   std::vector<int64_t> out(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     double d = std::floor(static_cast<double>(x[i]) * scales.at(static_cast<int64_t>(i)));
-    if (!(d >= 0 && d < 9.0e18)) c.reject("scale " + std::to_string(scales.at(static_cast<int64_t>(i))) + " gives an invalid size");
+    if (!(d >= 0 && d < 9.0e18))
+      c.reject("scale " + std::to_string(scales.at(static_cast<int64_t>(i))) +
+               " gives an invalid size");
     out[i] = static_cast<int64_t>(d);
   }
   return out;
@@ -66,8 +70,10 @@ void InferReduce(InferContext& c) {
   std::vector<int64_t> out;
   int64_t prod = 1;
   for (int64_t d = 0; d < r; ++d) {
-    if (reduce[d]) { if (keep) out.push_back(1); }
-    else out.push_back(c.shape(0)[d]);
+    if (reduce[d]) {
+      if (keep) out.push_back(1);
+    } else
+      out.push_back(c.shape(0)[d]);
   }
   const ConstValue* v = c.value(0);
   if (v && c.node().op_type == "ReduceProd" && out.size() <= 1 && Numel(out) == 1) {
@@ -83,7 +89,10 @@ void InferArgReduce(InferContext& c) {
   int64_t r = c.rank(0);
   int64_t axis = NormAxis(c.node().attr_int("axis", 0), r, c);
   std::vector<int64_t> out = c.shape(0);
-  if (c.node().attr_int("keepdims", 1)) out[axis] = 1; else out.erase(out.begin() + axis);
+  if (c.node().attr_int("keepdims", 1))
+    out[axis] = 1;
+  else
+    out.erase(out.begin() + axis);
   c.set(0, DType::kInt64, out);
 }
 
@@ -103,16 +112,23 @@ void InferConvTranspose(InferContext& c) {
   const Node& n = c.node();
   const std::vector<int64_t>& x = c.shape(0);
   const std::vector<int64_t>& w = c.shape(1);
-  if (x.size() < 3 || w.size() != x.size()) c.fail("ConvTranspose input and weight ranks do not match");
+  if (x.size() < 3 || w.size() != x.size())
+    c.fail("ConvTranspose input and weight ranks do not match");
   size_t k = x.size() - 2;
   int64_t group = n.attr_int("group", 1);
   std::vector<int64_t> strides = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
                        pads = n.attr_ints("pads"), outpad = n.attr_ints("output_padding"),
                        out_shape = n.attr_ints("output_shape");
-  strides.resize(k, 1); dil.resize(k, 1); pads.resize(2 * k, 0); outpad.resize(k, 0);
+  strides.resize(k, 1);
+  dil.resize(k, 1);
+  pads.resize(2 * k, 0);
+  outpad.resize(k, 0);
   std::vector<int64_t> out = {x[0], w[1] * group};
   for (size_t i = 0; i < k; ++i) {
-    if (!out_shape.empty()) { out.push_back(out_shape[out_shape.size() - k + i]); continue; }
+    if (!out_shape.empty()) {
+      out.push_back(out_shape[out_shape.size() - k + i]);
+      continue;
+    }
     out.push_back(strides[i] * (x[i + 2] - 1) + outpad[i] + ((w[i + 2] - 1) * dil[i] + 1) -
                   pads[i] - pads[i + k]);
   }
@@ -169,7 +185,8 @@ void InferMatMul(InferContext& c) {
   if (a1) a.insert(a.begin(), 1);
   if (b1) b.push_back(1);
   if (a.back() != b[b.size() - 2]) {
-    c.fail("MatMul inner dimensions differ: " + ShapeString(c.shape(0)) + " x " + ShapeString(c.shape(1)));
+    c.fail("MatMul inner dimensions differ: " + ShapeString(c.shape(0)) + " x " +
+           ShapeString(c.shape(1)));
   }
   std::vector<int64_t> batch = Broadcast(std::vector<int64_t>(a.begin(), a.end() - 2),
                                          std::vector<int64_t>(b.begin(), b.end() - 2), c);
@@ -207,7 +224,8 @@ void InferTopK(InferContext& c) {
   std::vector<int64_t> out = c.shape(0);
   out[axis] = static_cast<int64_t>(c.need_scalar(1).at(0));
   if (out[axis] < 0 || out[axis] > c.shape(0)[axis]) {
-    c.reject("TopK k " + std::to_string(out[axis]) + " is not within the axis size " + std::to_string(c.shape(0)[axis]));
+    c.reject("TopK k " + std::to_string(out[axis]) + " is not within the axis size " +
+             std::to_string(c.shape(0)[axis]));
   }
   c.set(0, c.dtype(0), out);
   if (c.has_output(1)) c.set(1, DType::kInt64, out);
@@ -226,13 +244,16 @@ void InferEinsum(InferContext& c) {
     if (ch == ' ') continue;
     if (ch == ',') {
       if (input < c.num_inputs() && pos != static_cast<size_t>(c.rank(input))) {
-        c.reject("Einsum equation '" + eq + "' gives input " + std::to_string(input) + " " + std::to_string(pos) +
-                 " indices, but its rank is " + std::to_string(c.rank(input)));
+        c.reject("Einsum equation '" + eq + "' gives input " + std::to_string(input) + " " +
+                 std::to_string(pos) + " indices, but its rank is " +
+                 std::to_string(c.rank(input)));
       }
-      ++input; pos = 0;
+      ++input;
+      pos = 0;
       continue;
     }
-    if (input >= c.num_inputs()) c.reject("Einsum equation '" + eq + "' names more inputs than the node has");
+    if (input >= c.num_inputs())
+      c.reject("Einsum equation '" + eq + "' names more inputs than the node has");
     if (pos >= static_cast<size_t>(c.rank(input))) continue;  // reported at the ',' above
     size[ch] = c.shape(input)[pos++];
   }
@@ -240,23 +261,27 @@ void InferEinsum(InferContext& c) {
   for (char ch : rhs) {
     if (ch == ' ') continue;
     auto it = size.find(ch);
-    if (it == size.end()) c.reject("Einsum output index '" + std::string(1, ch) + "' is not an input index");
+    if (it == size.end())
+      c.reject("Einsum output index '" + std::string(1, ch) + "' is not an input index");
     out.push_back(it->second);
   }
   c.set(0, c.dtype(0), out);
 }
 
 void InferRandomLike(InferContext& c) {
-  DType dt = c.node().attr("dtype") ? DTypeFromOnnx(static_cast<int>(c.node().attr_int("dtype", 1))) : c.dtype(0);
+  DType dt = c.node().attr("dtype") ? DTypeFromOnnx(static_cast<int>(c.node().attr_int("dtype", 1)))
+                                    : c.dtype(0);
   c.set(0, dt, c.shape(0));
 }
 
 void InferRandom(InferContext& c) {
-  c.set(0, DTypeFromOnnx(static_cast<int>(c.node().attr_int("dtype", 1))), c.node().attr_ints("shape"));
+  c.set(0, DTypeFromOnnx(static_cast<int>(c.node().attr_int("dtype", 1))),
+        c.node().attr_ints("shape"));
 }
 
 void InferBernoulli(InferContext& c) {
-  DType dt = c.node().attr("dtype") ? DTypeFromOnnx(static_cast<int>(c.node().attr_int("dtype", 1))) : c.dtype(0);
+  DType dt = c.node().attr("dtype") ? DTypeFromOnnx(static_cast<int>(c.node().attr_int("dtype", 1)))
+                                    : c.dtype(0);
   c.set(0, dt, c.shape(0));
 }
 
@@ -271,16 +296,21 @@ void InferScaledDotProductAttention(InferContext& c) {
   const std::vector<int64_t>& q = c.shape(0);
   const std::vector<int64_t>& kt = c.shape(1);
   const std::vector<int64_t>& v = c.shape(2);
-  if (q.size() != 4 || kt.size() != 4 || v.size() != 4) c.reject("attention inputs must have rank 4");
-  if (q[3] != kt[2] || kt[3] != v[2] || q[0] != kt[0] || q[1] != kt[1] || q[0] != v[0] || q[1] != v[1]) {
-    c.reject("attention inputs " + ShapeString(q) + ", " + ShapeString(kt) + ", " + ShapeString(v) + " do not match");
+  if (q.size() != 4 || kt.size() != 4 || v.size() != 4)
+    c.reject("attention inputs must have rank 4");
+  if (q[3] != kt[2] || kt[3] != v[2] || q[0] != kt[0] || q[1] != kt[1] || q[0] != v[0] ||
+      q[1] != v[1]) {
+    c.reject("attention inputs " + ShapeString(q) + ", " + ShapeString(kt) + ", " + ShapeString(v) +
+             " do not match");
   }
   if (c.has(3)) {
     const std::vector<int64_t>& m = c.shape(3);
     const std::vector<int64_t> scores = {q[0], q[1], q[2], kt[3]};
     bool ok = m.size() <= 4;
     for (size_t d = 0; ok && d < m.size(); ++d) ok = m[d] == 1 || m[d] == scores[4 - m.size() + d];
-    if (!ok) c.reject("attention mask " + ShapeString(m) + " does not broadcast to the scores " + ShapeString(scores));
+    if (!ok)
+      c.reject("attention mask " + ShapeString(m) + " does not broadcast to the scores " +
+               ShapeString(scores));
   }
   c.set(0, c.dtype(0), {q[0], q[1], q[2], v[3]});
 }
@@ -290,14 +320,19 @@ void InferRmsNorm(InferContext& c) {
   const std::vector<int64_t>& x = c.shape(0);
   const int64_t r = static_cast<int64_t>(x.size());
   int64_t axis = c.node().attr_int("axis", -1);
-  if (axis < -r || axis >= r) c.reject("RMSNormalization axis " + std::to_string(axis) + " is out of range for rank " + std::to_string(r));
+  if (axis < -r || axis >= r)
+    c.reject("RMSNormalization axis " + std::to_string(axis) + " is out of range for rank " +
+             std::to_string(r));
   if (axis < 0) axis += r;
   if (c.has(1)) {
     const std::vector<int64_t>& w = c.shape(1);
     const std::vector<int64_t> normalized(x.begin() + axis, x.end());
     bool ok = w.size() <= normalized.size();
-    for (size_t d = 0; ok && d < w.size(); ++d) ok = w[d] == 1 || w[d] == normalized[normalized.size() - w.size() + d];
-    if (!ok) c.reject("RMSNormalization scale " + ShapeString(w) + " does not broadcast to the normalised axes " + ShapeString(normalized));
+    for (size_t d = 0; ok && d < w.size(); ++d)
+      ok = w[d] == 1 || w[d] == normalized[normalized.size() - w.size() + d];
+    if (!ok)
+      c.reject("RMSNormalization scale " + ShapeString(w) +
+               " does not broadcast to the normalised axes " + ShapeString(normalized));
   }
   c.set(0, c.dtype(0), x);
 }

@@ -89,7 +89,10 @@ int64_t MinibatchThreads1x1(const BwdWeightsSplit& j, int64_t threads) {
     const int64_t par = threads / m;
     for (int64_t o = 1; o <= std::min(par, nb_load); ++o) {
       const int64_t c = cost(m, o, std::min(par / o, nb_bcast));
-      if (c <= best) { best = c; mb = m; }
+      if (c <= best) {
+        best = c;
+        mb = m;
+      }
     }
   }
   if (mb > threads / 2 && mb < threads) mb = std::min(j.mb, threads);
@@ -115,7 +118,12 @@ int64_t MinibatchThreadsJit(const BwdWeightsSplit& j, int64_t threads) {
     const int64_t par = threads / m;
     for (int64_t o = 1; o <= std::min(par, nb_oc); ++o) {
       const int64_t i = std::min(par / o, nb_ic), c = mem(m, o, i);
-      if (c <= best_mem) { best_mem = c; bm = m; bo = o; bi = i; }
+      if (c <= best_mem) {
+        best_mem = c;
+        bm = m;
+        bo = o;
+        bi = i;
+      }
     }
   }
   int64_t best_comp = comp(bm, bo, bi);
@@ -125,7 +133,10 @@ int64_t MinibatchThreadsJit(const BwdWeightsSplit& j, int64_t threads) {
       const int64_t i = std::min(par / o, nb_ic), mc = mem(m, o, i), cc = comp(m, o, i);
       const bool near_mem = static_cast<double>(mc) < 1.1 * static_cast<double>(best_mem);
       if ((cc <= best_comp && near_mem) || 4 * cc <= 3 * best_comp) {
-        best_comp = cc; bm = m; bo = o; bi = i;
+        best_comp = cc;
+        bm = m;
+        bo = o;
+        bi = i;
       }
     }
   }
@@ -186,7 +197,8 @@ bool ChannelsLastConv(const Node& n, const Tensor& x, const Tensor& w, int64_t Y
   const bool gin = x.has_gradient, gw = w.has_gradient;
   if (depthwise) {
     const std::vector<int64_t> st = n.attr_ints("strides"), pads = n.attr_ints("pads");
-    const int64_t kh = ws[2], kw = ws[3], sh = st.size() == 2 ? st[0] : 1, sw = st.size() == 2 ? st[1] : 1;
+    const int64_t kh = ws[2], kw = ws[3], sh = st.size() == 2 ? st[0] : 1,
+                  sw = st.size() == 2 ? st[1] : 1;
     int64_t max_pad = 0;
     for (int64_t p : pads) max_pad = std::max(max_pad, p);
     const int64_t top = pads.empty() ? 0 : pads[0];
@@ -263,8 +275,10 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
   const int64_t gb = has_bias && t[n.inputs[2]].has_gradient ? t[n.inputs[2]].bytes : 0;
   int64_t peak = 0;
   if (gin > 0) {
-    if (strides > 1 && group == 1) peak = std::max({peak, Y + wB + X, 3 * X});
-    else peak = std::max({peak, yB + wB + xB, xB + gin});
+    if (strides > 1 && group == 1)
+      peak = std::max({peak, Y + wB + X, 3 * X});
+    else
+      peak = std::max({peak, yB + wB + xB, xB + gin});
   }
   if (gw > 0) {
     int64_t scratch = padded_bias;
@@ -297,7 +311,9 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
 
 // nll_loss backward materializes the gradient of the log-probabilities before
 // log_softmax backward turns it into the logits' gradient.
-int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t) { return t[n.inputs[0]].bytes; }
+int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  return t[n.inputs[0]].bytes;
+}
 // Convolution backward and forward on LibTorch's CPU (oneDNN): ModelConv above. The native
 // kernels LibTorch takes for tiny or single-threaded 1x1 convolutions hold nothing extra.
 int64_t ConvWorkspace(const Node& n, const std::vector<Tensor>& t) {
@@ -308,7 +324,9 @@ int64_t ConvForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
 }
 // erf backward computes 2/sqrt(pi) * exp(-x^2) * grad out of place: four input-sized
 // temporaries are alive at its peak besides the input gradient.
-int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) { return 4 * t[n.inputs[0]].bytes; }
+int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  return 4 * t[n.inputs[0]].bytes;
+}
 // at::rms_norm's backward on the CPU is composite (pow, mean, rsqrt, two muls): besides the
 // gradients the schedule holds, pow's and mean's backward hold input-sized temporaries (the
 // expanded mean gradient, 2x, and their product) while the first product's gradient waits to be
@@ -316,7 +334,8 @@ int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) { return 4 * t
 // (counted until the node's backward ends) is already freed then: two more.
 // Measured on LibTorch 2.14: x[16,256] with a constant and with a trained scale.
 int64_t RmsNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  const bool scale_trains = n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
+  const bool scale_trains =
+      n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
   return (scale_trains ? 2 : 3) * t[n.inputs[0]].bytes;
 }
 // Its forward: the normalised tensor is a temporary beside the output where the scale does not
@@ -328,7 +347,8 @@ int64_t LayerNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return IsContiguousLayout(x.shape, StridesOf(x)) ? 0 : x.bytes;
 }
 int64_t RmsNormForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  const bool scale_trains = n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
+  const bool scale_trains =
+      n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
   return scale_trains ? 0 : t[n.inputs[0]].bytes;
 }
 // The CPU's flash attention backward (LibTorch 2.14) gives each intra-op thread two float blocks of
@@ -346,16 +366,17 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const int64_t kv_split = std::min<int64_t>(keys, 512);
   return Threads() * 2 * q_split * kv_split * 4;
 }
-// Its forward copies K^T into a contiguous K (unless K^T is a transposed view of one): saved for the backward where autograd records (an
-// extra), a temporary where it does not (a plan's early segments, recompute). Counted in every mode
-// (the workspace rule has no mode): the recorded forward is over-predicted by K's bytes while it
-// runs. Measured: vit_b_16 at batch 4, optimal at 75%: -0.28% without it.
+// Its forward copies K^T into a contiguous K (unless K^T is a transposed view of one): saved for
+// the backward where autograd records (an extra), a temporary where it does not (a plan's early
+// segments, recompute). Counted in every mode (the workspace rule has no mode): the recorded
+// forward is over-predicted by K's bytes while it runs. Measured: vit_b_16 at batch 4, optimal at
+// 75%: -0.28% without it.
 int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return AttentionCopiesK(t[n.inputs[1]]) ? t[n.inputs[1]].bytes : 0;
 }
-// GatherND's forward (the executor's at::index on [batch, rest...]) holds its index tensors while it
-// runs: arange(batch) and the k index columns with negative indices wrapped, int64 each. Where the
-// data trains they are saved extras instead (measured: x[64,128,256], batch_dims 0 and 1).
+// GatherND's forward (the executor's at::index on [batch, rest...]) holds its index tensors while
+// it runs: arange(batch) and the k index columns with negative indices wrapped, int64 each. Where
+// the data trains they are saved extras instead (measured: x[64,128,256], batch_dims 0 and 1).
 int64_t GatherNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const Tensor& data = t[n.inputs[0]];
   const Tensor& idx = t[n.inputs[1]];
@@ -363,18 +384,21 @@ int64_t GatherNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const int64_t b = n.attr_int("batch_dims", 0);
   const int64_t k = std::max<int64_t>(idx.shape.back(), 1);
   int64_t nb = 1;
-  for (int64_t d = 0; d < b && d < static_cast<int64_t>(data.shape.size()); ++d) nb *= data.shape[d];
+  for (int64_t d = 0; d < b && d < static_cast<int64_t>(data.shape.size()); ++d)
+    nb *= data.shape[d];
   return 8 * nb + 8 * k * (idx.numel() / k);
 }
 // clamp_backward builds two bool masks (x >= min, x <= max).
-int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t) { return 2 * t[n.inputs[0]].numel(); }
+int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  return 2 * t[n.inputs[0]].numel();
+}
 // native_batch_norm_backward (CPU) allocates an input-sized temporary besides grad_input.
 int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return BatchNormIsTraining(n) ? t[n.inputs[0]].bytes : 0;
 }
 
-// mul / div backward (LibTorch 2.11 to 2.14): the gradient of each input is computed at the output's
-// shape (grad * other, grad / other) and only then reduced to the input's shape (sum_to in
+// mul / div backward (LibTorch 2.11 to 2.14): the gradient of each input is computed at the
+// output's shape (grad * other, grad / other) and only then reduced to the input's shape (sum_to in
 // the engine's validate_outputs, after the backward function returned all its gradients):
 // an input smaller than the output (broadcast) needs an output-sized temporary.
 int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t) {

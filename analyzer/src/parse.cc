@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -15,10 +16,8 @@
 #include <cstring>
 #include <filesystem>
 #include <mutex>
-#include <optional>
-#include <algorithm>
-
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "memplan/training_graph.h"
 
@@ -31,9 +30,12 @@ bool IsDecimal(const std::string& s, bool sign, bool exponent) {
   if (sign && i < s.size() && s[i] == '-') ++i;
   size_t digits = 0, dots = 0;
   for (; i < s.size(); ++i) {
-    if (std::isdigit(static_cast<unsigned char>(s[i]))) ++digits;
-    else if (s[i] == '.' && dots == 0) ++dots;
-    else break;
+    if (std::isdigit(static_cast<unsigned char>(s[i])))
+      ++digits;
+    else if (s[i] == '.' && dots == 0)
+      ++dots;
+    else
+      break;
   }
   if (digits == 0) return false;
   if (i < s.size() && exponent && (s[i] == 'e' || s[i] == 'E')) {
@@ -57,10 +59,12 @@ std::string Number(double v) {
 }  // namespace
 
 int64_t ParseInteger(const std::string& what, const std::string& text, int64_t min, int64_t max) {
-  const std::string range = "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  const std::string range =
+      "a whole number from " + std::to_string(min) + " to " + std::to_string(max);
   bool digits_only = !text.empty();
   for (size_t i = 0; i < text.size(); ++i) {
-    if (!(std::isdigit(static_cast<unsigned char>(text[i])) || (i == 0 && text[i] == '-' && text.size() > 1))) {
+    if (!(std::isdigit(static_cast<unsigned char>(text[i])) ||
+          (i == 0 && text[i] == '-' && text.size() > 1))) {
       digits_only = false;
     }
   }
@@ -92,7 +96,8 @@ int64_t ParseBytes(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   size_t start = i;
-  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
+  while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
+    ++i;
   std::string number = text.substr(start, i - start);
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   std::string unit = text.substr(i);
@@ -102,20 +107,32 @@ int64_t ParseBytes(const std::string& text) {
   double scale = 0;
   std::string u;
   for (char c : unit) u += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  if (u.empty() || u == "b") scale = 1;
-  else if (u == "kib" || u == "k") scale = 1024.0;
-  else if (u == "mib" || u == "m") scale = 1024.0 * 1024;
-  else if (u == "gib" || u == "g") scale = 1024.0 * 1024 * 1024;
-  else if (u == "tib" || u == "t") scale = 1024.0 * 1024 * 1024 * 1024;
-  else if (u == "kb") scale = 1e3;
-  else if (u == "mb") scale = 1e6;
-  else if (u == "gb") scale = 1e9;
-  else if (u == "tb") scale = 1e12;
-  else throw MemplanError("unknown size unit '" + PrintableText(unit) + "' in " + Shown(text) + ": use " + units);
+  if (u.empty() || u == "b")
+    scale = 1;
+  else if (u == "kib" || u == "k")
+    scale = 1024.0;
+  else if (u == "mib" || u == "m")
+    scale = 1024.0 * 1024;
+  else if (u == "gib" || u == "g")
+    scale = 1024.0 * 1024 * 1024;
+  else if (u == "tib" || u == "t")
+    scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (u == "kb")
+    scale = 1e3;
+  else if (u == "mb")
+    scale = 1e6;
+  else if (u == "gb")
+    scale = 1e9;
+  else if (u == "tb")
+    scale = 1e12;
+  else
+    throw MemplanError("unknown size unit '" + PrintableText(unit) + "' in " + Shown(text) +
+                       ": use " + units);
   errno = 0;
   double bytes = std::strtod(number.c_str(), nullptr) * scale;
   if (errno == ERANGE || !(bytes >= 1) || bytes > 9.0e18) {
-    throw MemplanError("size " + Shown(text) + " is out of range: give a positive size below 8 EiB");
+    throw MemplanError("size " + Shown(text) +
+                       " is out of range: give a positive size below 8 EiB");
   }
   return static_cast<int64_t>(std::llround(bytes));
 }
@@ -123,7 +140,8 @@ int64_t ParseBytes(const std::string& text) {
 int64_t Budget::Resolve(int64_t baseline_bytes) const {
   if (percent <= 0) return bytes;
   double b = static_cast<double>(baseline_bytes) * percent / 100;
-  if (!(b < 9.0e18)) throw MemplanError("the budget of " + Number(percent) + "% of the baseline is out of range");
+  if (!(b < 9.0e18))
+    throw MemplanError("the budget of " + Number(percent) + "% of the baseline is out of range");
   return std::max<int64_t>(1, static_cast<int64_t>(b));
 }
 
@@ -138,15 +156,17 @@ Budget ParseBudget(const std::string& what, const std::string& text) {
     }
     errno = 0;
     b.percent = std::strtod(number.c_str(), nullptr);
-    if (errno == ERANGE || !std::isfinite(b.percent) || !(b.percent > 0) || b.percent > kMaxBudgetPercent) {
+    if (errno == ERANGE || !std::isfinite(b.percent) || !(b.percent > 0) ||
+        b.percent > kMaxBudgetPercent) {
       throw MemplanError(what + " " + Shown(text) + " is out of range: give " + range);
     }
     return b;
   }
   // A bare number is a forgotten % far more often than a budget of a few hundred bytes.
   if (IsDecimal(text, /*sign=*/true, /*exponent=*/true)) {
-    throw MemplanError(what + " " + Shown(text) + " has no unit: write " + text + "% for a percentage of the " +
-                       "baseline peak, or a size such as " + text + "MiB, " + text + "GiB or " + text + "B");
+    throw MemplanError(what + " " + Shown(text) + " has no unit: write " + text +
+                       "% for a percentage of the " + "baseline peak, or a size such as " + text +
+                       "MiB, " + text + "GiB or " + text + "B");
   }
   try {
     b.bytes = ParseBytes(text);
@@ -174,8 +194,8 @@ std::pair<std::string, int64_t> ParseDimBinding(const std::string& what, const s
   if (eq == std::string::npos || eq == 0) {
     throw MemplanError(what + " expects NAME=VALUE, got " + Shown(text));
   }
-  return {text.substr(0, eq), ParseInteger(what + " " + PrintableText(text.substr(0, eq)), text.substr(eq + 1), 1,
-                                           INT64_MAX)};
+  return {text.substr(0, eq), ParseInteger(what + " " + PrintableText(text.substr(0, eq)),
+                                           text.substr(eq + 1), 1, INT64_MAX)};
 }
 
 // ---- the atomic writer ----
@@ -199,7 +219,8 @@ void InstallSignalCleanup() {
   installed = true;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
     struct sigaction old {};
-    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL) continue;  // someone else's
+    if (::sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL)
+      continue;  // someone else's
     struct sigaction sa {};
     sa.sa_handler = RemovePendingAndReraise;
     sigemptyset(&sa.sa_mask);
@@ -218,7 +239,8 @@ std::filesystem::path FinalTarget(const std::string& path) {
     if (ec) return p;
     p = target.is_absolute() ? target : p.parent_path() / target;
   }
-  throw MemplanError("cannot write '" + PrintableText(path) + "': too many levels of symbolic links");
+  throw MemplanError("cannot write '" + PrintableText(path) +
+                     "': too many levels of symbolic links");
 }
 
 class PendingFile {
@@ -317,9 +339,17 @@ std::string PrintableText(const std::string& text) {
     // A well-formed UTF-8 sequence (no overlongs, no surrogates, at most U+10FFFF).
     size_t len = 0;
     unsigned char lo = 0x80, hi = 0xbf;
-    if (c >= 0xc2 && c <= 0xdf) len = 2;
-    else if (c >= 0xe0 && c <= 0xef) { len = 3; if (c == 0xe0) lo = 0xa0; if (c == 0xed) hi = 0x9f; }
-    else if (c >= 0xf0 && c <= 0xf4) { len = 4; if (c == 0xf0) lo = 0x90; if (c == 0xf4) hi = 0x8f; }
+    if (c >= 0xc2 && c <= 0xdf)
+      len = 2;
+    else if (c >= 0xe0 && c <= 0xef) {
+      len = 3;
+      if (c == 0xe0) lo = 0xa0;
+      if (c == 0xed) hi = 0x9f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      len = 4;
+      if (c == 0xf0) lo = 0x90;
+      if (c == 0xf4) hi = 0x8f;
+    }
     bool ok = len > 0 && i + len <= n && s[i + 1] >= lo && s[i + 1] <= hi;
     for (size_t k = 2; ok && k < len; ++k) ok = s[i + k] >= 0x80 && s[i + k] <= 0xbf;
     if (ok) {

@@ -11,13 +11,20 @@ namespace memplan {
 
 const char* PhaseName(Phase p) {
   switch (p) {
-    case Phase::kSetup: return "setup";
-    case Phase::kForward: return "forward";
-    case Phase::kLoss: return "loss";
-    case Phase::kBackward: return "backward";
-    case Phase::kRecompute: return "recompute";
-    case Phase::kOptimizer: return "optimizer";
-    case Phase::kCommunication: return "communication";
+    case Phase::kSetup:
+      return "setup";
+    case Phase::kForward:
+      return "forward";
+    case Phase::kLoss:
+      return "loss";
+    case Phase::kBackward:
+      return "backward";
+    case Phase::kRecompute:
+      return "recompute";
+    case Phase::kOptimizer:
+      return "optimizer";
+    case Phase::kCommunication:
+      return "communication";
   }
   return "forward";
 }
@@ -30,17 +37,28 @@ bool IsPersistentCategory(MemoryCategory c) {
 
 const char* MemoryCategoryName(MemoryCategory c) {
   switch (c) {
-    case MemoryCategory::kParameter: return "parameters";
-    case MemoryCategory::kGradient: return "gradients";
-    case MemoryCategory::kOptimizerState: return "optimizer_state";
-    case MemoryCategory::kInput: return "inputs";
-    case MemoryCategory::kConstant: return "constants";
-    case MemoryCategory::kActivation: return "activations";
-    case MemoryCategory::kSavedExtra: return "saved_extras";
-    case MemoryCategory::kActivationGradient: return "activation_gradients";
-    case MemoryCategory::kTemporary: return "temporaries";
-    case MemoryCategory::kWorkspace: return "library_workspace";
-    case MemoryCategory::kCount: break;
+    case MemoryCategory::kParameter:
+      return "parameters";
+    case MemoryCategory::kGradient:
+      return "gradients";
+    case MemoryCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemoryCategory::kInput:
+      return "inputs";
+    case MemoryCategory::kConstant:
+      return "constants";
+    case MemoryCategory::kActivation:
+      return "activations";
+    case MemoryCategory::kSavedExtra:
+      return "saved_extras";
+    case MemoryCategory::kActivationGradient:
+      return "activation_gradients";
+    case MemoryCategory::kTemporary:
+      return "temporaries";
+    case MemoryCategory::kWorkspace:
+      return "library_workspace";
+    case MemoryCategory::kCount:
+      break;
   }
   return "?";
 }
@@ -71,8 +89,9 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
     p.setup.allocs.push_back(p.storage[t.id]);
   }
   if (g.library_workspace_bytes > 0) {
-    p.setup.allocs.push_back(s.AddBuffer(
-        {"cuBLAS and cuBLASLt workspaces", g.library_workspace_bytes, MemoryCategory::kWorkspace, kNone}));
+    p.setup.allocs.push_back(
+        s.AddBuffer({"cuBLAS and cuBLASLt workspaces", g.library_workspace_bytes,
+                     MemoryCategory::kWorkspace, kNone}));
   }
   int mult = OptimizerStateMultiplier(g.optimizer);
   for (TensorId pid : g.parameters) {
@@ -94,7 +113,8 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
 
 void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
   if (n.forward_workspace_bytes <= 0) return;
-  BufferId w = s.AddBuffer({n.name + ":forward workspace", n.forward_workspace_bytes, MemoryCategory::kTemporary, kNone});
+  BufferId w = s.AddBuffer({n.name + ":forward workspace", n.forward_workspace_bytes,
+                            MemoryCategory::kTemporary, kNone});
   step.allocs.push_back(w);
   step.frees.push_back(w);
 }
@@ -121,14 +141,20 @@ bool GradViewIsDense(const TrainingGraph& g, const Node& n, TensorId param, bool
 }  // namespace
 
 GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
-    : g_(g), s_(s), grad_(g.tensors.size(), kNone), broadcast_(g.tensors.size(), false),
-      param_contributions_(g.tensors.size(), 0), param_held_(g.tensors.size(), kNone) {
+    : g_(g),
+      s_(s),
+      grad_(g.tensors.size(), kNone),
+      broadcast_(g.tensors.size(), false),
+      param_contributions_(g.tensors.size(), 0),
+      param_held_(g.tensors.size(), kNone) {
   for (const Node& n : g.nodes) {
     if (!n.has_backward) continue;
     const OpRule* rule = FindOpRule(n.op_type);
     for (size_t slot = 0; slot < n.inputs.size(); ++slot) {
       const TensorId i = n.inputs[slot];
-      if (i == kNone || !g.tensors[i].has_gradient || g.tensors[i].category != TensorCategory::kParameter) continue;
+      if (i == kNone || !g.tensors[i].has_gradient ||
+          g.tensors[i].category != TensorCategory::kParameter)
+        continue;
       if (rule && slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
       ++param_contributions_[i];
     }
@@ -145,7 +171,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
   std::unordered_map<BufferId, int>& grad_readers = readers_;
   const OpRule* rule = FindOpRule(n.op_type);
   if (n.outputs[0] == g.loss) {
-    BufferId seed = s.AddBuffer({"grad " + g.tensors[g.loss].name, 4, MemoryCategory::kActivationGradient, g.loss});
+    BufferId seed = s.AddBuffer(
+        {"grad " + g.tensors[g.loss].name, 4, MemoryCategory::kActivationGradient, g.loss});
     grad[g.loss] = seed;
     grad_readers[seed] = 1;
     step.allocs.push_back(seed);
@@ -174,15 +201,17 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       if (--grad_readers[old] == 0) step.frees.push_back(old);
       continue;
     }
-    if (t.category == TensorCategory::kParameter && param_contributions_[i] > 1 && param_held_[i] == kNone) {
+    if (t.category == TensorCategory::kParameter && param_contributions_[i] > 1 &&
+        param_held_[i] == kNone) {
       // The first of several contributions: held (the gradient itself, or the storage of the
       // incoming gradient it is a view of; a broadcast input's reduced gradient is its own).
       if (view && out != kNone && g.tensors[out].numel() == t.numel()) {
         param_held_[i] = out_grad;
         ++grad_readers[out_grad];
       } else {
-        param_held_[i] = s.AddBuffer({(born ? "grad " : "grad contributions ") + t.name, t.bytes,
-                                      born ? MemoryCategory::kGradient : MemoryCategory::kTemporary, i});
+        param_held_[i] =
+            s.AddBuffer({(born ? "grad " : "grad contributions ") + t.name, t.bytes,
+                         born ? MemoryCategory::kGradient : MemoryCategory::kTemporary, i});
         grad_readers[param_held_[i]] = 1;
         step.allocs.push_back(param_held_[i]);
       }
@@ -235,7 +264,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       // no strides that matter.
       const Tensor& o = g.tensors[out];
       const bool expands = rule->grad_is_broadcast && t.numel() > o.numel();
-      const bool keeps = out_broadcast && (t.shape == o.shape || !rule->grad_reduces_broadcast_inputs);
+      const bool keeps =
+          out_broadcast && (t.shape == o.shape || !rule->grad_reduces_broadcast_inputs);
       broadcast_[i] = t.numel() > 1 && (expands || keeps);
     } else {
       grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
@@ -271,7 +301,8 @@ void GradientFlow::Finish(Step& optimizer) {
   if (g_.optimizer == Optimizer::kAdam) {
     // Adam's update builds one parameter-sized temporary (the denominator) at a time.
     int64_t largest = 0;
-    for (TensorId p : g_.parameters) if (g_.tensors[p].has_gradient) largest = std::max(largest, g_.tensors[p].bytes);
+    for (TensorId p : g_.parameters)
+      if (g_.tensors[p].has_gradient) largest = std::max(largest, g_.tensors[p].bytes);
     BufferId tmp = s_.AddBuffer({"adam denominator", largest, MemoryCategory::kTemporary, kNone});
     optimizer.allocs.push_back(tmp);
     optimizer.frees.push_back(tmp);

@@ -88,7 +88,8 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
   // At most: setup, forward, recompute (the nodes before the last cut), backward, one step per
   // segment without any, optimizer. Reserved so that a large graph's steps are never moved.
   const size_t recomputed = cuts.empty() ? 0 : static_cast<size_t>(cuts.back());
-  s.steps.reserve(2 * static_cast<size_t>(num_nodes) + recomputed + static_cast<size_t>(num_segments) + 2);
+  s.steps.reserve(2 * static_cast<size_t>(num_nodes) + recomputed +
+                  static_cast<size_t>(num_segments) + 2);
   s.buffers.reserve(2 * g.tensors.size() + recomputed);
   PersistentBuffers persistent = AddPersistentBuffers(g, s);
   s.steps.push_back(persistent.setup);
@@ -229,6 +230,5 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
   s.steps.push_back(std::move(optimizer));
   return s;
 }
-
 
 }  // namespace memplan

@@ -11,21 +11,25 @@ namespace {
 
 class SelectiveBuilder {
  public:
-  SelectiveBuilder(const TrainingGraph& g, const GraphFacts& f, const std::vector<TensorId>& recomputed)
+  SelectiveBuilder(const TrainingGraph& g, const GraphFacts& f,
+                   const std::vector<TensorId>& recomputed)
       : g_(g), f_(f), dropped_(f.roots.size(), false) {
     for (TensorId t : recomputed) {
       if (t < 0 || t >= static_cast<TensorId>(g.tensors.size())) {
-        throw MemplanError("selective recompute: tensor id " + std::to_string(t) + " is not in the graph");
+        throw MemplanError("selective recompute: tensor id " + std::to_string(t) +
+                           " is not in the graph");
       }
       const int32_t r = f.root_of[t];
       if (r < 0 || f.roots[r] != t) {
-        throw MemplanError("selective recompute: '" + g.tensors[t].name +
-                           "' cannot be recomputed: it is not an activation with its own storage (a view, an "
-                           "input, a parameter or a constant); name the tensor it is a view of");
+        throw MemplanError(
+            "selective recompute: '" + g.tensors[t].name +
+            "' cannot be recomputed: it is not an activation with its own storage (a view, an "
+            "input, a parameter or a constant); name the tensor it is a view of");
       }
       if (f.root[r].producer == f.loss_node) {
-        throw MemplanError("selective recompute: '" + g.tensors[t].name + "' is an output of the loss node '" +
-                           g.nodes[f.loss_node].name + "', which is never recomputed");
+        throw MemplanError("selective recompute: '" + g.tensors[t].name +
+                           "' is an output of the loss node '" + g.nodes[f.loss_node].name +
+                           "', which is never recomputed");
       }
       dropped_[r] = true;
     }
@@ -44,7 +48,8 @@ class SelectiveBuilder {
     extras_.resize(num_nodes);
     for (const Node& n : g_.nodes) {
       for (const SavedExtra& e : n.saved_extras) {
-        extras_[n.id].push_back(s_.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone}));
+        extras_[n.id].push_back(
+            s_.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone}));
       }
     }
     last_recompute_read_.assign(f_.roots.size(), -1);
@@ -53,7 +58,8 @@ class SelectiveBuilder {
     views_of_.resize(f_.roots.size());
     free_backward_.resize(num_nodes);
     for (size_t r = 0; r < f_.roots.size(); ++r) {
-      if (!dropped_[r] && f_.root[r].first_saver != kNone) free_backward_[f_.root[r].first_saver].push_back(r);
+      if (!dropped_[r] && f_.root[r].first_saver != kNone)
+        free_backward_[f_.root[r].first_saver].push_back(r);
     }
 
     // 2. Backward (built first, into backward_).
@@ -146,7 +152,7 @@ class SelectiveBuilder {
     const Tensor& t = g_.tensors[x];
     if (t.is_persistent() || t.producer == kNone) return;
     const int32_t r = f_.root_of[x];
-    if (r < 0) return;  // a view of a parameter or a constant: the executor holds it
+    if (r < 0) return;         // a view of a parameter or a constant: the executor holds it
     if (!dropped_[r]) return;  // kept: the reading step extends its life
     if (x == f_.roots[r] ? materialized_[r] != kNone : have_view_[x]) return;
     const Node& p = g_.nodes[t.producer];
@@ -164,19 +170,22 @@ class SelectiveBuilder {
     for (int32_t o : f_.produced[p.id]) {
       const Tensor& ot = g_.tensors[f_.roots[o]];
       if (dropped_[o] && materialized_[o] == kNone) {
-        BufferId b = s_.AddBuffer({ot.name + " (recomputed)", ot.bytes, MemoryCategory::kActivation, ot.id});
+        BufferId b =
+            s_.AddBuffer({ot.name + " (recomputed)", ot.bytes, MemoryCategory::kActivation, ot.id});
         materialized_[o] = b;
         chain_.push_back(o);
         step.allocs.push_back(b);
       } else {
         // Computed again but already held (kept, or recomputed earlier): a discarded copy.
-        BufferId b = s_.AddBuffer({ot.name + " (recomputed, discarded)", ot.bytes, MemoryCategory::kTemporary, ot.id});
+        BufferId b = s_.AddBuffer(
+            {ot.name + " (recomputed, discarded)", ot.bytes, MemoryCategory::kTemporary, ot.id});
         step.allocs.push_back(b);
         step.frees.push_back(b);
       }
     }
     for (const SavedExtra& e : p.saved_extras) {
-      BufferId b = s_.AddBuffer({p.name + ":" + e.name + " (no grad)", e.bytes, MemoryCategory::kTemporary, kNone});
+      BufferId b = s_.AddBuffer(
+          {p.name + ":" + e.name + " (no grad)", e.bytes, MemoryCategory::kTemporary, kNone});
       step.allocs.push_back(b);
       step.frees.push_back(b);
     }
@@ -209,16 +218,17 @@ class SelectiveBuilder {
   std::vector<Step> backward_;                 // recompute and backward steps, in order
   std::vector<int> last_recompute_read_;       // per kept root: index into backward_, or -1
   std::vector<BufferId> materialized_;         // per dropped root: its recomputed buffer, or kNone
-  std::vector<bool> have_view_;                // per tensor: a view of a materialized root, computed
+  std::vector<bool> have_view_;  // per tensor: a view of a materialized root, computed
   std::vector<std::vector<TensorId>> views_of_;
-  std::vector<int32_t> chain_;                 // roots materialized for the current backward step
+  std::vector<int32_t> chain_;  // roots materialized for the current backward step
   std::vector<std::vector<int32_t>> free_backward_;  // per node: roots whose last saver it is
   std::vector<std::pair<int32_t, int>> kept_free_step_;
 };
 
 }  // namespace
 
-Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f, const std::vector<TensorId>& recomputed) {
+Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
+                                const std::vector<TensorId>& recomputed) {
   return SelectiveBuilder(g, f, recomputed).Build();
 }
 

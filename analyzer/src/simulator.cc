@@ -7,7 +7,8 @@ namespace memplan {
 
 int64_t AccountedBytes(int64_t bytes, AllocatorPolicy policy) {
   switch (policy) {
-    case AllocatorPolicy::kExact: return bytes;
+    case AllocatorPolicy::kExact:
+      return bytes;
     case AllocatorPolicy::kCudaCaching:
       // The caching allocator hands out blocks in multiples of 512 bytes (at least one).
       return bytes == 0 ? 512 : (bytes + 511) / 512 * 512;
@@ -31,7 +32,8 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
   t.bytes_after.reserve(s.steps.size());
   auto check = [&](BufferId b, size_t step) {
     if (b < 0 || b >= static_cast<BufferId>(s.buffers.size())) {
-      throw MemplanError("schedule step " + std::to_string(step) + " names buffer " + std::to_string(b) + " that does not exist");
+      throw MemplanError("schedule step " + std::to_string(step) + " names buffer " +
+                         std::to_string(b) + " that does not exist");
     }
   };
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -39,12 +41,15 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
     for (BufferId b : step.allocs) {
       check(b, i);
       if (alive[b]) {
-        throw MemplanError("schedule step " + std::to_string(i) + " allocates '" + s.buffers[b].name + "' which is already alive");
+        throw MemplanError("schedule step " + std::to_string(i) + " allocates '" +
+                           s.buffers[b].name + "' which is already alive");
       }
       alive[b] = 1;
       if (__builtin_add_overflow(current, size[b], &current)) {
-        throw MemplanError("schedule step " + std::to_string(i) + ": the bytes alive exceed 2^63 when '" + s.buffers[b].name +
-                           "' (" + std::to_string(s.buffers[b].bytes) + " B) is allocated; check --batch and --dim");
+        throw MemplanError("schedule step " + std::to_string(i) +
+                           ": the bytes alive exceed 2^63 when '" + s.buffers[b].name + "' (" +
+                           std::to_string(s.buffers[b].bytes) +
+                           " B) is allocated; check --batch and --dim");
       }
     }
     t.bytes_during.push_back(current);
@@ -62,7 +67,8 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
     for (BufferId b : step.frees) {
       check(b, i);
       if (!alive[b]) {
-        throw MemplanError("schedule step " + std::to_string(i) + " frees '" + s.buffers[b].name + "' which is not alive");
+        throw MemplanError("schedule step " + std::to_string(i) + " frees '" + s.buffers[b].name +
+                           "' which is not alive");
       }
       alive[b] = 0;
       current -= size[b];
@@ -73,7 +79,8 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
   std::fill(alive.begin(), alive.end(), 0);
   for (int32_t i = 0; i <= t.peak_step && i < static_cast<int32_t>(s.steps.size()); ++i) {
     for (BufferId b : s.steps[i].allocs) alive[b] = 1;
-    if (i < t.peak_step) for (BufferId b : s.steps[i].frees) alive[b] = 0;
+    if (i < t.peak_step)
+      for (BufferId b : s.steps[i].frees) alive[b] = 0;
   }
   for (size_t b = 0; b < s.buffers.size(); ++b) {
     if (!alive[b]) continue;

@@ -32,11 +32,13 @@ std::string Node::attr_string(const std::string& key, const std::string& fallbac
 }
 
 TensorId TrainingGraph::FindTensor(const std::string& name) const {
-  for (const Tensor& t : tensors) if (t.name == name) return t.id;
+  for (const Tensor& t : tensors)
+    if (t.name == name) return t.id;
   return kNone;
 }
 NodeId TrainingGraph::FindNode(const std::string& name) const {
-  for (const Node& n : nodes) if (n.name == name) return n.id;
+  for (const Node& n : nodes)
+    if (n.name == name) return n.id;
   return kNone;
 }
 int64_t TrainingGraph::param_bytes() const {
@@ -57,7 +59,8 @@ int64_t TrainingGraph::input_bytes() const {
   if (loss_target != kNone) b += tensors[loss_target].bytes;
   return b;
 }
-std::string DescribeNodesByOp(const TrainingGraph& g, const std::function<bool(const Node&)>& pick) {
+std::string DescribeNodesByOp(const TrainingGraph& g,
+                              const std::function<bool(const Node&)>& pick) {
   std::map<std::string, std::vector<std::string>> by_op;
   for (const Node& n : g.nodes) {
     if (pick(n)) by_op[n.op_type].push_back(n.name);
@@ -102,18 +105,21 @@ int64_t CheckedBytes(const Tensor& t, const std::string& file) {
   return static_cast<int64_t>(n);
 }
 
-bool IsDiffSlot(const OpRule& r, size_t slot) { return slot >= 32 || !(r.nondiff_inputs & (1u << slot)); }
+bool IsDiffSlot(const OpRule& r, size_t slot) {
+  return slot >= 32 || !(r.nondiff_inputs & (1u << slot));
+}
 
 // The strides ATen gives a view's output (output 0 of a view op, or each Split part).
 // Transpose -> permute (strides permuted); Expand -> expand (stride 0 on broadcast dims);
 // Slice -> slice (strides times the step); Split -> split_with_sizes (narrow: strides kept);
 // Squeeze / Unsqueeze / Identity / same-type Cast -> a view computed as reshape would.
-std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>& tensors, const Tensor& in,
-                                       const Tensor& out) {
+std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>& tensors,
+                                       const Tensor& in, const Tensor& out) {
   std::vector<int64_t> st = StridesOf(in);
   if (n.op_type == "Transpose") {
     std::vector<int64_t> perm = n.attr_ints("perm");
-    if (perm.empty()) for (int64_t i = static_cast<int64_t>(in.shape.size()) - 1; i >= 0; --i) perm.push_back(i);
+    if (perm.empty())
+      for (int64_t i = static_cast<int64_t>(in.shape.size()) - 1; i >= 0; --i) perm.push_back(i);
     std::vector<int64_t> r;
     for (int64_t p : perm) r.push_back(st[p]);
     return r;
@@ -126,7 +132,8 @@ std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>&
     }
     return r;
   }
-  if (n.op_type == "Slice" && n.inputs.size() > 4 && n.inputs[4] != kNone && tensors[n.inputs[4]].value) {
+  if (n.op_type == "Slice" && n.inputs.size() > 4 && n.inputs[4] != kNone &&
+      tensors[n.inputs[4]].value) {
     // Positive steps multiply the stride of their axis.
     std::vector<int64_t> steps = tensors[n.inputs[4]].value->ints, axes;
     if (n.inputs[3] != kNone && tensors[n.inputs[3]].value) axes = tensors[n.inputs[3]].value->ints;
@@ -137,7 +144,8 @@ std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>&
     }
     return st;
   }
-  if (in.shape.size() == out.shape.size() && (n.op_type == "Slice" || n.op_type == "Split")) return st;
+  if (in.shape.size() == out.shape.size() && (n.op_type == "Slice" || n.op_type == "Split"))
+    return st;
   std::vector<int64_t> r;
   if (ViewStrides(in.shape, st, out.shape, &r)) return r;
   return ContiguousStrides(out.shape);
@@ -157,7 +165,10 @@ ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>
 void AppendLoss(TrainingGraph& g, const LoadOptions& opt) {
   TensorId logits = kNone;
   for (TensorId o : g.outputs) {
-    if (IsFloating(g.tensors[o].dtype)) { logits = o; break; }
+    if (IsFloating(g.tensors[o].dtype)) {
+      logits = o;
+      break;
+    }
   }
   if (logits == kNone) {
     throw MemplanError(g.model_path + ": no floating-point graph output to train on");
@@ -178,7 +189,8 @@ void AppendLoss(TrainingGraph& g, const LoadOptions& opt) {
   n.name = "memplan::loss";
   n.domain = "memplan";
   n.inputs = {logits};
-  auto add_tensor = [&](const std::string& name, DType dt, std::vector<int64_t> shape, TensorCategory c) {
+  auto add_tensor = [&](const std::string& name, DType dt, std::vector<int64_t> shape,
+                        TensorCategory c) {
     Tensor t;
     t.id = static_cast<TensorId>(g.tensors.size());
     t.storage = t.id;
@@ -217,7 +229,8 @@ void AppendLoss(TrainingGraph& g, const LoadOptions& opt) {
 std::vector<bool> TrainableInitializers(const TrainingGraph& g) {
   std::vector<bool> produced(g.tensors.size(), false), out(g.tensors.size(), false);
   for (const Node& n : g.nodes) {
-    for (TensorId o : n.outputs) if (o != kNone) produced[o] = true;
+    for (TensorId o : n.outputs)
+      if (o != kNone) produced[o] = true;
   }
   for (TensorId o : g.outputs) produced[o] = true;  // a graph output is not trained
   for (const Node& n : g.nodes) {
@@ -227,7 +240,8 @@ std::vector<bool> TrainableInitializers(const TrainingGraph& g) {
       const TensorId i = n.inputs[s];
       if (i == kNone || produced[i] || !IsDiffSlot(*r, s)) continue;
       const Tensor& t = g.tensors[i];
-      if (t.category == TensorCategory::kConstant && IsFloating(t.dtype) && t.numel() > 1) out[i] = true;
+      if (t.category == TensorCategory::kConstant && IsFloating(t.dtype) && t.numel() > 1)
+        out[i] = true;
     }
   }
   return out;
@@ -243,15 +257,18 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     t.producer = kNone;
     if (!largest || t.bytes > largest->bytes) largest = &t;
     if (__builtin_add_overflow(total, t.bytes, &total) || total > kMaxGraphBytes) {
-      throw MemplanError(g.model_path + ": the model's tensors need more than " + FormatBytes(kMaxGraphBytes) +
-                         " (memplan's limit, so that a step's byte counts stay exact); the largest is '" + largest->name +
-                         "' of shape " + ShapeString(largest->shape) + " (" + FormatBytes(largest->bytes) +
-                         "): check --batch and --dim");
+      throw MemplanError(
+          g.model_path + ": the model's tensors need more than " + FormatBytes(kMaxGraphBytes) +
+          " (memplan's limit, so that a step's byte counts stay exact); the largest is '" +
+          largest->name + "' of shape " + ShapeString(largest->shape) + " (" +
+          FormatBytes(largest->bytes) + "): check --batch and --dim");
     }
   }
   for (const Node& n : g.nodes) {
-    for (TensorId i : n.inputs) if (i != kNone) g.tensors[i].consumers.push_back(n.id);
-    for (TensorId o : n.outputs) if (o != kNone) g.tensors[o].producer = n.id;
+    for (TensorId i : n.inputs)
+      if (i != kNone) g.tensors[i].consumers.push_back(n.id);
+    for (TensorId o : n.outputs)
+      if (o != kNone) g.tensors[o].producer = n.id;
   }
   for (TensorId o : g.outputs) g.tensors[o].category = TensorCategory::kOutput;
   // Tensors whose value is known are folded into constants (shape arithmetic).
@@ -274,7 +291,8 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     const OpRule* r = FindOpRule(n.op_type);
     bool any = false;
     for (size_t s = 0; s < n.inputs.size(); ++s) {
-      if (n.inputs[s] != kNone && g.tensors[n.inputs[s]].requires_grad && IsDiffSlot(*r, s)) any = true;
+      if (n.inputs[s] != kNone && g.tensors[n.inputs[s]].requires_grad && IsDiffSlot(*r, s))
+        any = true;
     }
     std::vector<int> inplace = InPlaceOutputs(n);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -285,14 +303,16 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     }
   }
   if (!g.tensors[g.loss].requires_grad) {
-    throw MemplanError(g.model_path + ": the loss does not depend on any trainable parameter; nothing to train");
+    throw MemplanError(g.model_path +
+                       ": the loss does not depend on any trainable parameter; nothing to train");
   }
   g.tensors[g.loss].has_gradient = true;
   for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) {
     Node& n = *it;
     const OpRule* r = FindOpRule(n.op_type);
     bool out_grad = false;
-    for (TensorId o : n.outputs) if (o != kNone && g.tensors[o].has_gradient) out_grad = true;
+    for (TensorId o : n.outputs)
+      if (o != kNone && g.tensors[o].has_gradient) out_grad = true;
     n.has_backward = false;
     if (!out_grad || !r->differentiable) continue;
     for (size_t s = 0; s < n.inputs.size(); ++s) {
@@ -319,20 +339,24 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
       SaveSpec spec;
       r->saves(n, g.tensors, needs, spec);
       for (int i : spec.inputs) {
-        if (i < static_cast<int>(n.inputs.size()) && n.inputs[i] != kNone) n.saved_for_backward.push_back(n.inputs[i]);
+        if (i < static_cast<int>(n.inputs.size()) && n.inputs[i] != kNone)
+          n.saved_for_backward.push_back(n.inputs[i]);
       }
       for (int o : spec.outputs) {
-        if (o < static_cast<int>(n.outputs.size()) && n.outputs[o] != kNone) n.saved_for_backward.push_back(n.outputs[o]);
+        if (o < static_cast<int>(n.outputs.size()) && n.outputs[o] != kNone)
+          n.saved_for_backward.push_back(n.outputs[o]);
       }
       std::sort(n.saved_for_backward.begin(), n.saved_for_backward.end());
-      n.saved_for_backward.erase(std::unique(n.saved_for_backward.begin(), n.saved_for_backward.end()),
-                                 n.saved_for_backward.end());
+      n.saved_for_backward.erase(
+          std::unique(n.saved_for_backward.begin(), n.saved_for_backward.end()),
+          n.saved_for_backward.end());
       n.saved_extras = spec.extras;
     }
     n.gradient_passes_through = r->grad_is_view;
     n.inputs_read_through_view = r->inputs_read_through_view ? r->inputs_read_through_view(n) : 0;
     n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors) : 0;
-    n.backward_workspace_bytes = n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
+    n.backward_workspace_bytes =
+        n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
     // Storage: views share their input's storage.
     std::vector<int> inplace = InPlaceOutputs(n);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
@@ -340,7 +364,8 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
       const ViewKind view = EffectiveView(n, *r, g.tensors, o);
       Tensor& t = g.tensors[n.outputs[o]];
       if (t.category == TensorCategory::kConstant) continue;
-      if (inplace[o] != kNone && inplace[o] < static_cast<int>(n.inputs.size()) && n.inputs[inplace[o]] != kNone) {
+      if (inplace[o] != kNone && inplace[o] < static_cast<int>(n.inputs.size()) &&
+          n.inputs[inplace[o]] != kNone) {
         t.storage = g.tensors[n.inputs[inplace[o]]].storage;
         continue;
       }
@@ -352,8 +377,10 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
           if (FollowsInputLayout(n.op_type)) {
             std::vector<const Tensor*> ins;
             for (size_t s = 0; s < n.inputs.size(); ++s) {
-              const bool first_only = n.op_type == "Clip" || n.op_type == "memplan.ScaledDotProductAttention";
-              if (n.inputs[s] != kNone && !(first_only && s > 0)) ins.push_back(&g.tensors[n.inputs[s]]);
+              const bool first_only =
+                  n.op_type == "Clip" || n.op_type == "memplan.ScaledDotProductAttention";
+              if (n.inputs[s] != kNone && !(first_only && s > 0))
+                ins.push_back(&g.tensors[n.inputs[s]]);
             }
             std::vector<int64_t> st = TensorIteratorStrides(t.shape, ins);
             if (!IsContiguousLayout(t.shape, st)) t.strides = st;

@@ -45,7 +45,8 @@ std::string Shape(const at::Tensor& t) {
 std::string Compare(const std::string& name, const at::Tensor& got_in, const at::Tensor& want) {
   if (got_in.scalar_type() != want.scalar_type()) {
     std::ostringstream s;
-    s << "output '" << name << "' has type " << got_in.scalar_type() << ", expected " << want.scalar_type();
+    s << "output '" << name << "' has type " << got_in.scalar_type() << ", expected "
+      << want.scalar_type();
     return s.str();
   }
   if (got_in.sizes() != want.sizes()) {
@@ -67,15 +68,18 @@ std::string Compare(const std::string& name, const at::Tensor& got_in, const at:
   }
   if (at::equal(got, want)) return "";
   int64_t bad = at::ne(got, want).sum().item<int64_t>();
-  return "output '" + name + "': " + std::to_string(bad) + " of " + std::to_string(got.numel()) + " values differ";
+  return "output '" + name + "': " + std::to_string(bad) + " of " + std::to_string(got.numel()) +
+         " values differ";
 }
 
 // The name of an ONNX element type; the number for types newer than the linked ONNX (1.12).
 std::string ElemTypeName(int elem) {
   std::string name = onnx::TensorProto::DataType_Name(elem);
-  static const char* const kNewer[] = {"FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
-                                       "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
-  if (name.empty() && elem >= 17 && elem <= 26) name = kNewer[elem - 17];  // ONNX 1.14 to 1.20's types
+  static const char* const kNewer[] = {
+      "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ", "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4",
+      "INT4",         "FLOAT4E2M1",     "FLOAT8E8M0", "UINT2",          "INT2"};
+  if (name.empty() && elem >= 17 && elem <= 26)
+    name = kNewer[elem - 17];  // ONNX 1.14 to 1.20's types
   return name.empty() ? "ONNX element type " + std::to_string(elem) : name;
 }
 
@@ -83,7 +87,8 @@ bool IsTensorType(const onnx::TypeProto& t) { return t.has_tensor_type(); }
 
 // ONNX 1.12's test data stores bfloat16 tensors as uint16 bit patterns.
 at::Tensor AsDeclared(at::Tensor t, const onnx::ValueInfoProto& v) {
-  if (v.type().tensor_type().elem_type() == onnx::TensorProto::BFLOAT16 && t.scalar_type() == at::kInt) {
+  if (v.type().tensor_type().elem_type() == onnx::TensorProto::BFLOAT16 &&
+      t.scalar_type() == at::kInt) {
     return t.to(at::kShort).view(at::kBFloat16);
   }
   return t;
@@ -109,7 +114,9 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
   }
   std::set<std::string> ops, missing;
   for (const auto& n : graph.node()) {
-    std::string op = n.domain().empty() || n.domain() == "ai.onnx" ? n.op_type() : n.domain() + "::" + n.op_type();
+    std::string op = n.domain().empty() || n.domain() == "ai.onnx"
+                         ? n.op_type()
+                         : n.domain() + "::" + n.op_type();
     ops.insert(op);
     if (op != n.op_type() || !exec::FindKernel(op)) missing.insert(op);
   }
@@ -121,10 +128,18 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
     return r;
   }
   for (const auto& v : graph.input()) {
-    if (!IsTensorType(v.type())) { r.skipped = true; r.message = "input '" + v.name() + "' is not a tensor"; return r; }
+    if (!IsTensorType(v.type())) {
+      r.skipped = true;
+      r.message = "input '" + v.name() + "' is not a tensor";
+      return r;
+    }
   }
   for (const auto& v : graph.output()) {
-    if (!IsTensorType(v.type())) { r.skipped = true; r.message = "output '" + v.name() + "' is not a tensor"; return r; }
+    if (!IsTensorType(v.type())) {
+      r.skipped = true;
+      r.message = "output '" + v.name() + "' is not a tensor";
+      return r;
+    }
   }
   for (int pass = 0; pass < 2; ++pass) {
     for (const auto& v : pass ? graph.output() : graph.input()) {
@@ -164,15 +179,21 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
     }
   }
   for (const Node& n : nodes) {
-    // A random source's outputs are always drawn; Dropout's only when it trains (checked per call below).
+    // A random source's outputs are always drawn; Dropout's only when it trains (checked per call
+    // below).
     if (RandomnessOf(n.op_type) == Randomness::kAlways) r.randomized = true;
   }
   std::vector<std::string> sets = DataSets(case_dir);
-  if (sets.empty()) { r.skipped = true; r.message = "no test_data_set_*"; return r; }
+  if (sets.empty()) {
+    r.skipped = true;
+    r.message = "no test_data_set_*";
+    return r;
+  }
   try {
     for (const std::string& set : sets) {
       std::unordered_map<std::string, at::Tensor> values;
-      for (const auto& init : graph.initializer()) values[init.name()] = exec::TensorFromProto(init, case_dir, init.name());
+      for (const auto& init : graph.initializer())
+        values[init.name()] = exec::TensorFromProto(init, case_dir, init.name());
       int k = 0;
       for (const auto& v : graph.input()) {
         if (values.count(v.name())) continue;
@@ -187,13 +208,18 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
         call.opset = opset;
         call.tensor_attrs = &attrs[i];
         for (const auto& in : np.input()) {
-          if (in.empty()) { call.in.emplace_back(); continue; }
+          if (in.empty()) {
+            call.in.emplace_back();
+            continue;
+          }
           auto it = values.find(in);
-          if (it == values.end()) throw MemplanError("node " + nodes[i].name + " reads unknown tensor '" + in + "'");
+          if (it == values.end())
+            throw MemplanError("node " + nodes[i].name + " reads unknown tensor '" + in + "'");
           call.in.push_back(it->second);
         }
         nodes[i].outputs.assign(np.output_size(), kNone);
-        for (int o = 0; o < np.output_size(); ++o) if (!np.output(o).empty()) nodes[i].outputs[o] = o;
+        for (int o = 0; o < np.output_size(); ++o)
+          if (!np.output(o).empty()) nodes[i].outputs[o] = o;
         if (nodes[i].op_type == "Dropout" && exec::DropoutActive(call) &&
             (call.has(1) ? exec::ToDouble(call.in[1]) : call.attr_float("ratio", 0.5)) > 0) {
           r.randomized = true;
@@ -202,7 +228,8 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
         for (int o = 0; o < np.output_size(); ++o) {
           if (np.output(o).empty()) continue;
           if (o >= static_cast<int>(outs.size()) || !outs[o].defined()) {
-            throw MemplanError("node " + nodes[i].name + " did not produce output " + std::to_string(o));
+            throw MemplanError("node " + nodes[i].name + " did not produce output " +
+                               std::to_string(o));
           }
           values[np.output(o)] = outs[o];
         }
@@ -215,7 +242,8 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
         if (r.randomized) {
           // Random outputs: same type and shape; dropout keeps 0 or x/(1-ratio); masks are bool.
           if (got.scalar_type() != want.scalar_type() || got.sizes() != want.sizes()) {
-            r.message = "output '" + v.name() + "' has type/shape " + Shape(got) + ", expected " + Shape(want);
+            r.message = "output '" + v.name() + "' has type/shape " + Shape(got) + ", expected " +
+                        Shape(want);
             return r;
           }
           continue;

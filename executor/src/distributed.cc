@@ -3,11 +3,13 @@
 // (compiled with USE_C10D_GLOO, and USE_C10D_NCCL when the LibTorch has CUDA).
 #include "distributed.h"
 
+#include <c10/util/Logging.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
-#include <c10/util/Logging.h>
 #ifdef MEMPLAN_TORCH_CUDA
 #include <c10/cuda/CUDAFunctions.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
@@ -34,7 +36,8 @@ std::string FirstLine(const std::string& what) {
 
 // c10::Error carries a backtrace after its message.
 std::string Message(const std::exception& e) {
-  if (const auto* c = dynamic_cast<const c10::Error*>(&e)) return FirstLine(c->what_without_backtrace());
+  if (const auto* c = dynamic_cast<const c10::Error*>(&e))
+    return FirstLine(c->what_without_backtrace());
   return FirstLine(e.what());
 }
 
@@ -42,9 +45,12 @@ int64_t EnvInt(const char* name, int64_t lo, int64_t hi, bool required, int64_t 
   const char* v = std::getenv(name);
   if (!v || !*v) {
     if (required) {
-      throw MemplanError(std::string("WORLD_SIZE is set, so this memplan is one rank of a data-parallel run, but ") + name +
-                         " is not set; a launcher (torchrun, srun, memplan run --nproc) sets RANK, WORLD_SIZE, "
-                         "LOCAL_RANK, MASTER_ADDR and MASTER_PORT");
+      throw MemplanError(
+          std::string(
+              "WORLD_SIZE is set, so this memplan is one rank of a data-parallel run, but ") +
+          name +
+          " is not set; a launcher (torchrun, srun, memplan run --nproc) sets RANK, WORLD_SIZE, "
+          "LOCAL_RANK, MASTER_ADDR and MASTER_PORT");
     }
     return fallback;
   }
@@ -52,8 +58,9 @@ int64_t EnvInt(const char* name, int64_t lo, int64_t hi, bool required, int64_t 
   errno = 0;
   const long long x = std::strtoll(v, &end, 10);
   if (*end != '\0' || errno != 0 || x < lo || x > hi) {
-    throw MemplanError(std::string(name) + "='" + PrintableText(v) + "' is not a whole number from " + std::to_string(lo) +
-                       " to " + std::to_string(hi));
+    throw MemplanError(std::string(name) + "='" + PrintableText(v) +
+                       "' is not a whole number from " + std::to_string(lo) + " to " +
+                       std::to_string(hi));
   }
   return x;
 }
@@ -71,7 +78,8 @@ DistributedOptions DistributedFromEnvironment() {
     const char* addr = std::getenv("MASTER_ADDR");
     if (!addr || !*addr) {
       throw MemplanError("WORLD_SIZE is " + std::to_string(d.world_size) +
-                         " but MASTER_ADDR is not set: set it to rank 0's host name or address (127.0.0.1 on one machine)");
+                         " but MASTER_ADDR is not set: set it to rank 0's host name or address "
+                         "(127.0.0.1 on one machine)");
     }
     d.master_addr = addr;
     d.master_port = EnvInt("MASTER_PORT", 1, 65535, true, 0);
@@ -87,7 +95,9 @@ using std::chrono::milliseconds;
 // While alive, c10 (and c10d) log only fatal messages.
 class QuietC10Logging {
  public:
-  QuietC10Logging() : saved_(FLAGS_caffe2_log_level) { FLAGS_caffe2_log_level = std::max(saved_, 3); }
+  QuietC10Logging() : saved_(FLAGS_caffe2_log_level) {
+    FLAGS_caffe2_log_level = std::max(saved_, 3);
+  }
   ~QuietC10Logging() { FLAGS_caffe2_log_level = saved_; }
   QuietC10Logging(const QuietC10Logging&) = delete;
   QuietC10Logging& operator=(const QuietC10Logging&) = delete;
@@ -121,13 +131,16 @@ class ProcessGroupCommunicator final : public Communicator {
     } catch (const std::exception& e) {
       const std::string m = Message(e);
       if (d.rank == 0 && m.find("listen") != std::string::npos) {
-        throw MemplanError(rank + ": cannot host the rendezvous on " + where + ": " + m +
-                           "; the port is probably in use (another run?): choose a free MASTER_PORT, and set "
-                           "MASTER_ADDR to an address of this host");
+        throw MemplanError(
+            rank + ": cannot host the rendezvous on " + where + ": " + m +
+            "; the port is probably in use (another run?): choose a free MASTER_PORT, and set "
+            "MASTER_ADDR to an address of this host");
       }
-      throw MemplanError(rank + ": the rendezvous at " + where + " failed within " + Seconds(d) + ": " + m +
-                         "; check that MASTER_ADDR and MASTER_PORT name rank 0's host and port, that rank 0 is "
-                         "running, and that all " + std::to_string(d.world_size) + " ranks were started");
+      throw MemplanError(
+          rank + ": the rendezvous at " + where + " failed within " + Seconds(d) + ": " + m +
+          "; check that MASTER_ADDR and MASTER_PORT name rank 0's host and port, that rank 0 is "
+          "running, and that all " +
+          std::to_string(d.world_size) + " ranks were started");
     }
     if (cuda) {
       ConnectNccl(d, cuda_index, timeout, where);
@@ -143,10 +156,12 @@ class ProcessGroupCommunicator final : public Communicator {
       } else {
         opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
       }
-      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, static_cast<int>(d.rank), static_cast<int>(d.world_size), opts);
+      pg_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store_, static_cast<int>(d.rank),
+                                                        static_cast<int>(d.world_size), opts);
     } catch (const std::exception& e) {
-      throw MemplanError(rank + ": connecting the " + std::to_string(d.world_size) + " ranks (Gloo, rendezvous at " + where +
-                         ") failed within " + Seconds(d) + ": " + Message(e) +
+      throw MemplanError(rank + ": connecting the " + std::to_string(d.world_size) +
+                         " ranks (Gloo, rendezvous at " + where + ") failed within " + Seconds(d) +
+                         ": " + Message(e) +
                          " (another rank has probably exited; see its message)");
     }
   }
@@ -160,7 +175,8 @@ class ProcessGroupCommunicator final : public Communicator {
     // after wait() returns: it gets an alias that does not own the memory, so that a flat
     // gradient freed after its collective is freed then (the meter sees the free where plan.h
     // puts it).
-    std::vector<at::Tensor> t = {at::from_blob(flat.data_ptr(), flat.sizes(), flat.strides(), flat.options())};
+    std::vector<at::Tensor> t = {
+        at::from_blob(flat.data_ptr(), flat.sizes(), flat.strides(), flat.options())};
     c10d::AllreduceOptions o;
     o.reduceOp = c10d::ReduceOp::SUM;
     Wait([&] { return pg_->allreduce(t, o); }, what);
@@ -184,11 +200,13 @@ class ProcessGroupCommunicator final : public Communicator {
     AllReduceSum(flat, what);
   }
 
-  std::vector<std::vector<double>> GatherFigures(const std::vector<double>& figures, const std::string& what) override {
+  std::vector<std::vector<double>> GatherFigures(const std::vector<double>& figures,
+                                                 const std::string& what) override {
     const int64_t n = static_cast<int64_t>(figures.size());
     // NCCL gathers device memory; the figures travel there and back.
     const at::TensorOptions o = at::TensorOptions().dtype(at::kDouble).device(device_);
-    at::Tensor mine = at::from_blob(const_cast<double*>(figures.data()), {n}, at::kDouble).to(device_).clone();
+    at::Tensor mine =
+        at::from_blob(const_cast<double*>(figures.data()), {n}, at::kDouble).to(device_).clone();
     at::Tensor all = at::zeros({n * d_.world_size}, o);
     Wait([&] { return torch_compat::AllGatherSingle(*pg_, all, mine); }, what);
     all = all.to(at::kCPU);
@@ -211,8 +229,8 @@ class ProcessGroupCommunicator final : public Communicator {
       c10::intrusive_ptr<c10d::Work> work = start();
       work->wait();
     } catch (const std::exception& e) {
-      throw MemplanError("rank " + std::to_string(d_.rank) + ": " + what + " failed: " + Message(e) +
-                         " (another rank has probably exited; see its message)");
+      throw MemplanError("rank " + std::to_string(d_.rank) + ": " + what + " failed: " +
+                         Message(e) + " (another rank has probably exited; see its message)");
     }
   }
 
@@ -222,30 +240,36 @@ class ProcessGroupCommunicator final : public Communicator {
     const std::string rank = "rank " + std::to_string(d.rank);
     const int64_t visible = c10::cuda::device_count();
     if (visible == 0) {
-      throw MemplanError(rank + ": --device cuda needs a CUDA device for NCCL, and none is visible "
-                         "(nvidia-smi; CUDA_VISIBLE_DEVICES); run the ranks with --device cpu (Gloo)");
+      throw MemplanError(
+          rank +
+          ": --device cuda needs a CUDA device for NCCL, and none is visible "
+          "(nvidia-smi; CUDA_VISIBLE_DEVICES); run the ranks with --device cpu (Gloo)");
     }
     if (index >= visible) {
-      throw MemplanError(rank + ": cuda:" + std::to_string(index) + " (LOCAL_RANK " + std::to_string(d.local_rank) +
-                         ") is not a device here (" + std::to_string(visible) +
+      throw MemplanError(rank + ": cuda:" + std::to_string(index) + " (LOCAL_RANK " +
+                         std::to_string(d.local_rank) + ") is not a device here (" +
+                         std::to_string(visible) +
                          " visible): start at most one rank per device on each host");
     }
     device_ = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
     try {
       auto opts = c10d::ProcessGroupNCCL::Options::create();
       opts->timeout = timeout;
-      pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, static_cast<int>(d.rank), static_cast<int>(d.world_size),
-                                                        opts);
+      pg_ = c10::make_intrusive<c10d::ProcessGroupNCCL>(store_, static_cast<int>(d.rank),
+                                                        static_cast<int>(d.world_size), opts);
     } catch (const std::exception& e) {
-      throw MemplanError(rank + ": connecting the " + std::to_string(d.world_size) + " ranks (NCCL, rendezvous at " +
-                         where + ") failed within " + Seconds(d) + ": " + Message(e) +
+      throw MemplanError(rank + ": connecting the " + std::to_string(d.world_size) +
+                         " ranks (NCCL, rendezvous at " + where + ") failed within " + Seconds(d) +
+                         ": " + Message(e) +
                          " (another rank has probably exited; see its message)");
     }
   }
 #else
-  void ConnectNccl(const DistributedOptions& d, int64_t, std::chrono::milliseconds, const std::string&) {
+  void ConnectNccl(const DistributedOptions& d, int64_t, std::chrono::milliseconds,
+                   const std::string&) {
     throw MemplanError("rank " + std::to_string(d.rank) +
-                       ": this memplan's LibTorch has no CUDA, so no NCCL: run the ranks with --device cpu (Gloo)");
+                       ": this memplan's LibTorch has no CUDA, so no NCCL: run the ranks with "
+                       "--device cpu (Gloo)");
   }
 #endif
 
@@ -258,13 +282,19 @@ class ProcessGroupCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> Communicator::Connect(const DistributedOptions& d, const std::string& device) {
+std::unique_ptr<Communicator> Communicator::Connect(const DistributedOptions& d,
+                                                    const std::string& device) {
   // A rank on "cuda" runs on cuda:LOCAL_RANK (RunTraining resolves it, as torchrun users expect).
   int64_t index = -1;
-  if (device == "cuda") index = d.local_rank;
-  else if (device.rfind("cuda:", 0) == 0) index = std::atoll(device.c_str() + 5);
-  else if (device != "cpu") throw MemplanError("--device " + device + ": data-parallel ranks run on cpu (Gloo) or cuda (NCCL)");
-  if (!(d.timeout_seconds > 0)) throw MemplanError("--timeout must be a positive number of seconds");
+  if (device == "cuda")
+    index = d.local_rank;
+  else if (device.rfind("cuda:", 0) == 0)
+    index = std::atoll(device.c_str() + 5);
+  else if (device != "cpu")
+    throw MemplanError("--device " + device +
+                       ": data-parallel ranks run on cpu (Gloo) or cuda (NCCL)");
+  if (!(d.timeout_seconds > 0))
+    throw MemplanError("--timeout must be a positive number of seconds");
   return std::make_unique<ProcessGroupCommunicator>(d, index);
 }
 

@@ -1,5 +1,7 @@
 // The executor's public entry points that are not the training step (trainer.cc): which ops it
 // runs, plan checks, the backend.
+#include "memplan/executor.h"
+
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/SequenceNumber.h>
@@ -22,7 +24,6 @@
 
 #include "kernels.h"
 #include "memplan/analyzer.h"
-#include "memplan/executor.h"
 #include "memplan/onnx_convert.h"
 #include "memplan/plan.h"
 #include "meter.h"
@@ -42,7 +43,8 @@ void CheckExecutorSupports(const TrainingGraph& g) {
   std::string missing = DescribeNodesByOp(g, [](const Node& n) { return !FindKernel(n.op_type); });
   if (missing.empty()) return;
   throw MemplanError(g.model_path + ": the executor has no implementation of " + missing +
-                     ". `memplan analyze` and `memplan plan` still work; to run it, re-export the model with other ops.");
+                     ". `memplan analyze` and `memplan plan` still work; to run it, re-export the "
+                     "model with other ops.");
 }
 
 void CheckSegments(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments) {
@@ -72,16 +74,18 @@ namespace {
 
 // The index of `device` (cuda or cuda:K) when this build has CUDA and the device is visible.
 int VisibleCudaIndex(const std::string& device) {
-  if (!ExecutorHasCuda()) throw MemplanError("cannot measure " + device + ": this memplan's LibTorch has no CUDA");
+  if (!ExecutorHasCuda())
+    throw MemplanError("cannot measure " + device + ": this memplan's LibTorch has no CUDA");
   if (exec::CudaDeviceCount() == 0) {
-    throw MemplanError("cannot measure " + device + ": no CUDA device is visible (no GPU, no driver, or "
+    throw MemplanError("cannot measure " + device +
+                       ": no CUDA device is visible (no GPU, no driver, or "
                        "CUDA_VISIBLE_DEVICES hides it); run memplan calibrate on the GPU machine");
   }
   const size_t colon = device.find(':');
   const int index = colon == std::string::npos ? 0 : std::atoi(device.c_str() + colon + 1);
   if (index >= exec::CudaDeviceCount()) {
-    throw MemplanError("cannot measure " + device + ": only " + std::to_string(exec::CudaDeviceCount()) +
-                       " CUDA device(s) are visible");
+    throw MemplanError("cannot measure " + device + ": only " +
+                       std::to_string(exec::CudaDeviceCount()) + " CUDA device(s) are visible");
   }
   return index;
 }
@@ -99,9 +103,9 @@ ConvWorkspace MeasureConvWorkspace(const ConvGeometry& geo, const at::Device& on
   };
   const at::Tensor gy = at::randn_like(forward()[0]);
   auto backward = [&](bool data) {
-    auto [gx, gw, gb] = at::convolution_backward(gy, x, w, std::nullopt, geo.stride, geo.pad,
-                                                 geo.dilation, false, out_pad, geo.group,
-                                                 {data, !data, false});
+    auto [gx, gw, gb] =
+        at::convolution_backward(gy, x, w, std::nullopt, geo.stride, geo.pad, geo.dilation, false,
+                                 out_pad, geo.group, {data, !data, false});
     return std::vector<at::Tensor>{gx, gw};
   };
   // What a pass allocates beyond the results it leaves: its workspace (the results come first).
@@ -154,7 +158,8 @@ CudaDevice MeasureCudaDevice(const std::string& device) {
   }
   std::string error;
   int64_t reserved = 0;
-  if (!exec::QueryCudaProperties(index, &d.name, &d.compute_major, &d.compute_minor, &reserved, &error)) {
+  if (!exec::QueryCudaProperties(index, &d.name, &d.compute_major, &d.compute_minor, &reserved,
+                                 &error)) {
     throw MemplanError("cannot read the properties of " + device + ": " + error);
   }
   const CudaMemoryInfo m = QueryCudaMemory(index);

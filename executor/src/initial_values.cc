@@ -19,13 +19,15 @@ at::Tensor FromConstValue(const ConstValue& v) {
   return at::tensor(v.ints, at::TensorOptions().dtype(at::kLong)).to(st).reshape(v.shape);
 }
 
-at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData& model, bool random_weights,
-                        uint64_t seed, bool* random) {
+at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData& model,
+                        bool random_weights, uint64_t seed, bool* random) {
   *random = false;
   auto it = model.initializers.find(t.name);
   bool readable = it != model.initializers.end();
   if (readable && IsExternal(*it->second)) {
-    readable = std::ifstream(ResolveExternalData(*it->second, model.dir, t.name, g.allow_external_data_outside_model_dir).path)
+    readable = std::ifstream(ResolveExternalData(*it->second, model.dir, t.name,
+                                                 g.allow_external_data_outside_model_dir)
+                                 .path)
                    .good();
   }
   bool is_param = t.category == TensorCategory::kParameter;
@@ -33,9 +35,10 @@ at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData
     return TensorFromProto(*it->second, model.dir, t.name, g.allow_external_data_outside_model_dir);
   }
   if (!random_weights) {
-    throw MemplanError(g.model_path + ": the weights of '" + t.name +
-                       "' are not available (external data file missing); run with --random-weights to train with "
-                       "deterministic random weights");
+    throw MemplanError(
+        g.model_path + ": the weights of '" + t.name +
+        "' are not available (external data file missing); run with --random-weights to train with "
+        "deterministic random weights");
   }
   // Deterministic initialisation by name: fan-in uniform for weights; normalization scales
   // one, shifts zero; running variances one, means zero.
@@ -52,9 +55,12 @@ at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData
     }
   }
   if (!IsFloating(t.dtype)) return at::zeros(t.shape, at::TensorOptions().dtype(st));
-  int64_t fan_in = t.shape.size() >= 2 && t.shape[0] > 0 ? t.numel() / t.shape[0] : std::max<int64_t>(t.numel(), 1);
+  int64_t fan_in = t.shape.size() >= 2 && t.shape[0] > 0 ? t.numel() / t.shape[0]
+                                                         : std::max<int64_t>(t.numel(), 1);
   double bound = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(fan_in, 1)));
-  return at::empty(t.shape, at::TensorOptions().dtype(at::kFloat)).uniform_(-bound, bound, gen).to(st);
+  return at::empty(t.shape, at::TensorOptions().dtype(at::kFloat))
+      .uniform_(-bound, bound, gen)
+      .to(st);
 }
 
 }  // namespace memplan::exec

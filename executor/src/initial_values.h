@@ -17,7 +17,7 @@ at::Tensor FromConstValue(const ConstValue& v);
 // with `random_weights` (or when the data is missing and `random_weights` allows it) drawn
 // deterministically from (seed, name): fan-in uniform for weights, ones for normalization
 // scales and running variances, zeros for shifts and means. `random` says which.
-at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData& model, bool random_weights,
-                        uint64_t seed, bool* random);
+at::Tensor InitialValue(const TrainingGraph& g, const Tensor& t, const ModelData& model,
+                        bool random_weights, uint64_t seed, bool* random);
 
 }  // namespace memplan::exec

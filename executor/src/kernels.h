@@ -37,10 +37,16 @@ struct OpCall {
   bool want(size_t i) const { return i < node->outputs.size() && node->outputs[i] != kNone; }
   bool has(size_t i) const { return i < in.size() && in[i].defined(); }
   const at::Tensor& x(size_t i) const;  // throws when omitted
-  int64_t attr_int(const char* name, int64_t fallback) const { return node->attr_int(name, fallback); }
-  double attr_float(const char* name, double fallback) const { return node->attr_float(name, fallback); }
+  int64_t attr_int(const char* name, int64_t fallback) const {
+    return node->attr_int(name, fallback);
+  }
+  double attr_float(const char* name, double fallback) const {
+    return node->attr_float(name, fallback);
+  }
   std::vector<int64_t> attr_ints(const char* name) const { return node->attr_ints(name); }
-  std::string attr_string(const char* name, const std::string& fb) const { return node->attr_string(name, fb); }
+  std::string attr_string(const char* name, const std::string& fb) const {
+    return node->attr_string(name, fb);
+  }
   bool has_attr(const char* name) const { return node->attr(name) != nullptr; }
   const at::Tensor* attr_tensor(const char* name) const;
   [[noreturn]] void Fail(const std::string& why) const;

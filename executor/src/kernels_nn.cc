@@ -7,13 +7,13 @@
 //   LayerNormalization -> native_layer_norm; Dropout -> native_dropout (bool mask);
 //   MaxPool -> max_pool*_with_indices (input + int64 indices); GlobalAveragePool -> mean;
 //   Clip -> clamp with scalar bounds; cross-entropy -> log_softmax + nll_loss.
+#include <torch/csrc/autograd/custom_function.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
 #include <numeric>
-
-#include <torch/csrc/autograd/custom_function.h>
 
 #include "kernels.h"
 
@@ -49,7 +49,10 @@ struct Geometry {
   // ATen pad list (last dim first) for the spatial dims.
   std::vector<int64_t> PadList() const {
     std::vector<int64_t> l;
-    for (size_t i = begin.size(); i-- > 0;) { l.push_back(begin[i]); l.push_back(end[i]); }
+    for (size_t i = begin.size(); i-- > 0;) {
+      l.push_back(begin[i]);
+      l.push_back(end[i]);
+    }
     return l;
   }
 };
@@ -72,7 +75,8 @@ Geometry SpatialGeometry(const OpCall& c, const at::Tensor& x, const std::vector
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       int64_t s = g.stride[i];
       int64_t out = (in + s - 1) / s;
-      int64_t total = std::max<int64_t>(0, (out - 1) * s + (kernel[i] - 1) * g.dilation[i] + 1 - in);
+      int64_t total =
+          std::max<int64_t>(0, (out - 1) * s + (kernel[i] - 1) * g.dilation[i] + 1 - in);
       int64_t small = total / 2, big = total - small;
       g.begin[i] = auto_pad == "SAME_UPPER" ? small : big;
       g.end[i] = auto_pad == "SAME_UPPER" ? big : small;
@@ -105,7 +109,8 @@ Outs Conv(const OpCall& c) {
     std::fill(padding.begin(), padding.end(), 0);
   }
   std::vector<int64_t> out_pad(kernel.size(), 0);
-  return {at::convolution(x, w, b, g.stride, padding, g.dilation, false, out_pad, c.attr_int("group", 1))};
+  return {at::convolution(x, w, b, g.stride, padding, g.dilation, false, out_pad,
+                          c.attr_int("group", 1))};
 }
 
 Outs ConvTranspose(const OpCall& c) {
@@ -114,8 +119,9 @@ Outs ConvTranspose(const OpCall& c) {
   std::vector<int64_t> kernel = KernelShape(c, &w);
   size_t k = kernel.size();
   int64_t group = c.attr_int("group", 1);
-  std::vector<int64_t> stride = c.attr_ints("strides"), dil = c.attr_ints("dilations"), pads = c.attr_ints("pads"),
-                       outpad = c.attr_ints("output_padding"), out_shape = c.attr_ints("output_shape");
+  std::vector<int64_t> stride = c.attr_ints("strides"), dil = c.attr_ints("dilations"),
+                       pads = c.attr_ints("pads"), outpad = c.attr_ints("output_padding"),
+                       out_shape = c.attr_ints("output_shape");
   stride.resize(k, 1);
   dil.resize(k, 1);
   pads.resize(2 * k, 0);
@@ -131,13 +137,20 @@ Outs ConvTranspose(const OpCall& c) {
     int64_t natural = stride[j] * (in - 1) + (kernel[j] - 1) * dil[j] + 1;
     int64_t begin = pads[j], end = pads[j + k];
     int64_t target = -1;
-    if (!out_shape.empty()) target = out_shape[out_shape.size() - k + j];
-    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") target = in * stride[j];
+    if (!out_shape.empty())
+      target = out_shape[out_shape.size() - k + j];
+    else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+      target = in * stride[j];
     if (target >= 0) {
       int64_t total = natural + outpad[j] - target;
       int64_t half = FloorDiv(total, 2);
-      if (auto_pad == "SAME_UPPER") { begin = half; end = total - half; }
-      else { begin = total - half; end = half; }
+      if (auto_pad == "SAME_UPPER") {
+        begin = half;
+        end = total - half;
+      } else {
+        begin = total - half;
+        end = half;
+      }
     }
     list.push_back(-begin);
     list.push_back(outpad[j] - end);
@@ -213,7 +226,8 @@ Outs LayerNormalization(const OpCall& c) {
   std::vector<int64_t> normalized(x.sizes().begin() + axis, x.sizes().end());
   at::Tensor w = c.x(1), b = c.has(2) ? c.in[2] : at::Tensor();
   if (w.sizes() != at::IntArrayRef(normalized)) w = w.expand(normalized).contiguous();
-  if (b.defined() && b.sizes() != at::IntArrayRef(normalized)) b = b.expand(normalized).contiguous();
+  if (b.defined() && b.sizes() != at::IntArrayRef(normalized))
+    b = b.expand(normalized).contiguous();
   auto r = at::native_layer_norm(x, normalized, w, b, c.attr_float("epsilon", 1e-5));
   Outs o = {std::get<0>(r)};
   if (c.num_outputs() > 1) o.push_back(std::get<1>(r));
@@ -221,7 +235,8 @@ Outs LayerNormalization(const OpCall& c) {
   return o;
 }
 
-// ONNX's RMSNormalization (opset 23) over the axes from `axis` on, as PyTorch runs it: at::rms_norm.
+// ONNX's RMSNormalization (opset 23) over the axes from `axis` on, as PyTorch runs it:
+// at::rms_norm.
 Outs RMSNormalization(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   int64_t axis = NormAxis(c.attr_int("axis", -1), x.dim(), c);
@@ -232,7 +247,8 @@ Outs RMSNormalization(const OpCall& c) {
 }
 
 Outs InstanceNormalization(const OpCall& c) {
-  return {at::instance_norm(c.x(0), c.x(1), c.x(2), {}, {}, true, 0.0, c.attr_float("epsilon", 1e-5), false)};
+  return {at::instance_norm(c.x(0), c.x(1), c.x(2), {}, {}, true, 0.0,
+                            c.attr_float("epsilon", 1e-5), false)};
 }
 
 Outs MeanVarianceNormalization(const OpCall& c) {
@@ -249,12 +265,14 @@ Outs MeanVarianceNormalization(const OpCall& c) {
 Outs Lrn(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   int64_t size = c.attr_int("size", 1);
-  double alpha = c.attr_float("alpha", 1e-4), beta = c.attr_float("beta", 0.75), bias = c.attr_float("bias", 1.0);
+  double alpha = c.attr_float("alpha", 1e-4), beta = c.attr_float("beta", 0.75),
+         bias = c.attr_float("bias", 1.0);
   int64_t lo = (size - 1) / 2, hi = size - 1 - lo;
   at::Tensor sq = at::mul(x, x).transpose(1, -1);
   at::Tensor padded = at::constant_pad_nd(sq, {lo, hi}, 0);
   at::Tensor sums = padded.unfold(-1, size, 1).sum(-1).transpose(1, -1);
-  return {at::div(x, at::pow(at::add(at::mul(sums, alpha / static_cast<double>(size)), bias), beta))};
+  return {
+      at::div(x, at::pow(at::add(at::mul(sums, alpha / static_cast<double>(size)), bias), beta))};
 }
 
 // ---- activations ----
@@ -263,13 +281,15 @@ Outs Relu(const OpCall& c) { return {at::relu(c.x(0))}; }
 Outs LeakyRelu(const OpCall& c) { return {at::leaky_relu(c.x(0), c.attr_float("alpha", 0.01))}; }
 Outs Elu(const OpCall& c) { return {at::elu(c.x(0), c.attr_float("alpha", 1.0))}; }
 Outs Selu(const OpCall& c) {
-  return {at::elu(c.x(0), c.attr_float("alpha", 1.67326319217681884765625), c.attr_float("gamma", 1.05070102214813232421875), 1.0)};
+  return {at::elu(c.x(0), c.attr_float("alpha", 1.67326319217681884765625),
+                  c.attr_float("gamma", 1.05070102214813232421875), 1.0)};
 }
 Outs Celu(const OpCall& c) { return {at::celu(c.x(0), c.attr_float("alpha", 1.0))}; }
 Outs Sigmoid(const OpCall& c) { return {at::sigmoid(c.x(0))}; }
 Outs HardSigmoid(const OpCall& c) {
   double alpha = c.attr_float("alpha", 0.2), beta = c.attr_float("beta", 0.5);
-  if (std::fabs(alpha - 1.0 / 6.0) < 1e-6 && std::fabs(beta - 0.5) < 1e-9) return {at::hardsigmoid(c.x(0))};
+  if (std::fabs(alpha - 1.0 / 6.0) < 1e-6 && std::fabs(beta - 0.5) < 1e-9)
+    return {at::hardsigmoid(c.x(0))};
   return {at::clamp(at::add(at::mul(c.x(0), alpha), beta), 0.0, 1.0)};
 }
 Outs HardSwish(const OpCall& c) { return {at::hardswish(c.x(0))}; }
@@ -285,7 +305,8 @@ Outs ScaledDotProductAttention(const OpCall& c) {
   const at::Tensor k = c.x(1).transpose(-2, -1).contiguous();
   std::optional<at::Tensor> mask;
   if (c.has(3)) mask = c.in[3];
-  at::Tensor y = at::scaled_dot_product_attention(c.x(0), k, c.x(2), mask, 0.0, false, c.attr_float("scale", 1.0));
+  at::Tensor y = at::scaled_dot_product_attention(c.x(0), k, c.x(2), mask, 0.0, false,
+                                                  c.attr_float("scale", 1.0));
   // (The analyzer does not count this rare case's extra tensors.)
   if (c.attr_int("nan_to_zero", 0) != 0 && y.isnan().any().item<bool>()) {
     y = at::nan_to_num(y, 0.0);
@@ -323,11 +344,13 @@ Outs Shrink(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   double bias = c.attr_float("bias", 0.0), lambd = c.attr_float("lambd", 0.5);
   at::Tensor zero = at::zeros({}, x.options());
-  at::Tensor y = at::where(at::lt(x, -lambd), at::add(x, bias), at::where(at::gt(x, lambd), at::sub(x, bias), zero));
+  at::Tensor y = at::where(at::lt(x, -lambd), at::add(x, bias),
+                           at::where(at::gt(x, lambd), at::sub(x, bias), zero));
   return {y.to(x.scalar_type())};
 }
 
-c10::optional<c10::Scalar> BoundScalar(const OpCall& c, size_t slot, const char* attr, double fallback) {
+c10::optional<c10::Scalar> BoundScalar(const OpCall& c, size_t slot, const char* attr,
+                                       double fallback) {
   if (c.opset >= 11) {
     if (!c.has(slot) || c.in[slot].numel() == 0) return c10::nullopt;
     return c.in[slot].reshape({-1})[0].item();
@@ -400,10 +423,18 @@ Outs MaxPool(const OpCall& c) {
   }
   std::tuple<at::Tensor, at::Tensor> r;
   switch (kernel.size()) {
-    case 1: r = at::max_pool1d_with_indices(x, kernel, g.stride, padding, g.dilation, ceil_mode); break;
-    case 2: r = at::max_pool2d_with_indices(x, kernel, g.stride, padding, g.dilation, ceil_mode); break;
-    case 3: r = at::max_pool3d_with_indices(x, kernel, g.stride, padding, g.dilation, ceil_mode); break;
-    default: c.Fail("MaxPool over " + std::to_string(kernel.size()) + " spatial dimensions is not supported");
+    case 1:
+      r = at::max_pool1d_with_indices(x, kernel, g.stride, padding, g.dilation, ceil_mode);
+      break;
+    case 2:
+      r = at::max_pool2d_with_indices(x, kernel, g.stride, padding, g.dilation, ceil_mode);
+      break;
+    case 3:
+      r = at::max_pool3d_with_indices(x, kernel, g.stride, padding, g.dilation, ceil_mode);
+      break;
+    default:
+      c.Fail("MaxPool over " + std::to_string(kernel.size()) +
+             " spatial dimensions is not supported");
   }
   at::Tensor y = std::get<0>(r);
   if (y.scalar_type() != type) y = y.to(type);
@@ -435,10 +466,15 @@ Outs AveragePool(const OpCall& c) {
   bool include_pad = c.attr_int("count_include_pad", 0) != 0;
   auto pool = [&](const at::Tensor& t, const std::vector<int64_t>& pad, bool include) {
     switch (kernel.size()) {
-      case 1: return at::avg_pool1d(t, kernel, g.stride, pad, ceil_mode, include);
-      case 2: return at::avg_pool2d(t, kernel, g.stride, pad, ceil_mode, include);
-      case 3: return at::avg_pool3d(t, kernel, g.stride, pad, ceil_mode, include);
-      default: c.Fail("AveragePool over " + std::to_string(kernel.size()) + " spatial dimensions is not supported");
+      case 1:
+        return at::avg_pool1d(t, kernel, g.stride, pad, ceil_mode, include);
+      case 2:
+        return at::avg_pool2d(t, kernel, g.stride, pad, ceil_mode, include);
+      case 3:
+        return at::avg_pool3d(t, kernel, g.stride, pad, ceil_mode, include);
+      default:
+        c.Fail("AveragePool over " + std::to_string(kernel.size()) +
+               " spatial dimensions is not supported");
     }
   };
   if (std::any_of(g.dilation.begin(), g.dilation.end(), [](int64_t d) { return d != 1; })) {
@@ -455,17 +491,26 @@ Outs AveragePool(const OpCall& c) {
       extra[d] = std::max<int64_t>(0, (o - 1) * s + eff - (in + g.begin[d] + g.end[d]));
     }
     std::vector<int64_t> extra_list;
-    for (size_t i = nd; i-- > 0;) { extra_list.push_back(0); extra_list.push_back(extra[i]); }
+    for (size_t i = nd; i-- > 0;) {
+      extra_list.push_back(0);
+      extra_list.push_back(extra[i]);
+    }
     std::vector<int64_t> flat = {-1, 1}, ones_shape = {1, 1}, kshape = {1, 1};
-    for (int64_t d = 2; d < x.dim(); ++d) { flat.push_back(x.size(d)); ones_shape.push_back(x.size(d)); }
+    for (int64_t d = 2; d < x.dim(); ++d) {
+      flat.push_back(x.size(d));
+      ones_shape.push_back(x.size(d));
+    }
     kshape.insert(kshape.end(), kernel.begin(), kernel.end());
     at::Tensor w = at::ones(kshape, x.options());
     auto window_sum = [&](const at::Tensor& t) {
       return at::convolution(t, w, {}, g.stride, zero, g.dilation, false, zero, 1);
     };
-    at::Tensor padded = at::constant_pad_nd(at::constant_pad_nd(x.reshape(flat), g.PadList(), 0), extra_list, 0);
-    at::Tensor mask = at::constant_pad_nd(at::ones(ones_shape, x.options()), g.PadList(), include_pad ? 1 : 0);
-    at::Tensor y = at::div(window_sum(padded), window_sum(at::constant_pad_nd(mask, extra_list, 0)));
+    at::Tensor padded =
+        at::constant_pad_nd(at::constant_pad_nd(x.reshape(flat), g.PadList(), 0), extra_list, 0);
+    at::Tensor mask =
+        at::constant_pad_nd(at::ones(ones_shape, x.options()), g.PadList(), include_pad ? 1 : 0);
+    at::Tensor y =
+        at::div(window_sum(padded), window_sum(at::constant_pad_nd(mask, extra_list, 0)));
     std::vector<int64_t> out = {x.size(0), x.size(1)};
     for (int64_t d = 2; d < y.dim(); ++d) out.push_back(y.size(d));
     return {y.reshape(out)};
@@ -487,7 +532,9 @@ std::vector<int64_t> SpatialDims(const at::Tensor& x) {
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   return dims;
 }
-Outs GlobalAveragePool(const OpCall& c) { return {MeanSavingNothing(c.x(0), SpatialDims(c.x(0)), true)}; }
+Outs GlobalAveragePool(const OpCall& c) {
+  return {MeanSavingNothing(c.x(0), SpatialDims(c.x(0)), true)};
+}
 Outs GlobalMaxPool(const OpCall& c) { return {at::amax(c.x(0), SpatialDims(c.x(0)), true)}; }
 
 // ---- dropout ----
@@ -495,8 +542,8 @@ Outs GlobalMaxPool(const OpCall& c) { return {at::amax(c.x(0), SpatialDims(c.x(0
 // y = x * mask * scale, saving only the bool mask: native_dropout's memory and backward, with a
 // mask drawn by the caller.
 struct MaskedScale : public torch::autograd::Function<MaskedScale> {
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& mask,
-                            double scale) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& mask, double scale) {
     // A saved variable, not saved_data: saved-tensor hooks (selective recompute) must see it.
     ctx->save_for_backward({mask});
     ctx->saved_data["scale"] = scale;
@@ -559,13 +606,16 @@ ResizeSpec ResizeTarget(const OpCall& c, const at::Tensor& x, bool upsample_op) 
       at::Tensor t = c.in[1].to(at::kDouble).contiguous();
       scales.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
     } else {
-      for (double f : c.node->attr("scales") ? c.node->attr("scales")->floats : std::vector<double>{}) scales.push_back(f);
+      for (double f :
+           c.node->attr("scales") ? c.node->attr("scales")->floats : std::vector<double>{})
+        scales.push_back(f);
     }
   } else if (c.opset < 11) {
     at::Tensor t = c.x(1).to(at::kDouble).contiguous();
     scales.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
   } else {
-    if (c.has(3) && c.in[3].numel() > 0) sizes = ToInts(c.in[3]);
+    if (c.has(3) && c.in[3].numel() > 0)
+      sizes = ToInts(c.in[3]);
     else if (c.has(2) && c.in[2].numel() > 0) {
       at::Tensor t = c.in[2].to(at::kDouble).contiguous();
       scales.assign(t.data_ptr<double>(), t.data_ptr<double>() + t.numel());
@@ -583,20 +633,29 @@ ResizeSpec ResizeTarget(const OpCall& c, const at::Tensor& x, bool upsample_op) 
     std::vector<int64_t> full_sizes(x.sizes().begin(), x.sizes().end());
     std::vector<double> full_scales(r, 1.0);
     for (size_t i = 0; i < n; ++i) {
-      if (!sizes.empty()) full_sizes[s.axes[i]] = sizes[i];
-      else full_scales[s.axes[i]] = scales[i];
+      if (!sizes.empty())
+        full_sizes[s.axes[i]] = sizes[i];
+      else
+        full_scales[s.axes[i]] = scales[i];
     }
-    if (!sizes.empty()) sizes = full_sizes;
-    else scales = full_scales;
+    if (!sizes.empty())
+      sizes = full_sizes;
+    else
+      scales = full_scales;
   }
-  std::string policy = upsample_op ? "stretch" : c.attr_string("keep_aspect_ratio_policy", "stretch");
+  std::string policy =
+      upsample_op ? "stretch" : c.attr_string("keep_aspect_ratio_policy", "stretch");
   if (!sizes.empty() && policy != "stretch") {
     // One scale for the resized axes: the largest that fits in sizes (not_larger) or the
     // smallest that covers them (not_smaller); out = round-half-up(scale x in).
     if (static_cast<int64_t>(sizes.size()) != r) c.Fail("Resize sizes do not match the input rank");
-    if (policy != "not_larger" && policy != "not_smaller") c.Fail("Resize keep_aspect_ratio_policy '" + policy + "' is not supported");
+    if (policy != "not_larger" && policy != "not_smaller")
+      c.Fail("Resize keep_aspect_ratio_policy '" + policy + "' is not supported");
     std::vector<int64_t> resized = s.axes;
-    if (resized.empty()) { resized.resize(r); std::iota(resized.begin(), resized.end(), 0); }
+    if (resized.empty()) {
+      resized.resize(r);
+      std::iota(resized.begin(), resized.end(), 0);
+    }
     double scale = policy == "not_larger" ? std::numeric_limits<double>::infinity() : 0.0;
     for (int64_t a : resized) {
       double f = static_cast<double>(sizes[a]) / static_cast<double>(x.size(a));
@@ -613,17 +672,20 @@ ResizeSpec ResizeTarget(const OpCall& c, const at::Tensor& x, bool upsample_op) 
   if (!sizes.empty()) {
     if (static_cast<int64_t>(sizes.size()) != r) c.Fail("Resize sizes do not match the input rank");
     s.out = sizes;
-    for (int64_t d = 0; d < r; ++d) s.scale.push_back(static_cast<double>(sizes[d]) / static_cast<double>(x.size(d)));
+    for (int64_t d = 0; d < r; ++d)
+      s.scale.push_back(static_cast<double>(sizes[d]) / static_cast<double>(x.size(d)));
   } else {
-    if (static_cast<int64_t>(scales.size()) != r) c.Fail("Resize scales do not match the input rank");
+    if (static_cast<int64_t>(scales.size()) != r)
+      c.Fail("Resize scales do not match the input rank");
     s.scale = scales;
-    for (int64_t d = 0; d < r; ++d) s.out.push_back(static_cast<int64_t>(std::floor(x.size(d) * scales[d])));
+    for (int64_t d = 0; d < r; ++d)
+      s.out.push_back(static_cast<int64_t>(std::floor(x.size(d) * scales[d])));
   }
   return s;
 }
 
-double SourceCoordinate(const std::string& mode, int64_t i, double scale, int64_t in, int64_t out, double roi_start,
-                        double roi_end) {
+double SourceCoordinate(const std::string& mode, int64_t i, double scale, int64_t in, int64_t out,
+                        double roi_start, double roi_end) {
   double x = static_cast<double>(i);
   if (mode == "half_pixel") return (x + 0.5) / scale - 0.5;
   if (mode == "half_pixel_symmetric") {
@@ -642,8 +704,9 @@ double SourceCoordinate(const std::string& mode, int64_t i, double scale, int64_
   if (mode == "tf_half_pixel_for_nn") return (x + 0.5) / scale;
   if (mode == "tf_crop_and_resize") {
     double len = static_cast<double>(in - 1);
-    return out > 1 ? roi_start * len + x * (roi_end - roi_start) * len / static_cast<double>(out - 1)
-                   : 0.5 * (roi_start + roi_end) * len;
+    return out > 1
+               ? roi_start * len + x * (roi_end - roi_start) * len / static_cast<double>(out - 1)
+               : 0.5 * (roi_start + roi_end) * len;
   }
   throw MemplanError("Resize coordinate_transformation_mode '" + mode + "' is not supported");
 }
@@ -663,8 +726,9 @@ struct Taps {
   std::vector<bool> outside;  // tf_crop_and_resize: sample outside the input
 };
 
-Taps AxisTaps(const OpCall& c, const std::string& mode, const std::string& coord, const std::string& nearest,
-              int64_t in, int64_t out, double scale, double roi_start, double roi_end) {
+Taps AxisTaps(const OpCall& c, const std::string& mode, const std::string& coord,
+              const std::string& nearest, int64_t in, int64_t out, double scale, double roi_start,
+              double roi_end) {
   int ntaps = mode == "nearest" ? 1 : mode == "cubic" ? 4 : 2;
   double a = c.attr_float("cubic_coeff_a", -0.75);
   bool exclude = c.attr_int("exclude_outside", 0) != 0;
@@ -707,7 +771,8 @@ Taps AxisTaps(const OpCall& c, const std::string& mode, const std::string& coord
   t.outside.assign(out, false);
   for (int64_t i = 0; i < out; ++i) {
     double x = SourceCoordinate(coord, i, scale, in, out, roi_start, roi_end);
-    if (coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1))) t.outside[i] = true;
+    if (coord == "tf_crop_and_resize" && (x < 0 || x > static_cast<double>(in - 1)))
+      t.outside[i] = true;
     if (mode == "nearest") {
       t.idx[0][i] = std::clamp<int64_t>(NearestIndex(nearest, x), 0, in - 1);
       t.w[0][i] = 1;
@@ -742,10 +807,15 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
   ResizeSpec s = ResizeTarget(c, x, upsample_op);
   std::string mode = c.attr_string("mode", "nearest");
   if (mode == "bilinear") mode = "linear";
-  std::string coord = upsample_op ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
+  std::string coord =
+      upsample_op ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = upsample_op ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
-  if (c.opset < 11 && !upsample_op) { coord = "asymmetric"; nearest = "floor"; }
-  if (mode != "nearest" && mode != "linear" && mode != "cubic") c.Fail("Resize mode '" + mode + "' is not supported");
+  if (c.opset < 11 && !upsample_op) {
+    coord = "asymmetric";
+    nearest = "floor";
+  }
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    c.Fail("Resize mode '" + mode + "' is not supported");
   int64_t r = x.dim();
   // The common training case: bilinear over the spatial dims with half-pixel centres (what
   // segmentation heads export): upsample_bilinear2d saves nothing but sizes.
@@ -753,9 +823,11 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
   std::vector<int64_t> spatial_out(s.out.begin() + std::min<int64_t>(2, r), s.out.end());
   bool given_scales = !c.has(3) || c.in[3].numel() == 0;
   std::vector<double> spatial_scales(s.scale.begin() + std::min<int64_t>(2, r), s.scale.end());
-  if (mode == "linear" && spatial_only && c.attr_int("antialias", 0) == 0 && (coord == "half_pixel" || coord == "pytorch_half_pixel") &&
+  if (mode == "linear" && spatial_only && c.attr_int("antialias", 0) == 0 &&
+      (coord == "half_pixel" || coord == "pytorch_half_pixel") &&
       std::all_of(spatial_out.begin(), spatial_out.end(), [](int64_t v) { return v > 1; })) {
-    auto scale_arg = given_scales ? c10::optional<at::ArrayRef<double>>(spatial_scales) : c10::nullopt;
+    auto scale_arg =
+        given_scales ? c10::optional<at::ArrayRef<double>>(spatial_scales) : c10::nullopt;
     auto size_arg = given_scales ? at::OptionalIntArrayRef() : at::OptionalIntArrayRef(spatial_out);
     return {at::upsample_bilinear2d(x, size_arg, false, scale_arg)};
   }
@@ -770,10 +842,14 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
       if (roi.size() != 2 * n) c.Fail("Resize roi does not have 2 x axes values");
       std::vector<double> full(2 * r, 0.0);
       std::fill(full.begin() + r, full.end(), 1.0);
-      for (size_t i = 0; i < n; ++i) { full[s.axes[i]] = roi[i]; full[s.axes[i] + r] = roi[i + n]; }
+      for (size_t i = 0; i < n; ++i) {
+        full[s.axes[i]] = roi[i];
+        full[s.axes[i] + r] = roi[i + n];
+      }
       roi = full;
     }
-    if (static_cast<int64_t>(roi.size()) != 2 * r) c.Fail("Resize roi does not have 2 x rank values");
+    if (static_cast<int64_t>(roi.size()) != 2 * r)
+      c.Fail("Resize roi does not have 2 x rank values");
   }
   at::Tensor y = at::isFloatingType(x.scalar_type()) ? x : x.to(at::kFloat);
   at::Tensor outside;
@@ -781,14 +857,18 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
   for (int64_t d = 0; d < r; ++d) {
     int64_t in = x.size(d), out = s.out[d];
     if (in == out && s.scale[d] == 1.0 && roi.empty()) continue;
-    Taps t = AxisTaps(c, mode, coord, nearest, in, out, s.scale[d], roi.empty() ? 0 : roi[d], roi.empty() ? 1 : roi[d + r]);
+    Taps t = AxisTaps(c, mode, coord, nearest, in, out, s.scale[d], roi.empty() ? 0 : roi[d],
+                      roi.empty() ? 1 : roi[d + r]);
     std::vector<int64_t> shape(r, 1);
     shape[d] = out;
     at::Tensor acc;
     for (size_t k = 0; k < t.idx.size(); ++k) {
       at::Tensor g = at::index_select(y, d, at::tensor(t.idx[k], opts).to(x.device()));
       if (mode != "nearest") {
-        at::Tensor w = at::tensor(t.w[k], at::TensorOptions().dtype(at::kDouble)).to(y.device()).to(y.scalar_type()).view(shape);
+        at::Tensor w = at::tensor(t.w[k], at::TensorOptions().dtype(at::kDouble))
+                           .to(y.device())
+                           .to(y.scalar_type())
+                           .view(shape);
         g = at::mul(g, w);
       }
       acc = acc.defined() ? at::add(acc, g) : g;
@@ -796,14 +876,21 @@ Outs ResizeImpl(const OpCall& c, bool upsample_op) {
     y = acc;
     if (!roi.empty()) {
       std::vector<uint8_t> o(t.outside.begin(), t.outside.end());
-      at::Tensor m = at::tensor(o, at::TensorOptions().dtype(at::kByte)).to(at::kBool).to(x.device()).view(shape);
+      at::Tensor m = at::tensor(o, at::TensorOptions().dtype(at::kByte))
+                         .to(at::kBool)
+                         .to(x.device())
+                         .view(shape);
       outside = outside.defined() ? at::logical_or(outside, m) : m;
     }
   }
   if (outside.defined()) {
-    y = at::where(outside, at::scalar_tensor(c.attr_float("extrapolation_value", 10.0), y.options()), y);
+    y = at::where(outside,
+                  at::scalar_tensor(c.attr_float("extrapolation_value", 10.0), y.options()), y);
   }
-  return {y.scalar_type() == x.scalar_type() ? y : (at::isFloatingType(x.scalar_type()) ? y.to(x.scalar_type()) : at::round(y).to(x.scalar_type()))};
+  return {y.scalar_type() == x.scalar_type()
+              ? y
+              : (at::isFloatingType(x.scalar_type()) ? y.to(x.scalar_type())
+                                                     : at::round(y).to(x.scalar_type()))};
 }
 Outs Resize(const OpCall& c) { return ResizeImpl(c, false); }
 Outs Upsample(const OpCall& c) { return ResizeImpl(c, true); }
@@ -818,7 +905,8 @@ int64_t ReductionOf(const OpCall& c) {
   c.Fail("unknown reduction '" + r + "'");
 }
 int64_t IgnoreIndex(const OpCall& c) {
-  return c.has_attr("ignore_index") ? c.attr_int("ignore_index", -100) : std::numeric_limits<int64_t>::min();
+  return c.has_attr("ignore_index") ? c.attr_int("ignore_index", -100)
+                                    : std::numeric_limits<int64_t>::min();
 }
 Outs NegativeLogLikelihoodLoss(const OpCall& c) {
   at::Tensor w = c.has(2) ? c.in[2] : at::Tensor();
@@ -827,7 +915,8 @@ Outs NegativeLogLikelihoodLoss(const OpCall& c) {
 Outs SoftmaxCrossEntropyLoss(const OpCall& c) {
   at::Tensor log_prob = at::log_softmax(c.x(0), 1);
   at::Tensor w = c.has(2) ? c.in[2] : at::Tensor();
-  at::Tensor loss = at::nll_loss_nd(log_prob, c.x(1).to(at::kLong), w, ReductionOf(c), IgnoreIndex(c));
+  at::Tensor loss =
+      at::nll_loss_nd(log_prob, c.x(1).to(at::kLong), w, ReductionOf(c), IgnoreIndex(c));
   if (c.want(1)) return {loss, log_prob};
   return {loss};
 }
@@ -837,7 +926,8 @@ Outs CrossEntropyLoss(const OpCall& c) {
   const at::Tensor& logits = c.x(0);
   int64_t classes = logits.dim() > 0 ? logits.size(-1) : 1;
   at::Tensor log_probs = at::log_softmax(logits, -1);
-  at::Tensor loss = at::nll_loss(log_probs.reshape({-1, classes}), c.x(1).reshape({-1}), {}, at::Reduction::Mean, -100);
+  at::Tensor loss = at::nll_loss(log_probs.reshape({-1, classes}), c.x(1).reshape({-1}), {},
+                                 at::Reduction::Mean, -100);
   return {loss};
 }
 Outs MseLoss(const OpCall& c) { return {at::mse_loss(c.x(0), c.x(1), at::Reduction::Mean)}; }
@@ -846,24 +936,67 @@ Outs SumLoss(const OpCall& c) { return {at::sum(c.x(0))}; }
 }  // namespace
 
 void RegisterNnKernels(KernelTable& t) {
-  t["Conv"] = Conv; t["ConvTranspose"] = ConvTranspose; t["Gemm"] = Gemm; t["MatMul"] = MatMul; t["Einsum"] = Einsum;
-  t["BatchNormalization"] = BatchNormalization; t["LayerNormalization"] = LayerNormalization;
+  t["Conv"] = Conv;
+  t["ConvTranspose"] = ConvTranspose;
+  t["Gemm"] = Gemm;
+  t["MatMul"] = MatMul;
+  t["Einsum"] = Einsum;
+  t["BatchNormalization"] = BatchNormalization;
+  t["LayerNormalization"] = LayerNormalization;
   t["RMSNormalization"] = RMSNormalization;
-  t["InstanceNormalization"] = InstanceNormalization; t["MeanVarianceNormalization"] = MeanVarianceNormalization;
+  t["InstanceNormalization"] = InstanceNormalization;
+  t["MeanVarianceNormalization"] = MeanVarianceNormalization;
   t["LRN"] = Lrn;
-  t["Relu"] = Relu; t["LeakyRelu"] = LeakyRelu; t["Elu"] = Elu; t["Selu"] = Selu; t["Celu"] = Celu;
-  t["Sigmoid"] = Sigmoid; t["HardSigmoid"] = HardSigmoid; t["HardSwish"] = HardSwish; t["Tanh"] = Tanh;
-  t["Softplus"] = Softplus; t["Softsign"] = Softsign; t["Mish"] = Mish; t["Gelu"] = Gelu; t["Swish"] = Swish;
-  t["memplan.ScaledDotProductAttention"] = ScaledDotProductAttention; t["Erf"] = Erf;
-  t["Exp"] = Exp; t["Log"] = Log; t["Sqrt"] = Sqrt; t["Reciprocal"] = Reciprocal; t["Sin"] = Sin; t["Cos"] = Cos;
-  t["Tan"] = Tan; t["Asin"] = Asin; t["Acos"] = Acos; t["Atan"] = Atan; t["Sinh"] = Sinh; t["Cosh"] = Cosh;
-  t["Asinh"] = Asinh; t["Acosh"] = Acosh; t["Atanh"] = Atanh; t["ThresholdedRelu"] = ThresholdedRelu;
-  t["Shrink"] = Shrink; t["Clip"] = Clip; t["PRelu"] = PRelu;
-  t["Softmax"] = Softmax; t["LogSoftmax"] = LogSoftmax; t["Hardmax"] = Hardmax;
-  t["MaxPool"] = MaxPool; t["AveragePool"] = AveragePool; t["GlobalAveragePool"] = GlobalAveragePool;
-  t["GlobalMaxPool"] = GlobalMaxPool; t["Dropout"] = Dropout; t["Resize"] = Resize; t["Upsample"] = Upsample;
-  t["NegativeLogLikelihoodLoss"] = NegativeLogLikelihoodLoss; t["SoftmaxCrossEntropyLoss"] = SoftmaxCrossEntropyLoss;
-  t["memplan.CrossEntropyLoss"] = CrossEntropyLoss; t["memplan.MseLoss"] = MseLoss; t["memplan.SumLoss"] = SumLoss;
+  t["Relu"] = Relu;
+  t["LeakyRelu"] = LeakyRelu;
+  t["Elu"] = Elu;
+  t["Selu"] = Selu;
+  t["Celu"] = Celu;
+  t["Sigmoid"] = Sigmoid;
+  t["HardSigmoid"] = HardSigmoid;
+  t["HardSwish"] = HardSwish;
+  t["Tanh"] = Tanh;
+  t["Softplus"] = Softplus;
+  t["Softsign"] = Softsign;
+  t["Mish"] = Mish;
+  t["Gelu"] = Gelu;
+  t["Swish"] = Swish;
+  t["memplan.ScaledDotProductAttention"] = ScaledDotProductAttention;
+  t["Erf"] = Erf;
+  t["Exp"] = Exp;
+  t["Log"] = Log;
+  t["Sqrt"] = Sqrt;
+  t["Reciprocal"] = Reciprocal;
+  t["Sin"] = Sin;
+  t["Cos"] = Cos;
+  t["Tan"] = Tan;
+  t["Asin"] = Asin;
+  t["Acos"] = Acos;
+  t["Atan"] = Atan;
+  t["Sinh"] = Sinh;
+  t["Cosh"] = Cosh;
+  t["Asinh"] = Asinh;
+  t["Acosh"] = Acosh;
+  t["Atanh"] = Atanh;
+  t["ThresholdedRelu"] = ThresholdedRelu;
+  t["Shrink"] = Shrink;
+  t["Clip"] = Clip;
+  t["PRelu"] = PRelu;
+  t["Softmax"] = Softmax;
+  t["LogSoftmax"] = LogSoftmax;
+  t["Hardmax"] = Hardmax;
+  t["MaxPool"] = MaxPool;
+  t["AveragePool"] = AveragePool;
+  t["GlobalAveragePool"] = GlobalAveragePool;
+  t["GlobalMaxPool"] = GlobalMaxPool;
+  t["Dropout"] = Dropout;
+  t["Resize"] = Resize;
+  t["Upsample"] = Upsample;
+  t["NegativeLogLikelihoodLoss"] = NegativeLogLikelihoodLoss;
+  t["SoftmaxCrossEntropyLoss"] = SoftmaxCrossEntropyLoss;
+  t["memplan.CrossEntropyLoss"] = CrossEntropyLoss;
+  t["memplan.MseLoss"] = MseLoss;
+  t["memplan.SumLoss"] = SumLoss;
 }
 
 }  // namespace memplan::exec

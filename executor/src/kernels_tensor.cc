@@ -58,28 +58,44 @@ std::vector<int64_t> AxesArg(const OpCall& c, size_t slot, const char* name) {
 
 at::ScalarType ScalarTypeOf(DType d) {
   switch (d) {
-    case DType::kFloat32: return at::kFloat;
-    case DType::kFloat16: return at::kHalf;
-    case DType::kBFloat16: return at::kBFloat16;
-    case DType::kFloat64: return at::kDouble;
-    case DType::kInt8: return at::kChar;
-    case DType::kInt16: return at::kShort;
-    case DType::kInt32: return at::kInt;
-    case DType::kInt64: return at::kLong;
-    case DType::kUInt8: return at::kByte;
-    case DType::kUInt16: return at::kInt;   // LibTorch has no uint16/32/64: held widened
-    case DType::kUInt32: return at::kLong;
-    case DType::kUInt64: return at::kLong;
-    case DType::kBool: return at::kBool;
-    default: break;
+    case DType::kFloat32:
+      return at::kFloat;
+    case DType::kFloat16:
+      return at::kHalf;
+    case DType::kBFloat16:
+      return at::kBFloat16;
+    case DType::kFloat64:
+      return at::kDouble;
+    case DType::kInt8:
+      return at::kChar;
+    case DType::kInt16:
+      return at::kShort;
+    case DType::kInt32:
+      return at::kInt;
+    case DType::kInt64:
+      return at::kLong;
+    case DType::kUInt8:
+      return at::kByte;
+    case DType::kUInt16:
+      return at::kInt;  // LibTorch has no uint16/32/64: held widened
+    case DType::kUInt32:
+      return at::kLong;
+    case DType::kUInt64:
+      return at::kLong;
+    case DType::kBool:
+      return at::kBool;
+    default:
+      break;
   }
-  throw MemplanError(std::string("tensors of type ") + DTypeName(d) + " are not supported by the executor");
+  throw MemplanError(std::string("tensors of type ") + DTypeName(d) +
+                     " are not supported by the executor");
 }
 
 at::ScalarType ScalarTypeOfOnnx(int onnx_elem_type) {
   DType d = DTypeFromOnnx(onnx_elem_type);
   if (d == DType::kUndefined) {
-    throw MemplanError("ONNX element type " + std::to_string(onnx_elem_type) + " is not supported by the executor");
+    throw MemplanError("ONNX element type " + std::to_string(onnx_elem_type) +
+                       " is not supported by the executor");
   }
   return ScalarTypeOf(d);
 }
@@ -260,21 +276,26 @@ Outs ReduceSum(const OpCall& c) {
 // value for max and its largest for min (-inf/inf for floats, false/true for bool). Undefined
 // when no reduced axis is empty.
 at::Tensor EmptyExtremum(const at::Tensor& x, const ReduceArgs& r, bool max) {
-  if (std::none_of(r.axes.begin(), r.axes.end(), [&](int64_t a) { return x.size(a) == 0; })) return {};
+  if (std::none_of(r.axes.begin(), r.axes.end(), [&](int64_t a) { return x.size(a) == 0; }))
+    return {};
   std::vector<int64_t> shape;
   for (int64_t d = 0; d < x.dim(); ++d) {
     bool reduced = std::find(r.axes.begin(), r.axes.end(), d) != r.axes.end();
-    if (!reduced) shape.push_back(x.size(d));
-    else if (r.keep) shape.push_back(1);
+    if (!reduced)
+      shape.push_back(x.size(d));
+    else if (r.keep)
+      shape.push_back(1);
   }
   at::Scalar fill;
   if (x.scalar_type() == at::kBool) {
     fill = !max;
   } else {
-    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(), "EmptyExtremum", [&] {
-      using L = std::numeric_limits<scalar_t>;
-      fill = L::has_infinity ? (max ? -L::infinity() : L::infinity()) : (max ? L::lowest() : L::max());
-    });
+    AT_DISPATCH_ALL_TYPES_AND3(at::kHalf, at::kBFloat16, at::kBool, x.scalar_type(),
+                               "EmptyExtremum", [&] {
+                                 using L = std::numeric_limits<scalar_t>;
+                                 fill = L::has_infinity ? (max ? -L::infinity() : L::infinity())
+                                                        : (max ? L::lowest() : L::max());
+                               });
   }
   return at::full(shape, fill, x.options());
 }
@@ -306,7 +327,8 @@ Outs ReduceL2(const OpCall& c) {
   ReduceArgs r = GetReduceArgs(c);
   const at::Tensor& x = c.x(0);
   if (r.noop) return {x};
-  if (!IsFloat(x)) return {KeepType(at::sqrt(at::sum(x.to(at::kDouble).pow(2), r.axes, r.keep)), x)};
+  if (!IsFloat(x))
+    return {KeepType(at::sqrt(at::sum(x.to(at::kDouble).pow(2), r.axes, r.keep)), x)};
   // linalg_vector_norm: saves input and result, as the analyzer's rule.
   return {at::linalg_vector_norm(x, 2, r.axes, r.keep)};
 }
@@ -368,14 +390,17 @@ Outs Shape(const OpCall& c) {
   return {at::tensor(dims, at::TensorOptions().dtype(at::kLong)).to(x.device())};
 }
 Outs Size(const OpCall& c) {
-  return {at::scalar_tensor(c.x(0).numel(), at::TensorOptions().dtype(at::kLong).device(c.x(0).device()))};
+  return {at::scalar_tensor(c.x(0).numel(),
+                            at::TensorOptions().dtype(at::kLong).device(c.x(0).device()))};
 }
 
 Outs Reshape(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   std::vector<int64_t> target;
-  if (c.has(1)) target = ToInts(c.in[1]);
-  else target = c.attr_ints("shape");  // opset < 5
+  if (c.has(1))
+    target = ToInts(c.in[1]);
+  else
+    target = c.attr_ints("shape");  // opset < 5
   bool allowzero = c.attr_int("allowzero", 0) != 0;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == 0 && !allowzero) {
@@ -401,12 +426,14 @@ Outs Squeeze(const OpCall& c) {
   at::Tensor x = c.x(0);
   std::vector<int64_t> axes = AxesArg(c, 1, "axes");
   if (axes.empty()) {
-    for (int64_t d = x.dim() - 1; d >= 0; --d) if (x.size(d) == 1) axes.push_back(d);
+    for (int64_t d = x.dim() - 1; d >= 0; --d)
+      if (x.size(d) == 1) axes.push_back(d);
   }
   for (int64_t& a : axes) a = NormAxis(a, x.dim(), c);
   std::sort(axes.begin(), axes.end(), std::greater<int64_t>());
   for (int64_t a : axes) {
-    if (x.size(a) != 1) c.Fail("Squeeze of dimension " + std::to_string(a) + " whose size is not 1");
+    if (x.size(a) != 1)
+      c.Fail("Squeeze of dimension " + std::to_string(a) + " whose size is not 1");
     x = at::squeeze(x, a);
   }
   return {x};
@@ -425,7 +452,8 @@ Outs Unsqueeze(const OpCall& c) {
 Outs Transpose(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   std::vector<int64_t> perm = c.attr_ints("perm");
-  if (perm.empty()) for (int64_t i = x.dim() - 1; i >= 0; --i) perm.push_back(i);
+  if (perm.empty())
+    for (int64_t i = x.dim() - 1; i >= 0; --i) perm.push_back(i);
   return {x.permute(perm)};
 }
 
@@ -448,9 +476,13 @@ Outs Slice(const OpCall& c) {
     ends = c.attr_ints("ends");
     axes = c.attr_ints("axes");
   }
-  if (axes.empty()) { axes.resize(starts.size()); std::iota(axes.begin(), axes.end(), 0); }
+  if (axes.empty()) {
+    axes.resize(starts.size());
+    std::iota(axes.begin(), axes.end(), 0);
+  }
   if (steps.empty()) steps.assign(starts.size(), 1);
-  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size()) {
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size()) {
     c.Fail("Slice starts, ends, axes and steps differ in length");
   }
   for (size_t i = 0; i < axes.size(); ++i) {
@@ -469,7 +501,8 @@ Outs Slice(const OpCall& c) {
       b = std::clamp<int64_t>(b, 0, dim - 1);
       e = std::clamp<int64_t>(e, -1, dim - 1);
       int64_t n = b > e ? (b - e + (-s) - 1) / (-s) : 0;
-      at::Tensor idx = at::arange(0, n, at::TensorOptions().dtype(at::kLong).device(x.device())) * s + b;
+      at::Tensor idx =
+          at::arange(0, n, at::TensorOptions().dtype(at::kLong).device(x.device())) * s + b;
       x = at::index_select(x, a, idx);
     }
   }
@@ -484,9 +517,11 @@ Outs Split(const OpCall& c) {
   int64_t n = static_cast<int64_t>(c.num_outputs());
   if (split.empty()) {
     int64_t each = (dim + n - 1) / n;
-    for (int64_t i = 0; i < n; ++i) split.push_back(std::max<int64_t>(0, std::min(each, dim - each * i)));
+    for (int64_t i = 0; i < n; ++i)
+      split.push_back(std::max<int64_t>(0, std::min(each, dim - each * i)));
   }
-  if (static_cast<int64_t>(split.size()) != n) c.Fail("Split sizes do not match the number of outputs");
+  if (static_cast<int64_t>(split.size()) != n)
+    c.Fail("Split sizes do not match the number of outputs");
   auto parts = at::split_with_sizes(x, split, axis);
   return Outs(parts.begin(), parts.end());
 }
@@ -495,7 +530,10 @@ Outs Concat(const OpCall& c) {
   std::vector<at::Tensor> parts;
   int64_t rank = -1;
   for (size_t i = 0; i < c.in.size(); ++i) {
-    if (c.has(i)) { parts.push_back(c.in[i]); rank = std::max<int64_t>(rank, c.in[i].dim()); }
+    if (c.has(i)) {
+      parts.push_back(c.in[i]);
+      rank = std::max<int64_t>(rank, c.in[i].dim());
+    }
   }
   if (parts.empty()) c.Fail("Concat of no inputs");
   int64_t axis = NormAxis(c.attr_int("axis", 0), rank, c);
@@ -594,11 +632,15 @@ Outs ScatterND(const OpCall& c) {
     // lands and reduces duplicates.
     int64_t k = static_cast<int64_t>(indices.size());
     at::Tensor linear = at::zeros_like(indices.get(0).value());
-    for (int64_t j = 0; j < k; ++j) linear = at::add(at::mul(linear, data.size(j)), indices.get(j).value());
+    for (int64_t j = 0; j < k; ++j)
+      linear = at::add(at::mul(linear, data.size(j)), indices.get(j).value());
     std::vector<int64_t> flat = {-1}, ushape = {linear.numel()};
-    for (int64_t d = k; d < data.dim(); ++d) { flat.push_back(data.size(d)); ushape.push_back(data.size(d)); }
-    at::Tensor out = data.reshape(flat).index_reduce(0, linear.reshape({-1}), c.x(2).reshape(ushape),
-                                                     red == "max" ? "amax" : "amin", true);
+    for (int64_t d = k; d < data.dim(); ++d) {
+      flat.push_back(data.size(d));
+      ushape.push_back(data.size(d));
+    }
+    at::Tensor out = data.reshape(flat).index_reduce(
+        0, linear.reshape({-1}), c.x(2).reshape(ushape), red == "max" ? "amax" : "amin", true);
     return {out.reshape(data.sizes())};
   }
   if (red != "none" && red != "add") c.Fail("ScatterND reduction '" + red + "' is not supported");
@@ -612,7 +654,8 @@ Outs ScatterElements(const OpCall& c) {
   std::string red = c.attr_string("reduction", "none");
   if (red == "add") return {at::scatter_add(data, axis, idx, c.x(2))};
   if (red == "mul") return {at::scatter(data, axis, idx, c.x(2), "multiply")};
-  if (red == "max" || red == "min") return {at::scatter_reduce(data, axis, idx, c.x(2), red == "max" ? "amax" : "amin", true)};
+  if (red == "max" || red == "min")
+    return {at::scatter_reduce(data, axis, idx, c.x(2), red == "max" ? "amax" : "amin", true)};
   if (red != "none") c.Fail("ScatterElements reduction '" + red + "' is not supported");
   return {at::scatter(data, axis, idx, c.x(2))};
 }
@@ -626,7 +669,10 @@ Outs Pad(const OpCall& c) {
   double value = c.has(2) ? ToDouble(c.in[2]) : c.attr_float("value", 0.0);
   std::vector<int64_t> axes;
   if (c.has(3)) axes = ToInts(c.in[3]);
-  if (axes.empty()) { axes.resize(r); std::iota(axes.begin(), axes.end(), 0); }
+  if (axes.empty()) {
+    axes.resize(r);
+    std::iota(axes.begin(), axes.end(), 0);
+  }
   size_t k = axes.size();
   if (pads.size() != 2 * k) c.Fail("Pad pads length does not match the axes");
   std::vector<int64_t> begin(r, 0), end(r, 0);
@@ -638,22 +684,31 @@ Outs Pad(const OpCall& c) {
   std::string mode = c.attr_string("mode", "constant");
   // ATen's pad list runs from the last dimension backwards.
   int64_t first = r;
-  for (int64_t d = 0; d < r; ++d) if (begin[d] != 0 || end[d] != 0) { first = d; break; }
+  for (int64_t d = 0; d < r; ++d)
+    if (begin[d] != 0 || end[d] != 0) {
+      first = d;
+      break;
+    }
   if (first == r) return {mode == "constant" ? x.clone() : x.clone()};
   if (mode == "wrap") {  // opset 19: the axis repeats periodically (negative pads crop)
     at::Tensor y = x;
     for (int64_t d = first; d < r; ++d) {
       if (begin[d] == 0 && end[d] == 0) continue;
-      at::Tensor idx = at::remainder(at::arange(-begin[d], x.size(d) + end[d], x.options().dtype(at::kLong)), x.size(d));
+      at::Tensor idx = at::remainder(
+          at::arange(-begin[d], x.size(d) + end[d], x.options().dtype(at::kLong)), x.size(d));
       y = at::index_select(y, d, idx);
     }
     return {y};
   }
   std::vector<int64_t> list;
-  for (int64_t d = r - 1; d >= first; --d) { list.push_back(begin[d]); list.push_back(end[d]); }
+  for (int64_t d = r - 1; d >= first; --d) {
+    list.push_back(begin[d]);
+    list.push_back(end[d]);
+  }
   if (mode == "constant") return {at::constant_pad_nd(x, list, value)};
   int64_t padded = r - first;
-  if (padded > 3 || r < padded + 1) c.Fail("Pad mode '" + mode + "' pads more trailing dimensions than LibTorch supports");
+  if (padded > 3 || r < padded + 1)
+    c.Fail("Pad mode '" + mode + "' pads more trailing dimensions than LibTorch supports");
   at::Tensor in = at::isFloatingType(x.scalar_type()) ? x : x.to(at::kDouble);
   bool unbatched = r == padded + 1;  // reflection/replication pads want a batch dim too
   if (unbatched) in = in.unsqueeze(0);
@@ -666,9 +721,13 @@ Outs Pad(const OpCall& c) {
   in = in.reshape(shape);
   at::Tensor y;
   if (mode == "reflect") {
-    y = padded == 1 ? at::reflection_pad1d(in, list) : padded == 2 ? at::reflection_pad2d(in, list) : at::reflection_pad3d(in, list);
+    y = padded == 1   ? at::reflection_pad1d(in, list)
+        : padded == 2 ? at::reflection_pad2d(in, list)
+                      : at::reflection_pad3d(in, list);
   } else if (mode == "edge") {
-    y = padded == 1 ? at::replication_pad1d(in, list) : padded == 2 ? at::replication_pad2d(in, list) : at::replication_pad3d(in, list);
+    y = padded == 1   ? at::replication_pad1d(in, list)
+        : padded == 2 ? at::replication_pad2d(in, list)
+                      : at::replication_pad3d(in, list);
   } else {
     c.Fail("Pad mode '" + mode + "' is not supported");
   }
@@ -688,13 +747,15 @@ Outs TopK(const OpCall& c) {
   int64_t axis = NormAxis(c.attr_int("axis", -1), x.dim(), c);
   bool largest = c.attr_int("largest", 1) != 0;
   auto [v, i] = at::topk(x, k, axis, largest, true);
-  if (!c.attr_int("sorted", 1)) {}  // sorted output is a valid answer either way
+  if (!c.attr_int("sorted", 1)) {
+  }  // sorted output is a valid answer either way
   // ONNX orders equal values by index; LibTorch's topk does not. Where the top k hold equal
   // values, or the k-th value also occurs outside them, the indices come from a stable sort
   // (the values are the same either way).
   if (k > 0) {
     at::NoGradGuard no_grad;
-    bool ties = k > 1 && at::eq(v.narrow(axis, 1, k - 1), v.narrow(axis, 0, k - 1)).any().item<bool>();
+    bool ties =
+        k > 1 && at::eq(v.narrow(axis, 1, k - 1), v.narrow(axis, 0, k - 1)).any().item<bool>();
     if (!ties && k < x.size(axis)) {
       at::Tensor kth = v.narrow(axis, k - 1, 1);
       ties = at::gt(at::eq(x, kth).sum(axis), at::eq(v, kth).sum(axis)).any().item<bool>();
@@ -714,7 +775,9 @@ Outs Constant(const OpCall& c) {
     return {at::tensor(v, at::kFloat)};
   }
   if (const Attribute* a = n.attr("value_ints")) return {at::tensor(a->ints, at::kLong)};
-  c.Fail("Constant without a supported value attribute (sparse and string constants are not supported)");
+  c.Fail(
+      "Constant without a supported value attribute (sparse and string constants are not "
+      "supported)");
 }
 
 Outs ConstantOfShape(const OpCall& c) {
@@ -756,7 +819,9 @@ Outs OneHot(const OpCall& c) {
 
 Outs EyeLike(const OpCall& c) {
   const at::Tensor& x = c.x(0);
-  at::ScalarType dt = c.has_attr("dtype") ? ScalarTypeOfOnnx(static_cast<int>(c.attr_int("dtype", 1))) : x.scalar_type();
+  at::ScalarType dt = c.has_attr("dtype")
+                          ? ScalarTypeOfOnnx(static_cast<int>(c.attr_int("dtype", 1)))
+                          : x.scalar_type();
   at::Tensor out = at::zeros(x.sizes(), x.options().dtype(dt));
   int64_t k = c.attr_int("k", 0);
   if ((k >= 0 && k < x.size(1)) || (k < 0 && -k < x.size(0))) out.diagonal(k).fill_(1);
@@ -780,9 +845,10 @@ Outs SpaceToDepth(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   int64_t b = c.attr_int("blocksize", 1);
   int64_t n = x.size(0), ch = x.size(1), h = x.size(2), w = x.size(3);
-  at::Tensor t = c.attr_string("mode", "DCR") == "CRD"  // opset 25+: the inverse of DepthToSpace's CRD
-                     ? x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 1, 3, 5, 2, 4})
-                     : x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4});
+  at::Tensor t =
+      c.attr_string("mode", "DCR") == "CRD"  // opset 25+: the inverse of DepthToSpace's CRD
+          ? x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 1, 3, 5, 2, 4})
+          : x.reshape({n, ch, h / b, b, w / b, b}).permute({0, 3, 5, 1, 2, 4});
   return {t.reshape({n, ch * b * b, h / b, w / b})};
 }
 
@@ -801,7 +867,8 @@ Outs Det(const OpCall& c) { return {at::linalg_det(c.x(0))}; }
 // ---- random ops (the caller seeds the default generator per node) ----
 
 at::ScalarType RandomDType(const OpCall& c, at::ScalarType fallback) {
-  return c.has_attr("dtype") ? ScalarTypeOfOnnx(static_cast<int>(c.attr_int("dtype", 1))) : fallback;
+  return c.has_attr("dtype") ? ScalarTypeOfOnnx(static_cast<int>(c.attr_int("dtype", 1)))
+                             : fallback;
 }
 Outs RandomUniformLike(const OpCall& c) {
   const at::Tensor& x = c.x(0);
@@ -814,11 +881,13 @@ Outs RandomNormalLike(const OpCall& c) {
   return {r.normal_(c.attr_float("mean", 0.0), c.attr_float("scale", 1.0))};
 }
 Outs RandomUniform(const OpCall& c) {
-  at::Tensor r = at::empty(c.attr_ints("shape"), at::TensorOptions().dtype(RandomDType(c, at::kFloat)));
+  at::Tensor r =
+      at::empty(c.attr_ints("shape"), at::TensorOptions().dtype(RandomDType(c, at::kFloat)));
   return {r.uniform_(c.attr_float("low", 0.0), c.attr_float("high", 1.0))};
 }
 Outs RandomNormal(const OpCall& c) {
-  at::Tensor r = at::empty(c.attr_ints("shape"), at::TensorOptions().dtype(RandomDType(c, at::kFloat)));
+  at::Tensor r =
+      at::empty(c.attr_ints("shape"), at::TensorOptions().dtype(RandomDType(c, at::kFloat)));
   return {r.normal_(c.attr_float("mean", 0.0), c.attr_float("scale", 1.0))};
 }
 Outs Bernoulli(const OpCall& c) {
@@ -830,27 +899,86 @@ Outs Bernoulli(const OpCall& c) {
 }  // namespace
 
 void RegisterTensorKernels(KernelTable& t) {
-  t["Add"] = Add; t["Sub"] = Sub; t["Mul"] = Mul; t["Div"] = Div; t["Pow"] = Pow; t["Mod"] = Mod;
-  t["Sum"] = Sum; t["Max"] = Max; t["Min"] = Min; t["Mean"] = Mean;
-  t["Equal"] = Equal; t["Less"] = Less; t["LessOrEqual"] = LessOrEqual; t["Greater"] = Greater;
-  t["GreaterOrEqual"] = GreaterOrEqual; t["And"] = And; t["Or"] = Or; t["Xor"] = Xor; t["Where"] = Where;
-  t["Neg"] = Neg; t["Abs"] = Abs; t["Floor"] = Floor; t["Ceil"] = Ceil; t["Round"] = Round; t["Sign"] = Sign;
-  t["Not"] = Not; t["IsNaN"] = IsNaN; t["IsInf"] = IsInf; t["Identity"] = Identity;
-  t["Cast"] = Cast; t["CastLike"] = CastLike;
-  t["ReduceMean"] = ReduceMean; t["ReduceSum"] = ReduceSum; t["ReduceMax"] = ReduceMax; t["ReduceMin"] = ReduceMin;
-  t["ReduceProd"] = ReduceProd; t["ReduceL1"] = ReduceL1; t["ReduceL2"] = ReduceL2;
-  t["ReduceSumSquare"] = ReduceSumSquare; t["ReduceLogSum"] = ReduceLogSum; t["ReduceLogSumExp"] = ReduceLogSumExp;
-  t["ArgMax"] = ArgMax; t["ArgMin"] = ArgMin; t["CumSum"] = CumSum;
-  t["Shape"] = Shape; t["Size"] = Size; t["Reshape"] = Reshape; t["Flatten"] = Flatten; t["Squeeze"] = Squeeze;
-  t["Unsqueeze"] = Unsqueeze; t["Transpose"] = Transpose; t["Expand"] = Expand; t["Slice"] = Slice;
-  t["Split"] = Split; t["Concat"] = Concat; t["Gather"] = Gather; t["GatherElements"] = GatherElements;
-  t["GatherND"] = GatherND; t["ScatterND"] = ScatterND; t["ScatterElements"] = ScatterElements;
-  t["Scatter"] = ScatterElements; t["Tile"] = Tile; t["Pad"] = Pad; t["Trilu"] = Trilu; t["TopK"] = TopK;
-  t["Constant"] = Constant; t["ConstantOfShape"] = ConstantOfShape; t["Range"] = Range; t["NonZero"] = NonZero;
-  t["OneHot"] = OneHot; t["EyeLike"] = EyeLike; t["DepthToSpace"] = DepthToSpace; t["SpaceToDepth"] = SpaceToDepth;
-  t["Compress"] = Compress; t["Det"] = Det;
-  t["RandomUniformLike"] = RandomUniformLike; t["RandomNormalLike"] = RandomNormalLike;
-  t["RandomUniform"] = RandomUniform; t["RandomNormal"] = RandomNormal; t["Bernoulli"] = Bernoulli;
+  t["Add"] = Add;
+  t["Sub"] = Sub;
+  t["Mul"] = Mul;
+  t["Div"] = Div;
+  t["Pow"] = Pow;
+  t["Mod"] = Mod;
+  t["Sum"] = Sum;
+  t["Max"] = Max;
+  t["Min"] = Min;
+  t["Mean"] = Mean;
+  t["Equal"] = Equal;
+  t["Less"] = Less;
+  t["LessOrEqual"] = LessOrEqual;
+  t["Greater"] = Greater;
+  t["GreaterOrEqual"] = GreaterOrEqual;
+  t["And"] = And;
+  t["Or"] = Or;
+  t["Xor"] = Xor;
+  t["Where"] = Where;
+  t["Neg"] = Neg;
+  t["Abs"] = Abs;
+  t["Floor"] = Floor;
+  t["Ceil"] = Ceil;
+  t["Round"] = Round;
+  t["Sign"] = Sign;
+  t["Not"] = Not;
+  t["IsNaN"] = IsNaN;
+  t["IsInf"] = IsInf;
+  t["Identity"] = Identity;
+  t["Cast"] = Cast;
+  t["CastLike"] = CastLike;
+  t["ReduceMean"] = ReduceMean;
+  t["ReduceSum"] = ReduceSum;
+  t["ReduceMax"] = ReduceMax;
+  t["ReduceMin"] = ReduceMin;
+  t["ReduceProd"] = ReduceProd;
+  t["ReduceL1"] = ReduceL1;
+  t["ReduceL2"] = ReduceL2;
+  t["ReduceSumSquare"] = ReduceSumSquare;
+  t["ReduceLogSum"] = ReduceLogSum;
+  t["ReduceLogSumExp"] = ReduceLogSumExp;
+  t["ArgMax"] = ArgMax;
+  t["ArgMin"] = ArgMin;
+  t["CumSum"] = CumSum;
+  t["Shape"] = Shape;
+  t["Size"] = Size;
+  t["Reshape"] = Reshape;
+  t["Flatten"] = Flatten;
+  t["Squeeze"] = Squeeze;
+  t["Unsqueeze"] = Unsqueeze;
+  t["Transpose"] = Transpose;
+  t["Expand"] = Expand;
+  t["Slice"] = Slice;
+  t["Split"] = Split;
+  t["Concat"] = Concat;
+  t["Gather"] = Gather;
+  t["GatherElements"] = GatherElements;
+  t["GatherND"] = GatherND;
+  t["ScatterND"] = ScatterND;
+  t["ScatterElements"] = ScatterElements;
+  t["Scatter"] = ScatterElements;
+  t["Tile"] = Tile;
+  t["Pad"] = Pad;
+  t["Trilu"] = Trilu;
+  t["TopK"] = TopK;
+  t["Constant"] = Constant;
+  t["ConstantOfShape"] = ConstantOfShape;
+  t["Range"] = Range;
+  t["NonZero"] = NonZero;
+  t["OneHot"] = OneHot;
+  t["EyeLike"] = EyeLike;
+  t["DepthToSpace"] = DepthToSpace;
+  t["SpaceToDepth"] = SpaceToDepth;
+  t["Compress"] = Compress;
+  t["Det"] = Det;
+  t["RandomUniformLike"] = RandomUniformLike;
+  t["RandomNormalLike"] = RandomNormalLike;
+  t["RandomUniform"] = RandomUniform;
+  t["RandomNormal"] = RandomNormal;
+  t["Bernoulli"] = Bernoulli;
 }
 
 const KernelTable& Kernels() {

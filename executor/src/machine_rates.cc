@@ -28,16 +28,19 @@ namespace {
 c10::Device DeviceOf(const std::string& s) {
   if (s == "cpu") return c10::Device(c10::kCPU);
   if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
-    if (!ExecutorHasCuda()) throw MemplanError("device " + s + ": this memplan's LibTorch has no CUDA");
+    if (!ExecutorHasCuda())
+      throw MemplanError("device " + s + ": this memplan's LibTorch has no CUDA");
     int index = 0;
     if (s.size() > 5) {
       char* end = nullptr;
       const long v = std::strtol(s.c_str() + 5, &end, 10);
-      if (*end != '\0' || v < 0) throw MemplanError("device " + s + ": expected cuda:K with K a device index");
+      if (*end != '\0' || v < 0)
+        throw MemplanError("device " + s + ": expected cuda:K with K a device index");
       index = static_cast<int>(v);
     }
     if (index >= exec::CudaDeviceCount()) {
-      throw MemplanError("device " + s + ": " + std::to_string(exec::CudaDeviceCount()) + " CUDA device(s) are visible");
+      throw MemplanError("device " + s + ": " + std::to_string(exec::CudaDeviceCount()) +
+                         " CUDA device(s) are visible");
     }
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
@@ -49,7 +52,8 @@ std::string Describe(const c10::Device& device) {
 #ifdef MEMPLAN_TORCH_CUDA
   if (device.is_cuda()) {
     cudaDeviceProp prop{};
-    if (cudaGetDeviceProperties(&prop, device.index()) == cudaSuccess) s += std::string(" ") + prop.name;
+    if (cudaGetDeviceProperties(&prop, device.index()) == cudaSuccess)
+      s += std::string(" ") + prop.name;
   }
 #endif
   s += " (LibTorch " TORCH_VERSION;
@@ -84,13 +88,18 @@ double PerSecond(double work, double seconds, double overhead) {
 // through the same ATen ops the executor lowers each class to. Work units are the analyzer's:
 // FLOPs as its rules count them (a pooling window's elements, a random op's elements), bytes
 // read plus written.
-void MeasureClassRates(const c10::Device& device, const at::TensorOptions& options, MachineRates& r) {
+void MeasureClassRates(const c10::Device& device, const at::TensorOptions& options,
+                       MachineRates& r) {
   auto& classes = r.classes;
-  auto at_class = [&](ComputeClass c) -> MachineRates::ClassRates& { return classes[static_cast<size_t>(c)]; };
+  auto at_class = [&](ComputeClass c) -> MachineRates::ClassRates& {
+    return classes[static_cast<size_t>(c)];
+  };
   const double overhead = r.op_overhead_seconds;
   try {
     c10::AutoGradMode grad(true);
-    auto input = [&](at::IntArrayRef shape) { return at::rand(shape, options).set_requires_grad(true); };
+    auto input = [&](at::IntArrayRef shape) {
+      return at::rand(shape, options).set_requires_grad(true);
+    };
     auto bytes = [](std::initializer_list<int64_t> numels) {
       double b = 0;
       for (int64_t n : numels) b += 4.0 * static_cast<double>(n);
@@ -100,38 +109,55 @@ void MeasureClassRates(const c10::Device& device, const at::TensorOptions& optio
     {
       const at::Tensor a = input({512, 768}), b = input({768, 768});
       const double s = SecondsPerCall(device, 3, [&] { (void)at::matmul(a, b); });
-      at_class(ComputeClass::kMatmul).flops_per_second = PerSecond(2.0 * 512 * 768 * 768, s, overhead);
+      at_class(ComputeClass::kMatmul).flops_per_second =
+          PerSecond(2.0 * 512 * 768 * 768, s, overhead);
     }
     // conv, compute: a 3x3 convolution of 64 channels on a 56 x 56 map (a ResNet stage);
     // bandwidth: a 1x1 convolution of 32 to 16 channels on a 112 x 112 map (MobileNet's
     // projections), where the layout conversions around the kernel dominate.
     {
       const at::Tensor x = input({4, 64, 56, 56}), w = input({64, 64, 3, 3});
-      const double s = SecondsPerCall(device, 2, [&] { (void)at::convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1); });
-      at_class(ComputeClass::kConv).flops_per_second = PerSecond(2.0 * x.numel() * 64 * 9, s, overhead);
+      const double s = SecondsPerCall(device, 2, [&] {
+        (void)at::convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 1);
+      });
+      at_class(ComputeClass::kConv).flops_per_second =
+          PerSecond(2.0 * x.numel() * 64 * 9, s, overhead);
       const at::Tensor x1 = input({4, 32, 112, 112}), w1 = input({16, 32, 1, 1});
-      const double s1 = SecondsPerCall(device, 3, [&] { (void)at::convolution(x1, w1, {}, {1, 1}, {0, 0}, {1, 1}, false, {0, 0}, 1); });
-      at_class(ComputeClass::kConv).bytes_per_second = PerSecond(bytes({x1.numel(), w1.numel(), x1.numel() / 2}), s1, overhead);
+      const double s1 = SecondsPerCall(device, 3, [&] {
+        (void)at::convolution(x1, w1, {}, {1, 1}, {0, 0}, {1, 1}, false, {0, 0}, 1);
+      });
+      at_class(ComputeClass::kConv).bytes_per_second =
+          PerSecond(bytes({x1.numel(), w1.numel(), x1.numel() / 2}), s1, overhead);
     }
     // depthwise: 3x3 over 96 channels of a 56 x 56 map (one calibrated point: its FLOPs and its
     // bytes both).
     {
       const at::Tensor x = input({4, 96, 56, 56}), w = input({96, 1, 3, 3});
-      const double s = SecondsPerCall(device, 3, [&] { (void)at::convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 96); });
-      at_class(ComputeClass::kDepthwiseConv).flops_per_second = PerSecond(2.0 * x.numel() * 9, s, overhead);
-      at_class(ComputeClass::kDepthwiseConv).bytes_per_second = PerSecond(bytes({x.numel(), w.numel(), x.numel()}), s, overhead);
+      const double s = SecondsPerCall(device, 3, [&] {
+        (void)at::convolution(x, w, {}, {1, 1}, {1, 1}, {1, 1}, false, {0, 0}, 96);
+      });
+      at_class(ComputeClass::kDepthwiseConv).flops_per_second =
+          PerSecond(2.0 * x.numel() * 9, s, overhead);
+      at_class(ComputeClass::kDepthwiseConv).bytes_per_second =
+          PerSecond(bytes({x.numel(), w.numel(), x.numel()}), s, overhead);
     }
     // normalization: batch norm with batch statistics over 64 channels of 8 x 56 x 56.
     {
       const at::Tensor x = input({8, 64, 56, 56}), scale = input({64}), shift = input({64});
-      const double s = SecondsPerCall(device, 3, [&] { (void)at::native_batch_norm(x, scale, shift, {}, {}, true, 0.0, 1e-5); });
-      at_class(ComputeClass::kNormalization).bytes_per_second = PerSecond(bytes({x.numel(), 128, x.numel()}), s, overhead);
+      const double s = SecondsPerCall(device, 3, [&] {
+        (void)at::native_batch_norm(x, scale, shift, {}, {}, true, 0.0, 1e-5);
+      });
+      at_class(ComputeClass::kNormalization).bytes_per_second =
+          PerSecond(bytes({x.numel(), 128, x.numel()}), s, overhead);
     }
     // pooling: ResNet's stem max-pool, 3x3 stride 2 over 64 channels of 112 x 112, with indices.
     {
       const at::Tensor x = input({4, 64, 112, 112});
-      const double s = SecondsPerCall(device, 3, [&] { (void)at::max_pool2d_with_indices(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false); });
-      at_class(ComputeClass::kPooling).flops_per_second = PerSecond(9.0 * x.numel() / 4, s, overhead);
+      const double s = SecondsPerCall(device, 3, [&] {
+        (void)at::max_pool2d_with_indices(x, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false);
+      });
+      at_class(ComputeClass::kPooling).flops_per_second =
+          PerSecond(9.0 * x.numel() / 4, s, overhead);
     }
     // random: a dropout's keep-mask (bernoulli) and the masked scale, 1M elements.
     {
@@ -141,10 +167,12 @@ void MeasureClassRates(const c10::Device& device, const at::TensorOptions& optio
         mask.bernoulli_(0.9);
         (void)at::mul(at::mul(x, mask), 1.0 / 0.9);
       });
-      at_class(ComputeClass::kRandom).flops_per_second = PerSecond(static_cast<double>(x.numel()), s, overhead);
+      at_class(ComputeClass::kRandom).flops_per_second =
+          PerSecond(static_cast<double>(x.numel()), s, overhead);
     }
   } catch (const c10::Error& e) {
-    throw MemplanError("measuring the class rates of " + r.device + ": " + e.what_without_backtrace());
+    throw MemplanError("measuring the class rates of " + r.device + ": " +
+                       e.what_without_backtrace());
   }
 }
 
@@ -153,7 +181,8 @@ void MeasureClassRates(const c10::Device& device, const at::TensorOptions& optio
 // after the first step a new tensor reuses pages and this is normally no cost (rate 0); without
 // that, glibc maps blocks of 32 MiB or more anew every time and the op writing one takes a page
 // fault per page.
-void MeasureFreshMemory(const c10::Device& device, const at::TensorOptions& options, MachineRates& r) {
+void MeasureFreshMemory(const c10::Device& device, const at::TensorOptions& options,
+                        MachineRates& r) {
   constexpr int64_t kThreshold = int64_t{32} << 20;
   try {
     c10::AutoGradMode no_grad(false);

@@ -1,17 +1,16 @@
 #include "meter.h"
 
-#include "memplan/profiler.h"
-
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
-
 #include <malloc.h>
 
 #include <atomic>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+
+#include "memplan/profiler.h"
 
 #ifdef MEMPLAN_TORCH_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>
@@ -34,7 +33,9 @@ class CountingAllocator final : public c10::Allocator {
   // LibTorch >= 2.3 (all the executor supports, torch_compat.h): allocate is non-const and
   // allocators copy data themselves.
   c10::DataPtr allocate(size_t n) override { return Allocate(n); }
-  void copy_data(void* dest, const void* src, std::size_t count) const override { default_copy_data(dest, src, count); }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
 
   c10::DataPtr Allocate(size_t n) const {
     int64_t bytes = static_cast<int64_t>(n);
@@ -186,8 +187,8 @@ int CudaDeviceCount() {
 #endif
 }
 
-bool QueryCudaProperties(int index, std::string* name, int* major, int* minor, int64_t* reserved_bytes,
-                         std::string* error) {
+bool QueryCudaProperties(int index, std::string* name, int* major, int* minor,
+                         int64_t* reserved_bytes, std::string* error) {
 #ifdef MEMPLAN_TORCH_CUDA
   cudaDeviceProp prop;
   const cudaError_t e = cudaGetDeviceProperties(&prop, index);
@@ -199,7 +200,8 @@ bool QueryCudaProperties(int index, std::string* name, int* major, int* minor, i
   *name = prop.name;
   *major = prop.major;
   *minor = prop.minor;
-  *reserved_bytes = c10::cuda::CUDACachingAllocator::getDeviceStats(index).reserved_bytes[0].current;
+  *reserved_bytes =
+      c10::cuda::CUDACachingAllocator::getDeviceStats(index).reserved_bytes[0].current;
   return true;
 #else
   *error = "this LibTorch has no CUDA support";
@@ -236,7 +238,8 @@ void Synchronize(const c10::Device& device) {
 }
 
 bool IsOutOfMemory(const std::string& what) {
-  return what.find(kOomMarker) != std::string::npos || what.find("out of memory") != std::string::npos ||
+  return what.find(kOomMarker) != std::string::npos ||
+         what.find("out of memory") != std::string::npos ||
          what.find("DefaultCPUAllocator: can't allocate memory") != std::string::npos;
 }
 

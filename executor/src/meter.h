@@ -20,9 +20,9 @@ class MemoryMeter {
   static MemoryMeter& For(const c10::Device& device);
 
   virtual ~MemoryMeter() = default;
-  virtual int64_t current() const = 0;         // bytes allocated and alive
-  virtual int64_t peak() const = 0;            // highest `current` since the last ResetPeak
-  virtual int64_t reserved_peak() const = 0;   // CUDA: reserved by the caching allocator
+  virtual int64_t current() const = 0;        // bytes allocated and alive
+  virtual int64_t peak() const = 0;           // highest `current` since the last ResetPeak
+  virtual int64_t reserved_peak() const = 0;  // CUDA: reserved by the caching allocator
   virtual void ResetPeak() = 0;
   // An allocation that would take `current` above `limit` (> 0) throws out of memory.
   virtual void SetLimit(int64_t limit) = 0;
@@ -41,8 +41,8 @@ bool IsOutOfMemory(const std::string& what);
 std::string CudaBuildVersion();
 // The device's name and compute capability (cudaGetDeviceProperties) and the caching
 // allocator's reserved bytes now; false with the reason in `error`.
-bool QueryCudaProperties(int index, std::string* name, int* major, int* minor, int64_t* reserved_bytes,
-                         std::string* error);
+bool QueryCudaProperties(int index, std::string* name, int* major, int* minor,
+                         int64_t* reserved_bytes, std::string* error);
 // cudaMemGetInfo on device `index`; false with the reason in `error`.
 bool QueryCudaMemory(int index, int64_t* free_bytes, int64_t* total_bytes, std::string* error);
 int CudaDeviceCount();  // devices visible now; 0 without CUDA, a driver or a GPU

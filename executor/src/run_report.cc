@@ -35,7 +35,8 @@ RunTimelinePoint TimelinePoint(const json& v, const std::string& field) {
 }
 
 json TimelinePointToJson(const RunTimelinePoint& p) {
-  json j = {{"event", p.event}, {"phase", p.phase}, {"bytes", p.bytes}, {"bytes_after", p.bytes_after}};
+  json j = {
+      {"event", p.event}, {"phase", p.phase}, {"bytes", p.bytes}, {"bytes_after", p.bytes_after}};
   if (!p.node.empty()) j["node"] = p.node;
   return j;
 }
@@ -52,7 +53,11 @@ RunTraceEvent TraceEvent(const json& v, const std::string& field) {
 }
 
 json TraceEventToJson(const RunTraceEvent& e) {
-  return {{"phase", e.phase}, {"node", e.node}, {"op", e.op}, {"bytes_after", e.bytes_after}, {"peak_during", e.peak_during}};
+  return {{"phase", e.phase},
+          {"node", e.node},
+          {"op", e.op},
+          {"bytes_after", e.bytes_after},
+          {"peak_during", e.peak_during}};
 }
 
 // The plan run: an object with the fields every plan summary has; the rest is the plan's.
@@ -73,7 +78,8 @@ RunRank Rank(const json& v, const std::string& field) {
   r.step_seconds = Get(v, field, "step_seconds", ArrayOf(Seconds));
   r.comm_seconds = Get(v, field, "comm_seconds", ArrayOf(Seconds));
   if (r.comm_seconds.size() != r.step_seconds.size()) {
-    Bad(Join(field, "comm_seconds"), "has " + std::to_string(r.comm_seconds.size()) + " entries but 'step_seconds' has " +
+    Bad(Join(field, "comm_seconds"), "has " + std::to_string(r.comm_seconds.size()) +
+                                         " entries but 'step_seconds' has " +
                                          std::to_string(r.step_seconds.size()));
   }
   return r;
@@ -90,13 +96,16 @@ json RankToJson(const RunRank& r) {
 template <class T>
 void CheckPerStep(const std::optional<std::vector<T>>& v, const char* key, size_t steps) {
   if (v && v->size() != steps) {
-    Bad(key, "has " + std::to_string(v->size()) + " entries but 'step_seconds' has " + std::to_string(steps));
+    Bad(key, "has " + std::to_string(v->size()) + " entries but 'step_seconds' has " +
+                 std::to_string(steps));
   }
 }
 
 }  // namespace
 
-std::vector<RunTimelinePoint> RunTimelineFromJson(const json& points) { return Array(points, "timeline", TimelinePoint); }
+std::vector<RunTimelinePoint> RunTimelineFromJson(const json& points) {
+  return Array(points, "timeline", TimelinePoint);
+}
 
 json RunReportToJson(const RunReport& r) {
   json j = {
@@ -166,7 +175,9 @@ RunReport RunReportFromJson(const json& j) {
   ReadOptional(j, "optimizer", r.optimizer, String);
   ReadOptional(j, "grads", r.grads, String);
   ReadOptional(j, "loss_kind", r.loss_kind, String);
-  ReadOptional(j, "seed", r.seed, [](const json& v, const std::string& f) { return static_cast<uint64_t>(Count(v, f)); });
+  ReadOptional(j, "seed", r.seed, [](const json& v, const std::string& f) {
+    return static_cast<uint64_t>(Count(v, f));
+  });
   ReadOptional(j, "random_weights", r.random_weights, Bool);
   ReadOptional(j, "max_measured_peak_bytes", r.max_measured_peak_bytes, Count);
   ReadOptional(j, "prediction_error", r.prediction_error, Real);
@@ -195,14 +206,16 @@ RunReport RunReportFromJson(const json& j) {
     for (size_t k = 0; k < r.ranks->size(); ++k) {
       const RunRank& rank = (*r.ranks)[k];
       const std::string f = "ranks[" + std::to_string(k) + "]";
-      if (rank.rank != static_cast<int64_t>(k)) Bad(f + ".rank", "is not " + std::to_string(k) + " (ranks are listed in order)");
+      if (rank.rank != static_cast<int64_t>(k))
+        Bad(f + ".rank", "is not " + std::to_string(k) + " (ranks are listed in order)");
       if (rank.step_seconds.size() != n) {
-        Bad(f + ".step_seconds", "has " + std::to_string(rank.step_seconds.size()) + " entries but 'step_seconds' has " +
-                                     std::to_string(n));
+        Bad(f + ".step_seconds", "has " + std::to_string(rank.step_seconds.size()) +
+                                     " entries but 'step_seconds' has " + std::to_string(n));
       }
     }
     if (r.devices && *r.devices != static_cast<int64_t>(r.ranks->size())) {
-      Bad("ranks", "lists " + std::to_string(r.ranks->size()) + " ranks but 'devices' is " + std::to_string(*r.devices));
+      Bad("ranks", "lists " + std::to_string(r.ranks->size()) + " ranks but 'devices' is " +
+                       std::to_string(*r.devices));
     }
   }
   return r;

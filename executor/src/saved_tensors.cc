@@ -57,7 +57,8 @@ torch::autograd::Engine& ExecutorEngine() {
 
 }  // namespace
 
-SaveTensorsThrough::SaveTensorsThrough(std::weak_ptr<SavedTensorOwner> owner) : previous_(tls_owner) {
+SaveTensorsThrough::SaveTensorsThrough(std::weak_ptr<SavedTensorOwner> owner)
+    : previous_(tls_owner) {
   tls_owner = std::move(owner);
 }
 

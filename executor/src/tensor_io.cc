@@ -1,17 +1,18 @@
 #include "tensor_io.h"
 
-#include "memplan/onnx_convert.h"
-
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "kernels.h"
+#include "memplan/onnx_convert.h"
 
 namespace memplan::exec {
 
-bool IsExternal(const onnx::TensorProto& t) { return t.data_location() == onnx::TensorProto::EXTERNAL; }
+bool IsExternal(const onnx::TensorProto& t) {
+  return t.data_location() == onnx::TensorProto::EXTERNAL;
+}
 
 namespace {
 
@@ -24,11 +25,25 @@ std::string DirName(const std::string& path) {
 int64_t OnnxElementSize(int elem) {
   using T = onnx::TensorProto;
   switch (elem) {
-    case T::FLOAT: case T::INT32: case T::UINT32: return 4;
-    case T::DOUBLE: case T::INT64: case T::UINT64: return 8;
-    case T::FLOAT16: case T::BFLOAT16: case T::INT16: case T::UINT16: return 2;
-    case T::INT8: case T::UINT8: case T::BOOL: return 1;
-    default: return 0;
+    case T::FLOAT:
+    case T::INT32:
+    case T::UINT32:
+      return 4;
+    case T::DOUBLE:
+    case T::INT64:
+    case T::UINT64:
+      return 8;
+    case T::FLOAT16:
+    case T::BFLOAT16:
+    case T::INT16:
+    case T::UINT16:
+      return 2;
+    case T::INT8:
+    case T::UINT8:
+    case T::BOOL:
+      return 1;
+    default:
+      return 0;
   }
 }
 
@@ -38,10 +53,18 @@ void FillFromRaw(const char* data, int elem, at::Tensor& out) {
   int64_t n = out.numel();
   if (elem == T::UINT16) {
     int32_t* p = out.data_ptr<int32_t>();
-    for (int64_t i = 0; i < n; ++i) { uint16_t v; std::memcpy(&v, data + 2 * i, 2); p[i] = v; }
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t v;
+      std::memcpy(&v, data + 2 * i, 2);
+      p[i] = v;
+    }
   } else if (elem == T::UINT32) {
     int64_t* p = out.data_ptr<int64_t>();
-    for (int64_t i = 0; i < n; ++i) { uint32_t v; std::memcpy(&v, data + 4 * i, 4); p[i] = v; }
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t v;
+      std::memcpy(&v, data + 4 * i, 4);
+      p[i] = v;
+    }
   } else {
     std::memcpy(out.data_ptr(), data, n * OnnxElementSize(elem));  // UINT64 reinterpreted as int64
   }
@@ -49,13 +72,16 @@ void FillFromRaw(const char* data, int elem, at::Tensor& out) {
 
 }  // namespace
 
-at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what,
-                           bool allow_outside) {
+at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_dir,
+                           const std::string& what, bool allow_outside) {
   using T = onnx::TensorProto;
   int elem = t.data_type();
-  if (elem == T::STRING) throw MemplanError("tensor '" + what + "' holds strings, which the executor does not support");
+  if (elem == T::STRING)
+    throw MemplanError("tensor '" + what + "' holds strings, which the executor does not support");
   int64_t esize = OnnxElementSize(elem);
-  if (esize == 0) throw MemplanError("tensor '" + what + "' has ONNX element type " + std::to_string(elem) + ", which the executor does not support");
+  if (esize == 0)
+    throw MemplanError("tensor '" + what + "' has ONNX element type " + std::to_string(elem) +
+                       ", which the executor does not support");
   std::vector<int64_t> shape(t.dims().begin(), t.dims().end());
   at::Tensor out = at::empty(shape, at::TensorOptions().dtype(ScalarTypeOfOnnx(elem)));
   int64_t n = out.numel();
@@ -64,30 +90,37 @@ at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_d
     const std::string& file = data.path;
     const int64_t offset = data.offset, length = data.length;
     if (length >= 0 && length != n * esize) {
-      throw MemplanError("tensor '" + what + "': external data length " + std::to_string(length) + " does not match its shape (" +
-                         std::to_string(n * esize) + " bytes)");
+      throw MemplanError("tensor '" + what + "': external data length " + std::to_string(length) +
+                         " does not match its shape (" + std::to_string(n * esize) + " bytes)");
     }
     std::ifstream in(file, std::ios::binary);
-    if (!in) throw MemplanError("cannot read weights of '" + what + "' from '" + file + "': " + std::strerror(errno) +
-                                " (run with --random-weights to train without the model's weights)");
+    if (!in)
+      throw MemplanError("cannot read weights of '" + what + "' from '" + file +
+                         "': " + std::strerror(errno) +
+                         " (run with --random-weights to train without the model's weights)");
     in.seekg(offset);
     std::string buf(static_cast<size_t>(n * esize), '\0');
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    if (!in) throw MemplanError("weights file '" + file + "' is truncated: tensor '" + what + "' needs bytes " +
-                                std::to_string(offset) + ".." + std::to_string(offset + n * esize));
+    if (!in)
+      throw MemplanError("weights file '" + file + "' is truncated: tensor '" + what +
+                         "' needs bytes " + std::to_string(offset) + ".." +
+                         std::to_string(offset + n * esize));
     FillFromRaw(buf.data(), elem, out);
     return out;
   }
   if (t.has_raw_data()) {
     if (static_cast<int64_t>(t.raw_data().size()) != n * esize) {
-      throw MemplanError("tensor '" + what + "': raw data has " + std::to_string(t.raw_data().size()) + " bytes, its shape needs " +
+      throw MemplanError("tensor '" + what + "': raw data has " +
+                         std::to_string(t.raw_data().size()) + " bytes, its shape needs " +
                          std::to_string(n * esize));
     }
     FillFromRaw(t.raw_data().data(), elem, out);
     return out;
   }
   auto check = [&](int64_t got) {
-    if (got != n) throw MemplanError("tensor '" + what + "' has " + std::to_string(got) + " values, its shape needs " + std::to_string(n));
+    if (got != n)
+      throw MemplanError("tensor '" + what + "' has " + std::to_string(got) +
+                         " values, its shape needs " + std::to_string(n));
   };
   switch (elem) {
     case T::FLOAT: {
@@ -105,13 +138,15 @@ at::Tensor TensorFromProto(const onnx::TensorProto& t, const std::string& base_d
       std::memcpy(out.data_ptr(), t.int64_data().data(), n * 8);
       break;
     }
-    case T::UINT32: case T::UINT64: {
+    case T::UINT32:
+    case T::UINT64: {
       check(t.uint64_data_size());
       int64_t* p = out.data_ptr<int64_t>();
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<int64_t>(t.uint64_data(i));
       break;
     }
-    case T::FLOAT16: case T::BFLOAT16: {
+    case T::FLOAT16:
+    case T::BFLOAT16: {
       check(t.int32_data_size());
       uint16_t* p = reinterpret_cast<uint16_t*>(out.data_ptr());
       for (int64_t i = 0; i < n; ++i) p[i] = static_cast<uint16_t>(t.int32_data(i));
@@ -134,22 +169,25 @@ at::Tensor ReadTensorFile(const std::string& path, bool allow_outside) {
   std::stringstream ss;
   ss << in.rdbuf();
   onnx::TensorProto t;
-  if (!t.ParseFromString(ss.str())) throw MemplanError("'" + path + "' is not an ONNX TensorProto file");
+  if (!t.ParseFromString(ss.str()))
+    throw MemplanError("'" + path + "' is not an ONNX TensorProto file");
   return TensorFromProto(t, DirName(path), t.name().empty() ? path : t.name(), allow_outside);
 }
 
-std::map<std::string, at::Tensor> TensorAttributes(const onnx::NodeProto& p, const std::string& base_dir) {
+std::map<std::string, at::Tensor> TensorAttributes(const onnx::NodeProto& p,
+                                                   const std::string& base_dir) {
   std::map<std::string, at::Tensor> out;
   for (const auto& a : p.attribute()) {
-    if (a.type() == onnx::AttributeProto::TENSOR && a.t().data_type() != onnx::TensorProto::STRING) {
+    if (a.type() == onnx::AttributeProto::TENSOR &&
+        a.t().data_type() != onnx::TensorProto::STRING) {
       out[a.name()] = TensorFromProto(a.t(), base_dir, p.name() + ":" + a.name());
     }
   }
   return out;
 }
 
-Node NodeFromProto(const onnx::NodeProto& p, int index, std::map<std::string, at::Tensor>* tensor_attrs,
-                   const std::string& base_dir) {
+Node NodeFromProto(const onnx::NodeProto& p, int index,
+                   std::map<std::string, at::Tensor>* tensor_attrs, const std::string& base_dir) {
   Node n;
   n.id = index;
   n.name = p.name().empty() ? p.op_type() + "_" + std::to_string(index) : p.name();
@@ -173,7 +211,8 @@ void LoadModelData(const std::string& path, const std::string& bytes, ModelData*
   out->dir = DirName(path);
   for (const auto& init : out->model.graph().initializer()) out->initializers[init.name()] = &init;
   for (const auto& node : out->model.graph().node()) {
-    for (const auto& o : node.output()) if (!o.empty()) out->node_by_output[o] = &node;
+    for (const auto& o : node.output())
+      if (!o.empty()) out->node_by_output[o] = &node;
   }
 }
 

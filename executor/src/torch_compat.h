@@ -15,7 +15,8 @@
 
 // True when the LibTorch being compiled against is MAJOR.MINOR or newer.
 #define MEMPLAN_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+  (TORCH_VERSION_MAJOR > (major) ||          \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 #if !MEMPLAN_TORCH_AT_LEAST(2, 11)
 #error "memplan's executor needs LibTorch 2.11 or newer (torch/version.h says " TORCH_VERSION ")"
@@ -30,8 +31,10 @@ using NodePtr = c10::intrusive_ptr<torch::autograd::Node>;
 #else
 using NodePtr = std::shared_ptr<torch::autograd::Node>;
 #endif
-static_assert(std::is_same_v<NodePtr, decltype(torch::autograd::impl::grad_accumulator(std::declval<const at::Tensor&>()))>,
-              "torch_compat.h: grad_accumulator's pointer type changed at another version than the one written here");
+static_assert(std::is_same_v<NodePtr, decltype(torch::autograd::impl::grad_accumulator(
+                                          std::declval<const at::Tensor&>()))>,
+              "torch_compat.h: grad_accumulator's pointer type changed at another version than the "
+              "one written here");
 
 // Backend::all_gather_single (2.14 on; _allgather_base, its old name, is kept there as a
 // deprecated alias) gathers each rank's `in` into `out` (world size x in's elements). A template,

@@ -37,25 +37,30 @@ c10::Device ParseDevice(const std::string& s) {
   if (s == "cpu") return c10::Device(c10::kCPU);
   if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
     if (!ExecutorHasCuda()) {
-      throw MemplanError("--device " + s + ": this memplan was built against a LibTorch without CUDA (" +
-                         ExecutorBackendDescription() + "); build it against the CUDA torch wheel (make, scripts/install-deps.sh)");
+      throw MemplanError(
+          "--device " + s + ": this memplan was built against a LibTorch without CUDA (" +
+          ExecutorBackendDescription() +
+          "); build it against the CUDA torch wheel (make, scripts/install-deps.sh)");
     }
     int index = 0;
     if (s.size() > 5) {
       char* end = nullptr;
       long v = std::strtol(s.c_str() + 5, &end, 10);
-      if (*end != '\0' || v < 0) throw MemplanError("--device " + s + ": expected cuda:K with K a device index");
+      if (*end != '\0' || v < 0)
+        throw MemplanError("--device " + s + ": expected cuda:K with K a device index");
       index = static_cast<int>(v);
     }
     int count = exec::CudaDeviceCount();
     if (count == 0) {
       const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-      throw MemplanError("--device " + s + ": no CUDA device is visible (memplan has CUDA " + exec::CudaBuildVersion() +
-                         "; CUDA_VISIBLE_DEVICES=" + (visible ? "'" + std::string(visible) + "'" : "unset") +
+      throw MemplanError("--device " + s + ": no CUDA device is visible (memplan has CUDA " +
+                         exec::CudaBuildVersion() + "; CUDA_VISIBLE_DEVICES=" +
+                         (visible ? "'" + std::string(visible) + "'" : "unset") +
                          "): check the GPU driver (nvidia-smi), or run with --device cpu");
     }
     if (index >= count) {
-      throw MemplanError("--device " + s + ": only " + std::to_string(count) + " CUDA device(s) are visible");
+      throw MemplanError("--device " + s + ": only " + std::to_string(count) +
+                         " CUDA device(s) are visible");
     }
     return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
@@ -66,7 +71,8 @@ at::Tensor Trainer::Value(TensorId id) const {
   if (persistent_[id].defined()) return persistent_[id];
   if (values_[id].defined()) return values_[id];
   if (ckpt_[id].defined()) return ckpt_[id];
-  throw MemplanError("internal error: tensor '" + g_.tensors[id].name + "' is read after it was released");
+  throw MemplanError("internal error: tensor '" + g_.tensors[id].name +
+                     "' is read after it was released");
 }
 
 int64_t Trainer::IndexBound(TensorId t) const {
@@ -87,7 +93,8 @@ int64_t Trainer::IndexBound(TensorId t) const {
         if (axis >= 0 && axis < static_cast<int64_t>(data.shape.size())) return data.shape[axis];
       }
       if (PassesInputValues(n.op_type) && n.inputs[0] == cur) {
-        for (TensorId o : n.outputs) if (o != kNone) frontier.push_back(o);
+        for (TensorId o : n.outputs)
+          if (o != kNone) frontier.push_back(o);
       }
     }
   }
@@ -101,11 +108,13 @@ void Trainer::Setup() {
   if (Selective()) {
     if (opt_.segments.size() > 1) {
       throw MemplanError("the plan both recomputes tensors selectively and cuts the model into " +
-                         std::to_string(opt_.segments.size()) + " segments, which memplan does not combine; re-plan with `memplan plan`");
+                         std::to_string(opt_.segments.size()) +
+                         " segments, which memplan does not combine; re-plan with `memplan plan`");
     }
     dropped_.assign(g_.tensors.size(), false);
     for (TensorId t : opt_.recomputed) {
-      if (t < 0 || t >= static_cast<TensorId>(g_.tensors.size())) throw MemplanError("the plan recomputes a tensor the model lacks");
+      if (t < 0 || t >= static_cast<TensorId>(g_.tensors.size()))
+        throw MemplanError("the plan recomputes a tensor the model lacks");
       dropped_[t] = true;
     }
     exec::InstallSavedTensorEngine();
@@ -161,7 +170,8 @@ void Trainer::Setup() {
       v = exec::InitialValue(g_, t, model, opt_.random_weights, opt_.seed, &random);
     }
     if (v.sizes() != at::IntArrayRef(t.shape)) {
-      throw MemplanError(g_.model_path + ": initializer '" + t.name + "' has a shape that does not match the graph");
+      throw MemplanError(g_.model_path + ": initializer '" + t.name +
+                         "' has a shape that does not match the graph");
     }
     persistent_[t.id] = v.to(device_).contiguous();
   }
@@ -173,7 +183,8 @@ void Trainer::Setup() {
     trained_.push_back(p);
     if (Distributed()) continue;  // MakeBuckets: views of the buckets' flat buffers
     // Gradients set to None between steps are born in the first step's backward.
-    if (g_.grads == GradientLifetime::kKept) persistent_[p].mutable_grad() = at::zeros_like(persistent_[p]);
+    if (g_.grads == GradientLifetime::kKept)
+      persistent_[p].mutable_grad() = at::zeros_like(persistent_[p]);
     if (mult >= 1) state1_[p] = at::zeros_like(persistent_[p]);
     if (mult >= 2) state2_[p] = at::zeros_like(persistent_[p]);
   }
@@ -190,7 +201,8 @@ void Trainer::MakeBatch() {
   for (TensorId i : ins) known.insert(g_.tensors[i].name);
   for (const auto& [name, file] : opt_.input_files) {
     if (!known.count(name)) {
-      throw MemplanError("--input " + name + "=" + file + ": the model has no input named '" + name + "'");
+      throw MemplanError("--input " + name + "=" + file + ": the model has no input named '" +
+                         name + "'");
     }
   }
   const int64_t k = opt_.micro_batches;
@@ -203,8 +215,9 @@ void Trainer::MakeBatch() {
     if (k > 1 || ranks > 1) {
       if (t.shape.empty() || t.shape[0] != g_.batch) {
         throw MemplanError(std::string(ranks > 1 ? "data parallelism" : "micro-batching") +
-                           " splits every input along its first dimension, but input '" + t.name + "' has shape " +
-                           ShapeString(t.shape) + " at batch " + std::to_string(g_.batch));
+                           " splits every input along its first dimension, but input '" + t.name +
+                           "' has shape " + ShapeString(t.shape) + " at batch " +
+                           std::to_string(g_.batch));
       }
       t.shape[0] *= k * ranks;
     }
@@ -217,8 +230,10 @@ void Trainer::MakeBatch() {
       if (v.sizes() != at::IntArrayRef(t.shape) || v.scalar_type() != st) {
         std::ostringstream got;
         got << v.sizes() << " " << v.scalar_type();
-        throw MemplanError("--input " + t.name + "=" + file->second + ": the file holds a " + got.str() + " tensor; the model wants " +
-                           DTypeName(t.dtype) + ShapeString(t.shape) + " at --batch " + std::to_string(g_.batch * k * ranks));
+        throw MemplanError("--input " + t.name + "=" + file->second + ": the file holds a " +
+                           got.str() + " tensor; the model wants " + DTypeName(t.dtype) +
+                           ShapeString(t.shape) + " at --batch " +
+                           std::to_string(g_.batch * k * ranks));
       }
     } else if (i == g_.loss_target && g_.loss_kind == LossKind::kCrossEntropy) {
       const Tensor& logits = g_.tensors[g_.nodes[g_.tensors[g_.loss].producer].inputs[0]];
@@ -232,8 +247,10 @@ void Trainer::MakeBatch() {
       v = at::randint(0, IndexBound(i), t.shape, gen, opts);
     }
     if (ranks > 1) v = v.narrow(0, row_offset_, g_.batch * k).clone();
-    if (k > 1) full_batch_[i] = v.to(device_).contiguous();
-    else persistent_[i] = v.to(device_).contiguous();
+    if (k > 1)
+      full_batch_[i] = v.to(device_).contiguous();
+    else
+      persistent_[i] = v.to(device_).contiguous();
   }
 }
 
@@ -241,23 +258,27 @@ void Trainer::SelectMicroBatch(int64_t m) {
   micro_ = m;
   if (opt_.micro_batches <= 1) return;
   for (size_t i = 0; i < full_batch_.size(); ++i) {
-    if (full_batch_[i].defined()) persistent_[i] = full_batch_[i].narrow(0, m * g_.batch, g_.batch);  // a view
+    if (full_batch_[i].defined())
+      persistent_[i] = full_batch_[i].narrow(0, m * g_.batch, g_.batch);  // a view
   }
 }
 
 void Trainer::FollowSchedule() {
   const size_t nt = g_.tensors.size(), nn = g_.nodes.size(), ns = segments_.size();
   segment_of_.assign(nn, 0);
-  for (size_t s = 0; s < ns; ++s) for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
+  for (size_t s = 0; s < ns; ++s)
+    for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
   // Selective plans: BuildSelectiveSchedule validates the tensors (a view, the loss's output).
-  const Schedule schedule = Selective() ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
-                                        : BuildSegmentedSchedule(g_, opt_.segments);
+  const Schedule schedule = Selective()
+                                ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
+                                : BuildSegmentedSchedule(g_, opt_.segments);
   // A buffer holds one storage; the executor holds a value per tensor sharing it. The loss is
   // the backward's root, held by Step() itself.
   sharing_.assign(nt, {});
   std::vector<std::vector<TensorId>>& sharing = sharing_;
   for (const Tensor& t : g_.tensors) {
-    if (t.is_persistent() || t.producer == kNone || t.storage == g_.tensors[g_.loss].storage) continue;
+    if (t.is_persistent() || t.producer == kNone || t.storage == g_.tensors[g_.loss].storage)
+      continue;
     sharing[t.storage].push_back(t.id);
   }
   if (Selective()) {
@@ -301,7 +322,8 @@ void Trainer::FollowSchedule() {
     if (!forward && (step.phase != Phase::kRecompute || Selective())) continue;
     std::vector<TensorId>& release = (forward ? release_forward_ : release_recompute_)[step.node];
     for (const auto* list : {&step.frees, &step.handed_to_backward}) {
-      for (BufferId b : *list) for (TensorId t : tensors_of(b)) release.push_back(t);
+      for (BufferId b : *list)
+        for (TensorId t : tensors_of(b)) release.push_back(t);
     }
     // A checkpoint: allocated in the forward of an earlier segment, freed in a later phase.
     const int k = segment_of_[step.node];
@@ -322,14 +344,17 @@ void Trainer::FollowSchedule() {
   // each after its last reader in its segment; one a later segment reads is kept as a
   // checkpoint so that the gradient reaches the parameter through it.
   for (const Tensor& t : g_.tensors) {
-    if (t.is_persistent() || t.producer == kNone || !g_.tensors[t.storage].is_persistent()) continue;
+    if (t.is_persistent() || t.producer == kNone || !g_.tensors[t.storage].is_persistent())
+      continue;
     const int k = segment_of_[t.producer];
     NodeId last = t.producer;
     int later = -1;
     for (NodeId c : t.consumers) {
       const int j = segment_of_[c];
-      if (j == k) last = std::max(last, c);
-      else if (j > k && (later < 0 || j < later)) later = j;
+      if (j == k)
+        last = std::max(last, c);
+      else if (j > k && (later < 0 || j < later))
+        later = j;
     }
     if (later >= 0) {
       checkpoints_out_[k].push_back(t.id);
@@ -342,7 +367,8 @@ void Trainer::FollowSchedule() {
 }
 
 void Trainer::SeedFor(int64_t step, NodeId node) {
-  uint64_t seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step) * 0x10001ULL + static_cast<uint64_t>(node)));
+  uint64_t seed = Mix(Mix(opt_.seed) ^
+                      Mix(static_cast<uint64_t>(step) * 0x10001ULL + static_cast<uint64_t>(node)));
   auto gen = at::globalContext().defaultGenerator(device_);
   std::lock_guard<std::mutex> lock(gen.mutex());
   gen.set_current_seed(seed);
@@ -353,7 +379,8 @@ void Trainer::NoteTrace(const std::string& phase, NodeId node) {
   trace_.push_back({phase, node, "", meter_.current(), meter_.peak(), {}});
   if (node != kNone) {
     for (size_t t = 0; t < values_.size(); ++t) {
-      if (values_[t].defined() || ckpt_[t].defined()) trace_.back().held.push_back(static_cast<TensorId>(t));
+      if (values_[t].defined() || ckpt_[t].defined())
+        trace_.back().held.push_back(static_cast<TensorId>(t));
     }
   }
   trace_peak_ = std::max(trace_peak_, meter_.peak());
@@ -377,7 +404,8 @@ void Trainer::SetupRandom(const Node& n, OpCall* call) {
   // Seeded by (step, node) and drawn row by row over the whole batch: a recompute, or a
   // micro-batch, draws exactly the forward's values.
   SeedFor(step_ * opt_.micro_batches + micro_, n.id);
-  call->random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL + static_cast<uint64_t>(n.id)));
+  call->random_seed = Mix(Mix(opt_.seed) ^ Mix(static_cast<uint64_t>(step_) * 0x10001ULL +
+                                               static_cast<uint64_t>(n.id)));
   call->batch_rows = g_.batch;
   call->batch_row_offset = row_offset_ + micro_ * g_.batch;
   call->training_mode = DropoutIsActive(n, g_.tensors);  // Dropout's mode: the analyzer's rule
@@ -398,7 +426,9 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
   const bool map_backward = tracing_ || profiling_;
   uint64_t seq0 = map_backward ? at::sequence_number::peek() : 0;
-  const Phase phase = recompute ? Phase::kRecompute : (n.id == g_.tensors[g_.loss].producer ? Phase::kLoss : Phase::kForward);
+  const Phase phase = recompute
+                          ? Phase::kRecompute
+                          : (n.id == g_.tensors[g_.loss].producer ? Phase::kLoss : Phase::kForward);
   ProfileGuard scope(profiling_, Scope(phase, n.id, segment_of_[n.id]));
   std::vector<at::Tensor> outs = (*kernels_[n.id])(call);
   call.in.clear();
@@ -410,7 +440,8 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     TensorId o = n.outputs[k];
     if (o == kNone || g_.tensors[o].category == TensorCategory::kConstant) continue;
     if (k >= outs.size() || !outs[k].defined()) {
-      throw MemplanError(n.op_type + " node '" + n.name + "': output " + std::to_string(k) + " ('" + g_.tensors[o].name +
+      throw MemplanError(n.op_type + " node '" + n.name + "': output " + std::to_string(k) + " ('" +
+                         g_.tensors[o].name +
                          "') is not produced by the executor's implementation");
     }
     // Kernels build small helper tensors on the CPU; keep every value on the run's device.
@@ -444,13 +475,15 @@ void Trainer::Forward(size_t segment, bool grad, bool recompute) {
   if (Selective() && grad && !recompute) hooks.emplace(bridge_);
   for (NodeId id : segments_[segment]) {
     RunNode(g_.nodes[id], recompute);
-    NoteTrace(recompute ? "recompute" : (id == g_.tensors[g_.loss].producer ? "loss" : "forward"), id);
+    NoteTrace(recompute ? "recompute" : (id == g_.tensors[g_.loss].producer ? "loss" : "forward"),
+              id);
   }
   if (!grad) {
     // Store the checkpoints this segment produced; those a gradient must reach are leaves.
     for (TensorId c : checkpoints_out_[segment]) {
       at::Tensor v = std::move(values_[c]);
-      if (g_.tensors[c].has_gradient && at::isFloatingType(v.scalar_type())) v = v.detach().requires_grad_(true);
+      if (g_.tensors[c].has_gradient && at::isFloatingType(v.scalar_type()))
+        v = v.detach().requires_grad_(true);
       ckpt_[c] = std::move(v);
     }
   }
@@ -505,17 +538,21 @@ void Trainer::OptimizerStep(int64_t step) {
   c10::AutoGradMode no_grad(false);
   for (TensorId p : trained_) {
     at::Tensor& w = persistent_[p];
-    if (!w.grad().defined()) continue;  // no gradient reached it this step: skipped, as torch.optim does
+    if (!w.grad().defined())
+      continue;  // no gradient reached it this step: skipped, as torch.optim does
     Update(w, w.grad(), state1_[p], state2_[p], step);
   }
   NoteTrace("optimizer", kNone);
 }
 
 // One optimizer update of `w` (a parameter, or a rank's shard of a bucket) in place.
-void Trainer::Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step) {
+void Trainer::Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2,
+                     int64_t step) {
   const double lr = opt_.learning_rate;
   switch (g_.optimizer) {
-    case Optimizer::kSgd: w.add_(gr, -lr); break;
+    case Optimizer::kSgd:
+      w.add_(gr, -lr);
+      break;
     case Optimizer::kMomentum:
       s1.mul_(0.9).add_(gr);
       w.add_(s1, -lr);
@@ -569,7 +606,9 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   micro_ = 0;
   meter_.ResetPeak();
   trace_peak_ = 0;
-  profiling_ = profiler_ && step == (opt_.profile_step < 0 ? opt_.steps - 1 : opt_.profile_step) ? profiler_.get() : nullptr;
+  profiling_ = profiler_ && step == (opt_.profile_step < 0 ? opt_.steps - 1 : opt_.profile_step)
+                   ? profiler_.get()
+                   : nullptr;
   BackwardTracer& tracer = Tracer();
   if (profiling_) {
     // On CUDA the profiled step starts with an empty cache: otherwise its allocations reuse
@@ -591,13 +630,14 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       }
     } else if (!LazyGradients()) {
       for (FlatBucket& b : buckets_) b.grads.zero_();
-    } else {  // shard gradients: the flat gradients are allocated by the backward (EnsureFullGradient)
+    } else {  // shard gradients: the flat gradients are allocated by the backward
+              // (EnsureFullGradient)
       for (FlatBucket& b : buckets_) b.reduced = false;
     }
   }
   if (tracing_ || profiling_) {
     callback_ = at::addGlobalCallback(at::RecordFunctionCallback(TraceStart, TraceEnd)
-                                       .scopes({at::RecordScope::BACKWARD_FUNCTION}));
+                                          .scopes({at::RecordScope::BACKWARD_FUNCTION}));
   }
   if (tracing_) {
     trace_.clear();
@@ -692,8 +732,10 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   }
   {
     ProfileGuard scope(profiling_, Scope(Phase::kOptimizer));
-    if (Distributed() && shard_ != ShardMode::kNone) ShardedOptimizerStep(step);
-    else OptimizerStep(step);
+    if (Distributed() && shard_ != ShardMode::kNone)
+      ShardedOptimizerStep(step);
+    else
+      OptimizerStep(step);
     // optimizer.zero_grad() at its default: the gradients die with the step. (Data-parallel
     // ranks keep their buckets' gradients, as DDP's reducer does: their graph is kept.)
     if (!Distributed() && g_.grads == GradientLifetime::kNone) {
@@ -738,19 +780,22 @@ RunResult Trainer::Run() {
   std::string rank_suffix;
   if (d.world_size > 1) {
     if (d.layout.devices != d.world_size) {
-      throw MemplanError("rank " + std::to_string(d.rank) + ": WORLD_SIZE is " + std::to_string(d.world_size) +
-                         " but the plan's layout has " + std::to_string(d.layout.devices) +
-                         " devices; start as many ranks as the plan has devices, or re-plan with --devices " +
-                         std::to_string(d.world_size));
+      throw MemplanError(
+          "rank " + std::to_string(d.rank) + ": WORLD_SIZE is " + std::to_string(d.world_size) +
+          " but the plan's layout has " + std::to_string(d.layout.devices) +
+          " devices; start as many ranks as the plan has devices, or re-plan with --devices " +
+          std::to_string(d.world_size));
     }
     if (d.layout.shard == ShardMode::kParameters && !opt_.recomputed.empty()) {
-      throw MemplanError("a selective plan does not combine with shard parameters yet; re-plan with another "
-                         "--strategy or --shard gradients");
+      throw MemplanError(
+          "a selective plan does not combine with shard parameters yet; re-plan with another "
+          "--strategy or --shard gradients");
     }
     shard_ = d.layout.shard;
     comm_ = exec::Communicator::Connect(d, opt_.device);
     row_offset_ = d.rank * opt_.micro_batches * g_.batch;
-    rank_suffix = ", rank " + std::to_string(d.rank) + " of " + std::to_string(d.world_size) + " (" + comm_->backend() + ")";
+    rank_suffix = ", rank " + std::to_string(d.rank) + " of " + std::to_string(d.world_size) +
+                  " (" + comm_->backend() + ")";
   }
   meter_.SetLimit(opt_.memory_limit_bytes);
   try {
@@ -772,7 +817,8 @@ RunResult Trainer::Run() {
     std::string what = e.what_without_backtrace();
     std::string first = what.substr(0, what.find('\n'));
     std::string at = where_.phase;
-    if (where_.node != kNone) at += " of " + g_.nodes[where_.node].op_type + " node '" + g_.nodes[where_.node].name + "'";
+    if (where_.node != kNone)
+      at += " of " + g_.nodes[where_.node].op_type + " node '" + g_.nodes[where_.node].name + "'";
     values_.clear();
     ckpt_.clear();
     ckpt_grad_.clear();
@@ -781,13 +827,18 @@ RunResult Trainer::Run() {
     meter_.SetLimit(0);
     if (exec::IsOutOfMemory(what)) {
       if (where_.phase == "setup") {
-        throw MemplanError("out of memory in the setup: the parameters, gradients, optimizer state and batch alone need more "
-                           "than the device holds (" + first + "); no plan can help: use a smaller --batch, another "
-                           "--optimizer or more devices");
+        throw MemplanError(
+            "out of memory in the setup: the parameters, gradients, optimizer state and batch "
+            "alone need more "
+            "than the device holds (" +
+            first +
+            "); no plan can help: use a smaller --batch, another "
+            "--optimizer or more devices");
       }
-      throw MemplanError("out of memory in the " + at + " (step " + std::to_string(step_ + 1) + "): " + first +
-                         "; the step had reached " + FormatBytes(peak) +
-                         ". Plan with a smaller budget (memplan plan MODEL --budget SIZE) or use a smaller --batch.");
+      throw MemplanError("out of memory in the " + at + " (step " + std::to_string(step_ + 1) +
+                         "): " + first + "; the step had reached " + FormatBytes(peak) +
+                         ". Plan with a smaller budget (memplan plan MODEL --budget SIZE) or use a "
+                         "smaller --batch.");
     }
     throw MemplanError("LibTorch failed in the " + at + ": " + first);
   }
@@ -806,7 +857,8 @@ RunResult Trainer::Run() {
       result.parameters[g_.tensors[p].name] = std::vector<float>(d, d + v.numel());
     }
     for (const Tensor& t : g_.tensors) {
-      if (t.category != TensorCategory::kConstant || t.producer != kNone || !IsFloating(t.dtype)) continue;
+      if (t.category != TensorCategory::kConstant || t.producer != kNone || !IsFloating(t.dtype))
+        continue;
       at::Tensor v = persistent_[t.id].detach().to(at::kCPU).to(at::kFloat).contiguous();
       const float* d = v.data_ptr<float>();
       result.buffers[t.name] = std::vector<float>(d, d + v.numel());

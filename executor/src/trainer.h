@@ -29,7 +29,9 @@
 namespace memplan::exec {
 
 using Clock = std::chrono::steady_clock;
-inline double Seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+inline double Seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 
 // `--device`: cpu, cuda or cuda:K, checked against the build and the visible devices.
 c10::Device ParseDevice(const std::string& s);
@@ -104,7 +106,9 @@ class Trainer {
   void ReduceScatterBucket(size_t b);
   // Shard parameters (plan.h): a bucket's flat parameters exist only inside gather spans.
   bool ShardParameters() const { return shard_ == ShardMode::kParameters; }
-  bool LazyGradients() const { return shard_ == ShardMode::kGradients || shard_ == ShardMode::kParameters; }
+  bool LazyGradients() const {
+    return shard_ == ShardMode::kGradients || shard_ == ShardMode::kParameters;
+  }
   void GatherParameters(size_t b);
   void ReleaseParameters(size_t b);
   void HookBackwardGathers(const Node& n);
@@ -146,10 +150,10 @@ class Trainer {
   Location where_;
 
   std::vector<std::vector<NodeId>> segments_;
-  std::vector<int> segment_of_;                        // node -> segment
+  std::vector<int> segment_of_;                                  // node -> segment
   std::vector<std::map<std::string, at::Tensor>> tensor_attrs_;  // node -> TENSOR attributes
   std::vector<const Kernel*> kernels_;
-  std::vector<bool> skip_node_;                         // every output folded to a constant
+  std::vector<bool> skip_node_;  // every output folded to a constant
   // From the schedule: the values to drop after a node's forward / recompute step (the
   // buffers it frees or hands to the backward, with every tensor sharing their storage).
   std::vector<std::vector<TensorId>> release_forward_, release_recompute_;
@@ -157,15 +161,17 @@ class Trainer {
   // them taken in later segments): dropped when that segment's backward ends.
   std::vector<std::vector<TensorId>> release_backward_;
   std::vector<std::vector<TensorId>> checkpoints_out_;  // segment -> checkpoints it produces
-  std::vector<std::vector<TensorId>> checkpoints_free_;  // segment -> checkpoints freed after its backward
+  std::vector<std::vector<TensorId>>
+      checkpoints_free_;  // segment -> checkpoints freed after its backward
 
   std::vector<at::Tensor> persistent_;  // by TensorId
-  std::vector<at::Tensor> full_batch_;  // by TensorId: inputs of all micro-batches (micro_batches > 1)
-  std::vector<at::Tensor> values_;      // by TensorId, this step's activations
-  std::vector<at::Tensor> ckpt_;        // stored checkpoints (autograd leaves when they need a gradient)
-  std::vector<at::Tensor> ckpt_grad_;   // complete gradients of freed checkpoint leaves
+  std::vector<at::Tensor>
+      full_batch_;                  // by TensorId: inputs of all micro-batches (micro_batches > 1)
+  std::vector<at::Tensor> values_;  // by TensorId, this step's activations
+  std::vector<at::Tensor> ckpt_;  // stored checkpoints (autograd leaves when they need a gradient)
+  std::vector<at::Tensor> ckpt_grad_;        // complete gradients of freed checkpoint leaves
   std::vector<at::Tensor> state1_, state2_;  // optimizer state by TensorId
-  std::vector<TensorId> trained_;       // parameters with a gradient
+  std::vector<TensorId> trained_;            // parameters with a gradient
   at::Tensor loss_;
   int64_t step_ = 0;
   int64_t micro_ = 0;  // the micro-batch being run
@@ -189,7 +195,7 @@ class Trainer {
   std::vector<at::Tensor> recomputed_;  // per dropped root: held between its saver's backwards
   std::vector<int> savers_left_;        // per dropped root: recomputable slots not yet released
   std::vector<std::vector<int64_t>> dropped_strides_;  // per dropped root: its forward layout
-  std::vector<TensorId> chain_;         // roots recomputed by the current unpack
+  std::vector<TensorId> chain_;                        // roots recomputed by the current unpack
   // Per kept storage root: the recompute steps that read it (the schedule's count) and how many
   // are still to come this micro-batch; the executor holds it until the last.
   std::vector<int> recompute_reads_, recompute_reads_left_;
@@ -200,9 +206,9 @@ class Trainer {
   // views of its flat buffers.
   struct FlatBucket {
     ParameterBucket layout;
-    at::Tensor params;      // P_b elements
-    at::Tensor grads;       // P_b: persistent (none, optimizer), or this step's (gradients)
-    at::Tensor grad_shard;  // S_b (gradients)
+    at::Tensor params;          // P_b elements
+    at::Tensor grads;           // P_b: persistent (none, optimizer), or this step's (gradients)
+    at::Tensor grad_shard;      // S_b (gradients)
     at::Tensor state1, state2;  // sharded modes: S_b each, as the optimizer needs
     // Shard gradients: the parameters' AccumulateGrad nodes (held, so that their post hooks
     // stay), how many of the parameters still await their last accumulation in this backward,

@@ -24,10 +24,13 @@ void Trainer::MakeBuckets() {
     FlatBucket fb;
     fb.layout = lb;
     const int64_t P = lb.elements, S = P / n;
-    const at::TensorOptions o = at::TensorOptions().dtype(persistent_[lb.parameters[0]].scalar_type()).device(device_);
+    const at::TensorOptions o =
+        at::TensorOptions().dtype(persistent_[lb.parameters[0]].scalar_type()).device(device_);
     fb.params = at::zeros({P}, o);
-    if (LazyGradients()) fb.grad_shard = at::zeros({S}, o);
-    else fb.grads = at::zeros({P}, o);
+    if (LazyGradients())
+      fb.grad_shard = at::zeros({S}, o);
+    else
+      fb.grads = at::zeros({P}, o);
     if (mult >= 1) fb.state1 = at::zeros({sharded ? S : P}, o);
     if (mult >= 2) fb.state2 = at::zeros({sharded ? S : P}, o);
     for (size_t k = 0; k < lb.parameters.size(); ++k) {
@@ -48,7 +51,8 @@ void Trainer::MakeBuckets() {
         // Runs after AccumulateGrad: the bucket is reduced once its last gradient is in.
         torch_compat::NodePtr acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
         acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
-            [this, p](const torch::autograd::variable_list& outputs, const torch::autograd::variable_list&) {
+            [this, p](const torch::autograd::variable_list& outputs,
+                      const torch::autograd::variable_list&) {
               Accumulated(p);
               return outputs;
             }));
@@ -98,7 +102,8 @@ void Trainer::GatherParameters(size_t b) {
   storage->set_nbytes(nbytes);
   fb.gathered = true;
   auto t0 = Clock::now();
-  comm_->AllGather(fb.gather_target, fb.param_shard, "the all-gather of bucket " + std::to_string(b) + "'s parameters");
+  comm_->AllGather(fb.gather_target, fb.param_shard,
+                   "the all-gather of bucket " + std::to_string(b) + "'s parameters");
   comm_seconds_ += Seconds(t0, Clock::now());
 }
 
@@ -151,7 +156,8 @@ void Trainer::HookBackwardGathers(const Node& n) {
 // gradients of its parameters that this call accumulates are in (Accumulated).
 void Trainer::StartBackwardCall(size_t segment) {
   for (FlatBucket& fb : buckets_) fb.call_pending = 0;
-  for (TensorId p : segment_params_[segment]) ++buckets_[static_cast<size_t>(bucket_of_[p])].call_pending;
+  for (TensorId p : segment_params_[segment])
+    ++buckets_[static_cast<size_t>(bucket_of_[p])].call_pending;
 }
 
 // Shard gradients: bucket b's full flat gradient (zeroed), and its parameters' .grad views of
@@ -161,7 +167,8 @@ void Trainer::EnsureFullGradient(size_t b) {
   if (fb.grads.defined()) return;
   if (fb.reduced) {
     throw MemplanError("internal: a gradient of bucket " + std::to_string(b) +
-                       "'s parameters arrived after the bucket's reduce-scatter (plan.h: a bucket is reduced after "
+                       "'s parameters arrived after the bucket's reduce-scatter (plan.h: a bucket "
+                       "is reduced after "
                        "the last backward call that reads its parameters)");
   }
   c10::AutoGradMode no_grad(false);
@@ -196,7 +203,8 @@ void Trainer::StartEarlyReduce() {
 void Trainer::Accumulated(TensorId p) {
   const size_t b = static_cast<size_t>(bucket_of_[p]);
   FlatBucket& fb = buckets_[b];
-  if (early_reduce_ && accum_left_[p] > 0 && --accum_left_[p] == 0 && --fb.pending == 0 && !fb.reduced) {
+  if (early_reduce_ && accum_left_[p] > 0 && --accum_left_[p] == 0 && --fb.pending == 0 &&
+      !fb.reduced) {
     auto t0 = Clock::now();
     ReduceScatterBucket(b);
     comm_seconds_ += Seconds(t0, Clock::now());
@@ -211,7 +219,8 @@ void Trainer::ReduceScatterBucket(size_t b) {
   c10::AutoGradMode no_grad(false);
   FlatBucket& fb = buckets_[b];
   EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
-  comm_->ReduceScatterSum(fb.grad_shard, fb.grads, "the reduce-scatter of bucket " + std::to_string(b));
+  comm_->ReduceScatterSum(fb.grad_shard, fb.grads,
+                          "the reduce-scatter of bucket " + std::to_string(b));
   fb.grad_shard.div_(static_cast<double>(comm_->world_size()));
   for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
   fb.grads.reset();
@@ -286,12 +295,15 @@ RankStats Trainer::OwnStats(const RunResult& r) const {
 // step's loss becomes the mean over the ranks.
 void Trainer::GatherRanks(RunResult* r) {
   const RankStats own = OwnStats(*r);
-  std::vector<double> figures = {static_cast<double>(own.measured_peak_bytes), static_cast<double>(own.max_peak_bytes),
+  std::vector<double> figures = {static_cast<double>(own.measured_peak_bytes),
+                                 static_cast<double>(own.max_peak_bytes),
                                  static_cast<double>(own.persistent_bytes)};
   for (size_t i = 0; i < own.loss.size(); ++i) {
-    figures.insert(figures.end(), {own.step_seconds[i], own.comm_seconds[i], own.loss[i], static_cast<double>(own.peak_bytes[i])});
+    figures.insert(figures.end(), {own.step_seconds[i], own.comm_seconds[i], own.loss[i],
+                                   static_cast<double>(own.peak_bytes[i])});
   }
-  const std::vector<std::vector<double>> all = comm_->GatherFigures(figures, "the final gathering of the ranks' figures");
+  const std::vector<std::vector<double>> all =
+      comm_->GatherFigures(figures, "the final gathering of the ranks' figures");
   r->ranks.clear();
   for (size_t k = 0; k < all.size(); ++k) {
     const std::vector<double>& f = all[k];

@@ -10,7 +10,8 @@ void SavedTensorBridge::Packed(std::shared_ptr<exec::SavedSlot> slot) {
   if (trainer) trainer->pending_.push_back(std::move(slot));
 }
 at::Tensor SavedTensorBridge::Unpack(const exec::SavedSlot& slot) {
-  if (!trainer) throw MemplanError("internal error: a recomputable tensor was read after its run ended");
+  if (!trainer)
+    throw MemplanError("internal error: a recomputable tensor was read after its run ended");
   return trainer->UnpackSaved(slot);
 }
 void SavedTensorBridge::Released(const exec::SavedSlot& slot) {
@@ -69,7 +70,8 @@ at::Tensor Trainer::Recomputed(TensorId root) {
   --recompute_depth_;
   at::Tensor value = recomputed_[root];
   if (!value.defined()) {
-    throw MemplanError("internal error: recomputing '" + g_.tensors[root].name + "' did not produce it");
+    throw MemplanError("internal error: recomputing '" + g_.tensors[root].name +
+                       "' did not produce it");
   }
   if (outermost) {
     // A storage recomputed only as an input of the chain: no backward still to run saved it.
@@ -106,8 +108,8 @@ at::Tensor Trainer::RecomputeInput(TensorId t) {
   for (size_t k = 0; k < p.outputs.size() && k < outs.size(); ++k) {
     if (p.outputs[k] == t) return outs[k];
   }
-  throw MemplanError("internal error: recomputing " + p.op_type + " node '" + p.name + "' did not produce '" +
-                     g_.tensors[t].name + "'");
+  throw MemplanError("internal error: recomputing " + p.op_type + " node '" + p.name +
+                     "' did not produce '" + g_.tensors[t].name + "'");
 }
 
 // Runs `n` again without autograd (batch-norm statistics untouched, dropout with the forward's
@@ -131,7 +133,8 @@ std::vector<at::Tensor> Trainer::RecomputeNode(const Node& n) {
       // Saved views are rebuilt on the forward's layout; a kernel that lays out differently
       // when run again gets it back by a copy.
       if (!dropped_strides_[o].empty() && outs[k].strides().vec() != dropped_strides_[o]) {
-        outs[k] = at::empty_strided(outs[k].sizes(), dropped_strides_[o], outs[k].options()).copy_(outs[k]);
+        outs[k] = at::empty_strided(outs[k].sizes(), dropped_strides_[o], outs[k].options())
+                      .copy_(outs[k]);
       }
       recomputed_[o] = outs[k];
       chain_.push_back(o);

@@ -69,11 +69,10 @@ inline QString RecomputedText(int times) {
 
 // Stacking order in charts: persistent memory at the bottom.
 inline constexpr MemoryCategory kStackOrder[] = {
-    MemoryCategory::kParameter,      MemoryCategory::kGradient,
-    MemoryCategory::kOptimizerState, MemoryCategory::kInput,
-    MemoryCategory::kConstant,       MemoryCategory::kWorkspace,
-    MemoryCategory::kActivation,     MemoryCategory::kSavedExtra,
-    MemoryCategory::kActivationGradient, MemoryCategory::kTemporary,
+    MemoryCategory::kParameter,  MemoryCategory::kGradient,   MemoryCategory::kOptimizerState,
+    MemoryCategory::kInput,      MemoryCategory::kConstant,   MemoryCategory::kWorkspace,
+    MemoryCategory::kActivation, MemoryCategory::kSavedExtra, MemoryCategory::kActivationGradient,
+    MemoryCategory::kTemporary,
 };
 
 inline QColor CategoryColor(MemoryCategory c) {

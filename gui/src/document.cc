@@ -134,7 +134,8 @@ void ReadLayout(const json& j, Item& item) {
   item.devices = layout.devices;
   item.shard = ShardModeName(layout.shard);
   const json& l = j["layout"];
-  if (l.contains("buckets") && l["buckets"].is_array()) item.bucket_count = static_cast<int64_t>(l["buckets"].size());
+  if (l.contains("buckets") && l["buckets"].is_array())
+    item.bucket_count = static_cast<int64_t>(l["buckets"].size());
   item.predicted_comm_seconds = GetDouble(l, "comm_seconds");
 }
 
@@ -209,7 +210,8 @@ void ReadAnalysisFields(const json& j, Item& item) {
     for (const auto& [k, v] : j["dims"].items()) item.dims[k] = JsonInt64(v, "dims." + k);
   }
   ReadDeviceFields(j, item);
-  if (!item.predicted_for.empty()) item.predicted_reserved_peak_bytes = GetInt(j, "reserved_peak_bytes");
+  if (!item.predicted_for.empty())
+    item.predicted_reserved_peak_bytes = GetInt(j, "reserved_peak_bytes");
   item.num_nodes = GetInt(j, "num_nodes");
   item.param_bytes = GetInt(j, "param_bytes");
   item.forward_flops = GetDouble(j, "forward_flops");
@@ -253,7 +255,8 @@ void ReadRun(const RunReport& r, Item& item) {
   }
   ReadPlanFields(r.plan, item);
   if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
-  if (r.predicted_reserved_peak_bytes) item.predicted_reserved_peak_bytes = *r.predicted_reserved_peak_bytes;
+  if (r.predicted_reserved_peak_bytes)
+    item.predicted_reserved_peak_bytes = *r.predicted_reserved_peak_bytes;
   if (r.predicted_timeline) {
     auto t = std::make_shared<TimelineData>();
     t->label = "predicted";
@@ -622,7 +625,8 @@ Item ItemFromProfile(Profile profile, const std::string& path) {
     // are separate figures of the same step.
     item.device_memory_peak_bytes = p->peak_bytes;
     item.measured_peak_bytes = p->cuda_allocated_peak_bytes > 0 ? p->cuda_allocated_peak_bytes : -1;
-    if (p->cuda_reserved_peak_bytes > 0) item.measured_reserved_peak_bytes = p->cuda_reserved_peak_bytes;
+    if (p->cuda_reserved_peak_bytes > 0)
+      item.measured_reserved_peak_bytes = p->cuda_reserved_peak_bytes;
   } else {
     item.measured_peak_bytes = p->peak_bytes;
   }
@@ -786,7 +790,8 @@ CudaDevice DeviceFor(const ModelOptions& options) {
   CudaDevice d = CudaDeviceFromEnvironment(options.device.empty() ? "cuda" : options.device);
   // The mode the run recorded wins: its reserved bytes are what the prediction is compared to.
   if (options.allocator_mode == "default") d.allocator_conf = "";
-  if (options.allocator_mode == "expandable_segments") d.allocator_conf = "expandable_segments:True";
+  if (options.allocator_mode == "expandable_segments")
+    d.allocator_conf = "expandable_segments:True";
   return d;
 }
 
@@ -813,7 +818,8 @@ std::vector<std::string> SettingsMismatch(const Item& item, const ModelOptions& 
                                           const Item* model) {
   std::vector<std::string> why;
   if (item.batch >= 1 && item.batch != settings.batch)
-    why.push_back("batch " + std::to_string(item.batch) + ", not " + std::to_string(settings.batch));
+    why.push_back("batch " + std::to_string(item.batch) + ", not " +
+                  std::to_string(settings.batch));
   if (!item.optimizer.empty() && item.optimizer != OptimizerName(settings.optimizer))
     why.push_back("optimizer " + item.optimizer + ", not " + OptimizerName(settings.optimizer));
   if (!item.loss.empty() && item.loss != LossKindName(settings.loss))
@@ -823,7 +829,8 @@ std::vector<std::string> SettingsMismatch(const Item& item, const ModelOptions& 
   for (const auto& [name, value] : item.dims) {
     auto it = settings.dims.find(name);
     if (it != settings.dims.end() && it->second != value)
-      why.push_back("dim " + name + " = " + std::to_string(value) + ", not " + std::to_string(it->second));
+      why.push_back("dim " + name + " = " + std::to_string(value) + ", not " +
+                    std::to_string(it->second));
   }
   if (model && model != &item) {
     if (!item.structure_fingerprint.empty() && !model->structure_fingerprint.empty()) {
@@ -834,15 +841,16 @@ std::vector<std::string> SettingsMismatch(const Item& item, const ModelOptions& 
     } else if (item.kind != SourceKind::kProfile && !item.model.empty() && !model->model.empty() &&
                BaseName(item.model) != BaseName(model->model)) {
       // (A profile's steps are matched to the prediction by node names: MeasuredOnSteps.)
-      why.push_back("of another model (" + BaseName(item.model) + ", not " + BaseName(model->model) + ")");
+      why.push_back("of another model (" + BaseName(item.model) + ", not " +
+                    BaseName(model->model) + ")");
     }
   }
   return why;
 }
 
 std::string SettingsText(const ModelOptions& s) {
-  std::string text = "batch " + std::to_string(s.batch) + " · " + OptimizerName(s.optimizer) + " · " +
-                     LossKindName(s.loss);
+  std::string text = "batch " + std::to_string(s.batch) + " · " + OptimizerName(s.optimizer) +
+                     " · " + LossKindName(s.loss);
   for (const auto& [name, value] : s.dims) text += " · " + name + " = " + std::to_string(value);
   if (!s.device.empty()) text += " · " + s.device;
   if (!s.device.empty() && !s.allocator_mode.empty()) text += " (" + s.allocator_mode + ")";

@@ -14,8 +14,8 @@
 
 #include <array>
 #include <cstdint>
-#include <memory>
 #include <map>
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -136,7 +136,7 @@ struct Item {
   std::string optimizer;
   // The rest of the training settings the file was made with (models: analysed with). Empty
   // or -1: the file does not say.
-  std::string loss;  // LossKindName
+  std::string loss;   // LossKindName
   std::string grads;  // GradientLifetimeName: gradients between steps ("none" or "kept")
   std::map<std::string, int64_t> dims;
   int64_t micro_batches = -1;
@@ -168,7 +168,7 @@ struct Item {
   // Data parallelism (the plan's layout): every byte figure of a plan or run with devices > 1
   // is per rank. -1 / empty: one device.
   int64_t devices = -1;
-  std::string shard;                   // "none", "optimizer", "gradients"
+  std::string shard;  // "none", "optimizer", "gradients"
   int64_t bucket_count = -1;
   double predicted_comm_seconds = -1;  // the plan's predicted communication per step
   // Data-parallel runs: every rank's measured and predicted peak and its last step's seconds.

@@ -27,7 +27,8 @@ void DocumentSet::setLoading(int slot) { errors_[slot].clear(); }
 
 const Item* DocumentSet::modelForChecks() const {
   const Item* model = nullptr;
-  for (const ItemPtr& p : slots_) if (p && p->kind == SourceKind::kModel) model = p.get();
+  for (const ItemPtr& p : slots_)
+    if (p && p->kind == SourceKind::kModel) model = p.get();
   return model;
 }
 
@@ -46,7 +47,8 @@ std::optional<ModelOptions> DocumentSet::fileSettings(const ModelOptions& defaul
   // The device: of the first file that says where it ran or what it predicts for (a plan made
   // before `--device` existed says neither; the run beside it does).
   for (const ItemPtr& p : slots_) {
-    if (!p || p->kind == SourceKind::kModel || (p->predicted_for.empty() && p->device.empty())) continue;
+    if (!p || p->kind == SourceKind::kModel || (p->predicted_for.empty() && p->device.empty()))
+      continue;
     const std::string& gpu = !p->predicted_for.empty() ? p->predicted_for : p->device;
     settings->device = gpu.rfind("cuda", 0) == 0 ? "cuda" : "";
     break;
@@ -76,7 +78,8 @@ bool DocumentSet::matches(const ItemPtr& item) const { return item && mismatchOf
 
 std::vector<ItemPtr> DocumentSet::items() const {
   std::vector<ItemPtr> out;
-  for (const ItemPtr& p : slots_) if (p) out.push_back(p);
+  for (const ItemPtr& p : slots_)
+    if (p) out.push_back(p);
   if (explorer_plan_) out.push_back(explorer_plan_);
   return out;
 }
@@ -84,7 +87,8 @@ std::vector<ItemPtr> DocumentSet::items() const {
 ItemPtr DocumentSet::baseItem() const {
   ItemPtr best;
   for (const ItemPtr& p : slots_) {
-    if (!matches(p) || (p->kind != SourceKind::kModel && p->kind != SourceKind::kAnalysis)) continue;
+    if (!matches(p) || (p->kind != SourceKind::kModel && p->kind != SourceKind::kAnalysis))
+      continue;
     if (!best || (best->kind == SourceKind::kAnalysis && p->kind == SourceKind::kModel)) best = p;
   }
   return best;
@@ -93,19 +97,22 @@ ItemPtr DocumentSet::baseItem() const {
 ItemPtr DocumentSet::planItem() const {
   if (explorer_plan_) return explorer_plan_;
   ItemPtr last;
-  for (const ItemPtr& p : slots_) if (matches(p) && p->kind == SourceKind::kPlan) last = p;
+  for (const ItemPtr& p : slots_)
+    if (matches(p) && p->kind == SourceKind::kPlan) last = p;
   return last;
 }
 
 ItemPtr DocumentSet::runItem() const {
   ItemPtr last;
-  for (const ItemPtr& p : slots_) if (matches(p) && p->kind == SourceKind::kRun) last = p;
+  for (const ItemPtr& p : slots_)
+    if (matches(p) && p->kind == SourceKind::kRun) last = p;
   return last;
 }
 
 std::vector<ItemPtr> DocumentSet::profileItems() const {
   std::vector<ItemPtr> out;
-  for (const ItemPtr& p : slots_) if (p && p->profile) out.push_back(p);
+  for (const ItemPtr& p : slots_)
+    if (p && p->profile) out.push_back(p);
   return out;
 }
 
@@ -116,7 +123,8 @@ ItemPtr DocumentSet::profileFor(const ItemPtr& item) const {
   if (item) {
     const QString model = QFileInfo(QString::fromStdString(item->model)).fileName();
     for (auto it = profiles.rbegin(); it != profiles.rend(); ++it) {
-      if (!model.isEmpty() && QFileInfo(QString::fromStdString((*it)->model)).fileName() == model) return *it;
+      if (!model.isEmpty() && QFileInfo(QString::fromStdString((*it)->model)).fileName() == model)
+        return *it;
     }
   }
   return profiles.back();
@@ -130,7 +138,8 @@ std::vector<ItemPtr> DocumentSet::compareItems() const {
 
 std::vector<ItemPtr> DocumentSet::timelineItems() const {
   std::vector<ItemPtr> out;
-  for (const ItemPtr& p : items()) if (p->timeline || p->measured) out.push_back(p);
+  for (const ItemPtr& p : items())
+    if (p->timeline || p->measured) out.push_back(p);
   return out;
 }
 
@@ -144,9 +153,9 @@ std::vector<FileRow> DocumentSet::fileRows() const {
       r.kind = slots_[i]->kind;
       const QStringList why = mismatch(i);
       if (!why.isEmpty()) {
-        r.mismatch = QStringLiteral("not combined: %1 (the window's settings, %2, come from %3)")
-                         .arg(why.join(QStringLiteral("; ")), Q(SettingsText(settings_)),
-                              settings_source_);
+        r.mismatch =
+            QStringLiteral("not combined: %1 (the window's settings, %2, come from %3)")
+                .arg(why.join(QStringLiteral("; ")), Q(SettingsText(settings_)), settings_source_);
       }
     } else if (!errors_[i].isEmpty()) {
       r.status = FileRow::Status::kFailed;

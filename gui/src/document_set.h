@@ -47,10 +47,10 @@ class DocumentSet {
   // summary, overlays, the explorer) take only those that match (baseItem, planItem,
   // runItem, profileFor); a file chosen on its own says where it differs.
   std::vector<ItemPtr> items() const;
-  ItemPtr baseItem() const;            // the latest matching model, else analysis
-  ItemPtr planItem() const;            // the explorer's plan, else the latest matching plan file
-  ItemPtr runItem() const;             // the latest matching run
-  std::vector<ItemPtr> profileItems() const;   // the profiles, in slot order
+  ItemPtr baseItem() const;  // the latest matching model, else analysis
+  ItemPtr planItem() const;  // the explorer's plan, else the latest matching plan file
+  ItemPtr runItem() const;   // the latest matching run
+  std::vector<ItemPtr> profileItems() const;  // the profiles, in slot order
   // The profile to overlay on `item`'s predicted timeline: the latest matching one of the same
   // model (by file name), else the latest matching one.
   ItemPtr profileFor(const ItemPtr& item) const;

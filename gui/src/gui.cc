@@ -7,8 +7,8 @@
 #include <QFileInfo>
 #include <QStringList>
 #include <QTimer>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -42,17 +42,26 @@ struct GuiArgs {
 GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
   GuiArgs a;
   std::string batch, optimizer, budget, size;
-  app.add_option("--batch", batch, "the batch size of the models opened (default: the opened plan's, run's or profile's, else 1)")->type_name("N");
-  app.add_option("--optimizer", optimizer, "the optimizer of the models opened (default sgd)")->type_name("sgd|momentum|adam");
-  app.add_option("--screenshot", a.screenshot, "render without a display (Qt's offscreen platform), write the picture and exit: "
-                                               "0 when it was written and every file opened, 1 otherwise")
+  app.add_option("--batch", batch,
+                 "the batch size of the models opened (default: the opened plan's, run's or "
+                 "profile's, else 1)")
+      ->type_name("N");
+  app.add_option("--optimizer", optimizer, "the optimizer of the models opened (default sgd)")
+      ->type_name("sgd|momentum|adam");
+  app.add_option("--screenshot", a.screenshot,
+                 "render without a display (Qt's offscreen platform), write the picture and exit: "
+                 "0 when it was written and every file opened, 1 otherwise")
       ->type_name("OUT.png|OUT.svg");
-  app.add_option("--page", a.page, "the page to show (default summary)")->type_name("summary|timeline|time|lifetimes|plan|compare");
+  app.add_option("--page", a.page, "the page to show (default summary)")
+      ->type_name("summary|timeline|time|lifetimes|plan|compare");
   app.add_option("--size", size, "the window's size (default 1400x900)")->type_name("WxH");
-  app.add_option("--budget", budget, "plan the first model for SIZE (or N% of its baseline peak) in the plan explorer")
+  app.add_option("--budget", budget,
+                 "plan the first model for SIZE (or N% of its baseline peak) in the plan explorer")
       ->type_name("SIZE|PERCENT%");
-  app.add_option("--strategy", a.strategy, "the planner for --budget (default auto)")->type_name("S");
-  app.add_option("files", a.files, "models and memplan JSON files to open")->type_name("MODEL.onnx|analysis.json|plan.json|run.json|profile.json");
+  app.add_option("--strategy", a.strategy, "the planner for --budget (default auto)")
+      ->type_name("S");
+  app.add_option("files", a.files, "models and memplan JSON files to open")
+      ->type_name("MODEL.onnx|analysis.json|plan.json|run.json|profile.json");
   for (CLI::Option* o : app.get_options()) o->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   app.get_option("files")->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   try {
@@ -65,18 +74,21 @@ GuiArgs ParseArgs(CLI::App& app, int argc, char** argv) {
   if (app.count("--optimizer")) a.model.optimizer = ParseOptimizer(optimizer);
   a.chosen = app.count("--batch") > 0 || app.count("--optimizer") > 0;
   if (app.count("--budget")) a.budget = ParseBudget("--budget", budget);
-  if (app.count("--strategy") && !gui::PlannerStrategies().contains(QString::fromStdString(a.strategy))) {
+  if (app.count("--strategy") &&
+      !gui::PlannerStrategies().contains(QString::fromStdString(a.strategy))) {
     throw MemplanError("--strategy: no strategy '" + a.strategy + "' (" +
                        gui::PlannerStrategies().join(QStringLiteral(", ")).toStdString() + ")");
   }
   if (app.count("--size")) {
     size_t x = size.find('x');
-    if (x == std::string::npos) throw MemplanError("--size wants WxH, like 1400x900, not '" + size + "'");
+    if (x == std::string::npos)
+      throw MemplanError("--size wants WxH, like 1400x900, not '" + size + "'");
     a.width = static_cast<int>(ParseInteger("--size width", size.substr(0, x), 1, 8000));
     a.height = static_cast<int>(ParseInteger("--size height", size.substr(x + 1), 1, 8000));
   }
   if (!gui::MainWindow::pageNames().contains(QString::fromStdString(a.page))) {
-    throw MemplanError("--page: no page '" + a.page + "' (" + gui::MainWindow::pageNames().join(", ").toStdString() + ")");
+    throw MemplanError("--page: no page '" + a.page + "' (" +
+                       gui::MainWindow::pageNames().join(", ").toStdString() + ")");
   }
   return a;
 }
@@ -96,7 +108,8 @@ int RunGui(int argc, char** argv, const std::function<std::string()>& machine_ra
     return 1;
   }
   const bool headless = !args.screenshot.empty();
-  if (headless && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM")) qputenv("QT_QPA_PLATFORM", "offscreen");
+  if (headless && qEnvironmentVariableIsEmpty("QT_QPA_PLATFORM"))
+    qputenv("QT_QPA_PLATFORM", "offscreen");
   // QApplication keeps references to argc/argv.
   static int qargc = 1;
   static char name[] = "memplan";
@@ -150,8 +163,10 @@ int RunGui(int argc, char** argv, const std::function<std::string()>& machine_ra
     std::fprintf(stderr, "memplan gui: error: %s\n", error.toStdString().c_str());
     return 1;
   }
-  std::printf("wrote %s (%s page, %dx%d)\n", args.screenshot.c_str(), args.page.c_str(), args.width, args.height);
-  for (const QString& e : window.errors()) std::fprintf(stderr, "memplan gui: error: %s\n", e.toStdString().c_str());
+  std::printf("wrote %s (%s page, %dx%d)\n", args.screenshot.c_str(), args.page.c_str(), args.width,
+              args.height);
+  for (const QString& e : window.errors())
+    std::fprintf(stderr, "memplan gui: error: %s\n", e.toStdString().c_str());
   return window.errors().isEmpty() ? 0 : 1;
 }
 

@@ -21,7 +21,8 @@ struct LoadResult {
 
 Loader::Loader(QObject* parent) : QObject(parent) { qRegisterMetaType<ItemPtr>(); }
 
-void Loader::load(int slot, const QString& path, const ModelOptions& options, const QStringList& models) {
+void Loader::load(int slot, const QString& path, const ModelOptions& options,
+                  const QStringList& models) {
   ++pending_;
   auto* watcher = new QFutureWatcher<LoadResult>(this);
   connect(watcher, &QFutureWatcher<LoadResult>::finished, this, [this, watcher, slot, path] {
@@ -41,7 +42,9 @@ void Loader::load(int slot, const QString& path, const ModelOptions& options, co
     // Everything is caught here: nothing may escape into Qt's thread pool.
     try {
       // A plan file is replayed on its model, when the model is there, for its schedule.
-      return {std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options), opened, options)), {}};
+      return {
+          std::make_shared<const Item>(WithPlanSchedule(p, LoadItem(p, options), opened, options)),
+          {}};
     } catch (const MemplanError& e) {
       return {nullptr, QString::fromStdString(e.what())};
     } catch (const std::bad_alloc&) {

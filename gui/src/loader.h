@@ -20,7 +20,8 @@ class Loader : public QObject {
   // Starts loading; `slot` is echoed back so that callers keep their own order.
   // `models`: the models opened with it, where a plan file's model may be found
   // (WithPlanSchedule).
-  void load(int slot, const QString& path, const ModelOptions& options, const QStringList& models = {});
+  void load(int slot, const QString& path, const ModelOptions& options,
+            const QStringList& models = {});
   int pending() const { return pending_; }
   // Processes events until nothing is pending or `timeout_ms` passed; true when idle.
   bool waitForIdle(int timeout_ms);

@@ -159,7 +159,8 @@ void MainWindow::setModelOptions(const ModelOptions& options, bool chosen) {
 void MainWindow::showSettings() {
   batch_spin_->setValue(SpinBatch(options_.batch));
   optimizer_combo_->setCurrentText(QString::fromLatin1(OptimizerName(options_.optimizer)));
-  device_combo_->setCurrentText(options_.device.empty() ? QStringLiteral("cpu") : QStringLiteral("cuda"));
+  device_combo_->setCurrentText(options_.device.empty() ? QStringLiteral("cpu")
+                                                        : QStringLiteral("cuda"));
 }
 
 QString MainWindow::optimizerBoxText() const { return optimizer_combo_->currentText(); }
@@ -218,7 +219,8 @@ void MainWindow::openFiles(const QStringList& paths) {
       waiting_models_.push_back(slot);  // a model: analysed with the settings the files give
     }
   }
-  if (!paths.isEmpty()) statusBar()->showMessage(QStringLiteral("Loading %1 file(s)…").arg(paths.size()));
+  if (!paths.isEmpty())
+    statusBar()->showMessage(QStringLiteral("Loading %1 file(s)…").arg(paths.size()));
   settle();
   summary_->refreshFiles(docs_);
 }
@@ -258,7 +260,8 @@ void MainWindow::settle() {
   start.swap(waiting_models_);
   for (int i = 0; i < docs_.size(); ++i) {
     auto it = loaded_with_.find(i);
-    if (it != loaded_with_.end() && !model_loading_.count(i) && it->second != options_) start.push_back(i);
+    if (it != loaded_with_.end() && !model_loading_.count(i) && it->second != options_)
+      start.push_back(i);
   }
   if (start.empty()) return;
   for (int slot : start) loadModel(slot);

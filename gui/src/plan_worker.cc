@@ -255,7 +255,8 @@ std::string PlanModelPath(const std::string& plan_path, const std::string& model
   // PlanFromJson checks the fingerprint: a model of the same name but another structure is
   // refused there, with its reason.
   for (const std::string& m : opened_models) {
-    if (fs::path(m).filename() == fs::path(model).filename() && fs::is_regular_file(m, ec)) return m;
+    if (fs::path(m).filename() == fs::path(model).filename() && fs::is_regular_file(m, ec))
+      return m;
   }
   throw MemplanError("its model '" + model +
                      "' is not there (nor beside the plan); open the model too to see its tensors");
@@ -327,7 +328,8 @@ Item WithPlanSchedule(const std::string&, Item file, const std::vector<std::stri
 }
 QStringList PlannerStrategies() { return {}; }
 std::vector<ParetoPoint> SweepSeries(const PlanRequest&, const std::string&) {
-  throw MemplanError("sweeping needs the planner library, which this build of memplan does not have");
+  throw MemplanError(
+      "sweeping needs the planner library, which this build of memplan does not have");
 }
 Item MakePlanItem(const PlanRequest&) {
   throw MemplanError(

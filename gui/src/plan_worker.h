@@ -46,8 +46,8 @@ void SavePlanJson(const Item& plan, const std::string& path);
 // Never throws: without the planner, the model, or with a model the plan was not made for, the
 // item comes back without a schedule and a note says why. `opened_models`: models opened
 // beside the plan, tried (by file name) when the plan's model is not where it says: a plan
-// made on another machine names that machine's path. `device.device` "cuda": replayed as `memplan run`
-// replays it on a CUDA device (with the cuBLAS workspaces), with the reserved bytes per step.
+// made on another machine names that machine's path. `device.device` "cuda": replayed as `memplan
+// run` replays it on a CUDA device (with the cuBLAS workspaces), with the reserved bytes per step.
 Item WithPlanSchedule(const std::string& path, Item file,
                       const std::vector<std::string>& opened_models = {},
                       const ModelOptions& device = {});

@@ -28,7 +28,8 @@ QVariant CellData(const Cell& c, int role);
 template <typename Row>
 class RowTableModel : public QAbstractTableModel {
  public:
-  RowTableModel(QStringList headers, QObject* parent) : QAbstractTableModel(parent), headers_(std::move(headers)) {}
+  RowTableModel(QStringList headers, QObject* parent)
+      : QAbstractTableModel(parent), headers_(std::move(headers)) {}
 
   void setRows(std::vector<Row> rows) {
     beginResetModel();
@@ -40,14 +41,19 @@ class RowTableModel : public QAbstractTableModel {
   int rowCount(const QModelIndex& parent = {}) const override {
     return parent.isValid() ? 0 : static_cast<int>(rows_.size());
   }
-  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : headers_.size(); }
+  int columnCount(const QModelIndex& parent = {}) const override {
+    return parent.isValid() ? 0 : headers_.size();
+  }
   QVariant data(const QModelIndex& index, int role = Qt::DisplayRole) const override {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid)) return {};
+    if (!checkIndex(index, CheckIndexOption::IndexIsValid | CheckIndexOption::ParentIsInvalid))
+      return {};
     return CellData(cell(rows_[index.row()], index.column()), role);
   }
-  QVariant headerData(int section, Qt::Orientation orientation, int role = Qt::DisplayRole) const override {
+  QVariant headerData(int section, Qt::Orientation orientation,
+                      int role = Qt::DisplayRole) const override {
     if (role != Qt::DisplayRole) return {};
-    if (orientation == Qt::Horizontal) return section >= 0 && section < headers_.size() ? QVariant(headers_[section]) : QVariant();
+    if (orientation == Qt::Horizontal)
+      return section >= 0 && section < headers_.size() ? QVariant(headers_[section]) : QVariant();
     return section + 1;
   }
 

@@ -25,13 +25,16 @@ double Stretch(size_t i, size_t m, int64_t n) {
   return static_cast<double>(i) * static_cast<double>(n - 1) / static_cast<double>(m - 1);
 }
 
-QString FormatAxisLabel(double max_value) { return max_value < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f"); }
+QString FormatAxisLabel(double max_value) {
+  return max_value < 10 ? QStringLiteral("%.1f") : QStringLiteral("%.0f");
+}
 
 // 1, 2 or 5 times a power of ten, at least `raw` (and at least 1).
 double NiceStep(double raw) {
   double p = 1;
   while (p * 10 <= raw) p *= 10;
-  for (double m : {1.0, 2.0, 5.0, 10.0}) if (m * p >= raw) return std::max(1.0, m * p);
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * p >= raw) return std::max(1.0, m * p);
   return std::max(1.0, 10 * p);
 }
 
@@ -107,7 +110,8 @@ void TimelineChart::setMaxPoints(size_t max_points) {
 int64_t TimelineChart::steps() const {
   if (primary_) return static_cast<int64_t>(primary_->size());
   size_t n = 0;
-  for (const Overlay& o : overlays_) if (o.data) n = std::max(n, o.data->size());
+  for (const Overlay& o : overlays_)
+    if (o.data) n = std::max(n, o.data->size());
   return static_cast<int64_t>(n);
 }
 
@@ -150,7 +154,8 @@ void TimelineChart::rebuild() {
   axis_x_->setVisible(n > 0);
   axis_y_->setVisible(n > 0);
   if (n == 0) {
-    c->setTitle(title_.isEmpty() ? QStringLiteral("No timeline loaded") : title_ + QStringLiteral(" — no timeline"));
+    c->setTitle(title_.isEmpty() ? QStringLiteral("No timeline loaded")
+                                 : title_ + QStringLiteral(" — no timeline"));
     return;
   }
   if (last_ < 0 || last_ >= n) last_ = n - 1;
@@ -162,7 +167,8 @@ void TimelineChart::rebuild() {
   if (primary_) {
     for (int64_t i = first; i <= last; ++i) max_bytes = std::max(max_bytes, primary_->bytes[i]);
     if (static_cast<int64_t>(primary_->reserved.size()) == n) {
-      for (int64_t i = first; i <= last; ++i) max_bytes = std::max(max_bytes, primary_->reserved[i]);
+      for (int64_t i = first; i <= last; ++i)
+        max_bytes = std::max(max_bytes, primary_->reserved[i]);
     }
   }
   for (const Mark& m : marks_) max_bytes = std::max(max_bytes, m.bytes);
@@ -203,14 +209,22 @@ void TimelineChart::rebuild() {
   // Phases shaded: one area per phase kind, rectangles over its runs of steps.
   const TimelineData* phase_source = primary_ ? primary_.get() : nullptr;
   if (!phase_source) {
-    for (const Overlay& o : overlays_) if (o.data && static_cast<int64_t>(o.data->size()) == n) { phase_source = o.data.get(); break; }
+    for (const Overlay& o : overlays_)
+      if (o.data && static_cast<int64_t>(o.data->size()) == n) {
+        phase_source = o.data.get();
+        break;
+      }
   }
   if (phase_source && !phase_source->phases.empty()) {
-    for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication}) {
+    for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward,
+                    Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication}) {
       auto* upper = new QLineSeries;
       int64_t i = first;
       while (i <= last) {
-        if (phase_source->phases[i] != p) { ++i; continue; }
+        if (phase_source->phases[i] != p) {
+          ++i;
+          continue;
+        }
         int64_t j = i;
         while (j + 1 <= last && phase_source->phases[j + 1] == p) ++j;
         upper->append(i - 0.5, 0);
@@ -248,14 +262,19 @@ void TimelineChart::rebuild() {
       for (MemoryCategory cat : kStackOrder) {
         const int ci = static_cast<int>(cat);
         bool any = false;
-        for (size_t k : idx) if (primary_->by_category[k][ci] != 0) { any = true; break; }
+        for (size_t k : idx)
+          if (primary_->by_category[k][ci] != 0) {
+            any = true;
+            break;
+          }
         if (!any) continue;
         auto* upper = new QLineSeries;
         QList<QPointF> pts;
         pts.reserve(idx.size());
         for (size_t k = 0; k < idx.size(); ++k) {
           below[k] += primary_->by_category[idx[k]][ci];
-          pts.append(QPointF(static_cast<double>(idx[k]), static_cast<double>(below[k]) / unit.divisor));
+          pts.append(
+              QPointF(static_cast<double>(idx[k]), static_cast<double>(below[k]) / unit.divisor));
         }
         upper->replace(pts);
         QLineSeries* lower = nullptr;
@@ -281,7 +300,8 @@ void TimelineChart::rebuild() {
       QList<QPointF> pts;
       pts.reserve(idx.size());
       for (size_t k : idx) {
-        pts.append(QPointF(static_cast<double>(k), static_cast<double>(primary_->bytes[k]) / unit.divisor));
+        pts.append(QPointF(static_cast<double>(k),
+                           static_cast<double>(primary_->bytes[k]) / unit.divisor));
         plotted_peak_ = std::max(plotted_peak_, static_cast<double>(primary_->bytes[k]));
       }
       upper->replace(pts);
@@ -301,7 +321,8 @@ void TimelineChart::rebuild() {
       peak->setMarkerSize(9);
       peak->setColor(Qt::black);
       peak->setBorderColor(Qt::white);
-      peak->append(static_cast<double>(primary_->peak_step), static_cast<double>(primary_->peak_bytes) / unit.divisor);
+      peak->append(static_cast<double>(primary_->peak_step),
+                   static_cast<double>(primary_->peak_bytes) / unit.divisor);
       attach(peak);
     }
   }
@@ -309,14 +330,18 @@ void TimelineChart::rebuild() {
   // Predicted for a GPU: the caching allocator model's reserved bytes over the same steps,
   // a kind of memory of its own beside the allocated stack.
   if (primary_ && static_cast<int64_t>(primary_->reserved.size()) == n) {
-    std::vector<int64_t> slice(primary_->reserved.begin() + first, primary_->reserved.begin() + last + 1);
+    std::vector<int64_t> slice(primary_->reserved.begin() + first,
+                               primary_->reserved.begin() + last + 1);
     std::vector<size_t> idx = DownsampleIndices(slice, max_points_);
     auto* line = new QLineSeries;
     QList<QPointF> pts;
-    for (size_t k : idx) pts.append(QPointF(static_cast<double>(k + first), static_cast<double>(slice[k]) / unit.divisor));
+    for (size_t k : idx)
+      pts.append(
+          QPointF(static_cast<double>(k + first), static_cast<double>(slice[k]) / unit.divisor));
     line->replace(pts);
     plotted_points_ += pts.size();
-    line->setName(QStringLiteral("reserved, predicted · peak %1").arg(BytesQ(primary_->reserved_peak_bytes)));
+    line->setName(
+        QStringLiteral("reserved, predicted · peak %1").arg(BytesQ(primary_->reserved_peak_bytes)));
     line->setPen(QPen(ReservedColor(), 2, Qt::DashDotLine));
     attach(line);
   }
@@ -383,10 +408,14 @@ QString TimelineChart::describeStep(int64_t step) const {
   if (step < 0 || step >= n) return {};
   if (primary_) {
     const TimelineData& t = *primary_;
-    lines << QStringLiteral("<b>step %1</b> of %2 · %3").arg(step).arg(n).arg(QString::fromLatin1(PhaseName(t.phases[step])));
+    lines << QStringLiteral("<b>step %1</b> of %2 · %3")
+                 .arg(step)
+                 .arg(n)
+                 .arg(QString::fromLatin1(PhaseName(t.phases[step])));
     lines << Q(t.events[step]).toHtmlEscaped();
-    lines << QStringLiteral("alive: <b>%1</b>%2").arg(BytesQ(t.bytes[step]),
-                                                      step == t.peak_step ? QStringLiteral(" (peak)") : QString());
+    lines << QStringLiteral("alive: <b>%1</b>%2")
+                 .arg(BytesQ(t.bytes[step]),
+                      step == t.peak_step ? QStringLiteral(" (peak)") : QString());
     if (t.has_categories()) {
       std::vector<std::pair<int64_t, MemoryCategory>> parts;
       for (MemoryCategory c : kStackOrder) {
@@ -405,11 +434,13 @@ QString TimelineChart::describeStep(int64_t step) const {
   for (const Overlay& o : overlays_) {
     if (!o.data || o.data->size() == 0) continue;
     const size_t m = o.data->size();
-    size_t i = m == static_cast<size_t>(n) || n <= 1
-                   ? static_cast<size_t>(step)
-                   : static_cast<size_t>(std::llround(static_cast<double>(step) * (m - 1) / (n - 1)));
+    size_t i =
+        m == static_cast<size_t>(n) || n <= 1
+            ? static_cast<size_t>(step)
+            : static_cast<size_t>(std::llround(static_cast<double>(step) * (m - 1) / (n - 1)));
     if (i >= m) continue;
-    QString what = primary_ ? QString() : QStringLiteral(" · ") + Q(o.data->events[i]).toHtmlEscaped();
+    QString what =
+        primary_ ? QString() : QStringLiteral(" · ") + Q(o.data->events[i]).toHtmlEscaped();
     lines << QStringLiteral("<span style='color:%1'>%2</span>: <b>%3</b>%4")
                  .arg(o.color.name(), o.label.toHtmlEscaped(), BytesQ(o.data->bytes[i]), what);
   }

@@ -8,7 +8,6 @@
 #include <CoinPackedMatrix.hpp>
 #include <CoinPackedVector.hpp>
 #include <OsiClpSolverInterface.hpp>
-
 #include <utility>
 #include <vector>
 
@@ -38,7 +37,8 @@ class CbcProblem {
     CoinPackedMatrix matrix(false, 0, 0);
     matrix.setDimensions(0, static_cast<int>(col_lo_.size()));
     for (const CoinPackedVector& r : rows_) matrix.appendRow(r);
-    solver.loadProblem(matrix, col_lo_.data(), col_hi_.data(), cost_.data(), row_lo_.data(), row_hi_.data());
+    solver.loadProblem(matrix, col_lo_.data(), col_hi_.data(), cost_.data(), row_lo_.data(),
+                       row_hi_.data());
     for (size_t c = 0; c < integer_.size(); ++c) {
       if (integer_[c]) solver.setInteger(static_cast<int>(c));
     }

@@ -11,30 +11,40 @@ namespace memplan {
 
 const char* ShardModeName(ShardMode m) {
   switch (m) {
-    case ShardMode::kNone: return "none";
-    case ShardMode::kOptimizer: return "optimizer";
-    case ShardMode::kGradients: return "gradients";
-    case ShardMode::kParameters: return "parameters";
+    case ShardMode::kNone:
+      return "none";
+    case ShardMode::kOptimizer:
+      return "optimizer";
+    case ShardMode::kGradients:
+      return "gradients";
+    case ShardMode::kParameters:
+      return "parameters";
   }
   return "none";
 }
 
 ShardMode ParseShardMode(const std::string& name) {
-  for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters}) {
+  for (ShardMode m :
+       {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients, ShardMode::kParameters}) {
     if (name == ShardModeName(m)) return m;
   }
-  throw MemplanError("unknown shard mode '" + PrintableText(name) + "' (one of none, optimizer, gradients, parameters)");
+  throw MemplanError("unknown shard mode '" + PrintableText(name) +
+                     "' (one of none, optimizer, gradients, parameters)");
 }
 
-int64_t ParameterBucket::shard_elements() const { return devices > 0 ? elements / devices : elements; }
+int64_t ParameterBucket::shard_elements() const {
+  return devices > 0 ? elements / devices : elements;
+}
 
 namespace {
 
 void CheckLayout(const ParallelLayout& layout) {
   if (layout.devices < 1)
-    throw MemplanError("the device count must be at least 1 (got " + std::to_string(layout.devices) + ")");
+    throw MemplanError("the device count must be at least 1 (got " +
+                       std::to_string(layout.devices) + ")");
   if (layout.bucket_bytes < 1)
-    throw MemplanError("the bucket size must be at least 1 byte (got " + std::to_string(layout.bucket_bytes) + ")");
+    throw MemplanError("the bucket size must be at least 1 byte (got " +
+                       std::to_string(layout.bucket_bytes) + ")");
 }
 
 int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
@@ -45,7 +55,8 @@ int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
 
 }  // namespace
 
-std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g, const ParallelLayout& layout) {
+std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g,
+                                              const ParallelLayout& layout) {
   CheckLayout(layout);
   std::vector<ParameterBucket> out;
   DType dtype = DType::kUndefined;
@@ -58,9 +69,10 @@ std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g, const Para
       dtype = t.dtype;
       first = pid;
     } else if (t.dtype != dtype) {
-      throw MemplanError(g.model_path + ": trained parameters '" + g.tensors[first].name + "' (" + DTypeName(dtype) +
-                         ") and '" + t.name + "' (" + DTypeName(t.dtype) +
-                         ") differ in dtype; data-parallel buckets need one dtype (export the model in one precision)");
+      throw MemplanError(g.model_path + ": trained parameters '" + g.tensors[first].name + "' (" +
+                         DTypeName(dtype) + ") and '" + t.name + "' (" + DTypeName(t.dtype) +
+                         ") differ in dtype; data-parallel buckets need one dtype (export the "
+                         "model in one precision)");
     }
     const int64_t elem = DTypeSize(t.dtype);
     const int64_t numel = t.numel();
@@ -125,7 +137,8 @@ double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const Par
   return seconds;
 }
 
-std::vector<int> BucketOfTensor(const TrainingGraph& g, const std::vector<ParameterBucket>& buckets) {
+std::vector<int> BucketOfTensor(const TrainingGraph& g,
+                                const std::vector<ParameterBucket>& buckets) {
   std::vector<int> bucket_of(g.tensors.size(), -1);
   for (size_t b = 0; b < buckets.size(); ++b) {
     for (TensorId t : buckets[b].parameters) bucket_of[t] = static_cast<int>(b);
@@ -133,7 +146,8 @@ std::vector<int> BucketOfTensor(const TrainingGraph& g, const std::vector<Parame
   return bucket_of;
 }
 
-std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n, const std::vector<int>& bucket_of) {
+std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n,
+                               const std::vector<int>& bucket_of) {
   std::vector<int> read;
   if (NodeIsFolded(g, n)) return read;
   for (TensorId in : n.inputs) {
@@ -145,7 +159,8 @@ std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n, const std:
   return read;
 }
 
-std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
+std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g,
+                                              const std::vector<std::vector<NodeId>>& segments,
                                               const std::vector<int>& bucket_of) {
   std::vector<std::vector<NodeId>> all;
   if (segments.empty()) {
@@ -175,9 +190,12 @@ namespace {
 // gathered before the first step that reads them and released after the last. Returns how many
 // gathers each bucket has per micro-batch.
 // `overridden[i]`: step i touches the buckets `touch[i]`, not its node's (an accumulation group).
-std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
-                                    const std::vector<ParameterBucket>& buckets, const std::vector<int>& bucket_of,
-                                    const std::vector<char>& overridden, const std::vector<std::vector<int>>& touch) {
+std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
+                                    const std::vector<std::vector<NodeId>>& segments,
+                                    const std::vector<ParameterBucket>& buckets,
+                                    const std::vector<int>& bucket_of,
+                                    const std::vector<char>& overridden,
+                                    const std::vector<std::vector<int>>& touch) {
   std::vector<int> segment_of(g.nodes.size(), 0);
   for (size_t k = 0; k < segments.size(); ++k) {
     for (NodeId n : segments[k]) segment_of[n] = static_cast<int>(k);
@@ -193,9 +211,12 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const s
     const Step& st = s.steps[i];
     if (st.node == kNone) continue;
     int kind = -1;
-    if (st.phase == Phase::kForward || st.phase == Phase::kLoss) kind = 0;
-    else if (st.phase == Phase::kRecompute) kind = 1;
-    else if (st.phase == Phase::kBackward) kind = 2;
+    if (st.phase == Phase::kForward || st.phase == Phase::kLoss)
+      kind = 0;
+    else if (st.phase == Phase::kRecompute)
+      kind = 1;
+    else if (st.phase == Phase::kBackward)
+      kind = 2;
     if (kind < 0) continue;
     const std::pair<int, int> k = {kind, segment_of[st.node]};
     if (k != key) {
@@ -211,9 +232,12 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const s
     if (kind == 2) {
       for (BufferId a : st.allocs) {
         const Buffer& buf = s.buffers[a];
-        if (buf.category != MemoryCategory::kTemporary || buf.tensor == kNone || bucket_of[buf.tensor] < 0) continue;
+        if (buf.category != MemoryCategory::kTemporary || buf.tensor == kNone ||
+            bucket_of[buf.tensor] < 0)
+          continue;
         const int b = bucket_of[buf.tensor];
-        if (std::find(touched[i].begin(), touched[i].end(), b) == touched[i].end()) touched[i].push_back(b);
+        if (std::find(touched[i].begin(), touched[i].end(), b) == touched[i].end())
+          touched[i].push_back(b);
       }
     }
   }
@@ -241,8 +265,8 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g, const s
         if (first[row + b] != i) continue;
         Step gather;
         gather.phase = Phase::kCommunication;
-        gathered[row + b] = s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters", buckets[b].bytes,
-                                         MemoryCategory::kParameter, kNone});
+        gathered[row + b] = s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters",
+                                         buckets[b].bytes, MemoryCategory::kParameter, kNone});
         gather.allocs.push_back(gathered[row + b]);
         out.push_back(std::move(gather));
         ++gathers[b];
@@ -277,18 +301,23 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   p.layout = layout;
   if (layout.devices == 1) return;
   if (layout.shard == ShardMode::kParameters && !p.recomputed.empty()) {
-    throw MemplanError("--shard parameters does not combine with a selective plan yet (its recompute runs inside "
-                       "the backward, where no parameter gather is scheduled); plan with another --strategy, or "
-                       "--shard gradients");
+    throw MemplanError(
+        "--shard parameters does not combine with a selective plan yet (its recompute runs inside "
+        "the backward, where no parameter gather is scheduled); plan with another --strategy, or "
+        "--shard gradients");
   }
   const TrainingGraph& g = rank_graph;
   if (g.grads != GradientLifetime::kKept) {
-    throw MemplanError("internal: data-parallel ranks step with kept gradients (SteppedGradients); the rank's graph "
-                       "was loaded with gradients set to None");
+    throw MemplanError(
+        "internal: data-parallel ranks step with kept gradients (SteppedGradients); the rank's "
+        "graph "
+        "was loaded with gradients set to None");
   }
   Schedule& s = p.schedule;
-  if (s.steps.empty() || s.steps.front().phase != Phase::kSetup || s.steps.back().phase != Phase::kOptimizer) {
-    throw MemplanError("internal: ApplyDataParallel needs a replayed plan (setup first, optimizer last)");
+  if (s.steps.empty() || s.steps.front().phase != Phase::kSetup ||
+      s.steps.back().phase != Phase::kOptimizer) {
+    throw MemplanError(
+        "internal: ApplyDataParallel needs a replayed plan (setup first, optimizer last)");
   }
   const std::vector<ParameterBucket> buckets = ParameterBuckets(g, layout);
   const std::vector<int> bucket_of = BucketOfTensor(g, buckets);
@@ -301,7 +330,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   std::vector<char> dropped(s.buffers.size(), 0);
   for (BufferId b : s.steps.front().allocs) {
     const Buffer& buf = s.buffers[b];
-    const bool persistent = buf.category == MemoryCategory::kParameter || buf.category == MemoryCategory::kGradient ||
+    const bool persistent = buf.category == MemoryCategory::kParameter ||
+                            buf.category == MemoryCategory::kGradient ||
                             buf.category == MemoryCategory::kOptimizerState;
     if (persistent && buf.tensor != kNone && bucket_of[buf.tensor] >= 0) dropped[b] = 1;
   }
@@ -342,16 +372,24 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     const std::string name = "bucket " + std::to_string(b);
     const int64_t padded = buckets[b].bytes, shard = padded / layout.devices;
     Step& setup = s.steps.front();
-    if (zero3) setup.allocs.push_back(s.AddBuffer({name + " parameter shard", shard, MemoryCategory::kParameter, kNone}));
-    else setup.allocs.push_back(s.AddBuffer({name + " parameters", padded, MemoryCategory::kParameter, kNone}));
+    if (zero3)
+      setup.allocs.push_back(
+          s.AddBuffer({name + " parameter shard", shard, MemoryCategory::kParameter, kNone}));
+    else
+      setup.allocs.push_back(
+          s.AddBuffer({name + " parameters", padded, MemoryCategory::kParameter, kNone}));
     if (lazy) {
-      setup.allocs.push_back(s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone}));
-      flat_grad[b] = s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient, kNone});
+      setup.allocs.push_back(
+          s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone}));
+      flat_grad[b] =
+          s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient, kNone});
     } else {
-      setup.allocs.push_back(s.AddBuffer({name + " gradients", padded, MemoryCategory::kGradient, kNone}));
+      setup.allocs.push_back(
+          s.AddBuffer({name + " gradients", padded, MemoryCategory::kGradient, kNone}));
     }
     if (mult > 0) {
-      setup.allocs.push_back(s.AddBuffer({name + " " + opt + " state", CheckedMul(mult, sharded ? shard : padded, name),
+      setup.allocs.push_back(s.AddBuffer({name + " " + opt + " state",
+                                          CheckedMul(mult, sharded ? shard : padded, name),
                                           MemoryCategory::kOptimizerState, kNone}));
     }
   }
@@ -372,7 +410,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       std::vector<char> hit(buckets.size(), 0);
       for (BufferId a : st.allocs) {
         const Buffer& buf = s.buffers[a];
-        if (buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0)
+        if (buf.category == MemoryCategory::kTemporary && buf.tensor != kNone &&
+            bucket_of[buf.tensor] >= 0)
           hit[bucket_of[buf.tensor]] = 1;
       }
       if (st.node != kNone) {
@@ -418,8 +457,10 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     c.phase = Phase::kCommunication;
     if (lazy) {
       // Micro-batches: from the setup; no gradient reaches the bucket: allocated here (zeros).
-      if (early) c.allocs.push_back(flat_grad[b]);
-      else s.steps.front().allocs.push_back(flat_grad[b]);
+      if (early)
+        c.allocs.push_back(flat_grad[b]);
+      else
+        s.steps.front().allocs.push_back(flat_grad[b]);
       c.frees.push_back(flat_grad[b]);
     }
     tail_comm.push_back(std::move(c));
@@ -459,7 +500,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     }
     std::vector<BufferId> first_here[2];
     for (size_t b = 0; b < buckets.size(); ++b) {
-      if (early && first_touch[b] == i && last_touch[b] != 0) first_here[late[b] ? 1 : 0].push_back(flat_grad[b]);
+      if (early && first_touch[b] == i && last_touch[b] != 0)
+        first_here[late[b] ? 1 : 0].push_back(flat_grad[b]);
     }
     if (first_here[0].empty() && first_here[1].empty()) {
       push(std::move(st));
@@ -479,13 +521,17 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     std::vector<BufferId> rest;
     for (BufferId f : st.frees) {
       const Buffer& buf = s.buffers[f];
-      const bool param_tmp =
-          buf.category == MemoryCategory::kTemporary && buf.tensor != kNone && bucket_of[buf.tensor] >= 0;
-      const bool handed_on = hands_on && buf.category == MemoryCategory::kActivationGradient &&
-                             std::find(n->outputs.begin(), n->outputs.end(), buf.tensor) != n->outputs.end();
-      if (param_tmp) acc[late_first && read_through_view(*n, buf.tensor) ? 1 : 0].frees.push_back(f);
-      else if (handed_on) acc[0].frees.push_back(f);
-      else rest.push_back(f);
+      const bool param_tmp = buf.category == MemoryCategory::kTemporary && buf.tensor != kNone &&
+                             bucket_of[buf.tensor] >= 0;
+      const bool handed_on =
+          hands_on && buf.category == MemoryCategory::kActivationGradient &&
+          std::find(n->outputs.begin(), n->outputs.end(), buf.tensor) != n->outputs.end();
+      if (param_tmp)
+        acc[late_first && read_through_view(*n, buf.tensor) ? 1 : 0].frees.push_back(f);
+      else if (handed_on)
+        acc[0].frees.push_back(f);
+      else
+        rest.push_back(f);
     }
     st.frees = std::move(rest);
     push(std::move(st));
@@ -521,7 +567,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       Step update;
       update.phase = Phase::kOptimizer;
       if (g.optimizer == Optimizer::kAdam) {
-        BufferId t = s.AddBuffer({name + " adam denominator", shard, MemoryCategory::kTemporary, kNone});
+        BufferId t =
+            s.AddBuffer({name + " adam denominator", shard, MemoryCategory::kTemporary, kNone});
         update.allocs.push_back(t);
         update.frees.push_back(t);
       }
@@ -529,7 +576,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       if (zero3) continue;  // the next forward gathers the parameters
       Step gather;
       gather.phase = Phase::kOptimizer;
-      BufferId c = s.AddBuffer({name + " all-gather copy of the shard", shard, MemoryCategory::kTemporary, kNone});
+      BufferId c = s.AddBuffer(
+          {name + " all-gather copy of the shard", shard, MemoryCategory::kTemporary, kNone});
       gather.allocs.push_back(c);
       gather.frees.push_back(c);
       s.steps.push_back(std::move(gather));

@@ -105,11 +105,13 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   int64_t rest = 0;
   if (__builtin_mul_overflow(micro_batches - 1, micro.input_bytes(), &rest)) {
     throw MemplanError("the inputs of " + std::to_string(micro_batches) + " micro-batches of " +
-                       std::to_string(micro.batch) + " need more than 2^63 bytes; use a smaller batch");
+                       std::to_string(micro.batch) +
+                       " need more than 2^63 bytes; use a smaller batch");
   }
   if (rest > 0 && !p.schedule.steps.empty()) {
-    BufferId b = p.schedule.AddBuffer({"inputs of the other " + std::to_string(micro_batches - 1) + " micro-batches",
-                                       rest, MemoryCategory::kInput, kNone});
+    BufferId b = p.schedule.AddBuffer(
+        {"inputs of the other " + std::to_string(micro_batches - 1) + " micro-batches", rest,
+         MemoryCategory::kInput, kNone});
     p.schedule.steps.front().allocs.push_back(b);
   }
   p.timeline = Simulate(p.schedule, simulator);
@@ -119,13 +121,14 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   p.forward_flops *= static_cast<double>(micro_batches);
   p.predicted_recompute_seconds *= static_cast<double>(micro_batches);
   std::string note = "the batch of " + std::to_string(micro.batch * micro_batches) + " runs as " +
-                     std::to_string(micro_batches) + " micro-batches of " + std::to_string(micro.batch) +
-                     " with gradient accumulation";
+                     std::to_string(micro_batches) + " micro-batches of " +
+                     std::to_string(micro.batch) + " with gradient accumulation";
   if (UsesBatchStatistics(micro)) {
     note += " (batch-norm statistics are per micro-batch";
     if (micro.batch < kFewestSamplesForBatchStatistics) {
-      note += "; WARNING: " + std::to_string(micro.batch) + " sample" + (micro.batch == 1 ? "" : "s") +
-              " per micro-batch is below " + std::to_string(kFewestSamplesForBatchStatistics) +
+      note += "; WARNING: " + std::to_string(micro.batch) + " sample" +
+              (micro.batch == 1 ? "" : "s") + " per micro-batch is below " +
+              std::to_string(kFewestSamplesForBatchStatistics) +
               ", where batch-norm statistics become noisy and training may diverge";
     }
     note += ")";
@@ -140,8 +143,9 @@ GradientLifetime SteppedGradients(GradientLifetime asked, int64_t devices, int64
 bool UsesBatchStatistics(const TrainingGraph& g) {
   // Training-mode batch normalisation is the op whose result depends on the other samples of the
   // batch (inference-mode exports, such as the dynamo exporter's, fold it into the convolution).
-  return std::any_of(g.nodes.begin(), g.nodes.end(),
-                     [](const Node& n) { return n.op_type == "BatchNormalization" && BatchNormIsTraining(n); });
+  return std::any_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+    return n.op_type == "BatchNormalization" && BatchNormIsTraining(n);
+  });
 }
 
 namespace {
@@ -155,13 +159,14 @@ double ForwardBackwardSeconds(const TrainingGraph& g, const CostModel& cost) {
 }
 
 // PlanMicroBatched, or with `smallest` the plan that fits the smallest budget at each k tried.
-Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost, const PlanOptions& options,
-                  int64_t micro_batches, bool smallest) {
+Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
+                  const PlanOptions& options, int64_t micro_batches, bool smallest) {
   auto start = std::chrono::steady_clock::now();
   if (batch <= 0) throw MemplanError("batch must be positive");
   if (micro_batches > 0 && batch % micro_batches != 0) {
-    throw MemplanError("--micro-batches " + std::to_string(micro_batches) + " does not divide the batch of " +
-                       std::to_string(batch) + ": use a divisor of the batch");
+    throw MemplanError("--micro-batches " + std::to_string(micro_batches) +
+                       " does not divide the batch of " + std::to_string(batch) +
+                       ": use a divisor of the batch");
   }
   const bool is_auto = planner::IsAutoStrategy(options.strategy);
   int64_t baseline = 0;
@@ -172,14 +177,16 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     // The whole batch's peak and step seconds, from one load of its graph (none at k = 1).
     if (baseline == 0 || (k > 1 && whole_step_seconds < 0)) {
       const TrainingGraph whole = k == 1 ? micro : graph_at_batch(batch);
-      if (baseline == 0) baseline = Simulate(BuildTrainingSchedule(whole), options.simulator).peak_bytes;
+      if (baseline == 0)
+        baseline = Simulate(BuildTrainingSchedule(whole), options.simulator).peak_bytes;
       whole_step_seconds = ForwardBackwardSeconds(whole, cost);
     }
     // The other micro-batches' inputs stay resident through the step (ApplyMicroBatches): the
     // micro-batch's plan gets the budget they leave.
     PlanOptions o = options;
     int64_t rest = 0;
-    if (options.budget_bytes > 0 && k > 1 && !__builtin_mul_overflow(k - 1, micro.input_bytes(), &rest)) {
+    if (options.budget_bytes > 0 && k > 1 &&
+        !__builtin_mul_overflow(k - 1, micro.input_bytes(), &rest)) {
       o.budget_bytes = std::max<int64_t>(1, options.budget_bytes - rest);
     }
     Plan p;
@@ -194,7 +201,9 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     p.budget_bytes = options.budget_bytes;
     ApplyMicroBatches(p, micro, k, options.simulator);
     p.baseline_peak_bytes = baseline;
-    if (k > 1) p.predicted_micro_batch_seconds = std::max(0.0, k * ForwardBackwardSeconds(micro, cost) - whole_step_seconds);
+    if (k > 1)
+      p.predicted_micro_batch_seconds =
+          std::max(0.0, k * ForwardBackwardSeconds(micro, cost) - whole_step_seconds);
     return p;
   };
   Plan best;
@@ -207,7 +216,8 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     best = plan_at(ks.front());
     if (ks.size() > 1) {
       Plan last = plan_at(ks.back());
-      if (last.predicted_peak_bytes + last.margin_bytes < best.predicted_peak_bytes + best.margin_bytes)
+      if (last.predicted_peak_bytes + last.margin_bytes <
+          best.predicted_peak_bytes + best.margin_bytes)
         best = std::move(last);
     }
   } else {
@@ -236,7 +246,8 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
       }
     }
   }
-  best.solve_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  best.solve_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return best;
 }
 
@@ -247,8 +258,9 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
   return MicroBatched(graph_at_batch, batch, cost, options, micro_batches, /*smallest=*/false);
 }
 
-Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
-                              const PlanOptions& options, int64_t micro_batches) {
+Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch,
+                              const CostModel& cost, const PlanOptions& options,
+                              int64_t micro_batches) {
   return MicroBatched(graph_at_batch, batch, cost, options, micro_batches, /*smallest=*/true);
 }
 

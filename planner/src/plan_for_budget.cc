@@ -12,8 +12,8 @@ namespace {
 
 // Steps 3 and 4 of the one-device plan: the strategy at the batch of `g`, or at k micro-batches,
 // falling back to the fewest micro-batches that fit.
-Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
-               int64_t k) {
+Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostModel& cost,
+               const PlanOptions& o, int64_t k) {
   Plan plan = k > 1 ? PlanMicroBatched(at_batch, g.batch, cost, o, k) : MakePlan(g, cost, o);
   if (!plan.feasible && k == 0 && g.batch > 1) {
     Plan split = PlanMicroBatched(at_batch, g.batch, cost, o, 0);
@@ -48,11 +48,12 @@ void JudgeAgainst(Plan& p, int64_t budget, const BudgetPlanOptions& options) {
 // replay after ApplyDataParallel decides. When the replay overshoots (the optimizer phase's
 // transients, the lazily allocated flat gradients), the planners' budget is lowered by the
 // overshoot and they plan again (a few times at most).
-Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
-              int64_t k, const ParallelLayout& layout, int64_t baseline) {
+Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost,
+              const PlanOptions& o, int64_t k, const ParallelLayout& layout, int64_t baseline) {
   ParallelLayout one = layout;
   one.devices = 1;
-  const int64_t saved = RankPersistentBytes(rank, one).total() - RankPersistentBytes(rank, layout).total();
+  const int64_t saved =
+      RankPersistentBytes(rank, one).total() - RankPersistentBytes(rank, layout).total();
   auto rewrite = [&](Plan p) {
     p.budget_bytes = o.budget_bytes;
     ApplyDataParallel(p, p.batch == rank.batch ? rank : at_batch(p.batch), layout, o.simulator);
@@ -76,8 +77,8 @@ Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const Cos
 
 // The smallest per-rank peak of one shard mode: the smallest-peak plan at every micro-batch
 // count the search reaches (or at k), rewritten for the ranks.
-Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost, const PlanOptions& o,
-                  int64_t k, const ParallelLayout& layout, int64_t baseline) {
+Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost,
+                  const PlanOptions& o, int64_t k, const ParallelLayout& layout, int64_t baseline) {
   PlanOptions none_fits = o;
   none_fits.budget_bytes = 1;
   if (layout.shard == ShardMode::kParameters) none_fits.auto_selective_max_nodes = 0;
@@ -91,7 +92,8 @@ Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const
 // The answers agree: the plan printed never needs less than "the smallest budget", and a sweep
 // reports the same smallest budget as the plan.
 void Settle(BudgetPlan& out, const BudgetPlanOptions& options) {
-  if (out.smallest.schedule.steps.empty() || out.plan.budget_needed_bytes() < out.smallest_budget_bytes()) {
+  if (out.smallest.schedule.steps.empty() ||
+      out.plan.budget_needed_bytes() < out.smallest_budget_bytes()) {
     out.smallest = out.plan;
   }
   if (options.sweep) {
@@ -102,8 +104,8 @@ void Settle(BudgetPlan& out, const BudgetPlanOptions& options) {
 
 }  // namespace
 
-BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch, const CostModel& cost,
-                         const BudgetPlanOptions& options) {
+BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch,
+                         const CostModel& cost, const BudgetPlanOptions& options) {
   const int64_t n = options.layout.devices;
   const GraphAtBatch at_batch = [&](int64_t batch) {
     TrainingGraph r = batch == g.batch ? g : graph_at_batch(batch);
@@ -114,22 +116,25 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   if (n < 1) throw MemplanError("--devices must be at least 1 (got " + std::to_string(n) + ")");
   if (n > 1 && options.layout.shard == ShardMode::kParameters && !options.shard_auto &&
       options.plan.strategy == "selective") {
-    throw MemplanError("--strategy selective does not combine with --shard parameters yet (its recompute runs "
-                       "inside the backward, where no parameter gather is scheduled); use another --strategy or "
-                       "--shard gradients");
+    throw MemplanError(
+        "--strategy selective does not combine with --shard parameters yet (its recompute runs "
+        "inside the backward, where no parameter gather is scheduled); use another --strategy or "
+        "--shard gradients");
   }
   if (n > 1 && (g.batch % n != 0 || (k > 1 && (g.batch / n) % k != 0))) {
-    throw MemplanError("the batch of " + std::to_string(g.batch) + " does not split into " + std::to_string(n) +
-                       " devices" + (k > 1 ? " x " + std::to_string(k) + " micro-batches" : std::string()) +
-                       ": use a --batch that is a multiple of " + std::to_string(n * (k > 1 ? k : 1)) +
-                       " or another --devices" + (k > 1 ? " / --micro-batches" : ""));
+    throw MemplanError(
+        "the batch of " + std::to_string(g.batch) + " does not split into " + std::to_string(n) +
+        " devices" + (k > 1 ? " x " + std::to_string(k) + " micro-batches" : std::string()) +
+        ": use a --batch that is a multiple of " + std::to_string(n * (k > 1 ? k : 1)) +
+        " or another --devices" + (k > 1 ? " / --micro-batches" : ""));
   }
   BudgetPlan out;
   PlanOptions plan_options = options.plan;
   // 1. The budget: a size, or a percentage of the one-device plain step's peak at the whole batch.
   plan_options.budget_bytes = options.budget.bytes;
   int64_t baseline = 0;
-  if (options.budget.percent > 0 || n > 1) baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
+  if (options.budget.percent > 0 || n > 1)
+    baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
   if (options.budget.percent > 0) plan_options.budget_bytes = options.budget.Resolve(baseline);
   const bool no_budget = options.budget.bytes <= 0 && options.budget.percent <= 0;
   if (n == 1) {
@@ -147,12 +152,14 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     // smallest; without a budget, the plan is for the smallest.
     if (options.sweep) {
       const int64_t least = out.smallest_budget_bytes();
-      if (baseline == 0) baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
+      if (baseline == 0)
+        baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
       out.sweep.baseline_peak_bytes = baseline;
       out.sweep.min_budget_bytes = least;
       out.sweep.min_budget_strategy = out.smallest.strategy;
       std::vector<SweepPoint> points;
-      for (int64_t budget : planner::SweepBudgetLadder(baseline, std::min(least, baseline), /*count=*/12)) {
+      for (int64_t budget :
+           planner::SweepBudgetLadder(baseline, std::min(least, baseline), /*count=*/12)) {
         PlanOptions o = plan_options;
         o.budget_bytes = budget;
         Plan p = PlanBatch(g, at_batch, cost, o, k);
@@ -171,18 +178,22 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     // On a CUDA device with the budget on reserved memory: the strategies plan the allocated
     // peak, so their budget is lowered by what the reserved peak overshoots (a few rounds).
     PlanOptions inner = plan_options;
-    for (int round = 0; round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0; ++round) {
+    for (int round = 0;
+         round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0;
+         ++round) {
       const int64_t over = out.plan.budget_needed_bytes() - plan_options.budget_bytes;
       inner.budget_bytes -= std::max<int64_t>(over, 512);
       if (inner.budget_bytes < 1) break;
       Plan p = PlanBatch(g, at_batch, cost, inner, k);
       p.budget_bytes = plan_options.budget_bytes;
       OnDevice(p, options);
-      if (p.feasible || p.budget_needed_bytes() < out.plan.budget_needed_bytes()) out.plan = std::move(p);
+      if (p.feasible || p.budget_needed_bytes() < out.plan.budget_needed_bytes())
+        out.plan = std::move(p);
     }
     if (!out.smallest_searched && !out.plan.feasible) search_smallest();
     // 5. A named strategy that does not fit: whether `auto` finds a plan that does.
-    if (!out.plan.feasible && !planner::IsAutoStrategy(plan_options.strategy) && plan_options.budget_bytes > 0) {
+    if (!out.plan.feasible && !planner::IsAutoStrategy(plan_options.strategy) &&
+        plan_options.budget_bytes > 0) {
       PlanOptions any = plan_options;
       any.strategy = "auto";
       Plan other = PlanBatch(g, at_batch, cost, any, k);
@@ -213,8 +224,9 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     layout.shard = m;
     Plan p = PlanRank(rank, at_batch, cost, plan_options, k, layout, baseline);
     char buf[160];
-    std::snprintf(buf, sizeof buf, "%s (%s, %.3g s recompute + %.3g s communication)", ShardModeName(m),
-                  p.feasible ? "fits" : "does not fit", p.predicted_recompute_seconds, p.predicted_comm_seconds);
+    std::snprintf(buf, sizeof buf, "%s (%s, %.3g s recompute + %.3g s communication)",
+                  ShardModeName(m), p.feasible ? "fits" : "does not fit",
+                  p.predicted_recompute_seconds, p.predicted_comm_seconds);
     tried += (tried.empty() ? "" : ", ") + std::string(buf);
     const bool better = !chosen || (p.feasible && !out.plan.feasible) ||
                         (p.feasible == out.plan.feasible &&
@@ -224,7 +236,8 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     chosen = true;
   }
   if (options.shard_auto) {
-    out.plan.notes.push_back(std::string("shard auto: chose ") + ShardModeName(out.plan.layout.shard) + " among " + tried);
+    out.plan.notes.push_back(std::string("shard auto: chose ") +
+                             ShardModeName(out.plan.layout.shard) + " among " + tried);
   }
   OnDevice(out.plan, options);  // reported; with devices > 1 the budget bounds the allocated peak
   // Nothing fits: the smallest per-rank peak over the shard modes tried and the micro-batches
@@ -234,7 +247,9 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       ParallelLayout layout = options.layout;
       layout.shard = m;
       Plan p = SmallestRank(rank, at_batch, cost, plan_options, k, layout, baseline);
-      if (out.smallest.schedule.steps.empty() || p.budget_needed_bytes() < out.smallest_budget_bytes()) out.smallest = std::move(p);
+      if (out.smallest.schedule.steps.empty() ||
+          p.budget_needed_bytes() < out.smallest_budget_bytes())
+        out.smallest = std::move(p);
     }
     out.smallest_searched = true;
   }

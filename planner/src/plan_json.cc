@@ -29,7 +29,8 @@ std::string GraphFingerprint(const TrainingGraph& g, bool every_shape, Fnv1a h) 
     h.Add(static_cast<int64_t>(t.dtype));
     const bool initializer = t.producer == kNone && (t.category == TensorCategory::kParameter ||
                                                      t.category == TensorCategory::kConstant);
-    if (every_shape || initializer) for (int64_t d : t.shape) h.Add(d);
+    if (every_shape || initializer)
+      for (int64_t d : t.shape) h.Add(d);
     h.Add(int64_t{-3});
   }
   char buf[17];
@@ -37,7 +38,9 @@ std::string GraphFingerprint(const TrainingGraph& g, bool every_shape, Fnv1a h) 
   return buf;
 }
 
-std::string StructureFingerprint(const TrainingGraph& g) { return GraphFingerprint(g, false, Fnv1a()); }
+std::string StructureFingerprint(const TrainingGraph& g) {
+  return GraphFingerprint(g, false, Fnv1a());
+}
 
 std::string ModelFingerprint(const TrainingGraph& g) {
   Fnv1a h;
@@ -147,10 +150,13 @@ const nlohmann::json& Field(const nlohmann::json& j, const char* key) {
 // A whole number of at least 1 (a JSON integer: 1.5 or "2" is an edited plan).
 int64_t PositiveInteger(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = Field(j, key);
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) ||
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) ||
       v.get<int64_t>() < 1) {
-    throw MemplanError(std::string("the plan's \"") + key + "\" must be a whole number of at least 1, not " +
-                       v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; re-plan with `memplan plan`");
+    throw MemplanError(std::string("the plan's \"") + key +
+                       "\" must be a whole number of at least 1, not " +
+                       v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                       "; re-plan with `memplan plan`");
   }
   return v.get<int64_t>();
 }
@@ -160,16 +166,21 @@ int64_t PositiveInteger(const nlohmann::json& j, const char* key) {
 int64_t OptionalBytes(const nlohmann::json& j, const char* key) {
   if (!j.contains(key)) return 0;
   const nlohmann::json& v = j[key];
-  if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
-    throw MemplanError(std::string("the plan's \"") + key + "\" must be a whole number of bytes, not " +
-                       v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; re-plan with `memplan plan`");
+  if (!v.is_number_integer() ||
+      (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))) {
+    throw MemplanError(std::string("the plan's \"") + key +
+                       "\" must be a whole number of bytes, not " +
+                       v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                       "; re-plan with `memplan plan`");
   }
   return v.get<int64_t>();
 }
 
 std::string String(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = Field(j, key);
-  if (!v.is_string()) throw MemplanError(std::string("the plan's \"") + key + "\" must be a string; re-plan with `memplan plan`");
+  if (!v.is_string())
+    throw MemplanError(std::string("the plan's \"") + key +
+                       "\" must be a string; re-plan with `memplan plan`");
   return v.get<std::string>();
 }
 
@@ -188,18 +199,21 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
   ParallelLayout l;
   if (!j.is_object() || !j.contains("layout")) return l;
   const nlohmann::json& v = j["layout"];
-  if (!v.is_object()) throw MemplanError("the plan's \"layout\" must be an object; re-plan with `memplan plan`");
+  if (!v.is_object())
+    throw MemplanError("the plan's \"layout\" must be an object; re-plan with `memplan plan`");
   l.devices = PositiveInteger(v, "devices");
   const nlohmann::json& shard = Field(v, "shard");
-  if (!shard.is_string()) throw MemplanError("the plan's layout \"shard\" must be a string; re-plan with `memplan plan`");
+  if (!shard.is_string())
+    throw MemplanError("the plan's layout \"shard\" must be a string; re-plan with `memplan plan`");
   l.shard = ParseShardMode(shard.get<std::string>());
   l.bucket_bytes = PositiveInteger(v, "bucket_bytes");
   auto real = [&](const char* key, double fallback, bool positive) {
     if (!v.contains(key)) return fallback;
     const nlohmann::json& x = v[key];
-    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0 || (positive && x.get<double>() <= 0)) {
-      throw MemplanError(std::string("the plan's layout \"") + key + "\" must be a number " + (positive ? "> 0" : ">= 0") +
-                         "; re-plan with `memplan plan`");
+    if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0 ||
+        (positive && x.get<double>() <= 0)) {
+      throw MemplanError(std::string("the plan's layout \"") + key + "\" must be a number " +
+                         (positive ? "> 0" : ">= 0") + "; re-plan with `memplan plan`");
     }
     return x.get<double>();
   };
@@ -209,18 +223,22 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
 }
 
 int64_t PlanGraphBatch(const nlohmann::json& j) {
-  if (!j.is_object() || !j.contains("batch")) throw MemplanError("the plan has no \"batch\" field; is it a memplan plan file?");
+  if (!j.is_object() || !j.contains("batch"))
+    throw MemplanError("the plan has no \"batch\" field; is it a memplan plan file?");
   const int64_t batch = PositiveInteger(j, "batch");
   const int64_t k = PlanMicroBatches(j);
   const int64_t n = PlanLayout(j).devices;
   int64_t ranks_k = 0;
-  if (__builtin_mul_overflow(k, n, &ranks_k)) throw MemplanError("the plan's micro_batches x devices overflow; re-plan with `memplan plan`");
-  const int64_t micro = j.contains("micro_batch") ? PositiveInteger(j, "micro_batch") : batch / ranks_k;
+  if (__builtin_mul_overflow(k, n, &ranks_k))
+    throw MemplanError("the plan's micro_batches x devices overflow; re-plan with `memplan plan`");
+  const int64_t micro =
+      j.contains("micro_batch") ? PositiveInteger(j, "micro_batch") : batch / ranks_k;
   int64_t product = 0;
   if (micro < 1 || __builtin_mul_overflow(micro, ranks_k, &product) || product != batch) {
     throw MemplanError("the plan's batch " + std::to_string(batch) + " is not its " +
-                       (n > 1 ? std::to_string(n) + " devices x " : std::string()) + std::to_string(k) +
-                       " micro-batches of " + std::to_string(micro) + "; re-plan with `memplan plan`");
+                       (n > 1 ? std::to_string(n) + " devices x " : std::string()) +
+                       std::to_string(k) + " micro-batches of " + std::to_string(micro) +
+                       "; re-plan with `memplan plan`");
   }
   return micro;
 }
@@ -250,7 +268,8 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
         "not a memplan plan (expected \"kind\": \"plan\"); make one with `memplan plan`");
   }
   try {
-    const std::string model = j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "?";
+    const std::string model =
+        j.contains("model") && j["model"].is_string() ? j["model"].get<std::string>() : "?";
     const std::string strategy = String(j, "strategy");
     const std::vector<std::string>& known = StrategyNames();
     if (strategy == "auto" || std::find(known.begin(), known.end(), strategy) == known.end()) {
@@ -265,15 +284,17 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
     const int64_t batch = PlanGraphBatch(j);
     const int64_t step_batch = batch * micro_batches * layout.devices;
     if (batch != g.batch) {
-      std::string made_for = micro_batches > 1 || layout.devices > 1
-                                 ? (layout.devices > 1 ? std::to_string(layout.devices) + " devices x " : std::string()) +
-                                       std::to_string(micro_batches) + " micro-batches of " + std::to_string(batch) +
-                                       " (batch " + std::to_string(step_batch) + ")"
-                                 : "batch " + std::to_string(batch);
+      std::string made_for =
+          micro_batches > 1 || layout.devices > 1
+              ? (layout.devices > 1 ? std::to_string(layout.devices) + " devices x "
+                                    : std::string()) +
+                    std::to_string(micro_batches) + " micro-batches of " + std::to_string(batch) +
+                    " (batch " + std::to_string(step_batch) + ")"
+              : "batch " + std::to_string(batch);
       // g is loaded at the micro-batch size the run derived from its --batch and the plan's split.
       throw MemplanError("the plan was made for " + made_for + " but this run's batch is " +
-                         std::to_string(g.batch * micro_batches * layout.devices) + "; run with --batch " +
-                         std::to_string(step_batch) +
+                         std::to_string(g.batch * micro_batches * layout.devices) +
+                         "; run with --batch " + std::to_string(step_batch) +
                          " or re-plan with `memplan plan --batch " +
                          std::to_string(g.batch * micro_batches * layout.devices) + "`");
     }
@@ -282,18 +303,22 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
     if (fingerprint != mine) {
       const std::string replan = "; re-plan with `memplan plan " + g.model_path + " --batch " +
                                  std::to_string(step_batch) + "`";
-      if (j.contains("structure_fingerprint") && j["structure_fingerprint"] == StructureFingerprint(g)) {
-        throw MemplanError("the plan's shapes do not match '" + g.model_path + "' at micro-batch " + std::to_string(batch) +
-                           " (fingerprint " + fingerprint + " vs " + mine +
-                           "), though its graph is this model's: the plan was made at another batch and its "
-                           "\"batch\", \"micro_batches\" and \"micro_batch\" (" + std::to_string(step_batch) +
-                           ", " + std::to_string(micro_batches) + ", " + std::to_string(batch) +
-                           ") were edited, or the model's input shapes changed" + replan);
+      if (j.contains("structure_fingerprint") &&
+          j["structure_fingerprint"] == StructureFingerprint(g)) {
+        throw MemplanError(
+            "the plan's shapes do not match '" + g.model_path + "' at micro-batch " +
+            std::to_string(batch) + " (fingerprint " + fingerprint + " vs " + mine +
+            "), though its graph is this model's: the plan was made at another batch and its "
+            "\"batch\", \"micro_batches\" and \"micro_batch\" (" +
+            std::to_string(step_batch) + ", " + std::to_string(micro_batches) + ", " +
+            std::to_string(batch) + ") were edited, or the model's input shapes changed" + replan);
       }
-      throw MemplanError((model == g.model_path ? "the plan was made for another model (or another version of '" + model + "')"
-                                                : "the plan was made for another model ('" + model + "') than '" +
-                                                      g.model_path + "'") +
-                         " (fingerprint " + fingerprint + ", the model's is " + mine + ")" + replan);
+      throw MemplanError(
+          (model == g.model_path
+               ? "the plan was made for another model (or another version of '" + model + "')"
+               : "the plan was made for another model ('" + model + "') than '" + g.model_path +
+                     "'") +
+          " (fingerprint " + fingerprint + ", the model's is " + mine + ")" + replan);
     }
     const nlohmann::json& sections = Field(j, "sections");
     if (!sections.is_array() || sections.empty())
@@ -392,12 +417,14 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
       for (size_t b = 0; same && b < mine.size(); ++b) {
         same = written[b].is_array() && written[b].size() == mine[b].parameters.size();
         for (size_t i = 0; same && i < mine[b].parameters.size(); ++i) {
-          same = written[b][i].is_string() && written[b][i].get<std::string>() == g.tensors[mine[b].parameters[i]].name;
+          same = written[b][i].is_string() &&
+                 written[b][i].get<std::string>() == g.tensors[mine[b].parameters[i]].name;
         }
       }
       if (!same) {
-        throw MemplanError("the plan's layout buckets are not the buckets of '" + g.model_path + "' at " +
-                           std::to_string(layout.bucket_bytes) + " B per bucket; re-plan with `memplan plan`");
+        throw MemplanError("the plan's layout buckets are not the buckets of '" + g.model_path +
+                           "' at " + std::to_string(layout.bucket_bytes) +
+                           " B per bucket; re-plan with `memplan plan`");
       }
       ApplyDataParallel(p, g, layout, {});
     }
@@ -405,8 +432,10 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
     if (j.contains("predicted_recompute_seconds")) {
       const nlohmann::json& s = j["predicted_recompute_seconds"];
       if (!s.is_number() || !std::isfinite(s.get<double>()) || s.get<double>() < 0) {
-        throw MemplanError("the plan's \"predicted_recompute_seconds\" must be a number of seconds >= 0, not " +
-                           s.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "; re-plan with `memplan plan`");
+        throw MemplanError(
+            "the plan's \"predicted_recompute_seconds\" must be a number of seconds >= 0, not " +
+            s.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+            "; re-plan with `memplan plan`");
       }
       p.predicted_recompute_seconds = s.get<double>();
     } else {

@@ -2,8 +2,8 @@
 // reachable peak and the budget sweep.
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "memplan/json_read.h"
 #include "optimal.h"
@@ -60,7 +60,8 @@ const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_
 
 Plan Context::Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,
                      Clock::time_point start) const {
-  Plan p = ReplaySegmentation(*graph_, facts_, fingerprint_, strategy, cuts, budget, baseline_, options_.simulator);
+  Plan p = ReplaySegmentation(*graph_, facts_, fingerprint_, strategy, cuts, budget, baseline_,
+                              options_.simulator);
   p.predicted_recompute_seconds = RecomputeSeconds(node_seconds_, cuts);
   p.solve_seconds = SecondsSince(start);
   return p;
@@ -170,8 +171,8 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
     if (Better(p, best)) best = std::move(p);
   }
   best.candidates = std::move(candidates);
-  best.notes.push_back("auto: chose " + best.strategy + " among " + std::to_string(best.candidates.size()) +
-                       " candidates (plan candidates)");
+  best.notes.push_back("auto: chose " + best.strategy + " among " +
+                       std::to_string(best.candidates.size()) + " candidates (plan candidates)");
   best.solve_seconds = SecondsSince(start);
   return best;
 }
@@ -239,7 +240,8 @@ namespace {
 // less the margin, the plain step is still their answer. The fixed heuristics and `manual` are
 // not searches: their plan is their cuts.
 bool SearchesThePlainStep(const std::string& strategy) {
-  return planner::IsAutoStrategy(strategy) || strategy == "optimal" || strategy == "sections" || strategy == "milp";
+  return planner::IsAutoStrategy(strategy) || strategy == "optimal" || strategy == "sections" ||
+         strategy == "milp";
 }
 
 Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
@@ -267,8 +269,9 @@ Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
     }
   }
   if (p.margin_bytes > 0) {
-    p.notes.push_back("kept a margin of " + std::to_string(margin) +
-                      " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
+    p.notes.push_back(
+        "kept a margin of " + std::to_string(margin) +
+        " B under the budget for gradient copies at segment borders (SegmentBorderMargin)");
   }
   if (!planner::IsAutoStrategy(options.strategy)) return p;
   // `auto` planned everything against the reduced budget; its candidates are judged against the
@@ -282,7 +285,8 @@ Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
     c.feasible = c.predicted_peak_bytes + c.margin_bytes <= options.budget_bytes;
   }
   if (selective && planner::Better(*selective, p)) {
-    selective->notes.push_back("auto: chose selective (planned against the whole budget: it needs no margin)");
+    selective->notes.push_back(
+        "auto: chose selective (planned against the whole budget: it needs no margin)");
     p = std::move(*selective);
   }
   p.candidates = std::move(candidates);
@@ -315,7 +319,8 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
   auto settle = [&](Plan& p) {
     p.budget_bytes = options.budget_bytes;
     p.margin_bytes = p.segments.size() > 1 ? margin : 0;
-    p.feasible = options.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= options.budget_bytes;
+    p.feasible = options.budget_bytes <= 0 ||
+                 p.predicted_peak_bytes + p.margin_bytes <= options.budget_bytes;
     p.candidates.clear();
     // Notes written for the budget of 1 B ("nothing fits") would contradict the real budget.
     p.notes.clear();
@@ -329,7 +334,8 @@ Plan SmallestPeakIn(Context& ctx, const PlanOptions& options) {
   std::vector<Plan> plans;
   plans.push_back(planner::RunNone(ctx, o));
   plans.push_back(planner::RunOptimalSmallestPeak(ctx, o));
-  for (auto run : {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
+  for (auto run :
+       {planner::RunSections, planner::RunSqrt, planner::RunBottleneck, planner::RunSpeed}) {
     plans.push_back(run(ctx, o));
   }
   if (planner::SelectiveInAuto(ctx, options)) plans.push_back(planner::RunSelective(ctx, o));
@@ -359,7 +365,8 @@ SweepResult SweepBudgets(const TrainingGraph& g, const CostModel& cost, const Pl
   s.min_budget_bytes = smallest.predicted_peak_bytes + smallest.margin_bytes;
   s.min_budget_strategy = smallest.strategy;
   std::vector<SweepPoint> all;
-  for (int64_t budget : planner::SweepBudgetLadder(s.baseline_peak_bytes, s.min_budget_bytes, num_budgets)) {
+  for (int64_t budget :
+       planner::SweepBudgetLadder(s.baseline_peak_bytes, s.min_budget_bytes, num_budgets)) {
     PlanOptions o = options;
     o.budget_bytes = budget;
     Plan p = MakePlanIn(ctx, o);  // as `memplan plan --budget` plans it: margin included
@@ -374,7 +381,8 @@ std::vector<int64_t> planner::SweepBudgetLadder(int64_t baseline, int64_t least,
   std::vector<int64_t> budgets;
   for (int i = 0; i < count; ++i) {
     const double t = static_cast<double>(i) / (count - 1);
-    budgets.push_back(std::llround(static_cast<double>(baseline) * (1 - t) + static_cast<double>(least) * t));
+    budgets.push_back(
+        std::llround(static_cast<double>(baseline) * (1 - t) + static_cast<double>(least) * t));
   }
   return budgets;
 }
@@ -457,7 +465,8 @@ SweepResult SweepFromJson(const nlohmann::json& j) {
     p.overhead = Get(v, f, "overhead", Real);
     p.num_checkpoints = Get(v, f, "checkpoints", whole);
     p.num_sections = Get(v, f, "sections", whole);
-    if (v.contains("micro_batches")) p.micro_batches = std::max(1, Get(v, f, "micro_batches", whole));
+    if (v.contains("micro_batches"))
+      p.micro_batches = std::max(1, Get(v, f, "micro_batches", whole));
     if (v.contains("predicted_micro_batch_seconds")) {
       p.micro_batch_seconds = Get(v, f, "predicted_micro_batch_seconds", Seconds);
     }

@@ -15,7 +15,9 @@
 namespace memplan::planner {
 
 // `auto` is the one strategy that chooses among the others ("" means auto too).
-inline bool IsAutoStrategy(const std::string& strategy) { return strategy == "auto" || strategy.empty(); }
+inline bool IsAutoStrategy(const std::string& strategy) {
+  return strategy == "auto" || strategy.empty();
+}
 
 // The budgets a sweep plans for: `count` evenly spaced from `baseline` down to `least`.
 std::vector<int64_t> SweepBudgetLadder(int64_t baseline, int64_t least, int count);
@@ -59,13 +61,15 @@ class Context {
 // memplan::ReplaySegmentation with the graph's facts and fingerprint already computed (a
 // context replays every strategy's plan of one graph; on large graphs computing them again
 // costs as much as the schedule).
-Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
-                        const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget_bytes,
+Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts,
+                        const std::string& fingerprint, const std::string& strategy,
+                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim);
 
 // memplan::ReplaySelective on the context's facts.
-Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
-                     const std::string& strategy, std::vector<TensorId> recomputed, int64_t budget_bytes,
+Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts,
+                     const std::string& fingerprint, const std::string& strategy,
+                     std::vector<TensorId> recomputed, int64_t budget_bytes,
                      int64_t baseline_peak_bytes, const SimulatorOptions& sim);
 
 using Clock = std::chrono::steady_clock;

@@ -10,12 +10,13 @@
 //   - backward step n: r is alive iff it crosses b (held to the end) or it is saved and its
 //     first saver f satisfies f <= n (freed after f's backward).
 // Saved extras live from the node's recompute to its backward; without autograd only during
-// the node's step. A forward workspace lives only during its node's step, in every mode. Gradient buffers follow GradientFlow exactly as in the plain step, except
-// that the gradients of tensors read after b are held to the segment's end; their bytes at
-// backward step n are plain(n) + the held ones whose plain free came at a node above n.
-// Everything produced before a is a checkpoint, a constant during the segment; it is the DP's
-// part. So every quantity below is a sum over storages and nodes of [a, b), computed for all b
-// of a given a in one sweep with a max segment tree for the backward steps.
+// the node's step. A forward workspace lives only during its node's step, in every mode. Gradient
+// buffers follow GradientFlow exactly as in the plain step, except that the gradients of tensors
+// read after b are held to the segment's end; their bytes at backward step n are plain(n) + the
+// held ones whose plain free came at a node above n. Everything produced before a is a checkpoint,
+// a constant during the segment; it is the DP's part. So every quantity below is a sum over
+// storages and nodes of [a, b), computed for all b of a given a in one sweep with a max segment
+// tree for the backward steps.
 #include "segment_costs.h"
 
 #include <algorithm>
@@ -113,7 +114,8 @@ std::vector<int64_t> CrossingBytes(const TrainingGraph& g, const GraphFacts& f) 
 }
 
 int CappedCutCandidates(int max_candidates, int num_nodes) {
-  const int64_t affordable = std::max<int64_t>(kMinCutCandidates, kMaxSweepSteps / std::max(1, num_nodes));
+  const int64_t affordable =
+      std::max<int64_t>(kMinCutCandidates, kMaxSweepSteps / std::max(1, num_nodes));
   if (max_candidates <= 0) return static_cast<int>(std::min<int64_t>(affordable, INT32_MAX));
   return static_cast<int>(std::min<int64_t>(max_candidates, affordable));
 }
@@ -173,7 +175,7 @@ struct SegmentSweep {
   std::vector<int64_t>
       static_backward;  // per backward node: plain gradient bytes + extras of nodes <= n
   std::vector<int64_t> extra, extra_prefix;
-  std::vector<int64_t> forward_workspace;  // per node: its forward step's temporaries
+  std::vector<int64_t> forward_workspace;    // per node: its forward step's temporaries
   std::vector<std::vector<int32_t>> ending;  // per node: storages whose last reader it is
   struct Pin {
     BufferId buffer;
@@ -317,7 +319,8 @@ void SegmentCosts::ComputeRow(size_t i) const {
       if (f.root[r].last_reader > n) border += root_bytes[r];
     }
     fwd_max = std::max(fwd_max, fwd_cur + w.extra[n] + w.forward_workspace[n]);
-    rec_max = std::max(rec_max, rec_cur + w.extra_prefix[n + 1] - extra_offset + w.forward_workspace[n]);
+    rec_max =
+        std::max(rec_max, rec_cur + w.extra_prefix[n + 1] - extra_offset + w.forward_workspace[n]);
     // Every segment from a that holds node n recomputes at least this much: beyond the limit.
     if (persistent + rec_max > limit) break;
     for (int32_t r : w.ending[n]) {

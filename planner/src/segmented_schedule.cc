@@ -5,8 +5,8 @@
 #include <unordered_set>
 
 #include "graph_facts.h"
-#include "planner_internal.h"
 #include "memplan/plan.h"
+#include "planner_internal.h"
 
 namespace memplan {
 namespace {
@@ -108,21 +108,23 @@ double RecomputeFlops(const TrainingGraph& g, const std::vector<NodeId>& cuts) {
 double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vector<NodeId>& cuts) {
   double seconds = 0;
   if (cuts.empty()) return 0;
-  for (NodeId n = 0; n < cuts.back() && n < static_cast<NodeId>(node_seconds.size()); ++n) seconds += node_seconds[n];
+  for (NodeId n = 0; n < cuts.back() && n < static_cast<NodeId>(node_seconds.size()); ++n)
+    seconds += node_seconds[n];
   return seconds;
 }
 
 Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
-  return planner::ReplaySegmentation(g, planner::ComputeGraphFacts(g), ModelFingerprint(g), strategy, cuts,
-                                     budget_bytes, baseline_peak_bytes, sim);
+  return planner::ReplaySegmentation(g, planner::ComputeGraphFacts(g), ModelFingerprint(g),
+                                     strategy, cuts, budget_bytes, baseline_peak_bytes, sim);
 }
 
 namespace planner {
 
-Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
-                        const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget_bytes,
+Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts,
+                        const std::string& fingerprint, const std::string& strategy,
+                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
   Plan p;
   p.strategy = strategy;

@@ -29,7 +29,8 @@ std::vector<TensorId> DroppableStorages(const TrainingGraph& g) {
 double ScheduleRecomputeFlops(const TrainingGraph& g, const Schedule& s) {
   double flops = 0;
   for (const Step& step : s.steps) {
-    if (step.phase == Phase::kRecompute && step.node != kNone) flops += g.nodes[step.node].forward_flops;
+    if (step.phase == Phase::kRecompute && step.node != kNone)
+      flops += g.nodes[step.node].forward_flops;
   }
   return flops;
 }
@@ -37,22 +38,25 @@ double ScheduleRecomputeFlops(const TrainingGraph& g, const Schedule& s) {
 double ScheduleRecomputeSeconds(const std::vector<double>& node_seconds, const Schedule& s) {
   double seconds = 0;
   for (const Step& step : s.steps) {
-    if (step.phase == Phase::kRecompute && step.node >= 0 && step.node < static_cast<NodeId>(node_seconds.size()))
+    if (step.phase == Phase::kRecompute && step.node >= 0 &&
+        step.node < static_cast<NodeId>(node_seconds.size()))
       seconds += node_seconds[step.node];
   }
   return seconds;
 }
 
-Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy, const std::vector<TensorId>& recomputed,
-                     int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
-  return planner::ReplaySelective(g, ComputeGraphFacts(g), ModelFingerprint(g), strategy, recomputed, budget_bytes,
-                                  baseline_peak_bytes, sim);
+Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy,
+                     const std::vector<TensorId>& recomputed, int64_t budget_bytes,
+                     int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+  return planner::ReplaySelective(g, ComputeGraphFacts(g), ModelFingerprint(g), strategy,
+                                  recomputed, budget_bytes, baseline_peak_bytes, sim);
 }
 
 namespace planner {
 
-Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts, const std::string& fingerprint,
-                     const std::string& strategy, std::vector<TensorId> recomputed, int64_t budget_bytes,
+Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts,
+                     const std::string& fingerprint, const std::string& strategy,
+                     std::vector<TensorId> recomputed, int64_t budget_bytes,
                      int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
   std::sort(recomputed.begin(), recomputed.end());
   recomputed.erase(std::unique(recomputed.begin(), recomputed.end()), recomputed.end());

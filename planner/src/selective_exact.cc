@@ -86,7 +86,8 @@ class Relaxation {
     for (size_t i = 0; i < plain.steps.size(); ++i) {
       const Step& s = plain.steps[i];
       if (s.node == kNone) continue;
-      if (s.phase == Phase::kForward || s.phase == Phase::kLoss) forward[s.node] = static_cast<int>(i);
+      if (s.phase == Phase::kForward || s.phase == Phase::kLoss)
+        forward[s.node] = static_cast<int>(i);
       if (s.phase == Phase::kBackward) backward[s.node] = static_cast<int>(i);
       if (s.phase == Phase::kLoss) loss_step_ = static_cast<int>(i);
     }
@@ -272,7 +273,7 @@ class Relaxation {
   std::vector<int64_t> bytes_;
   std::vector<char> saved_;
   std::vector<std::pair<int, int>> window_;  // plain step ranges, inclusive
-  std::vector<int> plain_free_;    // the plain step that frees the candidate
+  std::vector<int> plain_free_;              // the plain step that frees the candidate
   std::vector<int> recompute_by_;  // dropped, it is recomputed before this step (at least once)
   std::vector<std::vector<int>> readers_;
   std::vector<int> descending_;
@@ -282,16 +283,21 @@ class Relaxation {
 }  // namespace planner
 
 SelectiveRelaxation RelaxSelective(const TrainingGraph& g, const CostModel& cost,
-                                   const std::vector<TensorId>& dropped, const SimulatorOptions& sim) {
+                                   const std::vector<TensorId>& dropped,
+                                   const SimulatorOptions& sim) {
   PlanOptions o;
   o.simulator = sim;
   planner::Context ctx(g, cost, o);
   planner::Relaxation rel(ctx.graph(), ctx.facts(), ctx.node_seconds(), sim);
   std::vector<char> x(rel.size(), 0);
   for (TensorId t : dropped) {
-    const int32_t r = t >= 0 && t < static_cast<TensorId>(ctx.facts().root_of.size()) ? ctx.facts().root_of[t] : -1;
+    const int32_t r = t >= 0 && t < static_cast<TensorId>(ctx.facts().root_of.size())
+                          ? ctx.facts().root_of[t]
+                          : -1;
     const int k = r >= 0 && ctx.facts().roots[r] == t ? rel.index_of_root(r) : -1;
-    if (k < 0) throw MemplanError("RelaxSelective: tensor " + std::to_string(t) + " is not a droppable storage");
+    if (k < 0)
+      throw MemplanError("RelaxSelective: tensor " + std::to_string(t) +
+                         " is not a droppable storage");
     x[k] = 1;
   }
   SelectiveRelaxation out;
@@ -442,7 +448,8 @@ class Master : private CbcProblem {
     auto add = [&](const double* x) {
       std::vector<char> set(n);
       for (size_t k = 0; k < n; ++k) set[k] = x[k] > 0.5;
-      if (std::find(out.sets.begin(), out.sets.end(), set) == out.sets.end()) out.sets.push_back(std::move(set));
+      if (std::find(out.sets.begin(), out.sets.end(), set) == out.sets.end())
+        out.sets.push_back(std::move(set));
     };
     if (const double* x = model.bestSolution()) {
       out.objective = model.getObjValue();
@@ -462,7 +469,8 @@ class Master : private CbcProblem {
 }  // namespace
 }  // namespace planner
 
-SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
+SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel& cost,
+                                        const PlanOptions& options,
                                         const SelectiveExactOptions& exact) {
   using namespace planner;
   const auto start = Clock::now();
@@ -472,9 +480,10 @@ SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel&
   const int64_t budget = options.budget_bytes;
   SelectiveExactResult result;
   auto finish = [&](const std::vector<TensorId>& ids) {
-    result.plan = ReplaySelective(cg, f, ctx.fingerprint(), "selective-exact", ids, budget, ctx.baseline_peak(),
-                                  options.simulator);
-    result.plan.predicted_recompute_seconds = ScheduleRecomputeSeconds(ctx.node_seconds(), result.plan.schedule);
+    result.plan = ReplaySelective(cg, f, ctx.fingerprint(), "selective-exact", ids, budget,
+                                  ctx.baseline_peak(), options.simulator);
+    result.plan.predicted_recompute_seconds =
+        ScheduleRecomputeSeconds(ctx.node_seconds(), result.plan.schedule);
     result.plan.solve_seconds = SecondsSince(start);
   };
   if (budget <= 0 || ctx.baseline_peak() <= budget) {
@@ -509,7 +518,8 @@ SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel&
     const double left = exact.time_limit_seconds - SecondsSince(start);
     if (left <= 0) break;
     // Only strictly cheaper solutions: ties with the incumbent cannot improve it.
-    const double cutoff = std::isfinite(incumbent) ? master.Scaled(incumbent) * (1 - 1e-9) : HUGE_VAL;
+    const double cutoff =
+        std::isfinite(incumbent) ? master.Scaled(incumbent) * (1 - 1e-9) : HUGE_VAL;
     MilpSolution sol = master.Solve(left, cutoff);
     ++result.iterations;
 
@@ -535,22 +545,26 @@ SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel&
       master.Exclude(x);
       ++result.cuts;
     }
-    if (sol.proven && std::isfinite(incumbent) && sol.objective >= master.Scaled(incumbent) * (1 - 1e-9)) {
+    if (sol.proven && std::isfinite(incumbent) &&
+        sol.objective >= master.Scaled(incumbent) * (1 - 1e-9)) {
       proven = true;
       break;
     }
   }
   result.proven = proven;
   result.found = std::isfinite(incumbent);
-  result.lower_bound = result.found ? std::min(incumbent, master.Seconds(bound)) : master.Seconds(bound);
+  result.lower_bound =
+      result.found ? std::min(incumbent, master.Seconds(bound)) : master.Seconds(bound);
   if (proven && result.found) result.lower_bound = incumbent;
   finish(result.found ? ids_of(best) : std::vector<TensorId>{});
   result.plan.notes.push_back(
       std::string("selective-exact: ") +
       (proven ? (result.found ? "proven optimal" : "proven: no drop set fits the budget")
-              : "not proven (time or iteration limit); lower bound " + std::to_string(result.lower_bound) + " s") +
-      " after " + std::to_string(result.iterations) + " MILP solves and " + std::to_string(result.replays) +
-      " replays over " + std::to_string(rel.size()) + " droppable storages");
+              : "not proven (time or iteration limit); lower bound " +
+                    std::to_string(result.lower_bound) + " s") +
+      " after " + std::to_string(result.iterations) + " MILP solves and " +
+      std::to_string(result.replays) + " replays over " + std::to_string(rel.size()) +
+      " droppable storages");
   return result;
 }
 #endif

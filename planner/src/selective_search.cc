@@ -274,7 +274,8 @@ class Search {
   std::vector<Point> Gap(const Point& prev, const Point& cur, int parts) {
     std::vector<Point> out;
     auto add = [&](Point q) {
-      if (q.peak >= cur.peak && q.peak < prev.peak && q.seconds < cur.seconds) out.push_back(std::move(q));
+      if (q.peak >= cur.peak && q.peak < prev.peak && q.seconds < cur.seconds)
+        out.push_back(std::move(q));
     };
     for (int i = parts; i >= 1; --i) {
       const int64_t limit = cur.peak + (prev.peak - 1 - cur.peak) * i / parts;
@@ -331,7 +332,8 @@ class Search {
     std::vector<char> first[2] = {from.dropped, from.dropped};
     double seconds[2] = {0, 0};
     bool any[2];
-    for (int k = 0; k < 2; ++k) any[k] = DropCheapest(from, target, k == 0, -1, first[k], &seconds[k]);
+    for (int k = 0; k < 2; ++k)
+      any[k] = DropCheapest(from, target, k == 0, -1, first[k], &seconds[k]);
     const int k = any[0] && (!any[1] || seconds[0] <= seconds[1]) ? 0 : 1;
     if (!any[k]) return next;
     next = Greedy(from, target, k == 0, -1, &first[k]);
@@ -360,7 +362,8 @@ class Search {
     }
     std::vector<char> first = origin_.dropped;
     double seconds = 0;
-    if (DropCheapest(origin_, target, false, -1, first, &seconds) && (!best || seconds < best->seconds))
+    if (DropCheapest(origin_, target, false, -1, first, &seconds) &&
+        (!best || seconds < best->seconds))
       consider(Greedy(origin_, target, false, -1, &first));
     return took;
   }
@@ -865,7 +868,8 @@ class Search {
       for (const auto& [ri, span] : released) local.Add(tree, span.first, span.second, -bytes_[ri]);
       size_t k = 0;
       for (int32_t u : unit) {
-        for (int j = 0; j < (saved(u) ? 2 : 1); ++j, ++k) local.Add(tree, spans[k].first, spans[k].second, bytes_[u]);
+        for (int j = 0; j < (saved(u) ? 2 : 1); ++j, ++k)
+          local.Add(tree, spans[k].first, spans[k].second, bytes_[u]);
       }
       bool fits = true;
       for (auto [lo, hi] : spans) fits = fits && (lo > hi || tree.Max(lo, hi) <= limit);
@@ -903,7 +907,6 @@ class Search {
 };
 
 }  // namespace
-
 
 Plan RunSelective(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();

@@ -60,7 +60,8 @@ nlohmann::json MachineRatesToJson(const MachineRates& r) {
 
 namespace {
 
-double Rate(const nlohmann::json& j, const std::string& key, bool may_be_zero, const std::string& where = "") {
+double Rate(const nlohmann::json& j, const std::string& key, bool may_be_zero,
+            const std::string& where = "") {
   auto it = j.find(key);
   if (it == j.end() || !it->is_number()) {
     throw MemplanError("machine rates: \"" + where + key + "\" must be a number");
@@ -83,13 +84,17 @@ void ReadClassRates(const nlohmann::json& classes, MachineRates& r) {
       for (int i = 0; i < kNumComputeClasses; ++i) {
         known += std::string(i ? ", " : "") + ComputeClassName(static_cast<ComputeClass>(i));
       }
-      throw MemplanError("machine rates: \"classes\" names an unknown class '" + name + "' (known: " + known + ")");
+      throw MemplanError("machine rates: \"classes\" names an unknown class '" + name +
+                         "' (known: " + known + ")");
     }
-    if (!rates.is_object()) throw MemplanError("machine rates: \"classes." + name + "\" must be an object");
+    if (!rates.is_object())
+      throw MemplanError("machine rates: \"classes." + name + "\" must be an object");
     const std::string where = "classes." + name + ".";
     MachineRates::ClassRates& c = r.classes[k];
-    if (rates.contains("flops_per_second")) c.flops_per_second = Rate(rates, "flops_per_second", true, where);
-    if (rates.contains("bytes_per_second")) c.bytes_per_second = Rate(rates, "bytes_per_second", true, where);
+    if (rates.contains("flops_per_second"))
+      c.flops_per_second = Rate(rates, "flops_per_second", true, where);
+    if (rates.contains("bytes_per_second"))
+      c.bytes_per_second = Rate(rates, "bytes_per_second", true, where);
   }
 }
 
@@ -111,12 +116,14 @@ MachineRates MachineRatesFromJson(const nlohmann::json& j) {
   if (j.contains("fresh_bytes_per_second")) {
     r.fresh_bytes_per_second = Rate(j, "fresh_bytes_per_second", true);
     const double threshold = Rate(j, "fresh_threshold_bytes", true);
-    if (threshold > 9e18) throw MemplanError("machine rates: \"fresh_threshold_bytes\" is too large");
+    if (threshold > 9e18)
+      throw MemplanError("machine rates: \"fresh_threshold_bytes\" is too large");
     r.fresh_threshold_bytes = static_cast<int64_t>(threshold);
   }
   auto measured = j.find("measured");
   if (measured != j.end()) {
-    if (!measured->is_boolean()) throw MemplanError("machine rates: \"measured\" must be true or false");
+    if (!measured->is_boolean())
+      throw MemplanError("machine rates: \"measured\" must be true or false");
     r.measured = measured->get<bool>();
   }
   return r;
@@ -175,27 +182,33 @@ std::vector<double> PredictNodeSeconds(const TrainingGraph& g, const CostModel& 
   const bool costed = cost.tensor_bytes || cost.node_flops;
   const TrainingGraph applied = costed ? ApplyCostModel(g, cost) : TrainingGraph{};
   const TrainingGraph& graph = costed ? applied : g;
-  const NodeSecondsFn seconds = cost.node_seconds ? cost.node_seconds : RooflineNodeSeconds(DefaultMachineRates("cpu"));
+  const NodeSecondsFn seconds =
+      cost.node_seconds ? cost.node_seconds : RooflineNodeSeconds(DefaultMachineRates("cpu"));
   std::vector<double> out(graph.nodes.size());
   for (const Node& n : graph.nodes) out[n.id] = seconds(graph, n);
   return out;
 }
 
-Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& measured, const MachineRates& rates) {
-  const std::string& src = measured.source.empty() ? std::string("the measured times") : measured.source;
+Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& measured,
+                                 const MachineRates& rates) {
+  const std::string& src =
+      measured.source.empty() ? std::string("the measured times") : measured.source;
   if (measured.nodes.empty()) {
-    throw MemplanError(src + " has no forward or recompute time of any node; profile the model with "
-                             "`memplan run " + g.model_path + " --profile " + src + "`");
+    throw MemplanError(src +
+                       " has no forward or recompute time of any node; profile the model with "
+                       "`memplan run " +
+                       g.model_path + " --profile " + src + "`");
   }
   // 1. Every measured node must be a node of this graph with the same op.
   std::map<std::string, double> seconds;  // per call, at the measured batch
   for (const MeasuredNodeTime& m : measured.nodes) {
     const NodeId id = g.FindNode(m.name);
     if (id == kNone || (!m.op.empty() && g.nodes[id].op_type != m.op)) {
-      throw MemplanError(src + " is a profile of another model: its node '" + m.name + "' (" + m.op + ") " +
-                         (id == kNone ? "is not a node of " + g.model_path
-                                      : "is a " + g.nodes[id].op_type + " in " + g.model_path) +
-                         "; profile this model with `memplan run " + g.model_path + " --profile " + src + "`");
+      throw MemplanError(
+          src + " is a profile of another model: its node '" + m.name + "' (" + m.op + ") " +
+          (id == kNone ? "is not a node of " + g.model_path
+                       : "is a " + g.nodes[id].op_type + " in " + g.model_path) +
+          "; profile this model with `memplan run " + g.model_path + " --profile " + src + "`");
     }
     seconds[m.name] = m.seconds;
   }
@@ -229,26 +242,31 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
     c.median_ratio = ratios.size() % 2 ? ratios[mid] : (ratios[mid - 1] + ratios[mid]) / 2;
   }
   const double ratio = c.median_ratio;
-  c.node_seconds = [seconds, measured_rows, measured_roofline, affine, rates, ratio](const TrainingGraph& graph,
-                                                                                  const Node& n) {
+  c.node_seconds = [seconds, measured_rows, measured_roofline, affine, rates, ratio](
+                       const TrainingGraph& graph, const Node& n) {
     auto it = seconds.find(n.name);
     if (it == seconds.end()) return RooflineSeconds(graph, n, rates) * ratio;
     if (graph.batch == measured_rows) return it->second;
     auto m = measured_roofline.find(n.name);
-    if (m != measured_roofline.end() && m->second > 0) return it->second * RooflineSeconds(graph, n, rates) / m->second;
+    if (m != measured_roofline.end() && m->second > 0)
+      return it->second * RooflineSeconds(graph, n, rates) / m->second;
     return affine(it->second, graph.batch);
   };
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.3g", ratio);
-  c.notes.push_back("times calibrated by " + src + ": " + std::to_string(c.measured_nodes) + " of " +
-                    std::to_string(g.nodes.size()) + " nodes measured" +
-                    (c.missing_nodes > 0 ? ", " + std::to_string(c.missing_nodes) + " at the roofline x " + buf +
-                                               " (the median measured / roofline)"
-                                         : "") +
-                    (c.folded_nodes > 0 ? ", " + std::to_string(c.folded_nodes) + " folded to constants (not run)" : ""));
+  c.notes.push_back(
+      "times calibrated by " + src + ": " + std::to_string(c.measured_nodes) + " of " +
+      std::to_string(g.nodes.size()) + " nodes measured" +
+      (c.missing_nodes > 0 ? ", " + std::to_string(c.missing_nodes) + " at the roofline x " + buf +
+                                 " (the median measured / roofline)"
+                           : "") +
+      (c.folded_nodes > 0 ? ", " + std::to_string(c.folded_nodes) + " folded to constants (not run)"
+                          : ""));
   if (measured.batch > 0 && measured.batch != g.batch) {
-    c.notes.push_back(src + " was measured at batch " + std::to_string(measured.batch) + "; its times are scaled "
-                      "linearly to batch " + std::to_string(g.batch) + " (but for the per-op overhead)");
+    c.notes.push_back(src + " was measured at batch " + std::to_string(measured.batch) +
+                      "; its times are scaled "
+                      "linearly to batch " +
+                      std::to_string(g.batch) + " (but for the per-op overhead)");
   }
   return c;
 }

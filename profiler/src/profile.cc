@@ -15,8 +15,10 @@ NodeKey KeyOf(const ProfileScope& s) { return {static_cast<int>(s.phase), s.segm
 
 std::string Seconds(double s) {
   char buf[32];
-  if (s >= 1) std::snprintf(buf, sizeof buf, "%.3f s", s);
-  else std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
+  if (s >= 1)
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f ms", s * 1e3);
   return buf;
 }
 
@@ -33,7 +35,8 @@ double Profile::RecomputeSeconds(int32_t segment) const {
 double Profile::PredictedRecomputeSeconds(int32_t segment) const {
   double total = 0;
   for (const NodeProfile& n : nodes) {
-    if (n.phase == Phase::kRecompute && (segment < 0 || n.segment == segment)) total += n.predicted_seconds;
+    if (n.phase == Phase::kRecompute && (segment < 0 || n.segment == segment))
+      total += n.predicted_seconds;
   }
   return total;
 }
@@ -77,8 +80,10 @@ void AggregateProfile(Profile& p) {
   p.peak_scope = {};
   for (const MemoryEvent& e : p.memory_events) {
     NodeProfile& n = entry(e.scope);
-    if (e.bytes > 0) n.allocated_bytes += e.bytes;
-    else n.freed_bytes -= e.bytes;
+    if (e.bytes > 0)
+      n.allocated_bytes += e.bytes;
+    else
+      n.freed_bytes -= e.bytes;
     if (e.bytes_after > p.peak_bytes) {
       p.peak_bytes = e.bytes_after;
       p.peak_time = e.time;
@@ -109,8 +114,10 @@ void NameProfileNodes(const TrainingGraph& g, Profile& p) {
 
 std::string FormatProfileSummary(const Profile& p, int slowest) {
   std::string out;
-  out += "profile (" + p.backend + ", step " + std::to_string(p.step + 1) + "): step " + Seconds(p.step_seconds);
-  for (Phase ph : {Phase::kForward, Phase::kLoss, Phase::kRecompute, Phase::kBackward, Phase::kOptimizer}) {
+  out += "profile (" + p.backend + ", step " + std::to_string(p.step + 1) + "): step " +
+         Seconds(p.step_seconds);
+  for (Phase ph :
+       {Phase::kForward, Phase::kLoss, Phase::kRecompute, Phase::kBackward, Phase::kOptimizer}) {
     const double s = p.PhaseSeconds(ph);
     if (s > 0) out += std::string(", ") + PhaseName(ph) + " " + Seconds(s);
   }
@@ -146,8 +153,8 @@ std::string FormatProfileSummary(const Profile& p, int slowest) {
     out += "  slowest ops:\n";
     for (size_t i = 0; i < ops.size() && i < static_cast<size_t>(slowest); ++i) {
       const NodeProfile& n = *ops[i];
-      out += "    " + Seconds(std::max(n.seconds, n.device_seconds)) + "  " + PhaseName(n.phase) + " " + n.op + " '" +
-             n.name + "'\n";
+      out += "    " + Seconds(std::max(n.seconds, n.device_seconds)) + "  " + PhaseName(n.phase) +
+             " " + n.op + " '" + n.name + "'\n";
     }
   }
   for (const std::string& w : p.warnings) out += "  warning: " + w + "\n";

@@ -12,11 +12,13 @@ namespace {
 using nlohmann::json;
 using namespace json_read;
 
-constexpr const char* kEventColumns[] = {"time", "bytes", "bytes_after", "phase", "node", "segment", "micro_batch"};
+constexpr const char* kEventColumns[] = {"time", "bytes",   "bytes_after", "phase",
+                                         "node", "segment", "micro_batch"};
 
 Phase PhaseFrom(const json& v, const std::string& field) {
   const std::string name = String(v, field);
-  for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication}) {
+  for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute,
+                  Phase::kOptimizer, Phase::kCommunication}) {
     if (name == PhaseName(p)) return p;
   }
   Bad(field, "is not a phase (setup, forward, loss, backward, recompute, optimizer)");
@@ -35,7 +37,10 @@ int32_t Small(const json& v, const std::string& field) {
 }
 
 json ScopeToJson(const ProfileScope& s) {
-  return {{"phase", PhaseName(s.phase)}, {"node", s.node}, {"segment", s.segment}, {"micro_batch", s.micro_batch}};
+  return {{"phase", PhaseName(s.phase)},
+          {"node", s.node},
+          {"segment", s.segment},
+          {"micro_batch", s.micro_batch}};
 }
 
 ProfileScope ScopeFrom(const json& v, const std::string& field) {
@@ -77,7 +82,8 @@ NodeProfile NodeFromJson(const json& v, const std::string& field) {
 
 MemoryEvent EventFrom(const json& v, const std::string& field) {
   if (!v.is_array() || v.size() != std::size(kEventColumns)) {
-    Bad(field, "is not a row of " + std::to_string(std::size(kEventColumns)) + " values (see 'memory_event_columns')");
+    Bad(field, "is not a row of " + std::to_string(std::size(kEventColumns)) +
+                   " values (see 'memory_event_columns')");
   }
   MemoryEvent e;
   e.time = Seconds(v[0], field + "[0]");
@@ -103,16 +109,22 @@ json ProfileToJson(const Profile& p) {
   }
   json nodes = json::array();
   for (const NodeProfile& n : p.nodes) {
-    nodes.push_back({{"node", n.node}, {"name", n.name}, {"op", n.op}, {"phase", PhaseName(n.phase)},
-                     {"segment", n.segment}, {"calls", n.calls}, {"seconds", n.seconds},
-                     {"device_seconds", n.device_seconds}, {"predicted_seconds", n.predicted_seconds},
+    nodes.push_back({{"node", n.node},
+                     {"name", n.name},
+                     {"op", n.op},
+                     {"phase", PhaseName(n.phase)},
+                     {"segment", n.segment},
+                     {"calls", n.calls},
+                     {"seconds", n.seconds},
+                     {"device_seconds", n.device_seconds},
+                     {"predicted_seconds", n.predicted_seconds},
                      {"allocated_bytes", n.allocated_bytes},
                      {"freed_bytes", n.freed_bytes}});
   }
   json events = json::array();
   for (const MemoryEvent& e : p.memory_events) {
-    events.push_back({e.time, e.bytes, e.bytes_after, PhaseName(e.scope.phase), e.scope.node, e.scope.segment,
-                      e.scope.micro_batch});
+    events.push_back({e.time, e.bytes, e.bytes_after, PhaseName(e.scope.phase), e.scope.node,
+                      e.scope.segment, e.scope.micro_batch});
   }
   std::map<int32_t, double> per_segment;
   for (const NodeProfile& n : p.nodes) {
@@ -154,7 +166,8 @@ Profile ProfileFromJson(const json& j) {
   if (Get(j, "", "kind", String) != "profile") Bad("kind", "is not \"profile\"");
   Profile p;
   p.model = Get(j, "", "model", String);
-  if (j.contains("structure_fingerprint")) p.structure_fingerprint = Get(j, "", "structure_fingerprint", String);
+  if (j.contains("structure_fingerprint"))
+    p.structure_fingerprint = Get(j, "", "structure_fingerprint", String);
   p.device = Get(j, "", "device", String);
   p.backend = Get(j, "", "backend", String);
   p.step = Get(j, "", "step", Count);
@@ -173,8 +186,10 @@ Profile ProfileFromJson(const json& j) {
   p.nodes = Get(j, "", "nodes", ArrayOf(NodeFromJson));
   p.slices = Get(j, "", "slices", ArrayOf(SliceFrom));
   const auto columns = Get(j, "", "memory_event_columns", ArrayOf(String));
-  if (!std::equal(columns.begin(), columns.end(), std::begin(kEventColumns), std::end(kEventColumns))) {
-    Bad("memory_event_columns", "is not [time, bytes, bytes_after, phase, node, segment, micro_batch]");
+  if (!std::equal(columns.begin(), columns.end(), std::begin(kEventColumns),
+                  std::end(kEventColumns))) {
+    Bad("memory_event_columns",
+        "is not [time, bytes, bytes_after, phase, node, segment, micro_batch]");
   }
   p.memory_events = Get(j, "", "memory_events", ArrayOf(EventFrom));
   return p;

@@ -1,7 +1,6 @@
 // Chrome trace-event JSON (the "JSON Array/Object Format" that ui.perfetto.dev and
 // chrome://tracing open): complete events ("X") for scopes, counters ("C") for memory.
 #include <map>
-
 #include <nlohmann/json.hpp>
 
 #include "memplan/profiler.h"
@@ -17,10 +16,12 @@ constexpr int kRecomputeTrack = 2;  // recompute spans, marked on their own trac
 
 double Micros(double seconds) { return seconds * 1e6; }
 
-std::string SliceName(const ProfileScope& s, const Profile& p, const std::map<NodeId, const NodeProfile*>& names) {
+std::string SliceName(const ProfileScope& s, const Profile& p,
+                      const std::map<NodeId, const NodeProfile*>& names) {
   if (s.node == kNone) {
     std::string name = PhaseName(s.phase);
-    if (s.phase != Phase::kSetup && s.phase != Phase::kOptimizer) name += " segment " + std::to_string(s.segment);
+    if (s.phase != Phase::kSetup && s.phase != Phase::kOptimizer)
+      name += " segment " + std::to_string(s.segment);
     if (p.micro_batches > 1) name += " (micro-batch " + std::to_string(s.micro_batch) + ")";
     return name;
   }
@@ -58,15 +59,21 @@ json TraceEventsJson(const Profile& p, const std::vector<PredictedMemory>& predi
   std::map<NodeId, const NodeProfile*> names;
   for (const NodeProfile& n : p.nodes) names.emplace(n.node, &n);
   json events = json::array();
-  events.push_back(Metadata("process_name", 0, "memplan " + p.model + " step " + std::to_string(p.step + 1)));
+  events.push_back(
+      Metadata("process_name", 0, "memplan " + p.model + " step " + std::to_string(p.step + 1)));
   events.push_back(Metadata("thread_name", kScopeTrack, "phases and nodes"));
   events.push_back(Metadata("thread_name", kRecomputeTrack, "recompute"));
   for (const ProfileSlice& s : p.slices) {
     json args = {{"phase", PhaseName(s.scope.phase)}, {"segment", s.scope.segment}};
     if (s.scope.node != kNone) args["node"] = s.scope.node;
     if (p.micro_batches > 1) args["micro_batch"] = s.scope.micro_batch;
-    json e = {{"name", SliceName(s.scope, p, names)}, {"cat", PhaseName(s.scope.phase)}, {"ph", "X"},
-              {"ts", Micros(s.begin)}, {"dur", Micros(s.end - s.begin)}, {"pid", kPid}, {"tid", kScopeTrack},
+    json e = {{"name", SliceName(s.scope, p, names)},
+              {"cat", PhaseName(s.scope.phase)},
+              {"ph", "X"},
+              {"ts", Micros(s.begin)},
+              {"dur", Micros(s.end - s.begin)},
+              {"pid", kPid},
+              {"tid", kScopeTrack},
               {"args", args}};
     if (s.scope.phase == Phase::kRecompute && s.scope.node == kNone) {
       json mark = e;
@@ -76,10 +83,16 @@ json TraceEventsJson(const Profile& p, const std::vector<PredictedMemory>& predi
     }
     events.push_back(std::move(e));
   }
-  events.push_back({{"name", "memory"}, {"ph", "C"}, {"ts", 0.0}, {"pid", kPid},
+  events.push_back({{"name", "memory"},
+                    {"ph", "C"},
+                    {"ts", 0.0},
+                    {"pid", kPid},
                     {"args", {{"measured_bytes", p.start_bytes}}}});
   for (const MemoryEvent& e : p.memory_events) {
-    events.push_back({{"name", "memory"}, {"ph", "C"}, {"ts", Micros(e.time)}, {"pid", kPid},
+    events.push_back({{"name", "memory"},
+                      {"ph", "C"},
+                      {"ts", Micros(e.time)},
+                      {"pid", kPid},
                       {"args", {{"measured_bytes", e.bytes_after}}}});
   }
   // Each predicted point sits at the end of the measured slice of the same scope (the k-th
@@ -87,7 +100,8 @@ json TraceEventsJson(const Profile& p, const std::vector<PredictedMemory>& predi
   if (!predicted.empty()) {
     std::map<std::tuple<int, NodeId, int32_t, int32_t>, std::vector<double>> ends;
     for (const ProfileSlice& s : p.slices) {
-      ends[{static_cast<int>(s.scope.phase), s.scope.node, s.scope.segment, s.scope.micro_batch}].push_back(s.end);
+      ends[{static_cast<int>(s.scope.phase), s.scope.node, s.scope.segment, s.scope.micro_batch}]
+          .push_back(s.end);
     }
     std::map<std::tuple<int, NodeId, int32_t, int32_t>, size_t> used;
     std::vector<std::pair<double, int64_t>> points;
@@ -95,7 +109,8 @@ json TraceEventsJson(const Profile& p, const std::vector<PredictedMemory>& predi
       for (const PredictedMemory& pm : predicted) {
         const bool once = pm.scope.phase == Phase::kSetup || pm.scope.phase == Phase::kOptimizer;
         if (once && m > 0) continue;
-        auto key = std::make_tuple(static_cast<int>(pm.scope.phase), pm.scope.node, pm.scope.segment, once ? 0 : m);
+        auto key = std::make_tuple(static_cast<int>(pm.scope.phase), pm.scope.node,
+                                   pm.scope.segment, once ? 0 : m);
         auto it = ends.find(key);
         if (it == ends.end()) continue;
         size_t& k = used[key];
@@ -103,17 +118,25 @@ json TraceEventsJson(const Profile& p, const std::vector<PredictedMemory>& predi
         points.emplace_back(it->second[k++], pm.bytes);
       }
     }
-    std::stable_sort(points.begin(), points.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::stable_sort(points.begin(), points.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
     for (const auto& [time, bytes] : points) {
-      events.push_back({{"name", "predicted memory"}, {"ph", "C"}, {"ts", Micros(time)}, {"pid", kPid},
+      events.push_back({{"name", "predicted memory"},
+                        {"ph", "C"},
+                        {"ts", Micros(time)},
+                        {"pid", kPid},
                         {"args", {{"predicted_bytes", bytes}}}});
     }
   }
   return {{"traceEvents", events},
           {"displayTimeUnit", "ms"},
           {"otherData",
-           {{"memplan_version", MEMPLAN_VERSION}, {"model", p.model}, {"device", p.device}, {"backend", p.backend},
-            {"step_seconds", p.step_seconds}, {"peak_bytes", p.peak_bytes}}}};
+           {{"memplan_version", MEMPLAN_VERSION},
+            {"model", p.model},
+            {"device", p.device},
+            {"backend", p.backend},
+            {"step_seconds", p.step_seconds},
+            {"peak_bytes", p.peak_bytes}}}};
 }
 
 }  // namespace memplan

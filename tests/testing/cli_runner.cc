@@ -1,8 +1,8 @@
+#include "testing/cli_runner.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include "testing/cli_runner.h"
-
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -34,7 +34,8 @@ void CliTest::TearDown() { std::system(("rm -rf '" + dir_ + "'").c_str()); }
 
 CliResult CliTest::Run(const std::string& args) {
   std::string out = dir_ + "/stdout", err = dir_ + "/stderr";
-  int status = std::system((std::string(MEMPLAN_CLI) + " " + args + " > " + out + " 2> " + err).c_str());
+  int status =
+      std::system((std::string(MEMPLAN_CLI) + " " + args + " > " + out + " 2> " + err).c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, ReadFile(out), ReadFile(err)};
 }
 
@@ -51,7 +52,9 @@ LoopbackListener::LoopbackListener() {
   sockaddr_in a = {};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd_, 1) != 0) return;
+  if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::listen(fd_, 1) != 0)
+    return;
   socklen_t len = sizeof a;
   if (::getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) port_ = ntohs(a.sin_port);
 }

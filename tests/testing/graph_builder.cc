@@ -1,14 +1,14 @@
 #include "testing/graph_builder.h"
 
-#include <limits>
-
 #include <onnx/onnx_pb.h>
 
 #include <fstream>
+#include <limits>
 
 namespace memplan::testing {
 
-GraphBuilder& GraphBuilder::Input(const std::string& name, std::vector<int64_t> shape, DType dtype) {
+GraphBuilder& GraphBuilder::Input(const std::string& name, std::vector<int64_t> shape,
+                                  DType dtype) {
   inputs_.push_back({name, std::move(shape), dtype});
   return *this;
 }
@@ -25,7 +25,8 @@ GraphBuilder& GraphBuilder::Ints(const std::string& name, std::vector<int64_t> v
 
 GraphBuilder& GraphBuilder::Node(const std::string& op, std::vector<std::string> inputs,
                                  std::vector<std::string> outputs) {
-  nodes_.push_back({op, op + "_" + std::to_string(nodes_.size()), std::move(inputs), std::move(outputs), {}});
+  nodes_.push_back(
+      {op, op + "_" + std::to_string(nodes_.size()), std::move(inputs), std::move(outputs), {}});
   return *this;
 }
 
@@ -55,7 +56,10 @@ std::string GraphBuilder::Bytes() const {
     auto* shape = tt->mutable_shape();
     for (int64_t d : in.shape) {
       auto* dim = shape->add_dim();
-      if (d < 0) dim->set_dim_param("N"); else dim->set_dim_value(d);
+      if (d < 0)
+        dim->set_dim_param("N");
+      else
+        dim->set_dim_value(d);
     }
   }
   for (const InitSpec& init : inits_) {
@@ -63,7 +67,10 @@ std::string GraphBuilder::Bytes() const {
     t->set_name(init.name);
     t->set_data_type(OnnxFromDType(init.dtype));
     int64_t n = 1;
-    for (int64_t d : init.shape) { t->add_dims(d); n *= d; }
+    for (int64_t d : init.shape) {
+      t->add_dims(d);
+      n *= d;
+    }
     if (init.dtype == DType::kInt64) {
       for (int64_t v : init.ints) t->add_int64_data(v);
     } else {
@@ -79,10 +86,16 @@ std::string GraphBuilder::Bytes() const {
     for (const auto& [name, value] : ns.attrs) {
       auto* a = n->add_attribute();
       a->set_name(name);
-      if (auto* i = std::get_if<int64_t>(&value)) { a->set_type(onnx::AttributeProto::INT); a->set_i(*i); }
-      else if (auto* f = std::get_if<double>(&value)) { a->set_type(onnx::AttributeProto::FLOAT); a->set_f(static_cast<float>(*f)); }
-      else if (auto* s = std::get_if<std::string>(&value)) { a->set_type(onnx::AttributeProto::STRING); a->set_s(*s); }
-      else if (auto* is = std::get_if<std::vector<int64_t>>(&value)) {
+      if (auto* i = std::get_if<int64_t>(&value)) {
+        a->set_type(onnx::AttributeProto::INT);
+        a->set_i(*i);
+      } else if (auto* f = std::get_if<double>(&value)) {
+        a->set_type(onnx::AttributeProto::FLOAT);
+        a->set_f(static_cast<float>(*f));
+      } else if (auto* s = std::get_if<std::string>(&value)) {
+        a->set_type(onnx::AttributeProto::STRING);
+        a->set_s(*s);
+      } else if (auto* is = std::get_if<std::vector<int64_t>>(&value)) {
         a->set_type(onnx::AttributeProto::INTS);
         for (int64_t x : *is) a->add_ints(x);
       } else if (auto* fs = std::get_if<std::vector<double>>(&value)) {
@@ -118,7 +131,8 @@ std::vector<std::vector<NodeId>> EqualSegments(const TrainingGraph& g, int k) {
   return segments;
 }
 
-GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y, double divisor) {
+GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y,
+                            double divisor) {
   b.Node("Constant", {}, {"gelu_divisor"}).Attr("value_float", divisor);
   b.Node("Div", {x, "gelu_divisor"}, {"gelu_d"});
   b.Node("Erf", {"gelu_d"}, {"gelu_e"});
@@ -132,30 +146,42 @@ GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::st
 GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::string& y) {
   b.Node("Mul", {x, x}, {"tanh_gelu_sq"}).Node("Mul", {x, "tanh_gelu_sq"}, {"tanh_gelu_cube"});
   b.Node("Constant", {}, {"tanh_gelu_c"}).Attr("value_float", 0.044715);
-  b.Node("Mul", {"tanh_gelu_c", "tanh_gelu_cube"}, {"tanh_gelu_t"}).Node("Add", {x, "tanh_gelu_t"}, {"tanh_gelu_s"});
+  b.Node("Mul", {"tanh_gelu_c", "tanh_gelu_cube"}, {"tanh_gelu_t"})
+      .Node("Add", {x, "tanh_gelu_t"}, {"tanh_gelu_s"});
   b.Node("Constant", {}, {"tanh_gelu_k"}).Attr("value_float", 0.7978845608028654);
-  b.Node("Mul", {"tanh_gelu_k", "tanh_gelu_s"}, {"tanh_gelu_in"}).Node("Tanh", {"tanh_gelu_in"}, {"tanh_gelu_th"});
+  b.Node("Mul", {"tanh_gelu_k", "tanh_gelu_s"}, {"tanh_gelu_in"})
+      .Node("Tanh", {"tanh_gelu_in"}, {"tanh_gelu_th"});
   b.Node("Constant", {}, {"tanh_gelu_one"}).Attr("value_float", 1.0);
-  b.Node("Add", {"tanh_gelu_one", "tanh_gelu_th"}, {"tanh_gelu_a"}).Node("Mul", {x, "tanh_gelu_a"}, {"tanh_gelu_m"});
+  b.Node("Add", {"tanh_gelu_one", "tanh_gelu_th"}, {"tanh_gelu_a"})
+      .Node("Mul", {x, "tanh_gelu_a"}, {"tanh_gelu_m"});
   b.Node("Constant", {}, {"tanh_gelu_half"}).Attr("value_float", 0.5);
   return b.Node("Mul", {"tanh_gelu_half", "tanh_gelu_m"}, {y});
 }
 
-GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale,
-                                 const std::string& bias) {
+GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y,
+                                 const std::string& scale, const std::string& bias) {
   const std::vector<int64_t> last{-1};
   b.Node("ReduceMean", {x}, {"ln_mean"}).Attr("axes", last).Node("Sub", {x, "ln_mean"}, {"ln_d"});
-  b.Node("Constant", {}, {"ln_two"}).Attr("value_float", 2.0).Node("Pow", {"ln_d", "ln_two"}, {"ln_sq"});
+  b.Node("Constant", {}, {"ln_two"})
+      .Attr("value_float", 2.0)
+      .Node("Pow", {"ln_d", "ln_two"}, {"ln_sq"});
   b.Node("ReduceMean", {"ln_sq"}, {"ln_var"}).Attr("axes", last);
-  b.Node("Constant", {}, {"ln_eps"}).Attr("value_float", 1e-5).Node("Add", {"ln_var", "ln_eps"}, {"ln_ve"});
+  b.Node("Constant", {}, {"ln_eps"})
+      .Attr("value_float", 1e-5)
+      .Node("Add", {"ln_var", "ln_eps"}, {"ln_ve"});
   b.Node("Sqrt", {"ln_ve"}, {"ln_s"}).Node("Div", {"ln_d", "ln_s"}, {"ln_n"});
   return b.Node("Mul", {"ln_n", scale}, {"ln_scaled"}).Node("Add", {"ln_scaled", bias}, {y});
 }
 
-GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale) {
-  b.Node("Constant", {}, {"rms_two"}).Attr("value_float", 2.0).Node("Pow", {x, "rms_two"}, {"rms_sq"});
+GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std::string& y,
+                               const std::string& scale) {
+  b.Node("Constant", {}, {"rms_two"})
+      .Attr("value_float", 2.0)
+      .Node("Pow", {x, "rms_two"}, {"rms_sq"});
   b.Node("ReduceMean", {"rms_sq"}, {"rms_mean"}).Attr("axes", std::vector<int64_t>{-1});
-  b.Node("Constant", {}, {"rms_eps"}).Attr("value_float", 1e-6).Node("Add", {"rms_mean", "rms_eps"}, {"rms_ve"});
+  b.Node("Constant", {}, {"rms_eps"})
+      .Attr("value_float", 1e-6)
+      .Node("Add", {"rms_mean", "rms_eps"}, {"rms_ve"});
   b.Node("Sqrt", {"rms_ve"}, {"rms_s"}).Node("Reciprocal", {"rms_s"}, {"rms_r"});
   return b.Node("Mul", {x, "rms_r"}, {"rms_n"}).Node("Mul", {scale, "rms_n"}, {y});
 }
@@ -167,7 +193,9 @@ GraphBuilder& AppendSiluOps(GraphBuilder& b, const std::string& x, const std::st
 GraphBuilder AttentionBlock() {
   GraphBuilder b;
   b.Input("x", {-1, 16, 2, 4}).Param("wq", {4, 4}).Param("wk", {4, 4}).Param("wv", {4, 4});
-  b.Node("MatMul", {"x", "wq"}, {"q_rows"}).Node("MatMul", {"x", "wk"}, {"k_rows"}).Node("MatMul", {"x", "wv"}, {"v_rows"});
+  b.Node("MatMul", {"x", "wq"}, {"q_rows"})
+      .Node("MatMul", {"x", "wk"}, {"k_rows"})
+      .Node("MatMul", {"x", "wv"}, {"v_rows"});
   // Heads before rows, as views: [N,16,2,4] -> [N,2,16,4] (K^T: [N,2,4,16]).
   b.Node("Transpose", {"q_rows"}, {"q"}).Attr("perm", std::vector<int64_t>{0, 2, 1, 3});
   b.Node("Transpose", {"k_rows"}, {"kt"}).Attr("perm", std::vector<int64_t>{0, 2, 3, 1});
@@ -182,7 +210,9 @@ GraphBuilder AttentionBlock() {
   b.Node("Constant", {}, {"mask_flat"}).Attr("value_floats", mask).Ints("mask_shape", {16, 16});
   b.Node("Reshape", {"mask_flat", "mask_shape"}, {"mask"}).Node("Add", {"ss", "mask"}, {"sm"});
   b.Node("Softmax", {"sm"}, {"p"}).Node("IsNaN", {"p"}, {"nan"});
-  b.Node("Constant", {}, {"zero"}).Attr("value_float", 0.0).Node("Where", {"nan", "zero", "p"}, {"p0"});
+  b.Node("Constant", {}, {"zero"})
+      .Attr("value_float", 0.0)
+      .Node("Where", {"nan", "zero", "p"}, {"p0"});
   b.Node("MatMul", {"p0", "v"}, {"heads"});
   b.Node("Transpose", {"heads"}, {"y"}).Attr("perm", std::vector<int64_t>{0, 2, 1, 3}).Output("y");
   return b;
@@ -190,7 +220,11 @@ GraphBuilder AttentionBlock() {
 
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
-  b.Input("x", {-1, 32}).Param("w1", {64, 32}).Param("b1", {64}).Param("w2", {10, 64}).Param("b2", {10});
+  b.Input("x", {-1, 32})
+      .Param("w1", {64, 32})
+      .Param("b1", {64})
+      .Param("w2", {10, 64})
+      .Param("b2", {10});
   b.Node("Gemm", {"x", "w1", "b1"}, {"h"}).Attr("transB", int64_t{1});
   b.Node("Relu", {"h"}, {"r"});
   b.Node("Gemm", {"r", "w2", "b2"}, {"y"}).Attr("transB", int64_t{1});

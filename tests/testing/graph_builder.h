@@ -14,20 +14,26 @@
 
 namespace memplan::testing {
 
-using AttrValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
+using AttrValue =
+    std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<double>>;
 
 class GraphBuilder {
  public:
-  GraphBuilder& Input(const std::string& name, std::vector<int64_t> shape, DType dtype = DType::kFloat32);
+  GraphBuilder& Input(const std::string& name, std::vector<int64_t> shape,
+                      DType dtype = DType::kFloat32);
   // A trainable float initializer (zeros; analysis never reads it).
   GraphBuilder& Param(const std::string& name, std::vector<int64_t> shape);
   // An int64 initializer with known values (shape constants).
   GraphBuilder& Ints(const std::string& name, std::vector<int64_t> values);
-  GraphBuilder& Node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs);
+  GraphBuilder& Node(const std::string& op, std::vector<std::string> inputs,
+                     std::vector<std::string> outputs);
   // Adds an attribute to the last node.
   GraphBuilder& Attr(const std::string& name, AttrValue value);
   GraphBuilder& Output(const std::string& name);
-  GraphBuilder& Opset(int64_t opset) { opset_ = opset; return *this; }
+  GraphBuilder& Opset(int64_t opset) {
+    opset_ = opset;
+    return *this;
+  }
 
   std::string Bytes() const;  // serialized ModelProto
   TrainingGraph Load(const LoadOptions& options = {}) const;
@@ -35,8 +41,17 @@ class GraphBuilder {
   void Save(const std::string& path) const;
 
  private:
-  struct InputSpec { std::string name; std::vector<int64_t> shape; DType dtype; };
-  struct InitSpec { std::string name; std::vector<int64_t> shape; DType dtype; std::vector<int64_t> ints; };
+  struct InputSpec {
+    std::string name;
+    std::vector<int64_t> shape;
+    DType dtype;
+  };
+  struct InitSpec {
+    std::string name;
+    std::vector<int64_t> shape;
+    DType dtype;
+    std::vector<int64_t> ints;
+  };
   struct NodeSpec {
     std::string op, name;
     std::vector<std::string> inputs, outputs;
@@ -63,7 +78,8 @@ GraphBuilder TwoLayerMlp();
 // Appends GELU as TorchScript exports it before opset 20, from `x` to `y`:
 // Div(x, divisor) -> gelu_d -> Erf -> gelu_e -> Add(1) -> gelu_a -> Mul(x, ·) -> gelu_m ->
 // Mul(0.5) -> y. With divisor √2 it is erf-GELU.
-GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y, double divisor);
+GraphBuilder& AppendErfGelu(GraphBuilder& b, const std::string& x, const std::string& y,
+                            double divisor);
 
 // Appends GELU's tanh approximation as TorchScript exports F.gelu(approximate='tanh') before
 // opset 20: x³ as Mul(x, Mul(x, x)), then 0.044715·x³ + x, times √(2/π), Tanh, Add(1),
@@ -72,13 +88,14 @@ GraphBuilder& AppendTanhGelu(GraphBuilder& b, const std::string& x, const std::s
 
 // Appends layer normalisation over the last axis as TorchScript exports it before opset 17:
 // ReduceMean, Sub, Pow 2, ReduceMean, Add 1e-5, Sqrt, Div, Mul by `scale`, Add `bias` -> y.
-GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale,
-                                 const std::string& bias);
+GraphBuilder& AppendLayerNormOps(GraphBuilder& b, const std::string& x, const std::string& y,
+                                 const std::string& scale, const std::string& bias);
 
 // Appends RMS normalisation over the last axis as the dynamo exporter writes torch's rms_norm and
 // Hugging Face's LlamaRMSNorm (opset 20): Pow(x, 2), ReduceMean, Add(1e-6), Sqrt, Reciprocal,
 // Mul(x, ·), Mul(scale, ·).
-GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std::string& y, const std::string& scale);
+GraphBuilder& AppendRmsNormOps(GraphBuilder& b, const std::string& x, const std::string& y,
+                               const std::string& scale);
 
 // Appends SiLU as the dynamo exporter writes F.silu: Mul(x, Sigmoid(x)).
 GraphBuilder& AppendSiluOps(GraphBuilder& b, const std::string& x, const std::string& y);

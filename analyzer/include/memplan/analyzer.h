@@ -8,11 +8,10 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "memplan/parse.h"
 #include "memplan/training_graph.h"
@@ -28,7 +27,7 @@ const char* PhaseName(Phase p);
 // What memory is for, in the breakdown at the peak.
 enum class MemoryCategory {
   kParameter,
-  kGradient,            // parameter gradients (persistent, accumulated in place)
+  kGradient,  // parameter gradients (persistent, accumulated in place)
   kOptimizerState,
   kInput,               // the batch and the loss target
   kConstant,            // non-trainable initializers (batch-norm running stats, ...)
@@ -54,7 +53,7 @@ struct Buffer {
 
 struct Step {
   Phase phase = Phase::kForward;
-  NodeId node = kNone;  // kNone for setup / optimizer steps
+  NodeId node = kNone;           // kNone for setup / optimizer steps
   std::vector<BufferId> allocs;  // allocated before the step's work; all alive together
   std::vector<BufferId> frees;   // freed after the step's work
   // Activations whose last forward reader is this step but which a backward step saved for

@@ -5,11 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "memplan/parse.h"
 #include "memplan/training_graph.h"
@@ -22,7 +21,9 @@ using nlohmann::json;
   throw MemplanError("field '" + field + "' " + why);
 }
 
-inline std::string Join(const std::string& prefix, const char* key) { return prefix.empty() ? key : prefix + "." + key; }
+inline std::string Join(const std::string& prefix, const char* key) {
+  return prefix.empty() ? key : prefix + "." + key;
+}
 
 inline const json& Required(const json& j, const std::string& prefix, const char* key) {
   auto it = j.find(key);
@@ -71,7 +72,8 @@ auto Array(const json& v, const std::string& field, Read read) {
   if (!v.is_array()) Bad(field, "is not an array");
   std::vector<decltype(read(v, field))> out;
   out.reserve(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out.push_back(read(v[i], field + "[" + std::to_string(i) + "]"));
+  for (size_t i = 0; i < v.size(); ++i)
+    out.push_back(read(v[i], field + "[" + std::to_string(i) + "]"));
   return out;
 }
 

@@ -28,13 +28,13 @@ struct ExternalData {
   std::string location;  // as the model writes it
   std::string path;      // the file: base_dir/location
   int64_t offset = 0;
-  int64_t length = -1;   // -1: not given (the tensor's size)
+  int64_t length = -1;  // -1: not given (the tensor's size)
 };
 // Reads the external_data entries of `t`. As ONNX's own loader requires, `location` must name a
 // file inside `base_dir`: a relative path without "..", not leading out through a symbolic
 // link (unless `allow_outside`, the user's explicit choice). `offset` and `length` must be
 // non-negative integers. Throws MemplanError naming `what` (the tensor) and what to do.
-ExternalData ResolveExternalData(const onnx::TensorProto& t, const std::string& base_dir, const std::string& what,
-                                 bool allow_outside);
+ExternalData ResolveExternalData(const onnx::TensorProto& t, const std::string& base_dir,
+                                 const std::string& what, bool allow_outside);
 
 }  // namespace memplan

@@ -9,10 +9,9 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace memplan {
 
@@ -28,8 +27,8 @@ int64_t ParseBytes(const std::string& text);
 // A memory budget: a size, or a percentage of the plain step's peak ("50%"), which must lie
 // in (0, kMaxBudgetPercent].
 struct Budget {
-  int64_t bytes = 0;    // set for a size
-  double percent = 0;   // set for a percentage
+  int64_t bytes = 0;   // set for a size
+  double percent = 0;  // set for a percentage
   // The budget for a step whose plain peak is `baseline_bytes` (at least 1 byte).
   int64_t Resolve(int64_t baseline_bytes) const;
 };

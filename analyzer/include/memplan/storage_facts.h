@@ -39,13 +39,15 @@ GraphFacts ComputeGraphFacts(const TrainingGraph& g);
 // The schedule of a step run in segments, per plan.h's execution semantics: a segment starts
 // at each node in `cuts` (ascending, in [1, the loss node]; validated by the caller). No cuts:
 // the plain training step (BuildTrainingSchedule).
-Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f, const std::vector<NodeId>& cuts);
+Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
+                               const std::vector<NodeId>& cuts);
 
 // The schedule of a step with selective recompute, per plan.h's semantics: the activation
 // storages in `recomputed` (root tensors: members of f.roots, none produced by the loss node)
 // are not saved by the forward and are recomputed, without autograd, before the backward step
 // that first needs them. Empty: the plain training step. Throws MemplanError naming a tensor
 // that cannot be recomputed.
-Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f, const std::vector<TensorId>& recomputed);
+Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
+                                const std::vector<TensorId>& recomputed);
 
 }  // namespace memplan

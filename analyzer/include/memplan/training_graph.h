@@ -29,8 +29,21 @@ class MemplanError : public std::runtime_error {
 };
 
 enum class DType : int8_t {
-  kUndefined, kFloat32, kFloat16, kBFloat16, kFloat64,
-  kInt8, kInt16, kInt32, kInt64, kUInt8, kUInt16, kUInt32, kUInt64, kBool, kString,
+  kUndefined,
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat64,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kBool,
+  kString,
 };
 int64_t DTypeSize(DType dtype);
 const char* DTypeName(DType dtype);
@@ -78,12 +91,12 @@ struct Tensor {
   std::vector<NodeId> consumers;  // in topological order, repeated if used twice by a node
   // The tensor whose storage this one shares (itself unless it is a view).
   TensorId storage = kNone;
-  bool contiguous = true;      // false when `strides` is not row-major (transposed, expanded, sliced)
+  bool contiguous = true;  // false when `strides` is not row-major (transposed, expanded, sliced)
   // Element strides within its storage, as ATen would lay it out (views keep their input's
   // layout, TensorIterator ops follow their inputs' layout); empty: row-major contiguous.
   std::vector<int64_t> strides;
-  bool requires_grad = false;  // depends on a parameter through differentiable ops
-  bool has_gradient = false;   // requires_grad and the loss depends on it
+  bool requires_grad = false;       // depends on a parameter through differentiable ops
+  bool has_gradient = false;        // requires_grad and the loss depends on it
   std::optional<ConstValue> value;  // known at analysis time (small shape tensors)
 
   int64_t numel() const;
@@ -118,13 +131,14 @@ struct Node {
   double backward_flops = 0;
   std::vector<TensorId> saved_for_backward;  // inputs / outputs the backward op reads
   std::vector<SavedExtra> saved_extras;
-  int64_t forward_workspace_bytes = 0;   // temporaries the forward op allocates and frees
-  bool gradient_passes_through = false;  // backward hands the incoming gradient to its inputs (Add, views)
+  int64_t forward_workspace_bytes = 0;  // temporaries the forward op allocates and frees
+  bool gradient_passes_through =
+      false;  // backward hands the incoming gradient to its inputs (Add, views)
   // Bit i: input i is read through a view the kernel makes (Gemm's transposed weight), so a
   // parameter there accumulates its gradient after the node's directly read parameters.
   uint32_t inputs_read_through_view = 0;
   int64_t backward_workspace_bytes = 0;  // temporaries the backward op allocates and frees
-  bool has_backward = false;  // some input requires grad and some output has a gradient
+  bool has_backward = false;             // some input requires grad and some output has a gradient
 
   const Attribute* attr(const std::string& key) const;
   int64_t attr_int(const std::string& key, int64_t fallback) const;
@@ -137,7 +151,7 @@ enum class LossKind { kCrossEntropy, kMse, kSum, kModelOutput };
 enum class Optimizer { kSgd, kMomentum, kAdam };
 const char* LossKindName(LossKind k);
 const char* OptimizerName(Optimizer o);
-LossKind ParseLossKind(const std::string& s);   // throws MemplanError
+LossKind ParseLossKind(const std::string& s);    // throws MemplanError
 Optimizer ParseOptimizer(const std::string& s);  // throws MemplanError
 // Optimizer state bytes per parameter byte: SGD 0, momentum 1, Adam 2.
 int OptimizerStateMultiplier(Optimizer o);
@@ -148,7 +162,7 @@ int OptimizerStateMultiplier(Optimizer o);
 //   kKept: zero_grad(set_to_none=False). Gradients live from one step to the next and every
 //     contribution is a temporary added into them in place.
 enum class GradientLifetime { kNone, kKept };
-const char* GradientLifetimeName(GradientLifetime l);       // "none", "kept"
+const char* GradientLifetimeName(GradientLifetime l);          // "none", "kept"
 GradientLifetime ParseGradientLifetime(const std::string& s);  // throws MemplanError
 
 struct TrainingGraph {
@@ -177,12 +191,12 @@ struct TrainingGraph {
   Optimizer optimizer = Optimizer::kSgd;
   GradientLifetime grads = GradientLifetime::kNone;
 
-  bool weights_present = true;     // external-data files exist (weights are never read)
+  bool weights_present = true;  // external-data files exist (weights are never read)
   // The user allowed external data outside the model's folder (LoadOptions); readers of the
   // weights pass it to ResolveExternalData (memplan/onnx_convert.h).
   bool allow_external_data_outside_model_dir = false;
-  int tensors_shaped_by_onnx = 0;  // concrete after ONNX shape inference alone
-  int tensors_shaped_by_rules = 0; // left to memplan's own rules
+  int tensors_shaped_by_onnx = 0;   // concrete after ONNX shape inference alone
+  int tensors_shaped_by_rules = 0;  // left to memplan's own rules
   // Tensors where ONNX inference and memplan's rule disagree (ONNX's answer is used).
   std::vector<std::string> shape_disagreements;
   std::vector<std::string> notes;  // things the user should know about the load
@@ -280,7 +294,15 @@ InitialFill InitialFillOf(const std::string& op_type, size_t input);
 //   kRandom: an op that draws random numbers in this node (an active Dropout, RandomUniform,
 //     Bernoulli, ...): the generator's rate per element.
 // An op without a rule is kMemory.
-enum class ComputeClass { kMemory, kMatmul, kConv, kDepthwiseConv, kNormalization, kPooling, kRandom };
+enum class ComputeClass {
+  kMemory,
+  kMatmul,
+  kConv,
+  kDepthwiseConv,
+  kNormalization,
+  kPooling,
+  kRandom
+};
 constexpr int kNumComputeClasses = 7;
 ComputeClass ComputeClassOf(const Node& n, const std::vector<Tensor>& t);
 const char* ComputeClassName(ComputeClass c);  // "memory", "matmul", "conv", "depthwise_conv", ...

@@ -32,13 +32,13 @@ namespace memplan {
 
 // What one training step measured.
 struct StepStats {
-  int64_t step = 0;                  // 0-based
+  int64_t step = 0;  // 0-based
   double loss = 0;
-  double seconds = 0;                // wall time of the whole step
-  double recompute_seconds = 0;      // time spent re-running forward segments
-  double comm_seconds = 0;           // data parallelism: time in the collectives (0 on one device)
-  int64_t peak_bytes = 0;            // allocator bytes alive at the step's peak
-  int64_t reserved_peak_bytes = 0;   // CUDA: caching-allocator reserved peak; CPU: = peak_bytes
+  double seconds = 0;               // wall time of the whole step
+  double recompute_seconds = 0;     // time spent re-running forward segments
+  double comm_seconds = 0;          // data parallelism: time in the collectives (0 on one device)
+  int64_t peak_bytes = 0;           // allocator bytes alive at the step's peak
+  int64_t reserved_peak_bytes = 0;  // CUDA: caching-allocator reserved peak; CPU: = peak_bytes
 };
 
 // Bytes alive after one event of the step (for op-by-op comparison with the simulator).
@@ -96,8 +96,8 @@ struct RunOptions {
   // A device capacity to enforce (0: none). An allocation beyond it fails the step with an
   // out-of-memory MemplanError, as a real device would.
   int64_t memory_limit_bytes = 0;
-  bool trace = false;           // record a TraceEvent per executed node (slower)
-  int64_t trace_step = -1;      // the step to trace (-1: the last)
+  bool trace = false;       // record a TraceEvent per executed node (slower)
+  int64_t trace_step = -1;  // the step to trace (-1: the last)
   // Profile one step (memplan/profiler.h): time and memory per node and phase. On CPU the
   // counting allocator and a steady clock; on CUDA the CUPTI backend.
   bool profile = false;
@@ -122,7 +122,7 @@ struct RankStats {
 };
 
 struct RunResult {
-  std::string device;             // e.g. "cpu (LibTorch 2.14.1, 2 threads)"
+  std::string device;  // e.g. "cpu (LibTorch 2.14.1, 2 threads)"
   std::vector<StepStats> steps;
   int64_t measured_peak_bytes = 0;  // the steady-state step's peak (the last step)
   int64_t max_peak_bytes = 0;       // the highest over all steps
@@ -188,7 +188,7 @@ std::map<std::string, ConvWorkspace> MeasureConvWorkspaces(const TrainingGraph& 
 // One ONNX backend test case (a directory with model.onnx and test_data_set_*/), forward only.
 struct ConformanceResult {
   std::string name;
-  std::vector<std::string> op_types;  // distinct op types of the model
+  std::vector<std::string> op_types;     // distinct op types of the model
   std::vector<std::string> missing_ops;  // op types the executor lacks
   bool skipped = false;  // missing ops, or inputs/outputs that are not tensors (reason)
   bool passed = false;

@@ -7,19 +7,18 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace memplan {
 
 // One step of the predicted timeline (the analyzer's TimelineToJson schema).
 struct RunTimelinePoint {
-  std::string event;        // "forward /conv1/Conv (Conv)"
-  std::string phase;        // PhaseName: "setup", "forward", "loss", "backward", "recompute", "optimizer"
-  int64_t bytes = 0;        // alive during the step (after its allocations, before its frees)
+  std::string event;  // "forward /conv1/Conv (Conv)"
+  std::string phase;  // PhaseName: "setup", "forward", "loss", "backward", "recompute", "optimizer"
+  int64_t bytes = 0;  // alive during the step (after its allocations, before its frees)
   int64_t bytes_after = 0;  // alive after the step's frees
   std::string node;         // the node's name; "" for steps without one (then not written)
 
@@ -54,8 +53,8 @@ struct RunRank {
 // command line sets all of them, and an unset one is not written.
 struct RunReport {
   std::string memplan_version;
-  std::string device;       // e.g. "cpu (LibTorch 2.5.1, 2 threads)"
-  int64_t steps = 0;        // training steps run
+  std::string device;                // e.g. "cpu (LibTorch 2.5.1, 2 threads)"
+  int64_t steps = 0;                 // training steps run
   int64_t measured_peak_bytes = 0;   // the last (steady-state) step's measured peak
   int64_t predicted_peak_bytes = 0;  // the simulator's peak of the schedule run
   // Per step, in order (equal lengths). A loss that is not finite is written as null (as
@@ -73,16 +72,18 @@ struct RunReport {
   std::optional<int64_t> batch;          // the whole batch: micro_batches x the graph's batch
   std::optional<int64_t> micro_batches;  // at least 1
   std::optional<std::string> optimizer;  // OptimizerName
-  std::optional<std::string> grads;      // GradientLifetimeName: how the run treated gradients between steps
+  std::optional<std::string>
+      grads;  // GradientLifetimeName: how the run treated gradients between steps
   std::optional<std::string> loss_kind;  // LossKindName
   std::optional<uint64_t> seed;
   std::optional<bool> random_weights;
   std::optional<int64_t> max_measured_peak_bytes;  // the highest step peak
   // (predicted - measured) / measured; 0 when either peak is 0.
   std::optional<double> prediction_error;
-  std::optional<int64_t> persistent_bytes;  // alive between steps
-  std::optional<std::vector<int64_t>> peak_bytes;           // per step
-  std::optional<std::vector<int64_t>> reserved_peak_bytes;  // per step (CUDA reserved; CPU: = peak_bytes)
+  std::optional<int64_t> persistent_bytes;         // alive between steps
+  std::optional<std::vector<int64_t>> peak_bytes;  // per step
+  std::optional<std::vector<int64_t>>
+      reserved_peak_bytes;  // per step (CUDA reserved; CPU: = peak_bytes)
   // CUDA runs: the caching allocator's mode ("default" or "expandable_segments", from
   // PYTORCH_CUDA_ALLOC_CONF as the run set it), the reserved peak the model predicted for the
   // schedule run, and the cuBLAS/cuBLASLt workspaces the prediction includes.

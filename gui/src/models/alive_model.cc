@@ -5,7 +5,8 @@
 namespace memplan::gui {
 
 AliveModel::AliveModel(QObject* parent)
-    : RowTableModel({QStringLiteral("Tensor"), QStringLiteral("Category"), QStringLiteral("Bytes")}, parent) {}
+    : RowTableModel({QStringLiteral("Tensor"), QStringLiteral("Category"), QStringLiteral("Bytes")},
+                    parent) {}
 
 Cell AliveModel::cell(const AliveBuffer& row, int column) const {
   switch (column) {
@@ -19,7 +20,8 @@ Cell AliveModel::cell(const AliveBuffer& row, int column) const {
       c.decoration = CategoryColor(row.category);
       return c;
     }
-    case kBytes: return NumberCell(BytesQ(row.bytes), static_cast<double>(row.bytes));
+    case kBytes:
+      return NumberCell(BytesQ(row.bytes), static_cast<double>(row.bytes));
   }
   return {};
 }

@@ -60,7 +60,8 @@ class KeptModel : public RowTableModel<KeptRow> {
  public:
   enum Column { kTensor, kKeptBy, kColumnCount };
   explicit KeptModel(QObject* parent = nullptr);
-  // A's checkpoints that B lacks, then B's that A lacks, then those in both; none unless both are set.
+  // A's checkpoints that B lacks, then B's that A lacks, then those in both; none unless both are
+  // set.
   void setItems(const ItemPtr& a, const ItemPtr& b);
 
  protected:

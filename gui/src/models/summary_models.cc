@@ -62,17 +62,20 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
           QStringLiteral("%1 ranks, shard %2%3: every peak is per rank")
               .arg(plan->devices)
               .arg(Q(plan->shard))
-              .arg(plan->bucket_count > 0 ? QStringLiteral(", %1 buckets").arg(plan->bucket_count) : QString()),
+              .arg(plan->bucket_count > 0 ? QStringLiteral(", %1 buckets").arg(plan->bucket_count)
+                                          : QString()),
           plan);
       if (plan->predicted_comm_seconds >= 0) {
-        row(QStringLiteral("Predicted communication time"), DurationText(plan->predicted_comm_seconds), plan);
+        row(QStringLiteral("Predicted communication time"),
+            DurationText(plan->predicted_comm_seconds), plan);
       }
     }
     row(QStringLiteral("Plan peak"), BytesQ(plan->plan_peak_bytes), plan);
     if (plan->predicted_reserved_peak_bytes >= 0)
       row(QStringLiteral("Plan reserved peak"), BytesQ(plan->predicted_reserved_peak_bytes), plan);
     row(QStringLiteral("Budget"), BytesQ(plan->budget_bytes), plan);
-    if (!plan->budget_of.empty()) row(QStringLiteral("Budget bounds"), Q(plan->budget_of) + QStringLiteral(" memory"), plan);
+    if (!plan->budget_of.empty())
+      row(QStringLiteral("Budget bounds"), Q(plan->budget_of) + QStringLiteral(" memory"), plan);
     row(QStringLiteral("Fits the budget"),
         plan->feasible < 0 ? dash
         : plan->feasible   ? QStringLiteral("yes")
@@ -133,7 +136,8 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
   if (run) {
     row(QStringLiteral("Measured peak"), BytesQ(run->measured_peak_bytes), run,
         run->measured_reserved_peak_bytes >= 0
-            ? QStringLiteral("allocated: the caching allocator's blocks (the quantity the plan's peak predicts)")
+            ? QStringLiteral("allocated: the caching allocator's blocks (the quantity the plan's "
+                             "peak predicts)")
             : QString());
     if (run->run_predicted_peak_bytes > 0 && run->measured_peak_bytes >= 0) {
       row(QStringLiteral("Measured vs predicted"),
@@ -147,8 +151,9 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
       // Reserved is compared only with a reserved prediction.
       row(QStringLiteral("Reserved: measured vs predicted"),
           run->predicted_reserved_peak_bytes >= 0
-              ? QStringLiteral("%1 vs %2").arg(BytesQ(run->measured_reserved_peak_bytes),
-                                               BytesQ(run->predicted_reserved_peak_bytes))
+              ? QStringLiteral("%1 vs %2")
+                    .arg(BytesQ(run->measured_reserved_peak_bytes),
+                         BytesQ(run->predicted_reserved_peak_bytes))
               : QStringLiteral("%1 vs — (the run's plan predicts no reserved peak)")
                     .arg(BytesQ(run->measured_reserved_peak_bytes)),
           run);
@@ -158,8 +163,8 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
     for (const Item::RankFigures& k : run->ranks) {
       row(QStringLiteral("Rank %1").arg(k.rank),
           QStringLiteral("%1 measured vs %2 predicted, step %3, communication %4")
-              .arg(BytesQ(k.measured_peak_bytes), BytesQ(k.predicted_peak_bytes), SecondsText(k.step_seconds),
-                   SecondsText(k.comm_seconds)),
+              .arg(BytesQ(k.measured_peak_bytes), BytesQ(k.predicted_peak_bytes),
+                   SecondsText(k.step_seconds), SecondsText(k.comm_seconds)),
           run);
     }
     row(QStringLiteral("Step time / recompute"),
@@ -176,10 +181,11 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
         profile);
     if (profile->device_memory_peak_bytes >= 0) {
       // CUPTI: three kinds of memory, each under its own name.
-      row(QStringLiteral("Device memory peak (CUPTI)"), BytesQ(profile->device_memory_peak_bytes), profile,
-          QStringLiteral("what cudaMalloc held, as CUPTI's memory records saw it"));
+      row(QStringLiteral("Device memory peak (CUPTI)"), BytesQ(profile->device_memory_peak_bytes),
+          profile, QStringLiteral("what cudaMalloc held, as CUPTI's memory records saw it"));
       row(QStringLiteral("Profiled allocated peak"), BytesQ(profile->measured_peak_bytes), profile);
-      row(QStringLiteral("Profiled reserved peak"), BytesQ(profile->measured_reserved_peak_bytes), profile);
+      row(QStringLiteral("Profiled reserved peak"), BytesQ(profile->measured_reserved_peak_bytes),
+          profile);
     } else {
       row(QStringLiteral("Profiled peak"), BytesQ(p.peak_bytes), profile);
     }

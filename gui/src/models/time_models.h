@@ -23,7 +23,18 @@ struct NodeTimeRow {
 // optimizer) included. Sort through a proxy with Qt::UserRole.
 class NodeTimeModel : public RowTableModel<NodeTimeRow> {
  public:
-  enum Column { kNode, kOp, kPhase, kSegment, kCalls, kMeasured, kPredicted, kDifference, kRatio, kColumnCount };
+  enum Column {
+    kNode,
+    kOp,
+    kPhase,
+    kSegment,
+    kCalls,
+    kMeasured,
+    kPredicted,
+    kDifference,
+    kRatio,
+    kColumnCount
+  };
   explicit NodeTimeModel(QObject* parent = nullptr);
   void setProfile(const std::shared_ptr<const Profile>& profile);
 

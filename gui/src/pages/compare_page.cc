@@ -65,7 +65,9 @@ ComparePage::ComparePage(const DocumentSet& docs, QWidget* parent) : QWidget(par
   vsplit->setStretchFactor(1, 2);
   vsplit->setSizes({520, 260});
   v->addWidget(vsplit, 1);
-  auto changed = [this] { if (!refreshing_) showSelected(); };
+  auto changed = [this] {
+    if (!refreshing_) showSelected();
+  };
   connect(compare_a_, &QComboBox::currentIndexChanged, this, changed);
   connect(compare_b_, &QComboBox::currentIndexChanged, this, changed);
 }
@@ -76,7 +78,8 @@ void ComparePage::refresh() {
   FillItemCombo(compare_a_, list, 0);
   FillItemCombo(compare_b_, list, 1);
   if (compare_b_->count() > 1 && compare_b_->currentIndex() == compare_a_->currentIndex()) {
-    compare_b_->setCurrentIndex(compare_a_->currentIndex() == 0 ? 1 : 0);  // two different things by default
+    compare_b_->setCurrentIndex(
+        compare_a_->currentIndex() == 0 ? 1 : 0);  // two different things by default
   }
   refreshing_ = false;
   showSelected();
@@ -105,9 +108,11 @@ void ComparePage::showSelected() {
   node_time_model_->setItems(a, b);
   if (a && b && a->profile && b->profile) {
     // Two profiles need not share a schedule: their memory against time.
-    std::vector<ProfileLine> lines = {{a->profile, QStringLiteral("A: %1").arg(ItemLabel(*a)), color_a}};
+    std::vector<ProfileLine> lines = {
+        {a->profile, QStringLiteral("A: %1").arg(ItemLabel(*a)), color_a}};
     if (b != a) lines.push_back({b->profile, QStringLiteral("B: %1").arg(ItemLabel(*b)), color_b});
-    profile_chart_->setLines(std::move(lines), QStringLiteral("A vs B: measured memory over the step"));
+    profile_chart_->setLines(std::move(lines),
+                             QStringLiteral("A vs B: measured memory over the step"));
     chart_stack_->setCurrentWidget(profile_chart_);
     table_stack_->setCurrentIndex(1);
     return;
@@ -123,16 +128,29 @@ void ComparePage::showSelected() {
   auto add = [&](const ItemPtr& p, const ItemPtr& other, const QString& tag, QColor color) {
     if (!p) return;
     if (p->timeline) {
-      overlays.push_back({p->timeline, QStringLiteral("%1: %2predicted, %3").arg(tag, allocated, ItemLabel(*p)), color});
+      overlays.push_back({p->timeline,
+                          QStringLiteral("%1: %2predicted, %3").arg(tag, allocated, ItemLabel(*p)),
+                          color});
       if (!p->timeline->reserved.empty())
-        overlays.push_back({ReservedSeries(*p->timeline), QStringLiteral("%1: reserved, predicted").arg(tag), color.lighter(140)});
+        overlays.push_back({ReservedSeries(*p->timeline),
+                            QStringLiteral("%1: reserved, predicted").arg(tag),
+                            color.lighter(140)});
     }
-    if (p->measured) overlays.push_back({p->measured, QStringLiteral("%1: %2measured").arg(tag, allocated), color.darker(150)});
+    if (p->measured)
+      overlays.push_back(
+          {p->measured, QStringLiteral("%1: %2measured").arg(tag, allocated), color.darker(150)});
     if (p->profile && other && other->timeline) {
       // A profile beside a prediction: its memory on the prediction's steps.
       MeasuredOverlay m = MeasuredOnSteps(*other->timeline, *p->profile, "");
-      const QString kind = p->device_memory_peak_bytes >= 0 ? QStringLiteral("device memory (CUPTI), ") : QString();
-      if (m.timeline) overlays.push_back({m.timeline, QStringLiteral("%1: %2%3 on %4's steps").arg(tag, kind, ItemLabel(*p), tag == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A")), color});
+      const QString kind =
+          p->device_memory_peak_bytes >= 0 ? QStringLiteral("device memory (CUPTI), ") : QString();
+      if (m.timeline)
+        overlays.push_back(
+            {m.timeline,
+             QStringLiteral("%1: %2%3 on %4's steps")
+                 .arg(tag, kind, ItemLabel(*p),
+                      tag == QLatin1String("A") ? QStringLiteral("B") : QStringLiteral("A")),
+             color});
     }
   };
   add(a, b, QStringLiteral("A"), color_a);
@@ -140,9 +158,11 @@ void ComparePage::showSelected() {
   compare_chart_->setPrimary(nullptr, QString());
   compare_chart_->setOverlays(std::move(overlays));
   compare_chart_->setBudget(-1);
-  QString title = a && b ? QStringLiteral("A vs B: bytes alive over the schedule") : QStringLiteral("Open two files to compare");
+  QString title = a && b ? QStringLiteral("A vs B: bytes alive over the schedule")
+                         : QStringLiteral("Open two files to compare");
   // Files made with other settings than the window's are compared, but never silently.
-  for (const auto& [tag, p] : {std::pair{QStringLiteral("A"), a}, std::pair{QStringLiteral("B"), b}}) {
+  for (const auto& [tag, p] :
+       {std::pair{QStringLiteral("A"), a}, std::pair{QStringLiteral("B"), b}}) {
     if (const QStringList why = docs_.mismatchOf(p); !why.isEmpty())
       title += QStringLiteral(" · ⚠ %1: %2").arg(tag, why.join(QStringLiteral("; ")));
   }

@@ -5,24 +5,24 @@
 #include <QComboBox>
 #include <QCoreApplication>
 #include <QDeadlineTimer>
-#include <QFutureWatcher>
-#include <QProgressBar>
-#include <QThread>
-#include <QtConcurrent/QtConcurrentRun>
 #include <QFileDialog>
+#include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QLineSeries>
 #include <QPainter>
+#include <QProgressBar>
 #include <QPushButton>
 #include <QScatterSeries>
 #include <QSignalBlocker>
 #include <QSlider>
 #include <QSplitter>
 #include <QTableView>
+#include <QThread>
 #include <QTimer>
 #include <QVBoxLayout>
 #include <QValueAxis>
+#include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
 #include <cmath>
 
@@ -44,10 +44,12 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
             .arg(Q(item->strategy),
                  item->predicted_reserved_peak_bytes >= 0
                      ? QStringLiteral("%1 allocated, %2 reserved")
-                           .arg(BytesQ(item->plan_peak_bytes), BytesQ(item->predicted_reserved_peak_bytes))
+                           .arg(BytesQ(item->plan_peak_bytes),
+                                BytesQ(item->predicted_reserved_peak_bytes))
                      : BytesQ(item->plan_peak_bytes),
                  item->budget_of.empty() ? BytesQ(item->budget_bytes)
-                                         : QStringLiteral("%1 of %2 memory").arg(BytesQ(item->budget_bytes), Q(item->budget_of)),
+                                         : QStringLiteral("%1 of %2 memory")
+                                               .arg(BytesQ(item->budget_bytes), Q(item->budget_of)),
                  item->feasible == 1
                      ? QStringLiteral("fits")
                      : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
@@ -227,10 +229,13 @@ void PlanPage::startSweep() {
 
 // One strategy's sweep at a time in a worker thread; the chart grows as each one lands.
 void PlanPage::sweepNext() {
-  if (sweep_todo_.empty() || sweep_for_ != (docs_.baseItem() ? docs_.baseItem()->analysis.get() : nullptr)) {
+  if (sweep_todo_.empty() ||
+      sweep_for_ != (docs_.baseItem() ? docs_.baseItem()->analysis.get() : nullptr)) {
     sweeping_ = false;
     sweep_progress_->hide();
-    sweep_label_->setText(sweep_points_.empty() ? QString() : QStringLiteral("sweep: %1 plans").arg(sweep_points_.size()));
+    sweep_label_->setText(sweep_points_.empty()
+                              ? QString()
+                              : QStringLiteral("sweep: %1 plans").arg(sweep_points_.size()));
     refreshPareto(docs_.planItem());
     return;
   }
@@ -272,21 +277,25 @@ void PlanPage::refresh() {
     if (file && !docs_.explorerPlan() && requested_budget_ < 0 && baseline > 0) {
       // The slider starts at the opened plan's budget, a share of that plan's own baseline.
       QSignalBlocker block(budget_slider_), block_combo(strategy_combo_);
-      budget_slider_->setValue(static_cast<int>(std::llround(100.0 * file->budget_bytes / baseline)));
-      if (int i = strategy_combo_->findText(Q(file->strategy)); i >= 0) strategy_combo_->setCurrentIndex(i);
+      budget_slider_->setValue(
+          static_cast<int>(std::llround(100.0 * file->budget_bytes / baseline)));
+      if (int i = strategy_combo_->findText(Q(file->strategy)); i >= 0)
+        strategy_combo_->setCurrentIndex(i);
     }
     int64_t budget = requested_budget_ > 0
                          ? requested_budget_
                          : Budget{.percent = 1.0 * budget_slider_->value()}.Resolve(baseline);
-    budget_label_->setText(QStringLiteral("%1 (%2% of %3 %4)")
-                               .arg(BytesQ(budget))
-                               .arg(budget_slider_->value())
-                               .arg(file ? QStringLiteral("the plan's baseline") : QStringLiteral("the baseline"),
-                                    BytesQ(baseline)));
+    budget_label_->setText(
+        QStringLiteral("%1 (%2% of %3 %4)")
+            .arg(BytesQ(budget))
+            .arg(budget_slider_->value())
+            .arg(file ? QStringLiteral("the plan's baseline") : QStringLiteral("the baseline"),
+                 BytesQ(baseline)));
     if (!plan_worker_->busy() && !docs_.explorerPlan()) {
       plan_status_->setText(
           QStringLiteral("<i>%1 Move the slider or pick a strategy to re-plan %2 (%3).</i>")
-              .arg(file ? QStringLiteral("Showing %1.").arg(Q(file->title).toHtmlEscaped()) : QString(),
+              .arg(file ? QStringLiteral("Showing %1.").arg(Q(file->title).toHtmlEscaped())
+                        : QString(),
                    Q(base->title).toHtmlEscaped(), Q(SettingsText(docs_.settings()))));
     }
   } else {
@@ -305,16 +314,19 @@ void PlanPage::refresh() {
     // On a GPU: allocated beside reserved, and what the budget bounds.
     QString peaks = BytesQ(plan->plan_peak_bytes);
     if (plan->predicted_reserved_peak_bytes >= 0)
-      peaks = QStringLiteral("%1 allocated, %2 reserved").arg(peaks, BytesQ(plan->predicted_reserved_peak_bytes));
+      peaks = QStringLiteral("%1 allocated, %2 reserved")
+                  .arg(peaks, BytesQ(plan->predicted_reserved_peak_bytes));
     QString budget = BytesQ(plan->budget_bytes);
     if (!plan->budget_of.empty()) budget += QStringLiteral(" of %1 memory").arg(Q(plan->budget_of));
-    plan_chart_->setPrimary(t, QStringLiteral("Plan %1 — peak %2, budget %3").arg(Q(plan->strategy), peaks, budget));
+    plan_chart_->setPrimary(
+        t, QStringLiteral("Plan %1 — peak %2, budget %3").arg(Q(plan->strategy), peaks, budget));
     std::vector<Overlay> overlays;
     if (base && base->timeline)
       overlays.push_back({base->timeline, QStringLiteral("no plan"), QColor(0x55, 0x55, 0x55)});
     std::vector<Mark> marks;
     if (t && t->reserved.empty() && plan->predicted_reserved_peak_bytes >= 0)
-      marks.push_back({plan->predicted_reserved_peak_bytes, QStringLiteral("reserved peak, predicted"), ReservedColor()});
+      marks.push_back({plan->predicted_reserved_peak_bytes,
+                       QStringLiteral("reserved peak, predicted"), ReservedColor()});
     plan_chart_->setMarks(std::move(marks));
     plan_chart_->setOverlays(std::move(overlays));
     plan_chart_->setBudget(plan->budget_bytes);
@@ -335,8 +347,9 @@ void PlanPage::refreshPareto(const ItemPtr& plan) {
   QChart* chart = pareto_chart_->chart();
   ClearChart(chart);
   const bool seconds = pareto_y_->currentIndex() == 1;
-  chart->setTitle(seconds ? QStringLiteral("Pareto curve: peak vs predicted recompute time")
-                          : QStringLiteral("Pareto curve: peak vs recompute (% of the forward FLOPs)"));
+  chart->setTitle(seconds
+                      ? QStringLiteral("Pareto curve: peak vs predicted recompute time")
+                      : QStringLiteral("Pareto curve: peak vs recompute (% of the forward FLOPs)"));
   std::vector<ParetoPoint> sweep = plan ? plan->sweep : std::vector<ParetoPoint>{};
   // The background sweep of the open model, while no plan brings its own.
   ItemPtr base = docs_.baseItem();
@@ -374,8 +387,9 @@ void PlanPage::refreshPareto(const ItemPtr& plan) {
     return a.peak_bytes < b.peak_bytes;
   });
   auto* ax = new QValueAxis;
-  ax->setTitleText(!docs_.settings().device.empty() ? QStringLiteral("peak, allocated (%1)").arg(unit.name)
-                                                    : QStringLiteral("peak (%1)").arg(unit.name));
+  ax->setTitleText(!docs_.settings().device.empty()
+                       ? QStringLiteral("peak, allocated (%1)").arg(unit.name)
+                       : QStringLiteral("peak (%1)").arg(unit.name));
   auto* ay = new QValueAxis;
   // Short titles and few ticks: readable where the chart is small (1024x768).
   ay->setTitleText(!seconds      ? QStringLiteral("recompute (%)")

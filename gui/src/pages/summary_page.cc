@@ -90,7 +90,9 @@ void SummaryPage::refresh(const DocumentSet& docs) {
   // Every file shown was made with the window's settings (the others are marked below).
   const ModelOptions& settings = docs.settings();
   QString head = QStringLiteral("<b>%1</b>").arg(QFileInfo(model).fileName().toHtmlEscaped());
-  head += QStringLiteral(" · batch %1 · %2").arg(settings.batch).arg(QString::fromLatin1(OptimizerName(settings.optimizer)));
+  head += QStringLiteral(" · batch %1 · %2")
+              .arg(settings.batch)
+              .arg(QString::fromLatin1(OptimizerName(settings.optimizer)));
   if (!settings.device.empty()) head += QStringLiteral(" · %1").arg(Q(settings.device));
   // On a GPU each figure names its kind: allocated (the caching allocator's blocks) or reserved
   // (its segments); the device memory CUPTI saw is a third.
@@ -106,7 +108,8 @@ void SummaryPage::refresh(const DocumentSet& docs) {
                          base ? base->predicted_reserved_peak_bytes : -1));
   if (plan) {
     head += QStringLiteral(" · plan (%1) %2 for a budget of %3")
-                .arg(Q(plan->strategy), kinds(plan->plan_peak_bytes, plan->predicted_reserved_peak_bytes),
+                .arg(Q(plan->strategy),
+                     kinds(plan->plan_peak_bytes, plan->predicted_reserved_peak_bytes),
                      BytesQ(plan->budget_bytes));
     if (!plan->budget_of.empty()) head += QStringLiteral(" (of %1 memory)").arg(Q(plan->budget_of));
   }
@@ -123,7 +126,8 @@ void SummaryPage::refresh(const DocumentSet& docs) {
                      kinds(measured->measured_peak_bytes, measured->measured_reserved_peak_bytes));
   }
   if (profile && profile->device_memory_peak_bytes >= 0)
-    head += QStringLiteral(" · device memory (CUPTI) <b>%1</b>").arg(BytesQ(profile->device_memory_peak_bytes));
+    head += QStringLiteral(" · device memory (CUPTI) <b>%1</b>")
+                .arg(BytesQ(profile->device_memory_peak_bytes));
   headline_->setText(head);
   refreshBreakdown(docs);
 }

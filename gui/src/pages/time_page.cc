@@ -61,8 +61,9 @@ QBarSet* MakeSet(const QString& name, QColor color) {
   return set;
 }
 
-const Phase kPhases[] = {Phase::kSetup,    Phase::kForward,   Phase::kLoss,
-                         Phase::kBackward, Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication};
+const Phase kPhases[] = {Phase::kSetup,        Phase::kForward,   Phase::kLoss,
+                         Phase::kBackward,     Phase::kRecompute, Phase::kOptimizer,
+                         Phase::kCommunication};
 
 }  // namespace
 

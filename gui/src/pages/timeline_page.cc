@@ -1,7 +1,6 @@
 #include "timeline_page.h"
 
 #include <QComboBox>
-#include <algorithm>
 #include <QHBoxLayout>
 #include <QHeaderView>
 #include <QLabel>
@@ -9,6 +8,7 @@
 #include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "common.h"
 #include "document_set.h"
@@ -18,7 +18,8 @@
 
 namespace memplan::gui {
 
-TimelinePage::TimelinePage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), docs_(docs) {
+TimelinePage::TimelinePage(const DocumentSet& docs, QWidget* parent)
+    : QWidget(parent), docs_(docs) {
   auto* v = new QVBoxLayout(this);
   auto* controls = new QHBoxLayout;
   controls->addWidget(new QLabel(QStringLiteral("Timeline of")));
@@ -27,7 +28,8 @@ TimelinePage::TimelinePage(const DocumentSet& docs, QWidget* parent) : QWidget(p
   controls->addWidget(combo_);
   range_label_ = new QLabel;
   controls->addWidget(range_label_, 1);
-  auto* hint = new QLabel(QStringLiteral("drag: zoom to a range · right-click or double-click: all steps · click: tensors alive"));
+  auto* hint = new QLabel(QStringLiteral(
+      "drag: zoom to a range · right-click or double-click: all steps · click: tensors alive"));
   hint->setStyleSheet(QStringLiteral("color: gray"));
   controls->addWidget(hint);
   v->addLayout(controls);
@@ -49,7 +51,8 @@ TimelinePage::TimelinePage(const DocumentSet& docs, QWidget* parent) : QWidget(p
   QTableView* at = MakeTable(alive_proxy_, side, true);
   at->horizontalHeader()->setStretchLastSection(false);
   at->horizontalHeader()->setSectionResizeMode(AliveModel::kTensor, QHeaderView::Stretch);
-  at->horizontalHeader()->setSectionResizeMode(AliveModel::kCategory, QHeaderView::ResizeToContents);
+  at->horizontalHeader()->setSectionResizeMode(AliveModel::kCategory,
+                                               QHeaderView::ResizeToContents);
   at->horizontalHeader()->setSectionResizeMode(AliveModel::kBytes, QHeaderView::ResizeToContents);
   at->sortByColumn(AliveModel::kBytes, Qt::DescendingOrder);
   sv->addWidget(at, 1);
@@ -77,7 +80,8 @@ void TimelinePage::refresh() {
   std::vector<ItemPtr> list = docs_.timelineItems();
   int base_index = 0;
   ItemPtr base = docs_.baseItem();
-  for (size_t i = 0; i < list.size(); ++i) if (list[i] == base) base_index = static_cast<int>(i);
+  for (size_t i = 0; i < list.size(); ++i)
+    if (list[i] == base) base_index = static_cast<int>(i);
   FillItemCombo(combo_, list, base_index);
   // A model that arrives (or is analysed again) is what the page shows: the files opened with
   // it are read first, and would otherwise keep the choice.
@@ -127,16 +131,21 @@ void TimelinePage::showSelected() {
   const bool gpu = !docs_.settings().device.empty();
   const QString allocated = gpu ? QStringLiteral("allocated, ") : QString();
   if (measured_src && measured_src->measured && measured_src->measured != primary) {
-    overlays.push_back({measured_src->measured, QStringLiteral("%1measured (%2)").arg(allocated, Q(measured_src->title)),
+    overlays.push_back({measured_src->measured,
+                        QStringLiteral("%1measured (%2)").arg(allocated, Q(measured_src->title)),
                         QColor(0x11, 0x11, 0x11)});
   }
   int64_t budget = item->budget_bytes >= 0 ? item->budget_bytes : plan ? plan->budget_bytes : -1;
-  QString title = QStringLiteral("%1 — peak %2%3").arg(ItemLabel(*item), BytesQ(primary->peak_bytes), gpu ? QStringLiteral(" allocated") : QString());
+  QString title = QStringLiteral("%1 — peak %2%3")
+                      .arg(ItemLabel(*item), BytesQ(primary->peak_bytes),
+                           gpu ? QStringLiteral(" allocated") : QString());
   // A file made with other settings, chosen on its own: drawn alone, and said so.
   if (!mismatch.isEmpty())
-    title += QStringLiteral(" · ⚠ %1: not the window's settings, drawn alone").arg(mismatch.join(QStringLiteral("; ")));
+    title += QStringLiteral(" · ⚠ %1: not the window's settings, drawn alone")
+                 .arg(mismatch.join(QStringLiteral("; ")));
   if (primary->reserved.empty() && item->predicted_reserved_peak_bytes >= 0)
-    marks.push_back({item->predicted_reserved_peak_bytes, QStringLiteral("reserved peak, predicted"), ReservedColor()});
+    marks.push_back({item->predicted_reserved_peak_bytes,
+                     QStringLiteral("reserved peak, predicted"), ReservedColor()});
   // The measured peaks a run or profile gives as figures: each beside the prediction of the
   // same kind (allocated with the stack, reserved with the reserved line).
   ItemPtr profile = docs_.matches(item) ? docs_.profileFor(item) : nullptr;
@@ -147,15 +156,17 @@ void TimelinePage::showSelected() {
   }
   // The measured figures belong to the schedule that ran: shown with the run itself, or with
   // the plan it ran (same strategy and budget), never over another schedule's prediction.
-  const bool ran_this = run && (item == run || (item->kind == SourceKind::kPlan &&
-                                                item->strategy == run->strategy &&
-                                                item->budget_bytes == run->budget_bytes));
+  const bool ran_this =
+      run && (item == run || (item->kind == SourceKind::kPlan && item->strategy == run->strategy &&
+                              item->budget_bytes == run->budget_bytes));
   ItemPtr figures = ran_this ? run : nullptr;
   if (figures && gpu) {
     if (figures->measured_peak_bytes >= 0 && !figures->measured)
-      marks.push_back({figures->measured_peak_bytes, QStringLiteral("allocated peak, measured"), QColor(0x11, 0x11, 0x11)});
+      marks.push_back({figures->measured_peak_bytes, QStringLiteral("allocated peak, measured"),
+                       QColor(0x11, 0x11, 0x11)});
     if (figures->measured_reserved_peak_bytes >= 0)
-      marks.push_back({figures->measured_reserved_peak_bytes, QStringLiteral("reserved peak, measured"), ReservedColor().darker(140)});
+      marks.push_back({figures->measured_reserved_peak_bytes,
+                       QStringLiteral("reserved peak, measured"), ReservedColor().darker(140)});
   }
   if (item->kind == SourceKind::kRun && item->measured_peak_bytes >= 0)
     title += QStringLiteral(", measured %1").arg(BytesQ(item->measured_peak_bytes));
@@ -172,9 +183,11 @@ void TimelinePage::showSelected() {
   };
   if (profile && item->timeline && primary == item->timeline &&
       recomputes(*item->timeline) != profile_recomputes(*profile->profile)) {
-    title += QStringLiteral(" · %1 %2").arg(Q(profile->title), profile_recomputes(*profile->profile)
-                                                              ? QStringLiteral("measured a plan that recomputes (not drawn here)")
-                                                              : QStringLiteral("measured a step without recompute (not drawn here)"));
+    title += QStringLiteral(" · %1 %2")
+                 .arg(Q(profile->title),
+                      profile_recomputes(*profile->profile)
+                          ? QStringLiteral("measured a plan that recomputes (not drawn here)")
+                          : QStringLiteral("measured a step without recompute (not drawn here)"));
     profile.reset();
   }
   if (profile && item->timeline && primary == item->timeline) {
@@ -186,16 +199,22 @@ void TimelinePage::showSelected() {
     profile_overlay_ = MeasuredOnSteps(*item->timeline, *profile->profile, label.toStdString());
     if (profile_overlay_.timeline && profile_overlay_.matched_steps * 2 >= profile_overlay_.steps) {
       // A colour of its own: where measured and predicted agree, it traces the prediction's edge.
-      overlays.push_back({profile_overlay_.timeline, label, cupti ? DeviceMemoryColor() : ProfileOverlayColor()});
+      overlays.push_back(
+          {profile_overlay_.timeline, label, cupti ? DeviceMemoryColor() : ProfileOverlayColor()});
       if (cupti)
-        title += QStringLiteral(", device memory %1 (CUPTI, %2").arg(BytesQ(profile->device_memory_peak_bytes), Q(profile->title));
+        title += QStringLiteral(", device memory %1 (CUPTI, %2")
+                     .arg(BytesQ(profile->device_memory_peak_bytes), Q(profile->title));
       else
-        title += QStringLiteral(", measured %1 (%2").arg(BytesQ(profile->measured_peak_bytes), Q(profile->title));
+        title += QStringLiteral(", measured %1 (%2")
+                     .arg(BytesQ(profile->measured_peak_bytes), Q(profile->title));
       if (profile->profile->micro_batches > 1) {
-        title += QStringLiteral(", its first of %1 micro-batches").arg(profile->profile->micro_batches);
+        title +=
+            QStringLiteral(", its first of %1 micro-batches").arg(profile->profile->micro_batches);
       }
       if (profile_overlay_.matched_steps < profile_overlay_.steps) {
-        title += QStringLiteral(", %1 of %2 steps").arg(profile_overlay_.matched_steps).arg(profile_overlay_.steps);
+        title += QStringLiteral(", %1 of %2 steps")
+                     .arg(profile_overlay_.matched_steps)
+                     .arg(profile_overlay_.steps);
       }
       title += QStringLiteral(")");
     } else {
@@ -230,7 +249,8 @@ void TimelinePage::selectStep(int64_t step) {
     alive = AliveAt(*item->schedule, static_cast<size_t>(step));
     head += QStringLiteral("<br>%1 tensors, largest first").arg(alive.size());
   } else {
-    head += QStringLiteral("<br><i>The tensors alive need the schedule: open the model (.onnx).</i>");
+    head +=
+        QStringLiteral("<br><i>The tensors alive need the schedule: open the model (.onnx).</i>");
   }
   alive_label_->setText(head);
   alive_model_->setRows(std::move(alive));

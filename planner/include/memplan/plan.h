@@ -55,8 +55,9 @@
 // Data parallelism (Plan::layout with devices = N > 1): N ranks, one process per device, each
 // run the step above (with its segments or selective recompute, and its micro-batches) on
 // their share of the batch, and communicate after the backward pass (shard gradients: during
-// it). The per-rank schedule is the one-device schedule of the rank's graph rewritten by ApplyDataParallel (planner.h); the
-// executor (executor/src/distributed.cc) carries out exactly this:
+// it). The per-rank schedule is the one-device schedule of the rank's graph rewritten by
+// ApplyDataParallel (planner.h); the executor (executor/src/distributed.cc) carries out exactly
+// this:
 //   - Batch: the step's batch B is divided by N x micro_batches; rank r trains on rows
 //     [r B/N, (r+1) B/N) of every input and of the loss target and holds only those rows
 //     (its micro-batches are views of them). The rank's graph is loaded at B / (N x micro_batches)
@@ -193,11 +194,11 @@ struct ParallelLayout {
 
 // One bucket of the flat parameter space: consecutive trained parameters.
 struct ParameterBucket {
-  std::vector<TensorId> parameters;   // in g.parameters order
-  std::vector<int64_t> offsets;       // element offset of each parameter in the flat bucket
-  int64_t elements = 0;               // padded to a multiple of the device count
-  int64_t bytes = 0;                  // elements x the parameters' element size
-  int64_t shard_elements() const;     // elements / devices (set by ParameterBuckets)
+  std::vector<TensorId> parameters;  // in g.parameters order
+  std::vector<int64_t> offsets;      // element offset of each parameter in the flat bucket
+  int64_t elements = 0;              // padded to a multiple of the device count
+  int64_t bytes = 0;                 // elements x the parameters' element size
+  int64_t shard_elements() const;    // elements / devices (set by ParameterBuckets)
   int64_t devices = 1;
 };
 // The buckets of g's trained parameters (has_gradient) for a layout. Throws MemplanError if the
@@ -225,8 +226,8 @@ struct Plan {
   // none, manual, speed, bottleneck, sqrt, sections, optimal, milp, selective
   std::string strategy;
   std::string model_path;
-  int64_t batch = 1;              // the batch of the graph the plan runs (the micro-batch size)
-  int64_t micro_batches = 1;      // how many micro-batches make one step (batch x micro_batches)
+  int64_t batch = 1;          // the batch of the graph the plan runs (the micro-batch size)
+  int64_t micro_batches = 1;  // how many micro-batches make one step (batch x micro_batches)
   // Data parallelism: the step's batch is batch x micro_batches x layout.devices, and every
   // byte figure below is per rank.
   ParallelLayout layout;
@@ -241,9 +242,9 @@ struct Plan {
   // Selective recompute: the activation storages dropped after the forward and recomputed in
   // the backward (root tensors, ascending). Empty for segmented plans.
   std::vector<TensorId> recomputed;
-  Schedule schedule;                          // the replayed schedule
-  MemoryTimeline timeline;                    // Simulate(schedule)
-  int64_t predicted_peak_bytes = 0;           // timeline.peak_bytes
+  Schedule schedule;                 // the replayed schedule
+  MemoryTimeline timeline;           // Simulate(schedule)
+  int64_t predicted_peak_bytes = 0;  // timeline.peak_bytes
   // Peak of the plain training step (PlanForBudget with devices > 1: of the one-device plain
   // step at the whole batch, which a percentage budget is of).
   int64_t baseline_peak_bytes = 0;
@@ -280,7 +281,8 @@ struct Plan {
   }
   // The peak the budget bounds, plus the margin: what a budget must be for the plan to fit.
   int64_t budget_needed_bytes() const {
-    return (budget_of == "reserved" ? predicted_reserved_peak_bytes : predicted_peak_bytes) + margin_bytes;
+    return (budget_of == "reserved" ? predicted_reserved_peak_bytes : predicted_peak_bytes) +
+           margin_bytes;
   }
   int num_sections() const { return segments.empty() ? 1 : static_cast<int>(segments.size()); }
   double overhead() const { return forward_flops > 0 ? recompute_flops / forward_flops : 0; }
@@ -322,8 +324,9 @@ std::vector<TensorId> DroppableStorages(const TrainingGraph& g);
 
 // Replays selective recompute of `recomputed` (see above): schedule, timeline, FLOPs of every
 // recompute step, feasibility. Throws MemplanError naming a tensor that cannot be recomputed.
-Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy, const std::vector<TensorId>& recomputed,
-                     int64_t budget_bytes, int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
+Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy,
+                     const std::vector<TensorId>& recomputed, int64_t budget_bytes,
+                     int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
 
 // Forward FLOPs, and the same in seconds (node_seconds indexed by NodeId), of every recompute
 // step of a schedule.

@@ -17,8 +17,8 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -85,8 +85,8 @@ bool NodeIsFolded(const TrainingGraph& g, const Node& n);
 //   max(forward FLOPs / FlopsPerSecond(c), bytes moved / BytesPerSecond(c))
 //   + fresh bytes / fresh_bytes_per_second + op_overhead_seconds,
 // where fresh bytes are those of its new outputs and saved extras (max-pool indices, dropout
-// masks) of at least fresh_threshold_bytes each; and 0 for a folded node. Pointwise and normalisation ops are memory-bound here where FLOPs
-// alone would call them free.
+// masks) of at least fresh_threshold_bytes each; and 0 for a folded node. Pointwise and
+// normalisation ops are memory-bound here where FLOPs alone would call them free.
 double RooflineSeconds(const TrainingGraph& g, const Node& n, const MachineRates& rates);
 
 // Forward seconds of node `n` of graph `g`. It takes the graph because a node's time depends
@@ -120,8 +120,8 @@ std::vector<double> PredictNodeSeconds(const TrainingGraph& g, const CostModel& 
 
 // Forward times measured on a model (the command line reads them from a profile).
 struct MeasuredNodeTime {
-  std::string name;  // the node's name
-  std::string op;    // its op type (a node of the same name and another op is another model's)
+  std::string name;    // the node's name
+  std::string op;      // its op type (a node of the same name and another op is another model's)
   double seconds = 0;  // forward seconds per call, with autograd (as recompute runs it)
 };
 struct MeasuredTimes {
@@ -239,19 +239,20 @@ Plan PlanSelective(const TrainingGraph& g, const CostModel& cost, const PlanOpti
 // optimality within minutes. Throws MemplanError when memplan was built without CBC.
 struct SelectiveExactOptions {
   double time_limit_seconds = 60;
-  int max_iterations = 100000;  // MILP solves
+  int max_iterations = 100000;   // MILP solves
   bool seed_with_search = true;  // `selective`'s plan as the first incumbent (a cutoff)
 };
 struct SelectiveExactResult {
-  Plan plan;             // strategy "selective-exact": the best fitting drop set found, else the plain step
-  bool found = false;    // some drop set fits the budget
-  bool proven = false;   // plan is optimal (!found: no drop set fits)
+  Plan plan;  // strategy "selective-exact": the best fitting drop set found, else the plain step
+  bool found = false;      // some drop set fits the budget
+  bool proven = false;     // plan is optimal (!found: no drop set fits)
   double lower_bound = 0;  // seconds no fitting drop set goes below (== the plan's when proven)
   int iterations = 0;      // MILP solves
   int replays = 0;         // drop sets replayed
   int cuts = 0;            // no-good cuts added
 };
-SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options,
+SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel& cost,
+                                        const PlanOptions& options,
                                         const SelectiveExactOptions& exact = {});
 // The reference's relaxation of one drop set (for tests of its validity): bytes per step of
 // the plain schedule (never above the replay's at the same non-recompute step), seconds (never
@@ -262,7 +263,8 @@ struct SelectiveRelaxation {
   double seconds = 0;
   bool canonical = false;
 };
-SelectiveRelaxation RelaxSelective(const TrainingGraph& g, const CostModel& cost, const std::vector<TensorId>& dropped,
+SelectiveRelaxation RelaxSelective(const TrainingGraph& g, const CostModel& cost,
+                                   const std::vector<TensorId>& dropped,
                                    const SimulatorOptions& sim = {});
 
 // The margin a segmented plan keeps under its budget. When the gradient of a checkpoint comes
@@ -285,14 +287,14 @@ constexpr double kExpensiveFlopsPerElement = 16;
 // Micro-batching (plan.h): `graph_at_batch(b)` loads the model at batch b (injected, so the
 // planner does no I/O). With micro_batches = k > 0 the batch is split into k micro-batches
 // (k must divide the batch). Each micro-batch graph is planned against the budget less the
-// other micro-batches' resident inputs. With k = 0 the planner searches the divisors of the batch in
-// increasing order and returns the plan with the fewest micro-batches that fits the budget
-// (the strategy's plan at k = 1 when it fits), or, when none fits, the strategy's answer (for
-// auto: the smallest-peak plan) at the largest k (or at k = 1 when that peak is smaller). A
-// named strategy's plan is never replaced by another strategy's. Feasibility is taken to be monotone in
-// k (a smaller micro-batch never needs more memory), so the search bisects the divisors: at
-// most 2 + log2(#divisors) plans, whatever the batch. The plan's peak is replayed on the micro-batch graph with the rest of the
-// batch resident; its FLOPs are per step (k micro-batches).
+// other micro-batches' resident inputs. With k = 0 the planner searches the divisors of the batch
+// in increasing order and returns the plan with the fewest micro-batches that fits the budget (the
+// strategy's plan at k = 1 when it fits), or, when none fits, the strategy's answer (for auto: the
+// smallest-peak plan) at the largest k (or at k = 1 when that peak is smaller). A named strategy's
+// plan is never replaced by another strategy's. Feasibility is taken to be monotone in k (a smaller
+// micro-batch never needs more memory), so the search bisects the divisors: at most 2 +
+// log2(#divisors) plans, whatever the batch. The plan's peak is replayed on the micro-batch graph
+// with the rest of the batch resident; its FLOPs are per step (k micro-batches).
 using GraphAtBatch = std::function<TrainingGraph(int64_t batch)>;
 Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
                       const PlanOptions& options, int64_t micro_batches = 0);
@@ -300,8 +302,9 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
 // micro-batch graph tried, planned against the budget the resident inputs leave): at k
 // micro-batches, or with k = 0 the better of the whole batch and the largest divisor (a smaller
 // micro-batch never needs more memory). Its budget_bytes and feasible are for options'.
-Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
-                              const PlanOptions& options, int64_t micro_batches = 0);
+Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch,
+                              const CostModel& cost, const PlanOptions& options,
+                              int64_t micro_batches = 0);
 // Turns a plan made on the micro-batch graph `micro` into a k-micro-batch plan: the rest of the
 // batch's inputs are resident from the setup step; FLOPs are scaled to the whole step.
 void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batches,
@@ -334,11 +337,11 @@ struct SweepPoint {
   int64_t peak_bytes = 0;
   double recompute_flops = 0;
   double recompute_seconds = 0;  // the plan's predicted_recompute_seconds
-  double overhead = 0;  // recompute FLOPs / forward FLOPs
+  double overhead = 0;           // recompute FLOPs / forward FLOPs
   int num_checkpoints = 0;
   int num_sections = 0;
   double solve_seconds = 0;
-  int micro_batches = 1;  // PlanForBudget's sweep splits the batch where the options allow
+  int micro_batches = 1;           // PlanForBudget's sweep splits the batch where the options allow
   double micro_batch_seconds = 0;  // the plan's predicted_micro_batch_seconds
   double overhead_seconds() const { return recompute_seconds + micro_batch_seconds; }
 };
@@ -381,7 +384,7 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
 // without a gradient, constants and inputs are not counted.
 struct RankPersistent {
   int64_t parameters = 0;
-  int64_t gradients = 0;        // shard gradients: the reduced shards (the flat gradients come and go)
+  int64_t gradients = 0;  // shard gradients: the reduced shards (the flat gradients come and go)
   int64_t optimizer_state = 0;
   int64_t total() const { return parameters + gradients + optimizer_state; }
 };
@@ -397,13 +400,16 @@ double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const Par
 // Shard parameters (ZeRO-3, plan.h): the facts the planner's gather spans and the executor's
 // gathers both read.
 // Per tensor, the index of the bucket holding it, or -1.
-std::vector<int> BucketOfTensor(const TrainingGraph& g, const std::vector<ParameterBucket>& buckets);
+std::vector<int> BucketOfTensor(const TrainingGraph& g,
+                                const std::vector<ParameterBucket>& buckets);
 // The buckets whose parameters `n` reads, directly or through a view of one (its inputs'
 // storages), ascending. A folded node (every output a constant) runs nowhere and reads none.
-std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n, const std::vector<int>& bucket_of);
+std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n,
+                               const std::vector<int>& bucket_of);
 // Per node, the buckets released right after it runs in a forward or recompute pass of its
 // segment: those whose last reader in the segment it is. `segments` empty: one segment.
-std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segments,
+std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g,
+                                              const std::vector<std::vector<NodeId>>& segments,
                                               const std::vector<int>& bucket_of);
 
 // The one entry point for "plan this model for this budget", shared by the command line and
@@ -473,7 +479,7 @@ struct BudgetPlan {
 // micro-batching and for the ranks' share of the batch). Pure: no I/O beyond what
 // graph_at_batch does. Throws MemplanError on bad user input (unknown checkpoint names, a
 // micro-batch or device count that does not divide the batch, shard parameters).
-BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch, const CostModel& cost,
-                         const BudgetPlanOptions& options);
+BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch,
+                         const CostModel& cost, const BudgetPlanOptions& options);
 
 }  // namespace memplan

@@ -13,10 +13,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "memplan/analyzer.h"
 #include "memplan/training_graph.h"
@@ -32,7 +31,8 @@ struct ProfileScope {
   int32_t segment = 0;
   int32_t micro_batch = 0;
   bool operator==(const ProfileScope& o) const {
-    return phase == o.phase && node == o.node && segment == o.segment && micro_batch == o.micro_batch;
+    return phase == o.phase && node == o.node && segment == o.segment &&
+           micro_batch == o.micro_batch;
   }
 };
 
@@ -152,7 +152,8 @@ std::vector<PredictedMemory> PredictedMemoryOf(const Schedule& s, const MemoryTi
 // and segment spans, one slice per node execution, recompute spans marked, and counters of
 // the measured bytes and (when given) the predicted bytes, placed at the end of the measured
 // slice of the same scope.
-nlohmann::json TraceEventsJson(const Profile& profile, const std::vector<PredictedMemory>& predicted = {});
+nlohmann::json TraceEventsJson(const Profile& profile,
+                               const std::vector<PredictedMemory>& predicted = {});
 
 // The summary the command line prints: step time, recompute per segment, the slowest ops.
 std::string FormatProfileSummary(const Profile& profile, int slowest = 5);
