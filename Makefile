@@ -1,6 +1,7 @@
 # memplan: two commands on a fresh machine.
 #   make demo   installs dependencies, builds, exports a real model and analyzes it
-#   make test   installs dependencies, builds, runs the whole test suite (ctest)
+#   make test   installs dependencies, builds, runs the test suite (ctest): every behaviour, in minutes
+#   make check  the long checks (ctest label `long`): the same behaviours on the rest of the corpus
 #   make check-torch211   builds the executor against torch 2.11.0 and runs its smoke tests
 
 BUILD_DIR ?= build
@@ -37,7 +38,7 @@ TORCH211_SMOKE ?= ExecutorTraining.*:ExecutorPlans.*:ExecutorSelective.EachDropp
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all deps configure build test check-torch211 demo bench fuzz clean
+.PHONY: all deps configure build test check check-torch211 demo bench fuzz clean
 
 all: build
 
@@ -55,7 +56,12 @@ build: deps configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE long
+
+# The long checks (tests/CMakeLists.txt's memplan_discover_tests): every corpus model, strategy and
+# budget run for real, and the slowest end-to-end runs. CI runs them after `make test`.
+check: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -L long
 
 check-torch211: deps
 	bash scripts/install-deps.sh --requirements $(TORCH211_REQUIREMENTS)

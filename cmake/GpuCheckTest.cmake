@@ -28,5 +28,5 @@ if(TARGET memplan_executor AND MEMPLAN_PYTHON)
 --device cpu --memplan '$<TARGET_FILE:memplan>' --python '${MEMPLAN_PYTHON}' --models-dir '${MEMPLAN_MODEL_CACHE}' \
 --bundle-dir '${_gpu_dry}/bundle' --max-mib ${_gpu_max_mib} --out '${_gpu_dry}/out' --time-limit 200 && cd '${_gpu_dry}/out' && ${_gpu_checks}")
   # Its runs take both cores (two at a time in the accuracy table).
-  set_tests_properties(gpu_check_cpu_dry_run PROPERTIES FIXTURES_REQUIRED corpus TIMEOUT 400 PROCESSORS 2)
+  set_tests_properties(gpu_check_cpu_dry_run PROPERTIES FIXTURES_REQUIRED corpus TIMEOUT 400 PROCESSORS 2 LABELS long)
 endif()

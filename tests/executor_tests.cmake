@@ -22,12 +22,27 @@ if(TARGET memplan_planner)
   target_sources(executor_tests PRIVATE executor_hf_test.cc executor_stochastic_depth_test.cc)
   target_link_libraries(executor_tests PRIVATE memplan_planner)
 endif()
-gtest_discover_tests(executor_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
+# gpt and mobilenet_v2 (convnext for stochastic depth) in `make test`; the rest in `make check`.
+set(_long "ExecutorSelective.MeasuredPeakIsTheReplayedPeak" "Corpus/StochasticDepth.*/swin*")
+foreach(m resnet vgg densenet efficientnet googlenet gpt_deep swin vit)
+  list(APPEND _long "Corpus/ExecutorAccuracy.*/${m}*")
+endforeach()
+memplan_discover_tests(executor_tests LONG ${_long} PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
 
 if(TARGET memplan_planner)
   add_executable(executor_budget_tests executor_budget_test.cc executor_schedule_test.cc executor_profile_test.cc)
   target_link_libraries(executor_budget_tests PRIVATE memplan_executor memplan_planner memplan_testing GTest::gtest_main)
-  gtest_discover_tests(executor_budget_tests DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
+  # Plans run for real at their budgets: gpt (and mobilenet_v2's schedule) in `make test`, the other
+  # models in `make check`.
+  set(_long "Corpus/ProfileCorpus.*/resnet18*" "Corpus/ProfileCorpus.*/vit*" "Corpus/ProfileCorpus.*/mobilenet*"
+            "Corpus/ProfileRecompute.*/resnet18*")
+  foreach(m resnet mobilenet efficientnet vit gpt_dynamo regnet)
+    list(APPEND _long "Corpus/PlanBudget.*/${m}*")
+  endforeach()
+  foreach(m resnet densenet efficientnet googlenet gpt_deep gpt_dynamo mobilenet_v2_dynamo swin vgg vit)
+    list(APPEND _long "Corpus/ExecutorSchedule.*/*${m}*")
+  endforeach()
+  memplan_discover_tests(executor_budget_tests LONG ${_long} PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED corpus)
 
   add_executable(executor_cli_tests executor_cli_test.cc)
   target_link_libraries(executor_cli_tests PRIVATE memplan_profiler memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)
@@ -48,6 +63,15 @@ if(TARGET memplan_planner)
   # Each test starts its ranks on a free port, so ports never clash; but 2-4 rank processes
   # take every core, and a timing test beside them (ProfileCorpus) measured 93% where it
   # needs 95%: PROCESSORS 2 gives them the machine's two ctest slots.
-  gtest_discover_tests(executor_distributed_tests DISCOVERY_TIMEOUT 60
-                       PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED corpus PROCESSORS 2)
+  # gpt with sharded parameters and every 2-rank exactness case in `make test`; the rest in
+  # `make check`.
+  set(_long "Corpus/DistributedPeaks.*/resnet18_*" "DistributedShardParameters.SegmentedRanksGatherInEveryPassAndMatchTheReplay")
+  foreach(c gpt_none gpt_gradients gpt_optimizer)
+    list(APPEND _long "Corpus/DistributedPeaks.*/${c}")
+  endforeach()
+  foreach(c sgd_none sgd_optimizer sgd_gradients sgd_parameters adam_none adam_optimizer adam_gradients)
+    list(APPEND _long "Loopback/DistributedExactness.*/4ranks_${c}")
+  endforeach()
+  memplan_discover_tests(executor_distributed_tests LONG ${_long}
+                         PROPERTIES TIMEOUT 600 FIXTURES_REQUIRED corpus PROCESSORS 2)
 endif()
