@@ -590,6 +590,32 @@ TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
   EXPECT_EQ(c2.backward_workspace_bytes, 6127616);
 }
 
+// A kernel wider than 14 (ViT's 16x16 patch embedding) is beyond oneDNN's jit backward weights:
+// gemm_convolution_bwd_weights runs on the dense tensors. Measured with
+// samples/pytorch_peer_bench.py's counter on aten::convolution_backward alone (LibTorch 2.14.1,
+// 2 threads): 10,039,552 B above the gradients at batch 1, 20,078,848 B at batch 4.
+TEST(TrainingMemory, WideKernelConvBackwardRunsOneDnnGemm) {
+  ::setenv("OMP_NUM_THREADS", "2", 1);  // the minibatch split is per thread
+  for (int64_t batch : {1, 4}) {
+    GraphBuilder b;
+    b.Input("x", {-1, 3, 224, 224}).Param("w", {768, 3, 16, 16}).Param("bias", {768});
+    b.Node("Conv", {"x", "w", "bias"}, {"c"}).Attr("strides", std::vector<int64_t>{16, 16});
+    b.Node("ReduceMean", {"c"}, {"logits"})
+        .Attr("axes", std::vector<int64_t>{2, 3})
+        .Attr("keepdims", int64_t{0})
+        .Output("logits");
+    LoadOptions o;
+    o.batch = batch;
+    TrainingGraph g = b.Load(o);
+    // W = 768*3*16*16*4 = 2,359,296; the im2col matrix: 3*16*16 rows x 14*14 output pixels x 4 B
+    // = 602,112. Each thread holds 4W + col = 10,039,296, plus 256 B. One image: one thread,
+    // 10,039,552. Four images, 196 / 2 = 98 < 256 pixels per thread: both threads, 20,078,848.
+    const int64_t per_thread = 4 * 2359296 + 602112;
+    EXPECT_EQ(g.node(0).backward_workspace_bytes, (batch == 1 ? 1 : 2) * per_thread + 256)
+        << "batch " << batch;
+  }
+}
+
 // ConvNeXt's block as the dynamo exporter writes it: channels-last activations (permute, layer
 // norm, permute back) feed oneDNN's nhwc kernels. Expected bytes measured on LibTorch 2.14.1 with
 // the profiler's allocation events (2 threads, no bias), computed here by hand.

@@ -280,7 +280,18 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
     else
       peak = std::max({peak, yB + wB + xB, xB + gin});
   }
-  if (gw > 0) {
+  if (gw > 0 && group == 1 && kw > 14) {
+    // oneDNN's jit backward weights takes kernels up to 14 wide; wider ones (ViT's 16x16 patch
+    // embedding) run gemm_convolution_bwd_weights on the dense tensors. Measured (LibTorch 2.14.1,
+    // 1 and 2 threads, 3-32 input channels, 15-32 wide, bias or not): each of its threads holds
+    // four weight-sized buffers and one im2col matrix (input channels x kernel x output pixels),
+    // plus 256 B. It splits the minibatch over every thread where the batch has more than one image
+    // and each thread gets fewer than 256 output pixels (jcp.outer_threading), else runs on one.
+    const int64_t pixels = oh * ow;
+    const int64_t nthr = N > 1 && pixels / threads < 256 ? threads : 1;
+    const int64_t col = e * C * kh * kw * pixels;
+    peak = std::max(peak, gin + gw + gb + nthr * (4 * W + col) + 256);
+  } else if (gw > 0) {
     int64_t scratch = padded_bias;
     if (group == 1) {
       BwdWeightsSplit j{N, C, O, H, Wd, oh, ow, kh, kw, sh, sw, small_ic ? C : 16};
