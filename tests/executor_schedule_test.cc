@@ -99,7 +99,9 @@ std::vector<std::string> Models() {
   return m;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, ExecutorSchedule, ::testing::ValuesIn(Models()));
+// Named by model, so that tests/executor_tests.cmake can give the large ones to `make check`.
+INSTANTIATE_TEST_SUITE_P(Corpus, ExecutorSchedule, ::testing::ValuesIn(Models()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return i.param; });
 
 }  // namespace
 }  // namespace memplan
