@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "memplan/analyzer.h"
+#include "memplan/spatial_attrs.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -182,6 +183,206 @@ TEST(OpFacts, NormalisationStartsAsTheIdentity) {
   EXPECT_EQ(InitialFillOf("Conv", 1), InitialFill::kRandom);
   EXPECT_EQ(InitialFillOf("Gemm", 2), InitialFill::kRandom);
   EXPECT_EQ(InitialFillOf("NoSuchOp", 1), InitialFill::kRandom);
+}
+
+// A node as a rule sees it: `inputs` tensor ids (kNone: omitted) and integer attributes.
+Node MakeNode(const std::string& op, std::vector<TensorId> inputs,
+              std::map<std::string, Attribute> attributes = {}) {
+  Node n;
+  n.op_type = op;
+  n.inputs = std::move(inputs);
+  n.outputs = {0};
+  n.attributes = std::move(attributes);
+  return n;
+}
+Attribute IntAttr(int64_t v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+Attribute FloatAttr(double v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kFloat;
+  a.f = v;
+  return a;
+}
+Attribute IntsAttr(std::vector<int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute StringAttr(const std::string& v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kString;
+  a.s = v;
+  return a;
+}
+ConstValue Scalar(DType dtype, double v) {
+  ConstValue c;
+  c.dtype = dtype;
+  if (IsFloating(dtype)) {
+    c.floats = {v};
+  } else {
+    c.ints = {static_cast<int64_t>(v)};
+  }
+  return c;
+}
+
+// ONNX's Dropout: opset 12 and 13 take ratio and training_mode as inputs 1 and 2, training_mode
+// false when omitted; opsets 7 and 10 have a 'ratio' attribute and no training switch (their
+// mode is the runtime's; ONNX's reference runs them as inference); opsets 1 to 6 train unless
+// the attribute is_test is set.
+TEST(OpFacts, DropoutTrainsOnlyWhenItsOpsetSaysSo) {
+  const ConstValue yes = Scalar(DType::kBool, 1), no = Scalar(DType::kBool, 0);
+  const ConstValue half = Scalar(DType::kFloat32, 0.5), zero = Scalar(DType::kFloat32, 0);
+  // Opsets 12, 13: Dropout(data, ratio, training_mode).
+  const Node d13 = MakeNode("Dropout", {0, 1, 2});
+  EXPECT_TRUE(DropoutIsActive(d13, &half, &yes));
+  EXPECT_TRUE(DropoutIsActive(d13, nullptr, &yes));    // a ratio not known: not 0
+  EXPECT_FALSE(DropoutIsActive(d13, &half, &no));      // training_mode false
+  EXPECT_FALSE(DropoutIsActive(d13, &zero, &yes));     // ratio 0 drops nothing
+  EXPECT_FALSE(DropoutIsActive(d13, &half, nullptr));  // a mode not known: inference
+  EXPECT_FALSE(DropoutIsActive(MakeNode("Dropout", {0}), nullptr, nullptr));  // mode omitted
+  EXPECT_FALSE(DropoutIsActive(MakeNode("Dropout", {0, 1}), &half, nullptr));
+  // Opsets 7, 10: Dropout(data) with attribute ratio; no training switch.
+  EXPECT_FALSE(
+      DropoutIsActive(MakeNode("Dropout", {0}, {{"ratio", FloatAttr(0.5)}}), nullptr, nullptr));
+  // Opsets 1 to 6: is_test 0 trains, unless the ratio is 0.
+  EXPECT_TRUE(
+      DropoutIsActive(MakeNode("Dropout", {0}, {{"is_test", IntAttr(0)}}), nullptr, nullptr));
+  EXPECT_FALSE(
+      DropoutIsActive(MakeNode("Dropout", {0}, {{"is_test", IntAttr(1)}}), nullptr, nullptr));
+  EXPECT_FALSE(
+      DropoutIsActive(MakeNode("Dropout", {0}, {{"is_test", IntAttr(0)}, {"ratio", FloatAttr(0)}}),
+                      nullptr, nullptr));
+}
+
+// The rule as loading applies it: an inactive Dropout is the identity (output 0 is its input,
+// no mask is saved), an active one saves its mask (1 byte per element).
+TEST(OpFacts, OnlyAnActiveDropoutSavesAMask) {
+  auto load = [](int64_t opset, bool with_mode, int64_t mode, double ratio) {
+    GraphBuilder b;
+    b.Opset(opset).Input("x", {-1, 100}).Param("w", {100, 10});
+    b.Node("MatMul", {"x", "w"}, {"h"});
+    if (with_mode) {
+      b.Node("Constant", {}, {"ratio"}).Attr("value_float", ratio);
+      b.Node("Constant", {}, {"train"}).Attr("value_int", mode);
+      b.Node("Dropout", {"h", "ratio", "train"}, {"d"});
+    } else {
+      b.Node("Dropout", {"h"}, {"d"}).Attr("ratio", ratio);
+    }
+    return b.Output("d").Load(RulesOnly(/*batch=*/2));
+  };
+  struct Case {
+    const char* what;
+    int64_t opset;
+    bool with_mode;
+    int64_t mode;
+    double ratio;
+    bool active;
+  };
+  for (const Case& c : {Case{"opset 13, training", 13, true, 1, 0.5, true},
+                        Case{"opset 13, training_mode false", 13, true, 0, 0.5, false},
+                        Case{"opset 13, ratio 0", 13, true, 1, 0.0, false},
+                        Case{"opset 10", 10, false, 0, 0.5, false}}) {
+    const TrainingGraph g = load(c.opset, c.with_mode, c.mode, c.ratio);
+    const Node& dropout = g.node(g.tensor(g.FindTensor("d")).producer);
+    EXPECT_EQ(IsIdentityInTraining(dropout, g.tensors), !c.active) << c.what;
+    EXPECT_EQ(g.tensor(g.FindTensor("d")).is_view(), !c.active) << c.what;
+    ASSERT_EQ(dropout.saved_extras.size(), c.active ? 1u : 0u) << c.what;
+    if (c.active) {
+      EXPECT_EQ(dropout.saved_extras[0].bytes, 2 * 10) << c.what;  // [2,10] bools
+    }
+  }
+}
+
+TEST(OpFacts, ACastToItsOwnTypeIsTheIdentity) {
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Param("w", {4, 4});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Cast", {"h"}, {"same"}).Attr("to", int64_t{1});      // float32 to float32
+  b.Node("Cast", {"same"}, {"wide"}).Attr("to", int64_t{11});  // float32 to float64
+  b.Node("Cast", {"wide"}, {"y"}).Attr("to", int64_t{1});
+  const TrainingGraph g = b.Output("y").Load(RulesOnly());
+  const Tensor &same = g.tensor(g.FindTensor("same")), &wide = g.tensor(g.FindTensor("wide"));
+  EXPECT_TRUE(IsIdentityInTraining(g.node(same.producer), g.tensors));
+  EXPECT_EQ(same.storage, g.FindTensor("h"));
+  EXPECT_FALSE(IsIdentityInTraining(g.node(wide.producer), g.tensors));
+  EXPECT_FALSE(wide.is_view());
+  EXPECT_FALSE(IsIdentityInTraining(g.node(g.tensor(g.FindTensor("h")).producer), g.tensors));
+}
+
+// ONNX's BatchNormalization returns the running mean and variance (inputs 3 and 4) updated:
+// outputs 1 and 2. Opsets before 14 add the saved mean and variance (outputs 3 and 4): new.
+TEST(OpFacts, BatchNormUpdatesItsRunningStatisticsInPlace) {
+  EXPECT_EQ(InPlaceInputOf("BatchNormalization", 0), -1);
+  EXPECT_EQ(InPlaceInputOf("BatchNormalization", 1), 3);
+  EXPECT_EQ(InPlaceInputOf("BatchNormalization", 2), 4);
+  EXPECT_EQ(InPlaceInputOf("BatchNormalization", 3), -1);
+  EXPECT_EQ(InPlaceInputOf("BatchNormalization", 4), -1);
+  for (const char* op : {"LayerNormalization", "Dropout", "Relu", "NoSuchOp"}) {
+    EXPECT_EQ(InPlaceInputOf(op, 1), -1) << op;
+  }
+}
+
+// Conv and pooling attributes by ONNX's definitions (one reader for the analyzer and executor).
+TEST(SpatialAttrs, DefaultsAreUnitStridesAndNoPads) {
+  const SpatialAttrs a = ReadSpatialAttrs(MakeNode("Conv", {0, 1}), {1, 3, 8, 8}, {3, 3});
+  EXPECT_EQ(a.stride, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(a.dilation, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(a.pad_begin, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(a.pad_end, (std::vector<int64_t>{0, 0}));
+  EXPECT_EQ(a.group, 1);
+  EXPECT_TRUE(a.symmetric());
+}
+
+TEST(SpatialAttrs, PadsListBeginsThenEnds) {
+  const Node n = MakeNode("Conv", {0, 1},
+                          {{"pads", IntsAttr({1, 2, 3, 4})},
+                           {"strides", IntsAttr({2, 3})},
+                           {"dilations", IntsAttr({1, 2})},
+                           {"group", IntAttr(4)}});
+  const SpatialAttrs a = ReadSpatialAttrs(n, {1, 8, 10, 10}, {3, 3});
+  EXPECT_EQ(a.pad_begin, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(a.pad_end, (std::vector<int64_t>{3, 4}));
+  EXPECT_EQ(a.stride, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(a.dilation, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(a.group, 4);
+  EXPECT_FALSE(a.symmetric());
+}
+
+TEST(SpatialAttrs, AutoPadSameKeepsCeilOfInputOverStride) {
+  // Input 4, kernel 3, stride 2: ceil(4 / 2) = 2 outputs need (2 - 1) * 2 + 3 = 5 rows: 1 pad,
+  // after the input for SAME_UPPER, before it for SAME_LOWER. Input 5: (3 - 1) * 2 + 3 - 5 = 2,
+  // one each side.
+  auto read = [](const std::string& mode, int64_t in) {
+    const Node n =
+        MakeNode("Conv", {0, 1}, {{"auto_pad", StringAttr(mode)}, {"strides", IntsAttr({2})}});
+    return ReadSpatialAttrs(n, {1, 1, in}, {3});
+  };
+  EXPECT_EQ(read("SAME_UPPER", 4).pad_begin, (std::vector<int64_t>{0}));
+  EXPECT_EQ(read("SAME_UPPER", 4).pad_end, (std::vector<int64_t>{1}));
+  EXPECT_EQ(read("SAME_LOWER", 4).pad_begin, (std::vector<int64_t>{1}));
+  EXPECT_EQ(read("SAME_LOWER", 4).pad_end, (std::vector<int64_t>{0}));
+  EXPECT_EQ(read("SAME_UPPER", 5).pad_begin, (std::vector<int64_t>{1}));
+  EXPECT_EQ(read("SAME_UPPER", 5).pad_end, (std::vector<int64_t>{1}));
+  // Dilation 2 spans 5 rows with a kernel of 3: input 4 at stride 1 needs 3 + 5 - 4 = 4 pads.
+  const Node dilated = MakeNode(
+      "Conv", {0, 1}, {{"auto_pad", StringAttr("SAME_UPPER")}, {"dilations", IntsAttr({2})}});
+  EXPECT_EQ(ReadSpatialAttrs(dilated, {1, 1, 4}, {3}).pad_begin, (std::vector<int64_t>{2}));
+  // VALID pads nothing, whatever 'pads' says.
+  const Node valid =
+      MakeNode("Conv", {0, 1}, {{"auto_pad", StringAttr("VALID")}, {"pads", IntsAttr({1, 1})}});
+  EXPECT_EQ(ReadSpatialAttrs(valid, {1, 1, 4}, {3}).pad_begin, (std::vector<int64_t>{0}));
+}
+
+TEST(SpatialAttrs, KernelShapeFromTheAttributeOrTheWeight) {
+  EXPECT_EQ(KernelShapeOf(MakeNode("Conv", {0, 1}), {8, 3, 5, 7}), (std::vector<int64_t>{5, 7}));
+  EXPECT_EQ(KernelShapeOf(MakeNode("MaxPool", {0}, {{"kernel_shape", IntsAttr({2, 2})}}), {}),
+            (std::vector<int64_t>{2, 2}));
+  EXPECT_TRUE(KernelShapeOf(MakeNode("MaxPool", {0}), {}).empty());
 }
 
 }  // namespace

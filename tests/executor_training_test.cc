@@ -281,6 +281,49 @@ TEST(ExecutorTraining, InactiveDropoutMaskIsAllocatedAsTheAnalyzerCounts) {
   EXPECT_EQ(during_dropout - after_relu, 64000);
 }
 
+// An inactive Dropout (opset 10, which has no training switch; opset 13 with training_mode
+// false; opset 13 training with ratio 0) is the identity in the executor as in the analyzer: its
+// forward allocates nothing (d is r itself).
+TEST(ExecutorTraining, InactiveDropoutsAreTheIdentity) {
+  struct Case {
+    const char* what;
+    int64_t opset;
+    int64_t mode;  // -1: no training_mode input (ratio as an attribute)
+    double ratio;
+  };
+  for (const Case& c : {Case{"opset 10", 10, -1, 0.5}, Case{"training_mode false", 13, 0, 0.5},
+                        Case{"ratio 0", 13, 1, 0.0}}) {
+    GraphBuilder b;
+    b.Opset(c.opset).Input("x", {-1, 1000}).Param("w", {10, 1000}).Param("bias", {10});
+    b.Node("Relu", {"x"}, {"r"});
+    if (c.mode < 0) {
+      b.Node("Dropout", {"r"}, {"d"}).Attr("ratio", c.ratio);
+    } else {
+      b.Node("Constant", {}, {"ratio"}).Attr("value_float", c.ratio);
+      b.Node("Constant", {}, {"train"}).Attr("value_int", c.mode);
+      b.Node("Dropout", {"r", "ratio", "train"}, {"d"});
+    }
+    b.Node("Gemm", {"d", "w", "bias"}, {"y"}).Attr("transB", int64_t{1});
+    b.Output("y");
+    TrainingGraph g = b.Load({/*batch=*/64});
+    const TensorId d = g.FindTensor("d");
+    const NodeId dropout = g.tensors[d].producer, relu = g.tensors[g.FindTensor("r")].producer;
+    EXPECT_TRUE(IsIdentityInTraining(g.nodes[dropout], g.tensors)) << c.what;
+    EXPECT_EQ(g.tensors[d].storage, g.FindTensor("r")) << c.what;
+
+    RunOptions o = Options(b, 1);
+    o.trace = true;
+    RunResult r = RunTraining(g, o);
+    int64_t after_relu = -1, during_dropout = -1;
+    for (const TraceEvent& e : r.trace) {
+      if (e.phase == "forward" && e.node == relu) after_relu = e.bytes_after;
+      if (e.phase == "forward" && e.node == dropout) during_dropout = e.peak_during;
+    }
+    EXPECT_GE(after_relu, 0) << c.what;
+    EXPECT_EQ(during_dropout - after_relu, 0) << c.what;
+  }
+}
+
 // A small weight read through a Transpose is trained (the analyzer once folded Transpose(w) to a
 // constant). y = x w^T summed over [3,4]: dL/dw[i][j] = sum_b x[b][j], the same for every row i.
 TEST(ExecutorTraining, WeightReadThroughATransposeIsTrained) {

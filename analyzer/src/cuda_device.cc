@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "memplan/analysis_report.h"
 #include "memplan/json_read.h"
+#include "memplan/spatial_attrs.h"
 
 namespace memplan {
 namespace {
@@ -58,9 +60,8 @@ std::string ConvGeometry::signature() const {
          " group " + std::to_string(group);
 }
 
-// The executor's convolution (kernels_nn.cc, SpatialGeometry): strides and dilations default to
-// 1, auto_pad SAME splits the total pad (the odd one at the end for SAME_UPPER), and asymmetric
-// pads become an explicit zero pad before a convolution with none.
+// The executor's convolution (kernels_nn.cc): the attributes as spatial_attrs.h reads them, and
+// asymmetric pads become an explicit zero pad before a convolution with none.
 std::optional<ConvGeometry> CudnnConvGeometry(const Node& n, const std::vector<Tensor>& t) {
   // ConvTranspose runs in cuDNN too, with the roles of its passes swapped; not modelled yet.
   if (n.op_type != "Conv" || n.inputs.size() < 2 || n.inputs[0] == kNone || n.inputs[1] == kNone)
@@ -77,42 +78,22 @@ std::optional<ConvGeometry> CudnnConvGeometry(const Node& n, const std::vector<T
   g.x = x.shape;
   g.w = w.shape;
   g.dtype = x.dtype;
-  g.group = n.attr_int("group", 1);
+  const SpatialAttrs a =
+      ReadSpatialAttrs(n, x.shape, std::vector<int64_t>(w.shape.begin() + 2, w.shape.end()));
+  g.group = a.group;
   // LibTorch's depthwise test (ConvParams::is_depthwise); cuDNN takes those only in half precision
   // or channels-last (use_cudnn_depthwise).
   const bool depthwise =
       (k == 2 || k == 3) && g.group > 1 && x.shape[1] == g.group && w.shape[0] % x.shape[1] == 0;
   if (depthwise && (x.dtype == DType::kFloat32 || x.dtype == DType::kFloat64)) return std::nullopt;
-  g.stride = n.attr_ints("strides");
-  g.dilation = n.attr_ints("dilations");
-  std::vector<int64_t> pads = n.attr_ints("pads");
-  g.stride.resize(k, 1);
-  g.dilation.resize(k, 1);
-  pads.resize(2 * k, 0);
-  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  g.stride = a.stride;
+  g.dilation = a.dilation;
   g.pad.assign(k, 0);
-  bool symmetric = true;
-  std::vector<int64_t> begin(k, 0), end(k, 0);
   for (size_t i = 0; i < k; ++i) {
-    const int64_t in = x.shape[i + 2], s = std::max<int64_t>(g.stride[i], 1);
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      const int64_t out = (in + s - 1) / s;
-      const int64_t total =
-          std::max<int64_t>(0, (out - 1) * s + (w.shape[i + 2] - 1) * g.dilation[i] + 1 - in);
-      const int64_t small = total / 2, big = total - small;
-      begin[i] = auto_pad == "SAME_UPPER" ? small : big;
-      end[i] = auto_pad == "SAME_UPPER" ? big : small;
-    } else if (auto_pad != "VALID") {
-      begin[i] = pads[i];
-      end[i] = pads[i + k];
-    }
-    symmetric = symmetric && begin[i] == end[i];
-  }
-  for (size_t i = 0; i < k; ++i) {
-    if (symmetric) {
-      g.pad[i] = begin[i];
+    if (a.symmetric()) {
+      g.pad[i] = a.pad_begin[i];
     } else {
-      g.x[i + 2] += begin[i] + end[i];
+      g.x[i + 2] += a.pad_begin[i] + a.pad_end[i];
     }
   }
   return g;
@@ -295,16 +276,9 @@ CudaDevice CudaDeviceFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json DeviceMemoryToJson(const DeviceMemory& m, const CudaDevice& d) {
-  return {{"device", d.device},
-          {"device_name", d.name},
-          {"device_source", d.source},
-          {"allocator_mode", m.allocator_mode},
-          {"workspace_bytes", m.workspace_bytes},
-          {"context_bytes", m.context_bytes},
-          {"context_measured", m.context_measured},
-          {"reserved_peak_bytes", m.reserved_peak_bytes},
-          {"workspace_margin_bytes", m.workspace_margin_bytes},
-          {"card_peak_bytes", m.card_peak_bytes()}};
+  nlohmann::json j = nlohmann::json::object();
+  WriteDevicePrediction(j, DevicePredictionOf(m, d));  // analysis_report.h's one writer
+  return j;
 }
 
 }  // namespace memplan

@@ -1,19 +1,9 @@
-// ATen's layout facts: strides of views and of TensorIterator outputs, in-place outputs.
+// ATen's layout facts: strides of views and of TensorIterator outputs.
 #include <algorithm>
 
 #include "op_rules.h"
 
 namespace memplan {
-
-std::vector<int> InPlaceOutputs(const Node& node) {
-  std::vector<int> out(node.outputs.size(), kNone);
-  // Batch norm updates its running statistics in place; ONNX names the results as outputs.
-  if (node.op_type == "BatchNormalization" && node.outputs.size() >= 3) {
-    out[1] = 3;
-    out[2] = 4;
-  }
-  return out;
-}
 
 std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& shape) {
   std::vector<int64_t> strides(shape.size(), 1);

@@ -8,6 +8,8 @@
 // runs.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,7 @@ using SaveFn = void (*)(const Node&, const std::vector<Tensor>&,
                         const std::vector<bool>& input_needs_grad, SaveSpec&);
 using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&);
 using InputMaskFn = uint32_t (*)(const Node&);  // bit i: input i
+using NodeFactFn = bool (*)(const Node&, const std::vector<Tensor>&);
 // Checks a node against its op's definition, as ONNX's checker and its type constraints do:
 // attribute values, input ranks, channel counts, dtypes. Checks what the known inputs allow
 // (InferContext::known); calls reject() on a violation. Runs before ONNX's shape inference
@@ -125,15 +128,23 @@ struct OpRule {
   // plan's early segments run, and when recomputing).
   WorkspaceFn forward_workspace = nullptr;
   // Facts the executor reads too (training_graph.h's RandomnessOf, PassesInputValues,
-  // AxisIndicesInput, InitialFillOf).
+  // AxisIndicesInput, InitialFillOf, IsIdentityInTraining, InPlaceInputOf).
   Randomness random = Randomness::kNone;
   // Output 0 is input 0 converted element by element to another dtype (its values pass through
   // as views' do).
   bool casts = false;
+  // Whether the node runs as the identity in training (an inactive Dropout, a Cast to its own
+  // dtype): output 0 is input 0 itself, other wanted outputs are new tensors, and no autograd
+  // node exists, so input 0's gradient is output 0's gradient and nothing is saved.
+  // training_graph.h's IsIdentityInTraining. nullptr: never.
+  NodeFactFn identity_in_training = nullptr;
   int axis_indices_input = -1;    // input holding indices into input 0 along attribute 'axis'
   uint32_t init_one_inputs = 0;   // bit i set: a fresh model holds input i at one (a scale, a
                                   // running variance), as torch.nn initialises it
   uint32_t init_zero_inputs = 0;  // bit i set: ... at zero (a shift, a running mean)
+  // Outputs that are inputs updated in place (batch norm's running statistics): output o is
+  // input in_place_inputs[o], or kNone (-1). training_graph.h's InPlaceInputOf.
+  std::array<int8_t, 4> in_place_inputs = {-1, -1, -1, -1};
   // The kernel kind that prices the forward (training_graph.h's ComputeClassOf, which also
   // decides per node: depthwise convolutions, batch norm without batch statistics, random ops).
   ComputeClass compute = ComputeClass::kMemory;
@@ -142,17 +153,12 @@ struct OpRule {
 // Runs the node's ValidateFn (if its op has a rule and the rule one).
 void ValidateNode(const Node& node, std::vector<Tensor>& tensors);
 
-// Whether the executor runs the node as the identity (inactive Dropout, Cast to the same
-// type): no autograd node, so the input's gradient is the output's gradient itself.
-bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t);
+// The rule's identity_in_training for node n (false when the rule has none).
+bool IsIdentityInTraining(const OpRule& r, const Node& n, const std::vector<Tensor>& t);
 
 // nullptr when the op has no rule.
 const OpRule* FindOpRule(const std::string& op_type);
 const std::vector<OpRule>& AllOpRules();
-
-// Per output, the input whose storage it shares in place (batch-norm running statistics),
-// or kNone.
-std::vector<int> InPlaceOutputs(const Node& node);
 
 int64_t Numel(const std::vector<int64_t>& shape);
 // The element count, or false when a dimension is negative or the count overflows int64.

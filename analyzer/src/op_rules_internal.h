@@ -8,7 +8,7 @@
 //   op_saves.cc        what backward saves (LibTorch derivatives.yaml, 2.11 to 2.14)
 //   op_workspaces.cc   temporary bytes an op holds inside its forward or backward
 //   op_validate.cc     checks against the ONNX op definitions
-//   op_layout.cc       ATen strides: views, TensorIterator outputs, in-place outputs
+//   op_layout.cc       ATen strides: views, TensorIterator outputs
 //   infer_context.cc   InferContext, element counts and shape strings
 //   op_rules_table.cc  the table: one OpRule per op type
 #pragma once

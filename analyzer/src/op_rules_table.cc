@@ -32,6 +32,14 @@ OpRule RandomSource(const char* op_type, InferFn infer) {
   return r;
 }
 
+bool DropoutIsIdentity(const Node& n, const std::vector<Tensor>& t) {
+  return !DropoutIsActive(n, t);
+}
+
+bool CastIsIdentity(const Node& n, const std::vector<Tensor>& t) {
+  return t[n.inputs[0]].dtype == t[n.outputs[0]].dtype;
+}
+
 // The executor's Gemm multiplies by a.t() and b.t() (TBackward0 views).
 uint32_t GemmTransposedInputs(const Node& n) {
   return (n.attr_int("transA", 0) != 0 ? 1u : 0u) | (n.attr_int("transB", 0) != 0 ? 2u : 0u);
@@ -96,6 +104,7 @@ std::vector<OpRule> MakeRules() {
        .backward_workspace = BatchNormWorkspace,
        .init_one_inputs = Bits({1, 4}),
        .init_zero_inputs = Bits({2, 3}),
+       .in_place_inputs = {kNone, 3, 4, kNone},
        .compute = ComputeClass::kNormalization},
       {.op_type = "LayerNormalization",
        .infer = InferLayerNorm,
@@ -245,7 +254,8 @@ std::vector<OpRule> MakeRules() {
        .flops = ElementwiseFlops,
        .saves = SavesDropout,
        .nondiff_inputs = Bits({1, 2}),
-       .random = Randomness::kInTraining},
+       .random = Randomness::kInTraining,
+       .identity_in_training = DropoutIsIdentity},
       // Elementwise arithmetic.
       // add's backward hands the incoming gradient to both inputs (no copy; a broadcast
       // input gets a reduced one, parameter-sized at most).
@@ -394,7 +404,11 @@ std::vector<OpRule> MakeRules() {
        .infer = InferResize,
        .flops = ElementwiseFlops,
        .nondiff_inputs = Bits({1})},
-      {.op_type = "Cast", .infer = InferCast, .flops = ElementwiseFlops, .casts = true},
+      {.op_type = "Cast",
+       .infer = InferCast,
+       .flops = ElementwiseFlops,
+       .casts = true,
+       .identity_in_training = CastIsIdentity},
       {.op_type = "CastLike",
        .infer = InferCastLike,
        .flops = ElementwiseFlops,
@@ -559,6 +573,41 @@ bool PassesInputValues(const std::string& op_type) {
 int AxisIndicesInput(const std::string& op_type) {
   const OpRule* r = FindOpRule(op_type);
   return r ? r->axis_indices_input : -1;
+}
+
+bool DropoutIsActive(const Node& n, const ConstValue* ratio, const ConstValue* training_mode) {
+  if (n.inputs.size() > 2 && n.inputs[2] != kNone) {  // opset 12 and later
+    if (!training_mode || training_mode->numel() == 0 || training_mode->at(0) == 0) return false;
+  } else if (n.attr("is_test") == nullptr || n.attr_int("is_test", 0) != 0) {
+    return false;  // opset 7 and later without training_mode (is_test is opsets 1 to 6's)
+  }
+  if (n.inputs.size() > 1 && n.inputs[1] != kNone) {
+    return !(ratio && ratio->numel() > 0 && ratio->at(0) == 0);
+  }
+  return n.attr_float("ratio", 0.5) != 0;
+}
+
+bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) {
+  auto value = [&](size_t slot) -> const ConstValue* {
+    if (slot >= n.inputs.size() || n.inputs[slot] == kNone) return nullptr;
+    const std::optional<ConstValue>& v = t[n.inputs[slot]].value;
+    return v ? &*v : nullptr;
+  };
+  return DropoutIsActive(n, value(1), value(2));
+}
+
+bool IsIdentityInTraining(const OpRule& r, const Node& n, const std::vector<Tensor>& t) {
+  return r.identity_in_training && r.identity_in_training(n, t);
+}
+
+bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t) {
+  const OpRule* r = FindOpRule(n.op_type);
+  return r && IsIdentityInTraining(*r, n, t);
+}
+
+int InPlaceInputOf(const std::string& op_type, size_t output) {
+  const OpRule* r = FindOpRule(op_type);
+  return r && output < r->in_place_inputs.size() ? r->in_place_inputs[output] : kNone;
 }
 
 InitialFill InitialFillOf(const std::string& op_type, size_t input) {

@@ -145,9 +145,10 @@ void SavesInstanceNorm(const Node& n, const std::vector<Tensor>& t, const std::v
   s.extras.push_back({"save_mean", DType::kFloat32, {nc}, nc * 4});
   s.extras.push_back({"save_invstd", DType::kFloat32, {nc}, nc * 4});
 }
+// Only an active Dropout saves (an inactive one is the identity: FinishTrainingGraph asks no
+// rule).
 void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
                   SaveSpec& s) {
-  if (!DropoutIsActive(n, t)) return;
   if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
     s.outputs = {1};
   } else {
@@ -246,27 +247,6 @@ void SavesCrossEntropy(const Node& n, const std::vector<Tensor>& t, const std::v
 bool BatchNormIsTraining(const Node& n) {
   return n.attr_int("training_mode", 0) != 0 ||
          (n.outputs.size() > 1 && n.attr("training_mode") == nullptr);
-}
-
-bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t) {
-  // Dropout trains only when training_mode (input 2) is a known true and ratio is not 0.
-  if (n.inputs.size() > 2 && n.inputs[2] != kNone) {
-    const Tensor& mode = t[n.inputs[2]];
-    if (!mode.value || mode.value->numel() == 0 || mode.value->at(0) == 0) return false;
-  } else if (n.attr("is_test") == nullptr || n.attr_int("is_test", 0) != 0) {
-    return false;  // opset >= 12 without training_mode input: inference
-  }
-  if (n.inputs.size() > 1 && n.inputs[1] != kNone) {
-    const Tensor& ratio = t[n.inputs[1]];
-    if (ratio.value && ratio.value->numel() > 0 && ratio.value->at(0) == 0) return false;
-  }
-  return true;
-}
-
-bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t) {
-  if (n.op_type == "Dropout") return !DropoutIsActive(n, t);
-  if (n.op_type == "Cast") return t[n.inputs[0]].dtype == t[n.outputs[0]].dtype;
-  return false;
 }
 
 }  // namespace memplan

@@ -127,12 +127,12 @@ namespace {
 // transposed operand is transposed too; TensorIterator follows its inputs), so undoing a
 // view (reshape, squeeze, transpose) lands in the parameter's layout. A broadcast incoming
 // gradient (stride 0) is not dense: copied.
-bool GradViewIsDense(const TrainingGraph& g, const Node& n, TensorId param, bool out_broadcast) {
+bool GradViewIsDense(const TrainingGraph& g, const OpRule& rule, const Node& n, TensorId param,
+                     bool out_broadcast) {
   if (out_broadcast) return false;
-  if (IsIdentityInTraining(n, g.tensors)) return true;
-  const OpRule* rule = FindOpRule(n.op_type);
-  const bool undoes_view = rule->view == ViewKind::kReshape || rule->view == ViewKind::kView ||
-                           rule->view == ViewKind::kStridedView;
+  if (IsIdentityInTraining(rule, n, g.tensors)) return true;
+  const bool undoes_view = rule.view == ViewKind::kReshape || rule.view == ViewKind::kView ||
+                           rule.view == ViewKind::kStridedView;
   // Sum-like views (Add, Concat, ReduceSum) hand on a shared, narrowed or reduced gradient that
   // AccumulateGrad copies; a new buffer is the safe answer (never less than taking it).
   return undoes_view && g.tensors[n.outputs[0]].numel() == g.tensors[param].numel();
@@ -188,7 +188,7 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     const Tensor& t = g.tensors[i];
     const bool same_size = out != kNone && g.tensors[out].numel() == t.numel();
     bool view = (rule->grad_is_view || (rule->grad_is_view_at_same_size && same_size) ||
-                 IsIdentityInTraining(n, g.tensors)) &&
+                 IsIdentityInTraining(*rule, n, g.tensors)) &&
                 out_grad != kNone;
     if (t.category != TensorCategory::kParameter && grad[i] != kNone && broadcast_[i]) {
       // Summed with a broadcast view (no bytes of its own): the sum is a new full-size
@@ -238,7 +238,7 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       // The one contribution becomes .grad. AccumulateGrad steals it when it is dense in the
       // parameter's layout (a view of the incoming gradient then keeps that buffer alive until
       // the optimizer step has run); otherwise it clones it into a new buffer.
-      if (view && GradViewIsDense(g, n, i, out_broadcast)) {
+      if (view && GradViewIsDense(g, *rule, n, i, out_broadcast)) {
         ++grad_readers[out_grad];
       } else {
         const BufferId b = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, i});

@@ -153,12 +153,9 @@ std::vector<int64_t> ViewOutputStrides(const Node& n, const std::vector<Tensor>&
 
 // How output `o` of the node relates to its first input's storage.
 ViewKind EffectiveView(const Node& n, const OpRule& r, const std::vector<Tensor>& t, size_t o) {
-  if (n.op_type == "Dropout" && !DropoutIsActive(n, t)) {
-    // Inference-mode (or ratio 0) dropout is the identity; a wanted mask is a fresh all-true
-    // tensor (PyTorch and ONNX Runtime materialise it).
-    return o == 0 ? ViewKind::kView : ViewKind::kNone;
-  }
-  if (n.op_type == "Cast" && t[n.inputs[0]].dtype == t[n.outputs[0]].dtype) return ViewKind::kView;
+  // An inactive Dropout's wanted mask is a fresh all-true tensor (PyTorch and ONNX Runtime
+  // materialise it).
+  if (IsIdentityInTraining(r, n, t)) return o == 0 ? ViewKind::kView : ViewKind::kNone;
   return r.view;
 }
 
@@ -294,11 +291,11 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
       if (n.inputs[s] != kNone && g.tensors[n.inputs[s]].requires_grad && IsDiffSlot(*r, s))
         any = true;
     }
-    std::vector<int> inplace = InPlaceOutputs(n);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (n.outputs[o] == kNone) continue;
       Tensor& t = g.tensors[n.outputs[o]];
-      t.requires_grad = any && r->differentiable && IsFloating(t.dtype) && inplace[o] == kNone &&
+      t.requires_grad = any && r->differentiable && IsFloating(t.dtype) &&
+                        InPlaceInputOf(n.op_type, o) == kNone &&
                         t.category != TensorCategory::kConstant;
     }
   }
@@ -331,7 +328,7 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     n.backward_flops = n.has_backward ? r->backward_factor * n.forward_flops : 0;
     n.saved_for_backward.clear();
     n.saved_extras.clear();
-    if (n.has_backward && r->saves) {
+    if (n.has_backward && r->saves && !IsIdentityInTraining(*r, n, g.tensors)) {
       std::vector<bool> needs(n.inputs.size(), false);
       for (size_t s = 0; s < n.inputs.size(); ++s) {
         needs[s] = n.inputs[s] != kNone && g.tensors[n.inputs[s]].has_gradient && IsDiffSlot(*r, s);
@@ -358,15 +355,15 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     n.backward_workspace_bytes =
         n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
     // Storage: views share their input's storage.
-    std::vector<int> inplace = InPlaceOutputs(n);
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (n.outputs[o] == kNone) continue;
       const ViewKind view = EffectiveView(n, *r, g.tensors, o);
       Tensor& t = g.tensors[n.outputs[o]];
       if (t.category == TensorCategory::kConstant) continue;
-      if (inplace[o] != kNone && inplace[o] < static_cast<int>(n.inputs.size()) &&
-          n.inputs[inplace[o]] != kNone) {
-        t.storage = g.tensors[n.inputs[inplace[o]]].storage;
+      const int inplace = InPlaceInputOf(n.op_type, o);
+      if (inplace != kNone && inplace < static_cast<int>(n.inputs.size()) &&
+          n.inputs[inplace] != kNone) {
+        t.storage = g.tensors[n.inputs[inplace]].storage;
         continue;
       }
       if (n.inputs.empty() || n.inputs[0] == kNone) continue;

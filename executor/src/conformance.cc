@@ -217,11 +217,15 @@ ConformanceResult RunConformanceCase(const std::string& case_dir) {
             throw MemplanError("node " + nodes[i].name + " reads unknown tensor '" + in + "'");
           call.in.push_back(it->second);
         }
+        // Which inputs and outputs are present (the op rules read that; the values are the
+        // call's).
+        nodes[i].inputs.assign(np.input_size(), kNone);
+        for (int k = 0; k < np.input_size(); ++k)
+          if (!np.input(k).empty()) nodes[i].inputs[k] = k;
         nodes[i].outputs.assign(np.output_size(), kNone);
         for (int o = 0; o < np.output_size(); ++o)
           if (!np.output(o).empty()) nodes[i].outputs[o] = o;
-        if (nodes[i].op_type == "Dropout" && exec::DropoutActive(call) &&
-            (call.has(1) ? exec::ToDouble(call.in[1]) : call.attr_float("ratio", 0.5)) > 0) {
+        if (nodes[i].op_type == "Dropout" && exec::DropoutActive(call)) {
           r.randomized = true;
         }
         std::vector<at::Tensor> outs = (*exec::FindKernel(nodes[i].op_type))(call);

@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "kernels.h"
+#include "memplan/spatial_attrs.h"
 
 namespace memplan::exec {
 
@@ -28,12 +29,21 @@ uint64_t SplitMix64(uint64_t x) {
 
 bool DropoutActive(const OpCall& c) {
   if (c.training_mode) return *c.training_mode;
-  if (c.has(2)) {
-    if (c.in[2].numel() == 0 || ToDouble(c.in[2]) == 0) return false;
-  } else if (c.opset >= 12 || !c.has_attr("is_test") || c.attr_int("is_test", 0) != 0) {
-    return false;  // no training_mode input: inference
-  }
-  return true;
+  // The analyzer's rule on this call's values of ratio (input 1) and training_mode (input 2).
+  auto value = [&](size_t slot) {
+    std::optional<ConstValue> v;
+    if (!c.has(slot)) return v;
+    v.emplace();
+    v->dtype = DType::kFloat64;
+    if (c.in[slot].numel() == 0) {
+      v->shape = {0};
+    } else {
+      v->floats = {ToDouble(c.in[slot])};
+    }
+    return v;
+  };
+  const std::optional<ConstValue> ratio = value(1), mode = value(2);
+  return DropoutIsActive(*c.node, ratio ? &*ratio : nullptr, mode ? &*mode : nullptr);
 }
 
 namespace {
@@ -42,55 +52,29 @@ using Outs = std::vector<at::Tensor>;
 
 int64_t FloorDiv(int64_t a, int64_t b) { return a / b - ((a % b != 0) && ((a < 0) != (b < 0))); }
 
-// Spatial geometry of conv and pooling: strides, dilations and the explicit pads per side.
-struct Geometry {
-  std::vector<int64_t> stride, dilation, begin, end;
-  bool Symmetric() const { return begin == end; }
+// Spatial geometry of conv and pooling: the node's attributes (spatial_attrs.h) checked
+// against the input's rank.
+struct Geometry : SpatialAttrs {
   // ATen pad list (last dim first) for the spatial dims.
   std::vector<int64_t> PadList() const {
     std::vector<int64_t> l;
-    for (size_t i = begin.size(); i-- > 0;) {
-      l.push_back(begin[i]);
-      l.push_back(end[i]);
+    for (size_t i = pad_begin.size(); i-- > 0;) {
+      l.push_back(pad_begin[i]);
+      l.push_back(pad_end[i]);
     }
     return l;
   }
 };
 
 Geometry SpatialGeometry(const OpCall& c, const at::Tensor& x, const std::vector<int64_t>& kernel) {
-  size_t k = kernel.size();
-  Geometry g;
-  g.stride = c.attr_ints("strides");
-  g.dilation = c.attr_ints("dilations");
-  std::vector<int64_t> pads = c.attr_ints("pads");
-  g.stride.resize(k, 1);
-  g.dilation.resize(k, 1);
-  pads.resize(2 * k, 0);
-  std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
-  g.begin.assign(k, 0);
-  g.end.assign(k, 0);
-  if (static_cast<size_t>(x.dim()) != k + 2) c.Fail("input rank does not match the kernel");
-  for (size_t i = 0; i < k; ++i) {
-    int64_t in = x.size(static_cast<int64_t>(i) + 2);
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t s = g.stride[i];
-      int64_t out = (in + s - 1) / s;
-      int64_t total =
-          std::max<int64_t>(0, (out - 1) * s + (kernel[i] - 1) * g.dilation[i] + 1 - in);
-      int64_t small = total / 2, big = total - small;
-      g.begin[i] = auto_pad == "SAME_UPPER" ? small : big;
-      g.end[i] = auto_pad == "SAME_UPPER" ? big : small;
-    } else if (auto_pad != "VALID") {
-      g.begin[i] = pads[i];
-      g.end[i] = pads[i + k];
-    }
-  }
-  return g;
+  if (static_cast<size_t>(x.dim()) != kernel.size() + 2)
+    c.Fail("input rank does not match the kernel");
+  return {ReadSpatialAttrs(*c.node, x.sizes().vec(), kernel)};
 }
 
 std::vector<int64_t> KernelShape(const OpCall& c, const at::Tensor* weight) {
-  std::vector<int64_t> k = c.attr_ints("kernel_shape");
-  if (k.empty() && weight) k.assign(weight->sizes().begin() + 2, weight->sizes().end());
+  std::vector<int64_t> k =
+      KernelShapeOf(*c.node, weight ? weight->sizes().vec() : std::vector<int64_t>{});
   if (k.empty()) c.Fail("kernel_shape is missing");
   return k;
 }
@@ -103,14 +87,13 @@ Outs Conv(const OpCall& c) {
   at::Tensor b = c.has(2) ? c.in[2] : at::Tensor();
   std::vector<int64_t> kernel = KernelShape(c, &w);
   Geometry g = SpatialGeometry(c, x, kernel);
-  std::vector<int64_t> padding = g.begin;
-  if (!g.Symmetric()) {  // asymmetric pads: an explicit zero pad, then a valid convolution
+  std::vector<int64_t> padding = g.pad_begin;
+  if (!g.symmetric()) {  // asymmetric pads: an explicit zero pad, then a valid convolution
     x = at::constant_pad_nd(x, g.PadList(), 0);
     std::fill(padding.begin(), padding.end(), 0);
   }
   std::vector<int64_t> out_pad(kernel.size(), 0);
-  return {at::convolution(x, w, b, g.stride, padding, g.dilation, false, out_pad,
-                          c.attr_int("group", 1))};
+  return {at::convolution(x, w, b, g.stride, padding, g.dilation, false, out_pad, g.group)};
 }
 
 Outs ConvTranspose(const OpCall& c) {
@@ -191,10 +174,14 @@ Outs BatchNormalization(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   const at::Tensor &scale = c.x(1), &bias = c.x(2), &mean = c.x(3), &var = c.x(4);
   double eps = c.attr_float("epsilon", 1e-5), m = c.attr_float("momentum", 0.9);
+  // Outputs 1 and 2, the running statistics, are inputs 3 and 4 (InPlaceInputOf).
+  auto in_place = [&](size_t output) -> const at::Tensor& {
+    return c.x(static_cast<size_t>(InPlaceInputOf(c.node->op_type, output)));
+  };
   if (!BatchNormIsTraining(*c.node)) {
     auto r = at::native_batch_norm(x, scale, bias, mean, var, false, 0.0, eps);
     Outs o = {std::get<0>(r)};
-    for (size_t i = 1; i < c.num_outputs(); ++i) o.push_back(i == 1 ? mean : var);
+    for (size_t i = 1; i < c.num_outputs(); ++i) o.push_back(in_place(std::min<size_t>(i, 2)));
     return o;
   }
   // Training: normalize with the batch statistics; the running statistics follow ONNX
@@ -213,8 +200,7 @@ Outs BatchNormalization(const OpCall& c) {
     }
   }
   Outs o = {std::get<0>(r)};
-  if (c.num_outputs() > 1) o.push_back(mean);
-  if (c.num_outputs() > 2) o.push_back(var);
+  for (size_t i = 1; i < std::min<size_t>(c.num_outputs(), 3); ++i) o.push_back(in_place(i));
   if (c.num_outputs() > 3) o.push_back(save_mean);  // opset < 14: saved mean and variance
   if (c.num_outputs() > 4) o.push_back(batch_var);
   return o;
@@ -401,9 +387,9 @@ Outs Hardmax(const OpCall& c) { return {CoercedSoftmax(c, 2)}; }
 // ---- pooling ----
 
 bool NativePads(const Geometry& g, const std::vector<int64_t>& kernel) {
-  if (!g.Symmetric()) return false;
+  if (!g.symmetric()) return false;
   for (size_t i = 0; i < kernel.size(); ++i) {
-    if (g.begin[i] * 2 > (kernel[i] - 1) * g.dilation[i] + 1) return false;
+    if (g.pad_begin[i] * 2 > (kernel[i] - 1) * g.dilation[i] + 1) return false;
   }
   return true;
 }
@@ -415,7 +401,7 @@ Outs MaxPool(const OpCall& c) {
   std::vector<int64_t> kernel = KernelShape(c, nullptr);
   Geometry g = SpatialGeometry(c, x, kernel);
   bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
-  std::vector<int64_t> padding = g.begin;
+  std::vector<int64_t> padding = g.pad_begin;
   bool explicit_pad = !NativePads(g, kernel);
   if (explicit_pad) {
     x = at::constant_pad_nd(x, g.PadList(), -std::numeric_limits<double>::infinity());
@@ -485,10 +471,11 @@ Outs AveragePool(const OpCall& c) {
     std::vector<int64_t> extra(nd, 0), zero(nd, 0);
     for (size_t d = 0; d < nd; ++d) {
       int64_t in = x.size(static_cast<int64_t>(d) + 2), s = g.stride[d];
-      int64_t eff = (kernel[d] - 1) * g.dilation[d] + 1, span = in + g.begin[d] + g.end[d] - eff;
+      int64_t eff = (kernel[d] - 1) * g.dilation[d] + 1,
+              span = in + g.pad_begin[d] + g.pad_end[d] - eff;
       int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
-      if (ceil_mode && (o - 1) * s >= in + g.begin[d]) --o;  // a window starts inside the input
-      extra[d] = std::max<int64_t>(0, (o - 1) * s + eff - (in + g.begin[d] + g.end[d]));
+      if (ceil_mode && (o - 1) * s >= in + g.pad_begin[d]) --o;  // a window starts inside the input
+      extra[d] = std::max<int64_t>(0, (o - 1) * s + eff - (in + g.pad_begin[d] + g.pad_end[d]));
     }
     std::vector<int64_t> extra_list;
     for (size_t i = nd; i-- > 0;) {
@@ -515,7 +502,7 @@ Outs AveragePool(const OpCall& c) {
     for (int64_t d = 2; d < y.dim(); ++d) out.push_back(y.size(d));
     return {y.reshape(out)};
   }
-  if (NativePads(g, kernel)) return {pool(x, g.begin, include_pad)};
+  if (NativePads(g, kernel)) return {pool(x, g.pad_begin, include_pad)};
   std::vector<int64_t> zero(kernel.size(), 0);
   at::Tensor padded = at::constant_pad_nd(x, g.PadList(), 0);
   at::Tensor avg = pool(padded, zero, true);
@@ -577,7 +564,7 @@ at::Tensor DropoutMask(const OpCall& c, const at::Tensor& x, double keep) {
 Outs Dropout(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   double ratio = c.has(1) ? ToDouble(c.in[1]) : c.attr_float("ratio", 0.5);
-  if (DropoutActive(c) && ratio > 0) {
+  if (DropoutActive(c)) {
     double keep = 1.0 - ratio;
     at::Tensor mask = DropoutMask(c, x, keep);
     at::Tensor y = MaskedScale::apply(x, mask, keep == 0 ? 0.0 : 1.0 / keep);

@@ -249,10 +249,19 @@ void CheckOnnxFileSize(const std::string& path, int64_t size);
 TrainingGraph LoadTrainingGraphFromBytes(const std::string& bytes, const std::string& name,
                                          const LoadOptions& options = {});
 
-// Whether a Dropout node drops anything in training: a training_mode known to be true (or
-// opset < 12 without is_test) and a ratio that is not known to be 0. The op fact the analyzer
-// and the executor both follow (an inactive Dropout is the identity; its mask, if wanted, is
-// a fresh all-true tensor).
+// Whether a Dropout node drops anything in training, by ONNX's Dropout across its opsets:
+//   opset 12 and later: the training_mode input (2) holds true; omitted, it is false;
+//   opsets 7 to 11: never (the graph has no training switch; ONNX's reference implementation
+//     and ONNX Runtime run these as inference);
+//   opsets 1 to 6: the is_test attribute is 0. (Its default is 0, but without the opset a
+//     node cannot tell a Dropout-6 that omits it from a Dropout-7: omitted, it reads as
+//     inference.)
+// and the ratio (input 1 from opset 12, else attribute 'ratio'; default 0.5) is not 0. `ratio`
+// and `training_mode` are those inputs' values, nullptr where unknown: an unknown mode is
+// inference, an unknown ratio is not 0. The one rule the analyzer and the executor follow (an
+// inactive Dropout is the identity; its mask, if wanted, is a fresh all-true tensor).
+bool DropoutIsActive(const Node& n, const ConstValue* ratio, const ConstValue* training_mode);
+// The same with the values known at analysis time (Tensor::value).
 bool DropoutIsActive(const Node& n, const std::vector<Tensor>& t);
 
 // Whether a BatchNormalization node runs in training mode (batch statistics, running
@@ -275,6 +284,13 @@ bool PassesInputValues(const std::string& op_type);
 // The input that holds indices into input 0 along the node's attribute 'axis' (Gather,
 // GatherElements, ScatterElements), or -1: such indices lie in [0, input 0's dim 'axis').
 int AxisIndicesInput(const std::string& op_type);
+// Whether the node runs as the identity in training (an inactive Dropout, a Cast to its own
+// dtype): output 0 is input 0 itself (an alias), other wanted outputs are new tensors, and no
+// autograd node exists, so the input's gradient is the output's gradient and nothing is saved.
+bool IsIdentityInTraining(const Node& n, const std::vector<Tensor>& t);
+// The input that output `output` of an op of this type is, updated in place (batch norm's
+// running mean and variance: outputs 1 and 2 are inputs 3 and 4), or -1: a new tensor.
+int InPlaceInputOf(const std::string& op_type, size_t output);
 // What a freshly initialised model holds in input `input` of a node of this type, as torch.nn
 // initialises it: one (normalisation scales, running variances), zero (shifts, running means),
 // or random values (every other weight).
