@@ -163,10 +163,10 @@ def _exportable_stochastic_depth(model):
     """Swap torchvision's StochasticDepth for an equivalent module that exports.
 
     torchvision.ops.stochastic_depth draws its mask with Tensor.bernoulli_(p), which
-    torch 1.13 cannot export ("ONNX export of operator Bernoulli, out parameter is
-    not supported").  The replacement draws the same per-sample (mode "row") or
+    torch 1.13's TorchScript exporter could not export ("ONNX export of operator
+    Bernoulli, out parameter is not supported").  The replacement draws the same per-sample (mode "row") or
     per-batch (mode "batch") keep mask with the out-of-place torch.bernoulli on a
-    tensor filled with the survival rate (torch 1.13 exports that as
+    tensor filled with the survival rate (the TorchScript exporter writes that as
     Shape/Gather/Concat/ConstantOfShape -> RandomUniformLike -> Less -> Cast) and
     scales by 1/survival_rate exactly as torchvision does.  Affects efficientnet_*,
     convnext_*, swin_*, maxvit_t.
@@ -205,7 +205,9 @@ _ZERO_REGISTERED = False
 
 
 def _register_zero_symbolic():
-    """Teach torch 1.13's exporter aten::zero (Tensor.zero_), used by swin_v2_*.
+    """Teach the TorchScript exporter aten::zero (Tensor.zero_), used by swin_v2_*.
+
+    Missing in torch 1.13, which first exported the corpus.
 
     torchvision's shifted_window_attention does `qkv_bias[L:2L].zero_()` on a
     clone of the qkv bias; without a symbolic the export fails with "Exporting the
@@ -382,8 +384,8 @@ CORE = [
 ]
 
 # Exported only when named with --models (or --models all).  All of these export
-# with torch 1.13.1 / torchvision 0.14.1 in training mode at opset 17, two
-# families only thanks to the workarounds above:
+# in training mode at opset 17 (checked with torch 1.13.1 / torchvision 0.14.1, which first
+# exported the corpus), two families only thanks to the workarounds above:
 #   efficientnet_*, convnext_*, swin_*, maxvit_t: StochasticDepth's bernoulli_(p)
 #     -> "ONNX export of operator Bernoulli, out parameter is not supported"
 #     (fixed by _exportable_stochastic_depth);

@@ -101,8 +101,9 @@ at::ScalarType ScalarTypeOfOnnx(int onnx_elem_type) {
 }
 
 at::Tensor MeanSavingNothing(const at::Tensor& x, at::IntArrayRef dims, bool keepdim) {
-  // LibTorch 1.13's mean.dim saves its whole input for backward (MeanBackward1 keeps `self`);
-  // sum then an in-place scale by 1/n saves only sizes, as the analyzer's rule assumes.
+  // Sum then an in-place scale by 1/n saves only sizes, as the analyzer's rule assumes, on every
+  // LibTorch: 1.13's mean.dim saved its whole input (MeanBackward1 kept `self`); 2.14's keeps
+  // only the input's sizes and element count.
   int64_t n = 1;
   for (int64_t d : dims) n *= x.size(d);
   at::Tensor s = at::sum(x, dims, keepdim);
