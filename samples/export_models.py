@@ -164,12 +164,12 @@ def _exportable_stochastic_depth(model):
 
     torchvision.ops.stochastic_depth draws its mask with Tensor.bernoulli_(p), which
     torch 1.13's TorchScript exporter could not export ("ONNX export of operator
-    Bernoulli, out parameter is not supported").  The replacement draws the same per-sample (mode "row") or
-    per-batch (mode "batch") keep mask with the out-of-place torch.bernoulli on a
-    tensor filled with the survival rate (the TorchScript exporter writes that as
-    Shape/Gather/Concat/ConstantOfShape -> RandomUniformLike -> Less -> Cast) and
-    scales by 1/survival_rate exactly as torchvision does.  Affects efficientnet_*,
-    convnext_*, swin_*, maxvit_t.
+    Bernoulli, out parameter is not supported").  The replacement draws the same
+    per-sample (mode "row") or per-batch (mode "batch") keep mask with the
+    out-of-place torch.bernoulli on a tensor filled with the survival rate (the
+    TorchScript exporter writes that as Shape/Gather/Concat/ConstantOfShape ->
+    RandomUniformLike -> Less -> Cast) and scales by 1/survival_rate exactly as
+    torchvision does.  Affects efficientnet_*, convnext_*, swin_*, maxvit_t.
     """
     import torch
     import torch.nn as nn
