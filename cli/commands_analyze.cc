@@ -4,6 +4,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "memplan/analysis_report.h"
 #include "memplan/analyzer.h"
 #include "memplan/cuda_device.h"
 
@@ -31,12 +32,12 @@ int RunAnalyze(const Args& a) {
   std::optional<DeviceMemory> device_memory;
   if (cuda) device_memory = PredictDeviceMemory(an.schedule, *cuda);
   if (a.has("json")) {
-    nlohmann::json j = AnalysisToJson(an);
+    AnalysisReport report = AnalysisReportOf(an);
     if (cuda) {
-      j.update(DeviceMemoryToJson(*device_memory, *cuda));
-      j["allocated_peak_bytes"] = device_memory->allocated_peak_bytes;
+      report.device = DevicePredictionOf(*device_memory, *cuda);
+      report.allocated_peak_bytes = device_memory->allocated_peak_bytes;
     }
-    WriteJsonFile(a.get("json"), j);
+    WriteJsonFile(a.get("json"), AnalysisReportToJson(report));
   }
 
   int total = g.tensors_shaped_by_onnx + g.tensors_shaped_by_rules;

@@ -9,9 +9,14 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "memplan/analysis_report.h"
+#include "memplan/device_name.h"
 #include "memplan/parse.h"
+#include "memplan/plan_report.h"
 #include "memplan/planner.h"
+#include "memplan/profile_costs.h"
 #include "memplan/profiler.h"
+#include "memplan/rates_cache.h"
 #ifdef MEMPLAN_HAVE_EXECUTOR
 #include "memplan/machine_rates.h"
 #endif
@@ -57,60 +62,16 @@ struct TimeModel {
     const std::string roofline = std::string("roofline at ") + buf + ", " + rates_source;
     return costs.empty() ? roofline : "calibrated by " + costs + "; other nodes: " + roofline;
   }
-  nlohmann::json ToJson() const {
-    return {{"rates", MachineRatesToJson(rates)},
-            {"rates_source", rates_source},
-            {"costs", costs.empty() ? nlohmann::json(nullptr) : nlohmann::json(costs)}};
+  PlanTimeModel ToReport() const {
+    PlanTimeModel t{MachineRatesToJson(rates), rates_source, std::nullopt};
+    if (!costs.empty()) t.costs = costs;
+    return t;
   }
 };
 
-bool IsDeviceName(const std::string& d) {
-  if (d == "cpu" || d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5) return false;
-  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// The forward times a profile measured: per node, its recompute scopes when it has any (they
-// run with autograd, as recompute does), else its forward scopes; seconds per call, at the
-// profile's micro-batch size.
-MeasuredTimes MeasuredTimesOf(const Profile& profile, const std::string& path) {
-  struct Sum {
-    std::string op;
-    double seconds[2] = {0, 0};  // forward, recompute
-    int64_t calls[2] = {0, 0};
-  };
-  std::map<std::string, Sum> sums;
-  std::vector<std::string> order;
-  for (const NodeProfile& n : profile.nodes) {
-    if (n.node == kNone || (n.phase != Phase::kForward && n.phase != Phase::kRecompute)) continue;
-    if (n.name.empty()) {
-      throw MemplanError("profile '" + PrintableText(path) + "': node " + std::to_string(n.node) +
-                         " has no name; write the profile with `memplan run --profile`");
-    }
-    auto [it, added] = sums.try_emplace(n.name);
-    if (added) order.push_back(n.name);
-    it->second.op = n.op;
-    const int k = n.phase == Phase::kRecompute ? 1 : 0;
-    it->second.seconds[k] += n.seconds;
-    it->second.calls[k] += n.calls;
-  }
-  MeasuredTimes m;
-  m.source = path;
-  m.batch = profile.batch / std::max<int64_t>(1, profile.micro_batches);
-  for (const std::string& name : order) {
-    const Sum& s = sums[name];
-    const int k = s.calls[1] > 0 ? 1 : 0;
-    if (s.calls[k] <= 0) continue;
-    m.nodes.push_back({name, s.op, s.seconds[k] / static_cast<double>(s.calls[k])});
-  }
-  return m;
-}
-
 TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
   const std::string device = a.get("device", "cpu");
-  if (!IsDeviceName(device))
-    throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + PrintableText(device) +
-                       "')");
+  ParseDeviceName(device);  // anything but cpu, cuda and cuda:K is refused here
   TimeModel t;
   t.rates = RatesFor(device, &t.rates_source);
   cost.node_seconds = RooflineNodeSeconds(t.rates);
@@ -125,21 +86,9 @@ TimeModel TimeModelFor(const Args& a, const TrainingGraph& g, CostModel& cost) {
                            ? "--costs: " + what
                            : "--costs '" + PrintableText(t.costs) + "': " + what);
   }
-  if (!profile.structure_fingerprint.empty() &&
-      profile.structure_fingerprint != StructureFingerprint(g)) {
-    throw MemplanError("--costs '" + PrintableText(t.costs) + "' is a profile of another model (" +
-                       PrintableText(profile.model) + ", structure fingerprint " +
-                       profile.structure_fingerprint + ", not " + StructureFingerprint(g) + " of " +
-                       PrintableText(g.model_path) + "): profile this model with `memplan run " +
-                       PrintableText(g.model_path) + " --profile OUT.json`");
-  }
-  Calibration c = CalibrateNodeSeconds(g, MeasuredTimesOf(profile, t.costs), t.rates);
+  const Calibration c = CalibrateByProfile(g, profile, t.costs, t.rates, device);
   cost.node_seconds = c.node_seconds;
   t.notes = c.notes;
-  if (!profile.device.empty() && profile.device.rfind(device, 0) != 0) {
-    t.notes.push_back(t.costs + " was measured on " + profile.device +
-                      "; the nodes it lacks are priced at " + device + "'s rates");
-  }
   return t;
 }
 
@@ -304,11 +253,10 @@ std::string InfeasibleMessage(const BudgetPlan& r, const std::string& strategy) 
 }  // namespace
 
 // The rates of `device`: from the cache (CacheDirectory()/machine_rates.json, one entry per
-// MachineRatesKey), else measured once and cached; without LibTorch, or when the device cannot
-// be measured here, DefaultMachineRates.
+// MachineRatesKey; rates_cache.h), else measured once and cached; without LibTorch, or when the
+// device cannot be measured here, DefaultMachineRates.
 MachineRates RatesFor(const std::string& device, std::string* source) {
 #ifdef MEMPLAN_HAVE_EXECUTOR
-  constexpr int kRatesFormat = 2;
   std::string key;
   try {
     key = MachineRatesKey(device);
@@ -317,45 +265,9 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
     return DefaultMachineRates(device);
   }
   const std::string dir = CacheDirectory();
-  const std::string path = dir.empty() ? "" : dir + "/machine_rates.json";
-  nlohmann::json cache = nlohmann::json::object();
-  std::error_code ec;
-  if (!path.empty() && std::filesystem::exists(path, ec)) {
-    try {
-      cache = ReadJsonInput(path, "rates cache");
-      // An entry without class or fresh-memory rates was written before they were measured, and
-      // a cache before format 2 measured fresh memory before the executor kept freed host memory:
-      // measured again.
-      if (cache.is_object() && cache.value("kind", "") == "machine_rates" &&
-          cache.value("format", 1) == kRatesFormat && cache["rates"].is_object() &&
-          cache["rates"].contains(key) && cache["rates"][key].contains("classes") &&
-          cache["rates"][key].contains("fresh_bytes_per_second")) {
-        *source = "measured, cached in " + path;
-        return MachineRatesFromJson(cache["rates"][key]);
-      }
-    } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
-    }
-    if (!cache.is_object() || cache.value("kind", "") != "machine_rates" ||
-        cache.value("format", 1) != kRatesFormat || !cache["rates"].is_object()) {
-      cache = nlohmann::json::object();
-    }
-  }
-  MachineRates r = MeasureMachineRates(device);
-  *source = "measured now";
-  if (!path.empty()) {
-    try {
-      std::filesystem::create_directories(dir);
-      cache["kind"] = "machine_rates";
-      cache["format"] = kRatesFormat;
-      cache["memplan_version"] = MEMPLAN_VERSION;
-      cache["rates"][key] = MachineRatesToJson(r);
-      WriteJsonFile(path, cache);
-      *source += ", cached in " + path;
-    } catch (const std::exception& e) {
-      *source += std::string(" (not cached: ") + e.what() + ")";
-    }
-  }
-  return r;
+  return CachedMachineRates(
+      dir.empty() ? "" : dir + "/machine_rates.json", key,
+      [&] { return MeasureMachineRates(device); }, source);
 #else
   *source = "default rates: this memplan has no LibTorch to measure them";
   return DefaultMachineRates(device);
@@ -504,19 +416,19 @@ int RunPlan(const Args& a) {
   std::optional<DeviceMemory> device_memory;
   if (request.cuda) device_memory = PredictDeviceMemory(plan.schedule, *request.cuda);
   if (a.has("json")) {
-    nlohmann::json j = PlanToJson(plan, plan_graph);
+    PlanReport report = PlanReportOf(plan, plan_graph);
     if (device_memory) {
-      j.update(DeviceMemoryToJson(*device_memory, *request.cuda));
-      j.erase("reserved_peak_bytes");  // a plan's is predicted_reserved_peak_bytes
+      report.device = DevicePredictionOf(*device_memory, *request.cuda);
+      report.device->reserved_peak_bytes.reset();  // a plan's is predicted_reserved_peak_bytes
     }
-    j["time_model"] = time.ToJson();
-    if (sweep) j["sweep"] = SweepToJson(result.sweep);
+    report.time_model = time.ToReport();
+    if (sweep) report.sweep = result.sweep;
     if (result.smallest_searched) {
-      j["smallest_budget_bytes"] = result.smallest_budget_bytes();
-      j["smallest_budget_strategy"] = result.smallest.strategy;
-      j["smallest_budget_micro_batches"] = result.smallest.micro_batches;
+      report.smallest_budget_bytes = result.smallest_budget_bytes();
+      report.smallest_budget_strategy = result.smallest.strategy;
+      report.smallest_budget_micro_batches = result.smallest.micro_batches;
     }
-    WriteJsonFile(a.get("json"), j);
+    WriteJsonFile(a.get("json"), PlanReportToJson(report));
   }
   PrintPlan(plan, plan_graph, time);
   if (device_memory) {

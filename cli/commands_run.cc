@@ -5,38 +5,26 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 
 #include "cli_util.h"
 #include "commands.h"
 #include "launch.h"
+#include "memplan/analysis_report.h"
 #include "memplan/analyzer.h"
 #include "memplan/cuda_device.h"
 #include "memplan/executor.h"
 #include "memplan/run_report.h"
 #ifdef MEMPLAN_HAVE_PLANNER
 #include "memplan/plan.h"
+#include "memplan/plan_report.h"
 #include "memplan/planner.h"
 #endif
 
 namespace memplan::cli {
 namespace {
-
-nlohmann::json ReadJsonFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw MemplanError("cannot open plan '" + path + "'");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  try {
-    return nlohmann::json::parse(ss.str());
-  } catch (const nlohmann::json::exception& e) {
-    throw MemplanError("plan '" + path + "' is not valid JSON: " + e.what());
-  }
-}
 
 // More intra-op threads than this only slow a step down (1,000 threads take a minute per step).
 constexpr int64_t kMaxThreads = 1024;
@@ -116,11 +104,10 @@ void CheckFitsDevice(const Args& a, const RunOptions& opt, const DeviceMemory& m
 #ifdef MEMPLAN_HAVE_PLANNER
 // A run that cannot keep the plan's promise says so before it starts: a plan written as not
 // fitting its budget, or options that change the step's memory from what was planned.
-void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p,
+void WarnAboutPlan(const Args& a, const PlanReport& plan_file, const Plan& p,
                    const TrainingGraph& g) {
   const std::string file = a.get("plan");
-  if (plan_json.contains("feasible") && plan_json["feasible"].is_boolean() &&
-      !plan_json["feasible"].get<bool>()) {
+  if (plan_file.feasible && !*plan_file.feasible) {
     std::fprintf(
         stderr,
         "memplan run: warning: the plan '%s' does not fit its budget of %s (memplan plan said so: "
@@ -128,24 +115,22 @@ void WarnAboutPlan(const Args& a, const nlohmann::json& plan_json, const Plan& p
         file.c_str(), FormatBytes(p.budget_bytes).c_str(),
         FormatBytes(p.predicted_peak_bytes).c_str());
   }
-  auto planned = [&](const char* key) {
-    return plan_json.contains(key) && plan_json[key].is_string() ? plan_json[key].get<std::string>()
-                                                                 : std::string();
-  };
+  const std::string optimizer = plan_file.optimizer.value_or("");
+  const std::string grads = plan_file.grads.value_or("");
+  const std::string loss = plan_file.loss.value_or("");
   std::string changed;
-  if (a.has("optimizer") && !planned("optimizer").empty() &&
-      planned("optimizer") != OptimizerName(g.optimizer)) {
+  if (a.has("optimizer") && !optimizer.empty() && optimizer != OptimizerName(g.optimizer)) {
     changed += "--optimizer " + std::string(OptimizerName(g.optimizer)) +
-               " (the plan's: " + planned("optimizer") + ")";
+               " (the plan's: " + optimizer + ")";
   }
-  if (a.has("grads") && !planned("grads").empty() && planned("grads") != a.get("grads")) {
+  if (a.has("grads") && !grads.empty() && grads != a.get("grads")) {
     changed += (changed.empty() ? "" : ", ") + std::string("--grads ") + a.get("grads") +
-               " (the plan's: " + planned("grads") + ")";
+               " (the plan's: " + grads + ")";
   }
-  if (a.has("loss") && !planned("loss").empty() && planned("loss") != "model_output" &&
-      planned("loss") != LossKindName(g.loss_kind)) {
+  if (a.has("loss") && !loss.empty() && loss != "model_output" &&
+      loss != LossKindName(g.loss_kind)) {
     changed += (changed.empty() ? "" : ", ") + std::string("--loss ") + LossKindName(g.loss_kind) +
-               " (the plan's: " + planned("loss") + ")";
+               " (the plan's: " + loss + ")";
   }
   if (changed.empty()) return;
   std::fprintf(stderr,
@@ -223,7 +208,7 @@ int RunRun(const Args& a) {
 #ifndef MEMPLAN_HAVE_PLANNER
     throw MemplanError("--plan needs the planner, which this build lacks");
 #else
-    plan_json = ReadJsonFile(a.get("plan"));
+    plan_json = ReadJsonInput(a.get("plan"), "plan");
     if (!IsPlanJson(plan_json)) {
       throw MemplanError(
           "'" + a.get("plan") +
@@ -242,29 +227,9 @@ int RunRun(const Args& a) {
           std::to_string(dist.layout.devices) +
           ", or torchrun --nproc-per-node), or re-plan with --devices " + std::to_string(ranks));
     }
-    if (a.has("batch")) {
-      if (lo.batch % (micro_batches * ranks) != 0) {
-        throw MemplanError("the plan runs " + std::to_string(micro_batches) +
-                           " micro-batches on each of " + std::to_string(ranks) +
-                           " device(s), which do not divide --batch " + std::to_string(lo.batch) +
-                           "; re-plan with `memplan plan --batch " + std::to_string(lo.batch) +
-                           "`");
-      }
-      lo.batch /= micro_batches * ranks;
-    } else {
-      lo.batch = PlanGraphBatch(plan_json);
-    }
-    if (!a.has("optimizer") && plan_json.contains("optimizer") &&
-        plan_json["optimizer"].is_string()) {
-      lo.optimizer = ParseOptimizer(plan_json["optimizer"].get<std::string>());
-    }
-    if (!a.has("grads") && plan_json.contains("grads") && plan_json["grads"].is_string()) {
-      lo.grads = ParseGradientLifetime(plan_json["grads"].get<std::string>());
-    }
-    if (!a.has("loss") && plan_json.contains("loss") && plan_json["loss"].is_string()) {
-      std::string l = plan_json["loss"].get<std::string>();
-      if (l != "model_output") lo.loss = ParseLossKind(l);
-    }
+    lo = LoadOptionsForPlan(plan_json, lo,
+                            {/*batch=*/a.has("batch"), /*optimizer=*/a.has("optimizer"),
+                             /*grads=*/a.has("grads"), /*loss=*/a.has("loss")});
 #endif
   } else if (ranks > 1) {
     // No plan: the plain step on every rank, gradients all-reduced in 25 MiB buckets.
@@ -346,7 +311,7 @@ int RunRun(const Args& a) {
     plan_out.erase("timeline");
     plan_budget = p.budget_bytes;
     plan_recompute_seconds = p.predicted_recompute_seconds;
-    WarnAboutPlan(a, plan_json, p, g);
+    WarnAboutPlan(a, PlanReportFromJson(plan_json), p, g);
   }
 #endif
   CheckSegments(g, opt.segments);
@@ -568,7 +533,7 @@ int RunRun(const Args& a) {
       }
     }
 #endif
-    report.predicted_timeline = RunTimelineFromJson(TimelineToJson(g, schedule, predicted));
+    report.predicted_timeline = TimelinePoints(g, schedule, predicted);
     if (opt.trace) {
       report.measured_trace.emplace();
       for (const TraceEvent& e : r.trace) {

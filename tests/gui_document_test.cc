@@ -333,6 +333,28 @@ TEST(GuiDocument, AnalysisJsonRoundTrip) {
   EXPECT_EQ(json.bottlenecks, model.bottlenecks);
 }
 
+// Analysis and plan files are read by their writers' readers (AnalysisReportFromJson,
+// PlanReportFromJson): one name per field, no second guess.
+TEST(GuiDocument, ResultFilesAreReadByTheirOneSchema) {
+  // A timeline step has its bytes during the step; "bytes_after" alone is not read in its place.
+  nlohmann::json analysis = {
+      {"kind", "analysis"},
+      {"timeline", {{{"event", "setup"}, {"phase", "setup"}, {"bytes_after", 100}}}}};
+  try {
+    ItemFromJson(analysis, "after.json");
+    FAIL() << "read";
+  } catch (const MemplanError& e) {
+    EXPECT_STREQ(e.what(), "after.json: field 'timeline[0].bytes' is missing");
+  }
+  // A plan's sections are "sections"; "segments" is no field of a plan file.
+  Item plan = ItemFromJson({{"kind", "plan"}, {"strategy", "sqrt"}, {"segments", {{"n1"}, {"n2"}}}},
+                           "segments.json");
+  EXPECT_EQ(plan.num_sections, -1);
+  Item sections = ItemFromJson(
+      {{"kind", "plan"}, {"strategy", "sqrt"}, {"sections", {{"n1"}, {"n2"}}}}, "sections.json");
+  EXPECT_EQ(sections.num_sections, 2);
+}
+
 TEST(GuiDocument, PlanAndRunJsonPerContract) {
   nlohmann::json plan = {
       {"kind", "plan"},

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <nlohmann/json.hpp>
 
+#include "memplan/analysis_report.h"
 #include "memplan/json_read.h"
 #include "memplan/spatial_attrs.h"
 
@@ -275,16 +276,9 @@ CudaDevice CudaDeviceFromJson(const nlohmann::json& j) {
 }
 
 nlohmann::json DeviceMemoryToJson(const DeviceMemory& m, const CudaDevice& d) {
-  return {{"device", d.device},
-          {"device_name", d.name},
-          {"device_source", d.source},
-          {"allocator_mode", m.allocator_mode},
-          {"workspace_bytes", m.workspace_bytes},
-          {"context_bytes", m.context_bytes},
-          {"context_measured", m.context_measured},
-          {"reserved_peak_bytes", m.reserved_peak_bytes},
-          {"workspace_margin_bytes", m.workspace_margin_bytes},
-          {"card_peak_bytes", m.card_peak_bytes()}};
+  nlohmann::json j = nlohmann::json::object();
+  WriteDevicePrediction(j, DevicePredictionOf(m, d));  // analysis_report.h's one writer
+  return j;
 }
 
 }  // namespace memplan

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "memplan/device_name.h"
 #include "memplan/training_graph.h"
 
 namespace memplan {
@@ -361,6 +362,23 @@ std::string PrintableText(const std::string& text) {
     }
   }
   return out;
+}
+
+DeviceName ParseDeviceName(const std::string& text) {
+  if (text == "cpu") return {};
+  if (text == "cuda") return {/*cuda=*/true, /*index=*/-1};
+  const bool digits =
+      text.size() > 5 && text.rfind("cuda:", 0) == 0 &&
+      std::all_of(text.begin() + 5, text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (digits) {
+    try {
+      return {/*cuda=*/true,
+              static_cast<int>(ParseInteger("--device", text.substr(5), 0, INT_MAX))};
+    } catch (const MemplanError&) {
+      // a device index beyond int: the message below
+    }
+  }
+  throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + PrintableText(text) + "')");
 }
 
 }  // namespace memplan

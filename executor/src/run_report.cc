@@ -23,24 +23,6 @@ void WriteOptional(json& j, const char* key, const std::optional<T>& v, Write wr
 }
 auto Same = [](const auto& v) { return json(v); };
 
-RunTimelinePoint TimelinePoint(const json& v, const std::string& field) {
-  Object(v, field);
-  RunTimelinePoint p;
-  p.event = Get(v, field, "event", String);
-  p.phase = Get(v, field, "phase", String);
-  p.bytes = Get(v, field, "bytes", Count);
-  p.bytes_after = Get(v, field, "bytes_after", Count);
-  if (v.contains("node")) p.node = String(v["node"], Join(field, "node"));
-  return p;
-}
-
-json TimelinePointToJson(const RunTimelinePoint& p) {
-  json j = {
-      {"event", p.event}, {"phase", p.phase}, {"bytes", p.bytes}, {"bytes_after", p.bytes_after}};
-  if (!p.node.empty()) j["node"] = p.node;
-  return j;
-}
-
 RunTraceEvent TraceEvent(const json& v, const std::string& field) {
   Object(v, field);
   RunTraceEvent e;
@@ -104,7 +86,7 @@ void CheckPerStep(const std::optional<std::vector<T>>& v, const char* key, size_
 }  // namespace
 
 std::vector<RunTimelinePoint> RunTimelineFromJson(const json& points) {
-  return Array(points, "timeline", TimelinePoint);
+  return TimelinePointsFromJson(points, "timeline");
 }
 
 json RunReportToJson(const RunReport& r) {
@@ -143,7 +125,7 @@ json RunReportToJson(const RunReport& r) {
       return out;
     };
   };
-  WriteOptional(j, "predicted_timeline", r.predicted_timeline, all(TimelinePointToJson));
+  WriteOptional(j, "predicted_timeline", r.predicted_timeline, TimelinePointsToJson);
   WriteOptional(j, "measured_trace", r.measured_trace, all(TraceEventToJson));
   WriteOptional(j, "devices", r.devices, Same);
   WriteOptional(j, "shard", r.shard, Same);
@@ -187,7 +169,7 @@ RunReport RunReportFromJson(const json& j) {
   ReadOptional(j, "allocator_mode", r.allocator_mode, String);
   ReadOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Count);
   ReadOptional(j, "workspace_bytes", r.workspace_bytes, Count);
-  ReadOptional(j, "predicted_timeline", r.predicted_timeline, ArrayOf(TimelinePoint));
+  ReadOptional(j, "predicted_timeline", r.predicted_timeline, TimelinePointsFromJson);
   ReadOptional(j, "measured_trace", r.measured_trace, ArrayOf(TraceEvent));
   ReadOptional(j, "devices", r.devices, [](const json& v, const std::string& f) {
     const int64_t n = JsonInt64(v, f);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "initial_values.h"
+#include "memplan/device_name.h"
 #include "memplan/onnx_convert.h"
 #include "memplan/planner.h"
 #include "memplan/storage_facts.h"
@@ -34,37 +35,28 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
 }  // namespace
 
 c10::Device ParseDevice(const std::string& s) {
-  if (s == "cpu") return c10::Device(c10::kCPU);
-  if (s == "cuda" || s.rfind("cuda:", 0) == 0) {
-    if (!ExecutorHasCuda()) {
-      throw MemplanError(
-          "--device " + s + ": this memplan was built against a LibTorch without CUDA (" +
-          ExecutorBackendDescription() +
-          "); build it against the CUDA torch wheel (make, scripts/install-deps.sh)");
-    }
-    int index = 0;
-    if (s.size() > 5) {
-      char* end = nullptr;
-      long v = std::strtol(s.c_str() + 5, &end, 10);
-      if (*end != '\0' || v < 0)
-        throw MemplanError("--device " + s + ": expected cuda:K with K a device index");
-      index = static_cast<int>(v);
-    }
-    int count = exec::CudaDeviceCount();
-    if (count == 0) {
-      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-      throw MemplanError("--device " + s + ": no CUDA device is visible (memplan has CUDA " +
-                         exec::CudaBuildVersion() + "; CUDA_VISIBLE_DEVICES=" +
-                         (visible ? "'" + std::string(visible) + "'" : "unset") +
-                         "): check the GPU driver (nvidia-smi), or run with --device cpu");
-    }
-    if (index >= count) {
-      throw MemplanError("--device " + s + ": only " + std::to_string(count) +
-                         " CUDA device(s) are visible");
-    }
-    return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
+  const DeviceName name = ParseDeviceName(s);
+  if (!name.cuda) return c10::Device(c10::kCPU);
+  if (!ExecutorHasCuda()) {
+    throw MemplanError("--device " + s +
+                       ": this memplan was built against a LibTorch without CUDA (" +
+                       ExecutorBackendDescription() +
+                       "); build it against the CUDA torch wheel (make, scripts/install-deps.sh)");
   }
-  throw MemplanError("--device must be cpu, cuda or cuda:K (got '" + s + "')");
+  const int index = std::max(name.index, 0);
+  int count = exec::CudaDeviceCount();
+  if (count == 0) {
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    throw MemplanError("--device " + s + ": no CUDA device is visible (memplan has CUDA " +
+                       exec::CudaBuildVersion() + "; CUDA_VISIBLE_DEVICES=" +
+                       (visible ? "'" + std::string(visible) + "'" : "unset") +
+                       "): check the GPU driver (nvidia-smi), or run with --device cpu");
+  }
+  if (index >= count) {
+    throw MemplanError("--device " + s + ": only " + std::to_string(count) +
+                       " CUDA device(s) are visible");
+  }
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
 at::Tensor Trainer::Value(TensorId id) const {

@@ -14,9 +14,12 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "memplan/analysis_report.h"
 #include "memplan/cuda_device.h"
+#include "memplan/json_read.h"
 #include "memplan/lifetimes.h"
 #include "memplan/plan.h"
+#include "memplan/plan_report.h"
 #include "memplan/planner.h"
 #include "memplan/run_report.h"
 #include "memplan/storage_facts.h"
@@ -49,40 +52,6 @@ int CategoryFromName(const std::string& s) {
   return -1;
 }
 
-// Field readers that accept a missing or null field (unknown) and reject a wrong type with a
-// message naming the field.
-int64_t GetInt(const json& j, const char* key, int64_t fallback = -1) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  return JsonInt64(*it, key);
-}
-double GetDouble(const json& j, const char* key, double fallback = -1) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return fallback;
-  if (!it->is_number()) throw MemplanError(std::string("field '") + key + "' is not a number");
-  return it->get<double>();
-}
-std::string GetString(const json& j, const char* key) {
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return {};
-  if (it->is_string()) return it->get<std::string>();
-  if (it->is_number() || it->is_boolean()) return it->dump();
-  throw MemplanError(std::string("field '") + key + "' is not a string");
-}
-std::vector<std::string> GetStrings(const json& j, const char* key) {
-  std::vector<std::string> out;
-  auto it = j.find(key);
-  if (it == j.end() || it->is_null()) return out;
-  if (!it->is_array()) throw MemplanError(std::string("field '") + key + "' is not an array");
-  for (const json& e : *it) {
-    if (e.is_string())
-      out.push_back(e.get<std::string>());
-    else if (e.is_object() && e.contains("name") && e["name"].is_string())
-      out.push_back(e["name"].get<std::string>());
-  }
-  return out;
-}
-
 // Appends one step: `event` when given, else "phase node".
 void AddTimelinePoint(TimelineData& t, int64_t bytes, const std::string& phase, std::string event,
                       std::string node) {
@@ -97,130 +66,106 @@ void AddTimelinePoint(TimelineData& t, int64_t bytes, const std::string& phase, 
   t.nodes.push_back(std::move(node));
 }
 
-// An analysis's or plan's "timeline".
-std::shared_ptr<TimelineData> TimelineFromJson(const json& arr, const std::string& label) {
-  if (!arr.is_array()) throw MemplanError("field 'timeline' is not an array");
+// An analysis's, plan's or run's predicted timeline: the bytes during each step.
+std::shared_ptr<TimelineData> TimelineOf(const std::vector<TimelinePoint>& points,
+                                         const std::string& label) {
   auto t = std::make_shared<TimelineData>();
   t->label = label;
-  t->bytes.reserve(arr.size());
-  for (size_t i = 0; i < arr.size(); ++i) {
-    const json& p = arr[i];
-    if (!p.is_object())
-      throw MemplanError("timeline entry " + std::to_string(i) + " is not an object");
-    int64_t b = GetInt(p, "bytes", -1);
-    if (b < 0) b = GetInt(p, "bytes_after", -1);
-    if (b < 0) throw MemplanError("timeline entry " + std::to_string(i) + " has no bytes");
-    AddTimelinePoint(*t, b, GetString(p, "phase"), GetString(p, "event"), GetString(p, "node"));
-  }
+  t->bytes.reserve(points.size());
+  for (const TimelinePoint& p : points) AddTimelinePoint(*t, p.bytes, p.phase, p.event, p.node);
   return t;
 }
 
-void ReadBreakdown(const json& j, Item& item) {
-  if (!j.contains("breakdown") || !j["breakdown"].is_object()) return;
+void ReadBreakdown(const std::optional<std::map<std::string, int64_t>>& breakdown, Item& item) {
+  if (!breakdown) return;
   item.breakdown = {};
   item.has_breakdown = false;
-  for (const auto& [k, v] : j["breakdown"].items()) {
+  for (const auto& [k, v] : *breakdown) {
     int c = CategoryFromName(k);
-    if (c < 0 || !v.is_number()) continue;
-    item.breakdown[c] = JsonInt64(v, "breakdown." + k);
+    if (c < 0) continue;
+    item.breakdown[c] = v;
     item.has_breakdown = true;
   }
 }
 
 // The plan's data-parallel layout, read by the planner's reader (PlanLayout).
-void ReadLayout(const json& j, Item& item) {
-  const ParallelLayout layout = PlanLayout(j);
+void ReadLayout(const PlanReport& r, Item& item) {
+  if (!r.layout) return;
+  const json plan = {{"layout", *r.layout}};
+  const ParallelLayout layout = PlanLayout(plan);
   if (layout.devices <= 1) return;
   item.devices = layout.devices;
   item.shard = ShardModeName(layout.shard);
-  const json& l = j["layout"];
-  if (l.contains("buckets") && l["buckets"].is_array())
-    item.bucket_count = static_cast<int64_t>(l["buckets"].size());
-  item.predicted_comm_seconds = GetDouble(l, "comm_seconds");
+  using namespace json_read;
+  item.bucket_count =
+      static_cast<int64_t>(Get(*r.layout, "layout", "buckets", ArrayOf(ArrayOf(String))).size());
+  if (r.layout->contains("comm_seconds"))
+    item.predicted_comm_seconds = Seconds((*r.layout)["comm_seconds"], "layout.comm_seconds");
 }
 
-// The CUDA fields of an analysis or plan made with --device cuda (DeviceMemoryToJson).
-void ReadDeviceFields(const json& j, Item& item) {
-  const std::string device = GetString(j, "device");
-  if (device.rfind("cuda", 0) != 0) return;
-  item.predicted_for = device;
-  item.allocator_mode = GetString(j, "allocator_mode");
-  item.workspace_bytes = GetInt(j, "workspace_bytes");
-  item.context_bytes = GetInt(j, "context_bytes");
+// The CUDA fields of an analysis or plan made with --device cuda.
+void ReadDeviceFields(const std::optional<DevicePrediction>& d, Item& item) {
+  if (!d) return;
+  item.predicted_for = d->device;
+  item.allocator_mode = d->allocator_mode;
+  item.workspace_bytes = d->workspace_bytes;
+  item.context_bytes = d->context_bytes;
 }
 
-void ReadPlanFields(const json& j, Item& item) {
-  item.strategy = GetString(j, "strategy");
-  ReadDeviceFields(j, item);
-  item.predicted_reserved_peak_bytes = GetInt(j, "predicted_reserved_peak_bytes");
-  item.budget_of = GetString(j, "budget_of");
+void ReadPlanFields(const PlanReport& r, Item& item) {
+  item.strategy = r.strategy.value_or("");
+  ReadDeviceFields(r.device, item);
+  item.predicted_reserved_peak_bytes = r.predicted_reserved_peak_bytes.value_or(-1);
+  item.budget_of = r.budget_of.value_or("");
   if (item.structure_fingerprint.empty())
-    item.structure_fingerprint = GetString(j, "structure_fingerprint");
-  if (item.loss.empty()) item.loss = GetString(j, "loss");
-  if (item.grads.empty()) item.grads = GetString(j, "grads");
-  if (item.micro_batches < 0) item.micro_batches = GetInt(j, "micro_batches");
-  item.budget_bytes = GetInt(j, "budget_bytes");
-  item.plan_peak_bytes = GetInt(j, "predicted_peak_bytes");
-  int64_t baseline = GetInt(j, "baseline_peak_bytes");
-  if (baseline >= 0) item.baseline_peak_bytes = baseline;
-  item.recompute_flops = GetDouble(j, "recompute_flops");
-  double fwd = GetDouble(j, "forward_flops");
-  if (fwd > 0) item.forward_flops = fwd;
-  item.overhead = GetDouble(j, "overhead");  // Plan::overhead(), as the planner wrote it
-  if (j.contains("feasible") && j["feasible"].is_boolean())
-    item.feasible = j["feasible"].get<bool>() ? 1 : 0;
-  item.solve_seconds = GetDouble(j, "solve_seconds");
-  item.predicted_recompute_seconds = GetDouble(j, "predicted_recompute_seconds");
-  ReadLayout(j, item);
-  item.checkpoints = GetStrings(j, "checkpoints");
-  item.recomputed = GetStrings(j, "recomputed");  // selective plans: the dropped storages' names
-  if (j.contains("sections") && j["sections"].is_array())
-    item.num_sections = static_cast<int64_t>(j["sections"].size());
-  if (j.contains("segments") && j["segments"].is_array() && item.num_sections < 0) {
-    item.num_sections = static_cast<int64_t>(j["segments"].size());
-  }
-  if (item.model.empty()) item.model = GetString(j, "model");
-  if (item.batch < 0) item.batch = GetInt(j, "batch");
-  if (item.optimizer.empty()) item.optimizer = GetString(j, "optimizer");
-  if (item.num_nodes < 0) item.num_nodes = GetInt(j, "num_nodes");
-  if (item.param_bytes < 0) item.param_bytes = GetInt(j, "param_bytes");
-  if (item.peak_event.empty()) item.peak_event = GetString(j, "peak_event");
-  ReadBreakdown(j, item);
+    item.structure_fingerprint = r.structure_fingerprint.value_or("");
+  if (item.loss.empty()) item.loss = r.loss.value_or("");
+  if (item.grads.empty()) item.grads = r.grads.value_or("");
+  if (item.micro_batches < 0) item.micro_batches = r.micro_batches.value_or(-1);
+  item.budget_bytes = r.budget_bytes.value_or(-1);
+  item.plan_peak_bytes = r.predicted_peak_bytes.value_or(-1);
+  if (r.baseline_peak_bytes) item.baseline_peak_bytes = *r.baseline_peak_bytes;
+  item.recompute_flops = r.recompute_flops.value_or(-1);
+  if (r.forward_flops && *r.forward_flops > 0) item.forward_flops = *r.forward_flops;
+  item.overhead = r.overhead.value_or(-1);  // Plan::overhead(), as the planner wrote it
+  if (r.feasible) item.feasible = *r.feasible ? 1 : 0;
+  item.solve_seconds = r.solve_seconds.value_or(-1);
+  item.predicted_recompute_seconds = r.predicted_recompute_seconds.value_or(-1);
+  ReadLayout(r, item);
+  item.checkpoints = r.checkpoints.value_or(std::vector<std::string>{});
+  // Selective plans: the dropped storages' names.
+  item.recomputed = r.recomputed.value_or(std::vector<std::string>{});
+  if (r.sections) item.num_sections = static_cast<int64_t>(r.sections->size());
+  if (item.model.empty()) item.model = r.model.value_or("");
+  if (item.batch < 0) item.batch = r.batch.value_or(-1);
+  if (item.optimizer.empty()) item.optimizer = r.optimizer.value_or("");
+  if (item.num_nodes < 0) item.num_nodes = r.num_nodes.value_or(-1);
+  if (item.peak_event.empty()) item.peak_event = r.peak_event.value_or("");
+  ReadBreakdown(r.breakdown, item);
   // The sweep (Pareto curve), when the plan carries it (`memplan plan --sweep`). The strategy
   // comparison table has no file form: the explorer fills it when it plans.
-  if (j.contains("sweep")) {
-    try {
-      item.sweep = ParetoPoints(SweepFromJson(j["sweep"]), /*series=*/"");
-    } catch (const MemplanError& e) {
-      throw MemplanError(std::string("the plan's sweep: ") + e.what());
-    }
-  }
-  if (j.contains("timeline")) {
-    item.timeline = TimelineFromJson(j["timeline"], "plan " + item.strategy);
-  }
+  if (r.sweep) item.sweep = ParetoPoints(*r.sweep, /*series=*/"");
+  if (r.timeline) item.timeline = TimelineOf(*r.timeline, "plan " + item.strategy);
 }
 
-void ReadAnalysisFields(const json& j, Item& item) {
-  item.model = GetString(j, "model");
-  item.batch = GetInt(j, "batch");
-  item.optimizer = GetString(j, "optimizer");
-  item.loss = GetString(j, "loss");
-  item.grads = GetString(j, "grads");
-  if (j.contains("dims") && j["dims"].is_object()) {
-    for (const auto& [k, v] : j["dims"].items()) item.dims[k] = JsonInt64(v, "dims." + k);
-  }
-  ReadDeviceFields(j, item);
-  if (!item.predicted_for.empty())
-    item.predicted_reserved_peak_bytes = GetInt(j, "reserved_peak_bytes");
-  item.num_nodes = GetInt(j, "num_nodes");
-  item.param_bytes = GetInt(j, "param_bytes");
-  item.forward_flops = GetDouble(j, "forward_flops");
-  item.baseline_peak_bytes = GetInt(j, "peak_bytes");
-  item.peak_event = GetString(j, "peak_event");
-  ReadBreakdown(j, item);
-  item.bottlenecks = GetStrings(j, "bottlenecks");
-  item.notes = GetStrings(j, "notes");
-  if (j.contains("timeline")) item.timeline = TimelineFromJson(j["timeline"], "analysis");
+void ReadAnalysisFields(const AnalysisReport& r, Item& item) {
+  item.model = r.model.value_or("");
+  item.batch = r.batch.value_or(-1);
+  item.optimizer = r.optimizer.value_or("");
+  item.loss = r.loss.value_or("");
+  item.grads = r.grads.value_or("");
+  if (r.dims) item.dims = *r.dims;
+  ReadDeviceFields(r.device, item);
+  if (r.device) item.predicted_reserved_peak_bytes = r.device->reserved_peak_bytes.value_or(-1);
+  item.num_nodes = r.num_nodes.value_or(-1);
+  item.param_bytes = r.param_bytes.value_or(-1);
+  item.forward_flops = r.forward_flops.value_or(-1);
+  item.baseline_peak_bytes = r.peak_bytes.value_or(-1);
+  item.peak_event = r.peak_event.value_or("");
+  ReadBreakdown(r.breakdown, item);
+  item.bottlenecks = r.bottlenecks.value_or(std::vector<std::string>{});
+  item.notes = r.notes.value_or(std::vector<std::string>{});
+  if (r.timeline) item.timeline = TimelineOf(*r.timeline, "analysis");
 }
 
 // A run file, parsed by the run report's one reader.
@@ -253,17 +198,12 @@ void ReadRun(const RunReport& r, Item& item) {
                             k.comm_seconds.empty() ? -1 : k.comm_seconds.back()});
     }
   }
-  ReadPlanFields(r.plan, item);
+  ReadPlanFields(PlanReportFromJson(r.plan, /*require_kind=*/false), item);
   if (item.plan_peak_bytes < 0) item.plan_peak_bytes = item.run_predicted_peak_bytes;
   if (r.predicted_reserved_peak_bytes)
     item.predicted_reserved_peak_bytes = *r.predicted_reserved_peak_bytes;
   if (r.predicted_timeline) {
-    auto t = std::make_shared<TimelineData>();
-    t->label = "predicted";
-    for (const RunTimelinePoint& p : *r.predicted_timeline) {
-      AddTimelinePoint(*t, p.bytes, p.phase, p.event, p.node);
-    }
-    item.timeline = std::move(t);
+    item.timeline = TimelineOf(*r.predicted_timeline, "predicted");
   }
   // The measured trace: per event, the highest bytes seen during it.
   if (r.measured_trace) {
@@ -585,10 +525,10 @@ Item ItemFromJson(const json& j, const std::string& path) {
   try {
     if (kind == "analysis") {
       item.kind = SourceKind::kAnalysis;
-      ReadAnalysisFields(j, item);
+      ReadAnalysisFields(AnalysisReportFromJson(j), item);
     } else if (kind == "plan") {
       item.kind = SourceKind::kPlan;
-      ReadPlanFields(j, item);
+      ReadPlanFields(PlanReportFromJson(j), item);
     } else if (kind == "run") {
       item.kind = SourceKind::kRun;
       ReadRun(RunReportFromJson(j), item);

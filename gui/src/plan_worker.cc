@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memplan/cuda_device.h"
+#include "memplan/plan_report.h"
 #include "memplan/planner.h"
 #endif
 
@@ -274,16 +275,7 @@ Item WithPlanSchedule(const std::string& path, Item file,
       return file;  // a plan without its model's name: only its numbers and timeline
     }
     // As `memplan run --plan` loads the model: the plan's micro-batch, optimizer and loss.
-    LoadOptions o;
-    o.batch = PlanGraphBatch(j);
-    if (j.contains("optimizer") && j["optimizer"].is_string())
-      o.optimizer = ParseOptimizer(j["optimizer"].get<std::string>());
-    if (j.contains("loss") && j["loss"].is_string() &&
-        j["loss"].get<std::string>() != "model_output") {
-      o.loss = ParseLossKind(j["loss"].get<std::string>());
-    }
-    if (j.contains("grads") && j["grads"].is_string())
-      o.grads = ParseGradientLifetime(j["grads"].get<std::string>());
+    const LoadOptions o = LoadOptionsForPlan(j, LoadOptions{});
     TrainingGraph g =
         LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>(), opened_models), o);
     std::optional<CudaDevice> cuda;

@@ -4,9 +4,12 @@
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "memplan/hash.h"
+#include "memplan/json_read.h"
 #include "memplan/plan.h"
+#include "memplan/plan_report.h"
 #include "memplan/planner.h"
 
 namespace memplan {
@@ -49,92 +52,288 @@ std::string ModelFingerprint(const TrainingGraph& g) {
 }
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g) {
-  nlohmann::json checkpoints = nlohmann::json::array();
-  for (TensorId t : p.checkpoints) checkpoints.push_back(g.tensors[t].name);
-  nlohmann::json recomputed = nlohmann::json::array();
-  for (TensorId t : p.recomputed) recomputed.push_back(g.tensors[t].name);
-  nlohmann::json sections = nlohmann::json::array();
+  return PlanReportToJson(PlanReportOf(p, g));
+}
+
+namespace {
+
+using nlohmann::json;
+
+// The data-parallel layout as PlanLayout reads it.
+json LayoutToJson(const Plan& p, const TrainingGraph& g) {
+  nlohmann::json buckets = nlohmann::json::array();
+  for (const ParameterBucket& b : ParameterBuckets(g, p.layout)) {
+    nlohmann::json names = nlohmann::json::array();
+    for (TensorId t : b.parameters) names.push_back(g.tensors[t].name);
+    buckets.push_back(std::move(names));
+  }
+  nlohmann::json layout = {{"devices", p.layout.devices},
+                           {"shard", ShardModeName(p.layout.shard)},
+                           {"bucket_bytes", p.layout.bucket_bytes},
+                           {"link_bytes_per_second", p.layout.link_bytes_per_second},
+                           {"link_latency_seconds", p.layout.link_latency_seconds},
+                           {"buckets", std::move(buckets)},
+                           {"comm_seconds", p.predicted_comm_seconds}};
+  return layout;
+}
+
+template <class T, class Write>
+void WriteOptional(json& j, const char* key, const std::optional<T>& v, Write write) {
+  if (v) j[key] = write(*v);
+}
+const auto Same = [](const auto& v) { return json(v); };
+
+}  // namespace
+
+PlanReport PlanReportOf(const Plan& p, const TrainingGraph& g) {
+  PlanReport r;
+  r.memplan_version = MEMPLAN_VERSION;
+  r.model = p.model_path;
+  r.batch = p.batch * p.micro_batches * p.layout.devices;  // the step's batch
+  r.micro_batches = p.micro_batches;
+  r.micro_batch = p.batch;
+  r.fingerprint = p.model_fingerprint;
+  r.structure_fingerprint = StructureFingerprint(g);
+  r.optimizer = OptimizerName(g.optimizer);
+  r.grads = GradientLifetimeName(g.grads);
+  r.loss = LossKindName(g.loss_kind);
+  r.num_nodes = static_cast<int64_t>(g.nodes.size());
+  r.strategy = p.strategy;
+  r.budget_bytes = p.budget_bytes;
+  r.predicted_peak_bytes = p.predicted_peak_bytes;
+  r.baseline_peak_bytes = p.baseline_peak_bytes;
+  r.recompute_flops = p.recompute_flops;
+  r.forward_flops = p.forward_flops;
+  r.predicted_recompute_seconds = p.predicted_recompute_seconds;
+  r.predicted_micro_batch_seconds = p.predicted_micro_batch_seconds;
+  r.overhead = p.overhead();
+  r.checkpoints.emplace();
+  for (TensorId t : p.checkpoints) r.checkpoints->push_back(g.tensors[t].name);
+  r.recomputed.emplace();
+  for (TensorId t : p.recomputed) r.recomputed->push_back(g.tensors[t].name);
+  r.sections.emplace();
   if (p.segments.empty()) {
-    nlohmann::json all = nlohmann::json::array();
+    std::vector<std::string> all;
     for (const Node& n : g.nodes) all.push_back(n.name);
-    sections.push_back(std::move(all));
+    r.sections->push_back(std::move(all));
   } else {
     for (const std::vector<NodeId>& seg : p.segments) {
-      nlohmann::json names = nlohmann::json::array();
+      std::vector<std::string> names;
       for (NodeId n : seg) names.push_back(g.nodes[n].name);
-      sections.push_back(std::move(names));
+      r.sections->push_back(std::move(names));
     }
   }
-  nlohmann::json breakdown = nlohmann::json::object();
+  r.margin_bytes = p.margin_bytes;
+  r.feasible = p.feasible;
+  r.solve_seconds = p.solve_seconds;
+  r.breakdown.emplace();
   for (int c = 0; c < kNumMemoryCategories; ++c) {
-    breakdown[MemoryCategoryName(static_cast<MemoryCategory>(c))] = p.timeline.breakdown_at_peak[c];
+    (*r.breakdown)[MemoryCategoryName(static_cast<MemoryCategory>(c))] =
+        p.timeline.breakdown_at_peak[c];
   }
-  nlohmann::json j = {
-      {"kind", "plan"},
-      {"memplan_version", MEMPLAN_VERSION},
-      {"model", p.model_path},
-      {"batch", p.batch * p.micro_batches * p.layout.devices},  // the step's batch
-      {"micro_batches", p.micro_batches},
-      {"micro_batch", p.batch},
-      {"fingerprint", p.model_fingerprint},
-      {"structure_fingerprint", StructureFingerprint(g)},
-      {"optimizer", OptimizerName(g.optimizer)},
-      {"grads", GradientLifetimeName(g.grads)},
-      {"loss", LossKindName(g.loss_kind)},
-      {"num_nodes", g.nodes.size()},
-      {"strategy", p.strategy},
-      {"budget_bytes", p.budget_bytes},
-      {"predicted_peak_bytes", p.predicted_peak_bytes},
-      {"baseline_peak_bytes", p.baseline_peak_bytes},
-      {"recompute_flops", p.recompute_flops},
-      {"forward_flops", p.forward_flops},
-      {"predicted_recompute_seconds", p.predicted_recompute_seconds},
-      {"predicted_micro_batch_seconds", p.predicted_micro_batch_seconds},
-      {"overhead", p.overhead()},
-      {"checkpoints", std::move(checkpoints)},
-      {"sections", std::move(sections)},
-      {"recomputed", std::move(recomputed)},
-      {"margin_bytes", p.margin_bytes},
-      {"feasible", p.feasible},
-      {"solve_seconds", p.solve_seconds},
-      {"breakdown", std::move(breakdown)},
-      {"peak_event", p.schedule.steps.empty() ? "" : p.schedule.StepLabel(g, p.timeline.peak_step)},
-      {"notes", p.notes},
-      {"timeline", TimelineToJson(g, p.schedule, p.timeline)},
-  };
+  r.peak_event = p.schedule.steps.empty() ? "" : p.schedule.StepLabel(g, p.timeline.peak_step);
+  r.notes = p.notes;
+  r.timeline = TimelinePoints(g, p.schedule, p.timeline);
   if (!p.budget_of.empty()) {
-    j["predicted_reserved_peak_bytes"] = p.predicted_reserved_peak_bytes;
-    j["budget_of"] = p.budget_of;
+    r.predicted_reserved_peak_bytes = p.predicted_reserved_peak_bytes;
+    r.budget_of = p.budget_of;
   }
   if (!p.candidates.empty()) {
-    nlohmann::json candidates = nlohmann::json::array();
+    r.candidates.emplace();
     for (const PlanCandidate& c : p.candidates) {
-      candidates.push_back({{"strategy", c.strategy},
-                            {"predicted_peak_bytes", c.predicted_peak_bytes},
-                            {"margin_bytes", c.margin_bytes},
-                            {"sections", c.sections},
-                            {"feasible", c.feasible},
-                            {"predicted_recompute_seconds", c.predicted_recompute_seconds},
-                            {"recompute_flops", c.recompute_flops}});
+      r.candidates->push_back({c.strategy, c.predicted_peak_bytes, c.margin_bytes, c.sections,
+                               c.feasible, c.predicted_recompute_seconds, c.recompute_flops});
     }
-    j["candidates"] = std::move(candidates);
   }
-  if (p.layout.devices > 1) {
-    nlohmann::json buckets = nlohmann::json::array();
-    for (const ParameterBucket& b : ParameterBuckets(g, p.layout)) {
-      nlohmann::json names = nlohmann::json::array();
-      for (TensorId t : b.parameters) names.push_back(g.tensors[t].name);
-      buckets.push_back(std::move(names));
+  if (p.layout.devices > 1) r.layout = LayoutToJson(p, g);
+  return r;
+}
+
+json PlanReportToJson(const PlanReport& r) {
+  json j = {{"kind", "plan"}};
+  WriteOptional(j, "memplan_version", r.memplan_version, Same);
+  WriteOptional(j, "model", r.model, Same);
+  WriteOptional(j, "batch", r.batch, Same);
+  WriteOptional(j, "micro_batches", r.micro_batches, Same);
+  WriteOptional(j, "micro_batch", r.micro_batch, Same);
+  WriteOptional(j, "fingerprint", r.fingerprint, Same);
+  WriteOptional(j, "structure_fingerprint", r.structure_fingerprint, Same);
+  WriteOptional(j, "optimizer", r.optimizer, Same);
+  WriteOptional(j, "grads", r.grads, Same);
+  WriteOptional(j, "loss", r.loss, Same);
+  WriteOptional(j, "num_nodes", r.num_nodes, Same);
+  WriteOptional(j, "strategy", r.strategy, Same);
+  WriteOptional(j, "budget_bytes", r.budget_bytes, Same);
+  WriteOptional(j, "predicted_peak_bytes", r.predicted_peak_bytes, Same);
+  WriteOptional(j, "baseline_peak_bytes", r.baseline_peak_bytes, Same);
+  WriteOptional(j, "recompute_flops", r.recompute_flops, Same);
+  WriteOptional(j, "forward_flops", r.forward_flops, Same);
+  WriteOptional(j, "predicted_recompute_seconds", r.predicted_recompute_seconds, Same);
+  WriteOptional(j, "predicted_micro_batch_seconds", r.predicted_micro_batch_seconds, Same);
+  WriteOptional(j, "overhead", r.overhead, Same);
+  WriteOptional(j, "checkpoints", r.checkpoints, Same);
+  WriteOptional(j, "sections", r.sections, Same);
+  WriteOptional(j, "recomputed", r.recomputed, Same);
+  WriteOptional(j, "margin_bytes", r.margin_bytes, Same);
+  WriteOptional(j, "feasible", r.feasible, Same);
+  WriteOptional(j, "solve_seconds", r.solve_seconds, Same);
+  WriteOptional(j, "breakdown", r.breakdown, report_json::CountMapToJson);
+  WriteOptional(j, "peak_event", r.peak_event, Same);
+  WriteOptional(j, "notes", r.notes, Same);
+  WriteOptional(j, "timeline", r.timeline, TimelinePointsToJson);
+  WriteOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Same);
+  WriteOptional(j, "budget_of", r.budget_of, Same);
+  WriteOptional(j, "candidates", r.candidates, [](const auto& v) {
+    json out = json::array();
+    for (const PlanCandidateReport& c : v) {
+      out.push_back({{"strategy", c.strategy},
+                     {"predicted_peak_bytes", c.predicted_peak_bytes},
+                     {"margin_bytes", c.margin_bytes},
+                     {"sections", c.sections},
+                     {"feasible", c.feasible},
+                     {"predicted_recompute_seconds", c.predicted_recompute_seconds},
+                     {"recompute_flops", c.recompute_flops}});
     }
-    j["layout"] = {{"devices", p.layout.devices},
-                   {"shard", ShardModeName(p.layout.shard)},
-                   {"bucket_bytes", p.layout.bucket_bytes},
-                   {"link_bytes_per_second", p.layout.link_bytes_per_second},
-                   {"link_latency_seconds", p.layout.link_latency_seconds},
-                   {"buckets", std::move(buckets)},
-                   {"comm_seconds", p.predicted_comm_seconds}};
-  }
+    return out;
+  });
+  WriteOptional(j, "layout", r.layout, Same);
+  if (r.device) WriteDevicePrediction(j, *r.device);
+  WriteOptional(j, "time_model", r.time_model, [](const PlanTimeModel& t) {
+    return json{{"rates", t.rates},
+                {"rates_source", t.rates_source},
+                {"costs", t.costs ? json(*t.costs) : json(nullptr)}};
+  });
+  WriteOptional(j, "sweep", r.sweep, SweepToJson);
+  WriteOptional(j, "smallest_budget_bytes", r.smallest_budget_bytes, Same);
+  WriteOptional(j, "smallest_budget_strategy", r.smallest_budget_strategy, Same);
+  WriteOptional(j, "smallest_budget_micro_batches", r.smallest_budget_micro_batches, Same);
   return j;
+}
+
+namespace {
+
+PlanCandidateReport CandidateFromJson(const json& v, const std::string& field) {
+  using namespace json_read;
+  Object(v, field);
+  PlanCandidateReport c;
+  c.strategy = Get(v, field, "strategy", String);
+  c.predicted_peak_bytes = Get(v, field, "predicted_peak_bytes", Count);
+  c.margin_bytes = Get(v, field, "margin_bytes", Count);
+  c.sections = Get(v, field, "sections", Count);
+  c.feasible = Get(v, field, "feasible", Bool);
+  c.predicted_recompute_seconds = Get(v, field, "predicted_recompute_seconds", Seconds);
+  c.recompute_flops = Get(v, field, "recompute_flops", Real);
+  return c;
+}
+
+PlanTimeModel TimeModelFromJson(const json& v, const std::string& field) {
+  using namespace json_read;
+  Object(v, field);
+  PlanTimeModel t;
+  t.rates = Object(Required(v, field, "rates"), Join(field, "rates"));
+  try {
+    MachineRatesFromJson(t.rates);
+  } catch (const MemplanError& e) {
+    Bad(Join(field, "rates"), std::string("is not a machine's rates: ") + e.what());
+  }
+  t.rates_source = Get(v, field, "rates_source", String);
+  const json& costs = Required(v, field, "costs");
+  if (!costs.is_null()) t.costs = String(costs, Join(field, "costs"));
+  return t;
+}
+
+}  // namespace
+
+PlanReport PlanReportFromJson(const json& j, bool require_kind) {
+  using namespace json_read;
+  Object(j, "");
+  if (require_kind || j.contains("kind")) {
+    const std::string kind = Get(j, "", "kind", String);
+    if (kind != "plan") Bad("kind", "is \"" + kind + "\", not \"plan\"");
+  }
+  PlanReport r;
+  const auto strings = ArrayOf(String);
+  ReadOptional(j, "memplan_version", r.memplan_version, String);
+  ReadOptional(j, "model", r.model, String);
+  ReadOptional(j, "batch", r.batch, Count);
+  ReadOptional(j, "micro_batches", r.micro_batches, Count);
+  ReadOptional(j, "micro_batch", r.micro_batch, Count);
+  ReadOptional(j, "fingerprint", r.fingerprint, String);
+  ReadOptional(j, "structure_fingerprint", r.structure_fingerprint, String);
+  ReadOptional(j, "optimizer", r.optimizer, String);
+  ReadOptional(j, "grads", r.grads, String);
+  ReadOptional(j, "loss", r.loss, String);
+  ReadOptional(j, "num_nodes", r.num_nodes, Count);
+  ReadOptional(j, "strategy", r.strategy, String);
+  ReadOptional(j, "budget_bytes", r.budget_bytes, Count);
+  ReadOptional(j, "predicted_peak_bytes", r.predicted_peak_bytes, Count);
+  ReadOptional(j, "baseline_peak_bytes", r.baseline_peak_bytes, Count);
+  ReadOptional(j, "recompute_flops", r.recompute_flops, Real);
+  ReadOptional(j, "forward_flops", r.forward_flops, Real);
+  ReadOptional(j, "predicted_recompute_seconds", r.predicted_recompute_seconds, Seconds);
+  ReadOptional(j, "predicted_micro_batch_seconds", r.predicted_micro_batch_seconds, Seconds);
+  ReadOptional(j, "overhead", r.overhead, Real);
+  ReadOptional(j, "checkpoints", r.checkpoints, strings);
+  ReadOptional(j, "sections", r.sections, ArrayOf(strings));
+  ReadOptional(j, "recomputed", r.recomputed, strings);
+  ReadOptional(j, "margin_bytes", r.margin_bytes, Count);
+  ReadOptional(j, "feasible", r.feasible, Bool);
+  ReadOptional(j, "solve_seconds", r.solve_seconds, Seconds);
+  ReadOptional(j, "breakdown", r.breakdown, report_json::CountMap);
+  ReadOptional(j, "peak_event", r.peak_event, String);
+  ReadOptional(j, "notes", r.notes, strings);
+  ReadOptional(j, "timeline", r.timeline, TimelinePointsFromJson);
+  ReadOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Count);
+  ReadOptional(j, "budget_of", r.budget_of, String);
+  ReadOptional(j, "candidates", r.candidates, ArrayOf(CandidateFromJson));
+  if (j.contains("layout")) {
+    PlanLayout(j);  // throws naming what is wrong
+    r.layout = j["layout"];
+  }
+  r.device = ReadDevicePrediction(j);
+  ReadOptional(j, "time_model", r.time_model, TimeModelFromJson);
+  if (j.contains("sweep")) {
+    try {
+      r.sweep = SweepFromJson(j["sweep"]);
+    } catch (const MemplanError& e) {
+      throw MemplanError(std::string("the plan's sweep: ") + e.what());
+    }
+  }
+  ReadOptional(j, "smallest_budget_bytes", r.smallest_budget_bytes, Count);
+  ReadOptional(j, "smallest_budget_strategy", r.smallest_budget_strategy, String);
+  ReadOptional(j, "smallest_budget_micro_batches", r.smallest_budget_micro_batches, Count);
+  return r;
+}
+
+LoadOptions LoadOptionsForPlan(const json& plan, LoadOptions options,
+                               const PlanLoadOverrides& given) {
+  if (given.batch) {
+    // The user's batch is the step's: the graph runs at its share per micro-batch and device.
+    const int64_t micro_batches = PlanMicroBatches(plan);
+    const int64_t devices = PlanLayout(plan).devices;
+    int64_t split = 0;
+    if (__builtin_mul_overflow(micro_batches, devices, &split) || options.batch % split != 0) {
+      throw MemplanError("the plan runs " + std::to_string(micro_batches) +
+                         " micro-batches on each of " + std::to_string(devices) +
+                         " device(s), which do not divide --batch " +
+                         std::to_string(options.batch) + "; re-plan with `memplan plan --batch " +
+                         std::to_string(options.batch) + "`");
+    }
+    options.batch /= split;
+  } else {
+    options.batch = PlanGraphBatch(plan);
+  }
+  auto named = [&](const char* key) -> std::optional<std::string> {
+    auto it = plan.find(key);
+    if (it == plan.end() || !it->is_string()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  if (auto o = named("optimizer"); o && !given.optimizer) options.optimizer = ParseOptimizer(*o);
+  if (auto g = named("grads"); g && !given.grads) options.grads = ParseGradientLifetime(*g);
+  // A model whose output is the loss has no loss kind to set.
+  if (auto l = named("loss"); l && !given.loss && *l != "model_output")
+    options.loss = ParseLossKind(*l);
+  return options;
 }
 
 namespace {

@@ -3,11 +3,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "memplan/planner.h"
+#include "memplan/rates_cache.h"
 
 namespace memplan {
 
@@ -269,6 +273,73 @@ Calibration CalibrateNodeSeconds(const TrainingGraph& g, const MeasuredTimes& me
                       std::to_string(g.batch) + " (but for the per-op overhead)");
   }
   return c;
+}
+
+namespace {
+bool IsRatesCache(const nlohmann::json& cache) {
+  if (!cache.is_object()) return false;
+  auto kind = cache.find("kind"), format = cache.find("format"), rates = cache.find("rates");
+  return kind != cache.end() && *kind == "machine_rates" && format != cache.end() &&
+         *format == kRatesCacheFormat && rates != cache.end() && rates->is_object();
+}
+}  // namespace
+
+std::optional<MachineRates> RatesFromCache(const nlohmann::json& cache, const std::string& key) {
+  // An entry without class or fresh-memory rates was written before they were measured.
+  if (!IsRatesCache(cache)) return std::nullopt;
+  const nlohmann::json& rates = cache["rates"];
+  auto it = rates.find(key);
+  if (it == rates.end() || !it->is_object() || !it->contains("classes") ||
+      !it->contains("fresh_bytes_per_second")) {
+    return std::nullopt;
+  }
+  return MachineRatesFromJson(*it);
+}
+
+nlohmann::json CacheWithRates(nlohmann::json cache, const std::string& key,
+                              const MachineRates& rates) {
+  if (!IsRatesCache(cache)) cache = nlohmann::json::object();
+  cache["kind"] = "machine_rates";
+  cache["format"] = kRatesCacheFormat;
+  cache["memplan_version"] = MEMPLAN_VERSION;
+  cache["rates"][key] = MachineRatesToJson(rates);
+  return cache;
+}
+
+MachineRates CachedMachineRates(const std::string& path, const std::string& key,
+                                const std::function<MachineRates()>& measure, std::string* source) {
+  nlohmann::json cache = nlohmann::json::object();
+  std::error_code ec;
+  if (!path.empty() && std::filesystem::exists(path, ec)) {
+    try {
+      std::ifstream in(path, std::ios::binary);
+      std::stringstream text;
+      text << in.rdbuf();
+      cache = nlohmann::json::parse(text.str());
+    } catch (const std::exception&) {  // a damaged cache is measured again and rewritten
+      cache = nlohmann::json::object();
+    }
+    try {
+      if (std::optional<MachineRates> r = RatesFromCache(cache, key)) {
+        *source = "measured, cached in " + path;
+        return *r;
+      }
+    } catch (const std::exception&) {  // a damaged entry: measured again and rewritten
+    }
+  }
+  MachineRates r = measure();
+  *source = "measured now";
+  if (!path.empty()) {
+    try {
+      const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+      if (!folder.empty()) std::filesystem::create_directories(folder);
+      WriteJsonFile(path, CacheWithRates(std::move(cache), key, r));
+      *source += ", cached in " + path;
+    } catch (const std::exception& e) {
+      *source += std::string(" (not cached: ") + e.what() + ")";
+    }
+  }
+  return r;
 }
 
 }  // namespace memplan

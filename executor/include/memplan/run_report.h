@@ -12,18 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "memplan/analysis_report.h"
+
 namespace memplan {
 
-// One step of the predicted timeline (the analyzer's TimelineToJson schema).
-struct RunTimelinePoint {
-  std::string event;  // "forward /conv1/Conv (Conv)"
-  std::string phase;  // PhaseName: "setup", "forward", "loss", "backward", "recompute", "optimizer"
-  int64_t bytes = 0;  // alive during the step (after its allocations, before its frees)
-  int64_t bytes_after = 0;  // alive after the step's frees
-  std::string node;         // the node's name; "" for steps without one (then not written)
-
-  bool operator==(const RunTimelinePoint&) const = default;
-};
+// One step of the predicted timeline: the analyzer's (analysis_report.h).
+using RunTimelinePoint = TimelinePoint;
 
 // One measured event of the traced step (the executor's TraceEvent, with the node's name).
 struct RunTraceEvent {
