@@ -60,8 +60,13 @@ const SegmentCosts& Context::costs(int max_candidates, int64_t limit, bool* all_
 
 Plan Context::Finish(const std::string& strategy, const std::vector<NodeId>& cuts, int64_t budget,
                      Clock::time_point start) const {
-  Plan p = ReplaySegmentation(*graph_, facts_, fingerprint_, strategy, cuts, budget, baseline_,
-                              options_.simulator);
+  Plan p = ReplaySegmentation(*graph_, cuts,
+                              {.facts = &facts_,
+                               .fingerprint = fingerprint_,
+                               .strategy = strategy,
+                               .budget_bytes = budget,
+                               .baseline_peak_bytes = baseline_,
+                               .sim = options_.simulator});
   p.predicted_recompute_seconds = RecomputeSeconds(node_seconds_, cuts);
   p.solve_seconds = SecondsSince(start);
   return p;

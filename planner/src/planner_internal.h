@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "graph_facts.h"
@@ -58,19 +59,44 @@ class Context {
   std::map<int, std::unique_ptr<Tables>> tables_;
 };
 
-// memplan::ReplaySegmentation with the graph's facts and fingerprint already computed (a
-// context replays every strategy's plan of one graph; on large graphs computing them again
-// costs as much as the schedule).
-Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts,
-                        const std::string& fingerprint, const std::string& strategy,
-                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
-                        int64_t baseline_peak_bytes, const SimulatorOptions& sim);
+// What a replay takes beside the graph and the plan's choice (cuts, or storages to recompute):
+// the graph's facts and fingerprint already computed (a context replays every strategy's plan of
+// one graph; on large graphs computing them again costs as much as the schedule), and the
+// Plan's fields that the replay does not derive.
+struct ReplayOptions {
+  const GraphFacts* facts = nullptr;  // ComputeGraphFacts(g); required
+  std::string fingerprint{};          // ModelFingerprint(g)
+  std::string strategy{};             // the Plan's strategy name
+  int64_t budget_bytes = 0;           // <= 0: none (every plan is feasible)
+  int64_t baseline_peak_bytes = 0;    // the unplanned step's peak
+  SimulatorOptions sim{};
+};
 
-// memplan::ReplaySelective on the context's facts.
-Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts,
-                     const std::string& fingerprint, const std::string& strategy,
-                     std::vector<TensorId> recomputed, int64_t budget_bytes,
-                     int64_t baseline_peak_bytes, const SimulatorOptions& sim);
+// The replay of a graph on its own (the public ReplaySegmentation and ReplaySelective): the
+// graph's facts and fingerprint computed for it.
+struct StandaloneReplay {
+  StandaloneReplay(const TrainingGraph& g, ReplayOptions o)
+      : facts(ComputeGraphFacts(g)), options(std::move(o)) {
+    options.facts = &facts;
+    options.fingerprint = ModelFingerprint(g);
+  }
+  StandaloneReplay(const StandaloneReplay&) = delete;
+  StandaloneReplay& operator=(const StandaloneReplay&) = delete;
+  GraphFacts facts;
+  ReplayOptions options;
+};
+
+// The Plan of a replayed schedule with the fields every replay fills: ReplayOptions', g's model,
+// batch and forward FLOPs, the schedule's simulated timeline, its peak and feasibility.
+Plan ReplayedPlan(const TrainingGraph& g, Schedule schedule, const ReplayOptions& o);
+
+// memplan::ReplaySegmentation with ReplayOptions.
+Plan ReplaySegmentation(const TrainingGraph& g, const std::vector<NodeId>& cuts,
+                        const ReplayOptions& o);
+
+// memplan::ReplaySelective with ReplayOptions.
+Plan ReplaySelective(const TrainingGraph& g, std::vector<TensorId> recomputed,
+                     const ReplayOptions& o);
 
 using Clock = std::chrono::steady_clock;
 double SecondsSince(Clock::time_point start);

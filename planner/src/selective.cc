@@ -48,32 +48,22 @@ double ScheduleRecomputeSeconds(const std::vector<double>& node_seconds, const S
 Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy,
                      const std::vector<TensorId>& recomputed, int64_t budget_bytes,
                      int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
-  return planner::ReplaySelective(g, ComputeGraphFacts(g), ModelFingerprint(g), strategy,
-                                  recomputed, budget_bytes, baseline_peak_bytes, sim);
+  const planner::StandaloneReplay r(g, {.strategy = strategy,
+                                        .budget_bytes = budget_bytes,
+                                        .baseline_peak_bytes = baseline_peak_bytes,
+                                        .sim = sim});
+  return planner::ReplaySelective(g, recomputed, r.options);
 }
 
 namespace planner {
 
-Plan ReplaySelective(const TrainingGraph& g, const GraphFacts& facts,
-                     const std::string& fingerprint, const std::string& strategy,
-                     std::vector<TensorId> recomputed, int64_t budget_bytes,
-                     int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+Plan ReplaySelective(const TrainingGraph& g, std::vector<TensorId> recomputed,
+                     const ReplayOptions& o) {
   std::sort(recomputed.begin(), recomputed.end());
   recomputed.erase(std::unique(recomputed.begin(), recomputed.end()), recomputed.end());
-  Plan p;
-  p.strategy = strategy;
-  p.model_path = g.model_path;
-  p.batch = g.batch;
-  p.model_fingerprint = fingerprint;
-  p.budget_bytes = budget_bytes;
-  p.schedule = BuildSelectiveSchedule(g, facts, recomputed);
+  Plan p = ReplayedPlan(g, BuildSelectiveSchedule(g, *o.facts, recomputed), o);
   p.recomputed = std::move(recomputed);
-  p.timeline = Simulate(p.schedule, sim);
-  p.predicted_peak_bytes = p.timeline.peak_bytes;
-  p.baseline_peak_bytes = baseline_peak_bytes;
   p.recompute_flops = ScheduleRecomputeFlops(g, p.schedule);
-  p.forward_flops = g.forward_flops();
-  p.feasible = budget_bytes <= 0 || p.predicted_peak_bytes <= budget_bytes;
   return p;
 }
 

@@ -480,8 +480,13 @@ SelectiveExactResult PlanSelectiveExact(const TrainingGraph& g, const CostModel&
   const int64_t budget = options.budget_bytes;
   SelectiveExactResult result;
   auto finish = [&](const std::vector<TensorId>& ids) {
-    result.plan = ReplaySelective(cg, f, ctx.fingerprint(), "selective-exact", ids, budget,
-                                  ctx.baseline_peak(), options.simulator);
+    result.plan = ReplaySelective(cg, ids,
+                                  {.facts = &f,
+                                   .fingerprint = ctx.fingerprint(),
+                                   .strategy = "selective-exact",
+                                   .budget_bytes = budget,
+                                   .baseline_peak_bytes = ctx.baseline_peak(),
+                                   .sim = options.simulator});
     result.plan.predicted_recompute_seconds =
         ScheduleRecomputeSeconds(ctx.node_seconds(), result.plan.schedule);
     result.plan.solve_seconds = SecondsSince(start);

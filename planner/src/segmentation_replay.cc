@@ -1,5 +1,5 @@
-// The schedule of a segmented training step (plan.h's execution semantics), and the replay
-// that turns a segmentation into a Plan.
+// A segmentation (cuts between segments) as segments and checkpoints, what its recomputes cost,
+// and its replay into a Plan (the schedule itself: the analyzer's BuildScheduleFromCuts).
 #include <algorithm>
 #include <chrono>
 #include <unordered_set>
@@ -116,32 +116,40 @@ double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vect
 Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
                         const std::vector<NodeId>& cuts, int64_t budget_bytes,
                         int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
-  return planner::ReplaySegmentation(g, planner::ComputeGraphFacts(g), ModelFingerprint(g),
-                                     strategy, cuts, budget_bytes, baseline_peak_bytes, sim);
+  const planner::StandaloneReplay r(g, {.strategy = strategy,
+                                        .budget_bytes = budget_bytes,
+                                        .baseline_peak_bytes = baseline_peak_bytes,
+                                        .sim = sim});
+  return planner::ReplaySegmentation(g, cuts, r.options);
 }
 
 namespace planner {
 
-Plan ReplaySegmentation(const TrainingGraph& g, const GraphFacts& facts,
-                        const std::string& fingerprint, const std::string& strategy,
-                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
-                        int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
+Plan ReplayedPlan(const TrainingGraph& g, Schedule schedule, const ReplayOptions& o) {
   Plan p;
-  p.strategy = strategy;
+  p.strategy = o.strategy;
   p.model_path = g.model_path;
   p.batch = g.batch;
-  p.model_fingerprint = fingerprint;
-  p.budget_bytes = budget_bytes;
-  p.segments = cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts);
-  CheckCuts(g, cuts);
-  p.checkpoints = cuts.empty() ? std::vector<TensorId>{} : SegmentCheckpoints(g, p.segments);
-  p.schedule = BuildScheduleFromCuts(g, facts, cuts);
-  p.timeline = Simulate(p.schedule, sim);
+  p.model_fingerprint = o.fingerprint;
+  p.budget_bytes = o.budget_bytes;
+  p.schedule = std::move(schedule);
+  p.timeline = Simulate(p.schedule, o.sim);
   p.predicted_peak_bytes = p.timeline.peak_bytes;
-  p.baseline_peak_bytes = baseline_peak_bytes;
-  p.recompute_flops = RecomputeFlops(g, cuts);
+  p.baseline_peak_bytes = o.baseline_peak_bytes;
   p.forward_flops = g.forward_flops();
-  p.feasible = budget_bytes <= 0 || p.predicted_peak_bytes <= budget_bytes;
+  p.feasible = o.budget_bytes <= 0 || p.predicted_peak_bytes <= o.budget_bytes;
+  return p;
+}
+
+Plan ReplaySegmentation(const TrainingGraph& g, const std::vector<NodeId>& cuts,
+                        const ReplayOptions& o) {
+  std::vector<std::vector<NodeId>> segments =
+      cuts.empty() ? std::vector<std::vector<NodeId>>{} : SegmentsFromCuts(g, cuts);
+  CheckCuts(g, cuts);
+  Plan p = ReplayedPlan(g, BuildScheduleFromCuts(g, *o.facts, cuts), o);
+  p.segments = std::move(segments);
+  p.checkpoints = cuts.empty() ? std::vector<TensorId>{} : SegmentCheckpoints(g, p.segments);
+  p.recompute_flops = RecomputeFlops(g, cuts);
   return p;
 }
 
