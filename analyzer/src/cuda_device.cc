@@ -6,16 +6,20 @@
 #include <nlohmann/json.hpp>
 
 #include "memplan/analysis_report.h"
+#include "memplan/device_name.h"
 #include "memplan/json_read.h"
 #include "memplan/spatial_attrs.h"
 
 namespace memplan {
 namespace {
 
+// cuda or cuda:K, as device_name.h reads device names.
 bool IsCudaName(const std::string& d) {
-  if (d == "cuda") return true;
-  if (d.rfind("cuda:", 0) != 0 || d.size() == 5 || d.size() > 9) return false;
-  return std::all_of(d.begin() + 5, d.end(), [](char c) { return c >= '0' && c <= '9'; });
+  try {
+    return ParseDeviceName(d).cuda;
+  } catch (const MemplanError&) {
+    return false;
+  }
 }
 
 // CUBLAS_WORKSPACE_CONFIG: ":SIZE:COUNT" pairs (SIZE in KiB), as LibTorch sums them.
