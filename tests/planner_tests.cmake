@@ -20,7 +20,10 @@ add_dependencies(planner_tests memplan)
 gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
 # The corpus suites: gpt and mobilenet_v2 in `make test` (a transformer, a CNN with batch norm),
 # the other models in `make check`.
-set(_long "Models/PlannerAgreementCorpus.*/resnet18" "Models/PlannerAgreementCorpus.TheSmallestBudget*")
+set(_long)
+foreach(m resnet18 resnet50 vgg16 mobilenetv2 vitb16 densenet121 efficientnetb0 googlenet swint gptdeep)
+  list(APPEND _long "Models/PlannerAgreementCorpus.*/${m}")
+endforeach()
 foreach(m densenet121 efficientnet_b0 gpt_deep resnet50 swin_t vit_b_16)
   list(APPEND _long "Models/SelectiveCorpusPlans.*/${m}")
 endforeach()
