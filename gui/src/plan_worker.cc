@@ -268,16 +268,13 @@ std::string PlanModelPath(const std::string& plan_path, const std::string& model
 Item WithPlanSchedule(const std::string& path, Item file,
                       const std::vector<std::string>& opened_models, const ModelOptions& device) {
   if (file.kind != SourceKind::kPlan || file.schedule) return file;
+  // A plan without its model's name (PlanReport's "model"): only its numbers and timeline.
+  if (file.model.empty()) return file;
   try {
     const nlohmann::json j = nlohmann::json::parse(ReadText(path));
-    if (!IsPlanJson(j) || !j.contains("model") || !j["model"].is_string() ||
-        j["model"].get<std::string>().empty()) {
-      return file;  // a plan without its model's name: only its numbers and timeline
-    }
-    // As `memplan run --plan` loads the model: the plan's micro-batch, optimizer and loss.
+    // As `memplan run --plan` loads the model: the plan's micro-batch, optimizer, grads and loss.
     const LoadOptions o = LoadOptionsForPlan(j, LoadOptions{});
-    TrainingGraph g =
-        LoadTrainingGraph(PlanModelPath(path, j["model"].get<std::string>(), opened_models), o);
+    TrainingGraph g = LoadTrainingGraph(PlanModelPath(path, file.model, opened_models), o);
     std::optional<CudaDevice> cuda;
     if (!device.device.empty()) {
       cuda = DeviceFor(device);
