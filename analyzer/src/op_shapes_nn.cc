@@ -4,6 +4,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include "memplan/spatial_attrs.h"
 #include "op_rules_internal.h"
 
 namespace memplan::rules {
@@ -12,30 +13,24 @@ namespace {
 std::vector<int64_t> SpatialOut(const InferContext& c, const std::vector<int64_t>& in_spatial,
                                 const std::vector<int64_t>& kernel, bool ceil_mode) {
   const Node& n = c.node();
-  size_t k = kernel.size();
-  std::vector<int64_t> strides = n.attr_ints("strides"), dil = n.attr_ints("dilations"),
-                       pads = n.attr_ints("pads");
-  strides.resize(k, 1);
-  if (strides.size() > k) strides.resize(k);
-  dil.resize(k, 1);
-  pads.resize(2 * k, 0);
-  std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  const size_t k = kernel.size();
+  std::vector<int64_t> in_shape = {1, 1};
+  in_shape.insert(in_shape.end(), in_spatial.begin(), in_spatial.end());
+  const SpatialAttrs a = ReadSpatialAttrs(n, in_shape, kernel);
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> out(k);
   for (size_t i = 0; i < k; ++i) {
-    int64_t s = std::max<int64_t>(strides[i], 1);
+    const int64_t s = std::max<int64_t>(a.stride[i], 1);
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
       out[i] = (in_spatial[i] + s - 1) / s;
       continue;
     }
-    int64_t pad = auto_pad == "VALID" ? 0 : pads[i] + pads[i + k];
-    int64_t eff = dil[i] * (kernel[i] - 1) + 1;
-    int64_t span = in_spatial[i] + pad - eff;
+    const int64_t eff = a.dilation[i] * (kernel[i] - 1) + 1;
+    const int64_t span = in_spatial[i] + a.pad_begin[i] + a.pad_end[i] - eff;
     if (span < 0) c.fail("kernel is larger than the padded input");
     out[i] = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
     // As PyTorch: with ceil mode, the last window must start inside the input or left pad.
-    if (ceil_mode && (out[i] - 1) * s >= in_spatial[i] + (auto_pad == "VALID" ? 0 : pads[i])) {
-      --out[i];
-    }
+    if (ceil_mode && (out[i] - 1) * s >= in_spatial[i] + a.pad_begin[i]) --out[i];
   }
   return out;
 }
