@@ -14,8 +14,7 @@ GraphFacts ComputeGraphFacts(const TrainingGraph& g) {
   f.root_of.assign(g.tensors.size(), -1);
   for (const Tensor& t : g.tensors) {
     if (t.is_view() || t.is_persistent() || t.producer == kNone) continue;
-    f.root_of[t.id] = static_cast<int32_t>(f.roots.size());
-    f.roots.push_back(t.id);
+    f.root_of[t.id] = static_cast<int32_t>(f.root.size());
     GraphFacts::Root r;
     r.tensor = t.id;
     r.producer = t.producer;
@@ -54,7 +53,7 @@ GraphFacts ComputeGraphFacts(const TrainingGraph& g) {
     for (TensorId o : n.outputs) {
       if (o == kNone) continue;
       int32_t r = f.root_of[o];
-      if (r >= 0 && f.roots[r] == o) f.produced[n.id].push_back(r);
+      if (r >= 0 && f.root[r].tensor == o) f.produced[n.id].push_back(r);
     }
     for (const SavedExtra& e : n.saved_extras) f.extra_bytes[n.id] += e.bytes;
   }

@@ -13,14 +13,14 @@ class SelectiveBuilder {
  public:
   SelectiveBuilder(const TrainingGraph& g, const GraphFacts& f,
                    const std::vector<TensorId>& recomputed)
-      : g_(g), f_(f), dropped_(f.roots.size(), false) {
+      : g_(g), f_(f), dropped_(f.root.size(), false) {
     for (TensorId t : recomputed) {
       if (t < 0 || t >= static_cast<TensorId>(g.tensors.size())) {
         throw MemplanError("selective recompute: tensor id " + std::to_string(t) +
                            " is not in the graph");
       }
       const int32_t r = f.root_of[t];
-      if (r < 0 || f.roots[r] != t) {
+      if (r < 0 || f.root[r].tensor != t) {
         throw MemplanError(
             "selective recompute: '" + g.tensors[t].name +
             "' cannot be recomputed: it is not an activation with its own storage (a view, an "
@@ -40,9 +40,9 @@ class SelectiveBuilder {
     PersistentBuffers persistent = AddPersistentBuffers(g_, s_);
     // Every activation storage gets its forward buffer up front: the backward, built first,
     // decides when the kept ones that recomputation reads die.
-    forward_buffer_.assign(f_.roots.size(), kNone);
-    for (size_t r = 0; r < f_.roots.size(); ++r) {
-      const Tensor& t = g_.tensors[f_.roots[r]];
+    forward_buffer_.assign(f_.root.size(), kNone);
+    for (size_t r = 0; r < f_.root.size(); ++r) {
+      const Tensor& t = g_.tensors[f_.root[r].tensor];
       forward_buffer_[r] = s_.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
     }
     extras_.resize(num_nodes);
@@ -52,12 +52,12 @@ class SelectiveBuilder {
             s_.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone}));
       }
     }
-    last_recompute_read_.assign(f_.roots.size(), -1);
-    materialized_.assign(f_.roots.size(), kNone);
+    last_recompute_read_.assign(f_.root.size(), -1);
+    materialized_.assign(f_.root.size(), kNone);
     have_view_.assign(g_.tensors.size(), false);
-    views_of_.resize(f_.roots.size());
+    views_of_.resize(f_.root.size());
     free_backward_.resize(num_nodes);
-    for (size_t r = 0; r < f_.roots.size(); ++r) {
+    for (size_t r = 0; r < f_.root.size(); ++r) {
       if (!dropped_[r] && f_.root[r].first_saver != kNone)
         free_backward_[f_.root[r].first_saver].push_back(r);
     }
@@ -75,7 +75,7 @@ class SelectiveBuilder {
       }
       std::sort(wanted.begin(), wanted.end(),
                 [&](int32_t a, int32_t b) { return f_.root[a].producer < f_.root[b].producer; });
-      for (int32_t r : wanted) Need(f_.roots[r]);
+      for (int32_t r : wanted) Need(f_.root[r].tensor);
       // A recomputed storage no backward step still to come saves dies with the chain.
       if (!chain_.empty()) {
         Step& last = backward_.back();
@@ -104,9 +104,9 @@ class SelectiveBuilder {
     // 1. Forward: the plain step's, except that dropped storages are not saved and kept storages
     // that recomputation reads live until their last such read.
     std::vector<std::vector<BufferId>> free_forward(num_nodes), handed_forward(num_nodes);
-    std::vector<int> saved_free_step(f_.roots.size(), -1);
+    std::vector<int> saved_free_step(f_.root.size(), -1);
     for (auto [r, step] : kept_free_step_) saved_free_step[r] = step;
-    for (size_t r = 0; r < f_.roots.size(); ++r) {
+    for (size_t r = 0; r < f_.root.size(); ++r) {
       const GraphFacts::Root& root = f_.root[r];
       const BufferId b = forward_buffer_[r];
       const bool saved = !dropped_[r] && root.first_saver != kNone;
@@ -154,7 +154,7 @@ class SelectiveBuilder {
     const int32_t r = f_.root_of[x];
     if (r < 0) return;         // a view of a parameter or a constant: the executor holds it
     if (!dropped_[r]) return;  // kept: the reading step extends its life
-    if (x == f_.roots[r] ? materialized_[r] != kNone : have_view_[x]) return;
+    if (x == f_.root[r].tensor ? materialized_[r] != kNone : have_view_[x]) return;
     const Node& p = g_.nodes[t.producer];
     for (TensorId i : p.inputs) {
       if (i != kNone) Need(i);
@@ -168,7 +168,7 @@ class SelectiveBuilder {
       if (ri >= 0 && !dropped_[ri]) last_recompute_read_[ri] = static_cast<int>(backward_.size());
     }
     for (int32_t o : f_.produced[p.id]) {
-      const Tensor& ot = g_.tensors[f_.roots[o]];
+      const Tensor& ot = g_.tensors[f_.root[o].tensor];
       if (dropped_[o] && materialized_[o] == kNone) {
         BufferId b =
             s_.AddBuffer({ot.name + " (recomputed)", ot.bytes, MemoryCategory::kActivation, ot.id});
@@ -193,7 +193,7 @@ class SelectiveBuilder {
     for (TensorId o : p.outputs) {
       if (o == kNone) continue;
       const int32_t ro = f_.root_of[o];
-      if (ro >= 0 && dropped_[ro] && o != f_.roots[ro] && materialized_[ro] != kNone) {
+      if (ro >= 0 && dropped_[ro] && o != f_.root[ro].tensor && materialized_[ro] != kNone) {
         have_view_[o] = true;
         views_of_[ro].push_back(o);
       }

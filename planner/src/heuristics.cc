@@ -96,7 +96,7 @@ Plan RunBottleneck(Context& ctx, const PlanOptions& o) {
   std::vector<NodeId> bottlenecks = BottleneckCuts(g, ctx.facts());
   // memory_saving_gradients: about sqrt(#tensors) checkpoints, evenly spaced bottlenecks.
   size_t k =
-      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(ctx.facts().roots.size()))));
+      static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(ctx.facts().root.size()))));
   std::vector<NodeId> cuts;
   if (bottlenecks.size() <= k) {
     cuts = bottlenecks;

@@ -132,7 +132,7 @@ MilpResult SolveMilp(const SegmentCosts& c, const GraphFacts& f, int64_t budget,
     m.AddRow(terms, 0, 0);
   }
   // Checkpoint indicators: c_r = h_r,lastreader; h_r,R >= z_k for cuts k in (producer, R].
-  const size_t num_roots = f.roots.size();
+  const size_t num_roots = f.root.size();
   std::vector<std::map<NodeId, int> > h(num_roots);
   auto h_col = [&](size_t r, NodeId reader) {
     auto it = h[r].find(reader);

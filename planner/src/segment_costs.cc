@@ -239,9 +239,9 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f,
     w.grad_in[n] = g.nodes[n].has_backward ? grad_after[n] : w.grad_in[n + 1];
 
   // 2. Per-node and per-storage inputs of the sweep.
-  const size_t num_roots = f.roots.size();
+  const size_t num_roots = f.root.size();
   c.root_bytes.resize(num_roots);
-  for (size_t r = 0; r < num_roots; ++r) c.root_bytes[r] = acc(g.tensors[f.roots[r]].bytes);
+  for (size_t r = 0; r < num_roots; ++r) c.root_bytes[r] = acc(g.tensors[f.root[r].tensor].bytes);
   w.extra.assign(num_nodes, 0);
   w.extra_prefix.assign(num_nodes + 1, 0);
   w.forward_workspace.assign(num_nodes, 0);

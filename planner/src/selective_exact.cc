@@ -91,7 +91,7 @@ class Relaxation {
       if (s.phase == Phase::kBackward) backward[s.node] = static_cast<int>(i);
       if (s.phase == Phase::kLoss) loss_step_ = static_cast<int>(i);
     }
-    const size_t num_roots = f.roots.size();
+    const size_t num_roots = f.root.size();
     std::vector<NodeId> last_saver(num_roots, kNone);
     for (const Node& n : g.nodes) {
       if (!n.has_backward) continue;
@@ -142,7 +142,7 @@ class Relaxation {
   }
 
   size_t size() const { return roots_.size(); }
-  TensorId tensor(size_t k) const { return f_.roots[roots_[k]]; }
+  TensorId tensor(size_t k) const { return f_.root[roots_[k]].tensor; }
   int index_of_root(int32_t r) const { return index_[r]; }
 
   // (C): every dropped unsaved candidate is read by the producer of another dropped one.
@@ -294,7 +294,7 @@ SelectiveRelaxation RelaxSelective(const TrainingGraph& g, const CostModel& cost
     const int32_t r = t >= 0 && t < static_cast<TensorId>(ctx.facts().root_of.size())
                           ? ctx.facts().root_of[t]
                           : -1;
-    const int k = r >= 0 && ctx.facts().roots[r] == t ? rel.index_of_root(r) : -1;
+    const int k = r >= 0 && ctx.facts().root[r].tensor == t ? rel.index_of_root(r) : -1;
     if (k < 0)
       throw MemplanError("RelaxSelective: tensor " + std::to_string(t) +
                          " is not a droppable storage");

@@ -155,7 +155,7 @@ std::vector<int32_t> Search::KeepEstimate(const StepIndex& x, const std::vector<
   std::vector<int32_t> keep;
   std::vector<std::pair<int32_t, std::pair<int, int>>> released;
   std::vector<int32_t> unit;
-  std::vector<char> handled(f_.roots.size(), 0);
+  std::vector<char> handled(f_.root.size(), 0);
   for (int32_t r : order) {
     if (handled[r]) continue;
     const NodeId producer = f_.root[r].producer;

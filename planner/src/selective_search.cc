@@ -74,7 +74,7 @@ namespace selective {
 
 Search::Search(Context& ctx, const PlanOptions& o)
     : g_(ctx.graph()), f_(ctx.facts()), seconds_(ctx.node_seconds()), sim_(o.simulator) {
-  const size_t num_roots = f_.roots.size();
+  const size_t num_roots = f_.root.size();
   last_saver_.assign(num_roots, kNone);
   for (const Node& n : g_.nodes) {
     for (TensorId t : n.saved_for_backward) {
@@ -84,7 +84,7 @@ Search::Search(Context& ctx, const PlanOptions& o)
   }
   bytes_.assign(num_roots, 0);
   for (size_t r = 0; r < num_roots; ++r) {
-    bytes_[r] = AccountedBytes(g_.tensors[f_.roots[r]].bytes, sim_.policy);
+    bytes_[r] = AccountedBytes(g_.tensors[f_.root[r].tensor].bytes, sim_.policy);
     if (f_.root[r].producer != f_.loss_node) droppable_.push_back(static_cast<int32_t>(r));
   }
   seen_.assign(num_roots, 0);
@@ -118,7 +118,7 @@ Point Search::Replay(std::vector<char> dropped) {
 std::vector<TensorId> Search::Ids(const std::vector<char>& dropped) const {
   std::vector<TensorId> ids;
   for (int32_t r : droppable_) {
-    if (dropped[r]) ids.push_back(f_.roots[r]);
+    if (dropped[r]) ids.push_back(f_.root[r].tensor);
   }
   return ids;
 }
@@ -140,7 +140,7 @@ StepIndex Search::Index(const Schedule& s) const {
   x.first_recompute.assign(num_nodes, -1);
   x.last_recompute.assign(num_nodes, -1);
   x.recomputes.assign(num_nodes, 0);
-  x.forward_free.assign(f_.roots.size(), -1);
+  x.forward_free.assign(f_.root.size(), -1);
   std::vector<int32_t> forward_root(s.buffers.size(), -1);
   int group_start = -1;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -156,7 +156,7 @@ StepIndex Search::Index(const Schedule& s) const {
             const TensorId t = s.buffers[b].tensor;
             if (t == kNone || s.buffers[b].category != MemoryCategory::kActivation) continue;
             const int32_t r = f_.root_of[t];
-            if (r >= 0 && f_.roots[r] == t) forward_root[b] = r;
+            if (r >= 0 && f_.root[r].tensor == t) forward_root[b] = r;
           }
           break;
         case Phase::kRecompute:
@@ -190,7 +190,7 @@ Plan RunSelective(Context& ctx, const PlanOptions& o) {
   auto start = Clock::now();
   const TrainingGraph& g = ctx.graph();
   Search search(ctx, o);
-  Point cur = search.Replay(std::vector<char>(ctx.facts().roots.size(), 0));
+  Point cur = search.Replay(std::vector<char>(ctx.facts().root.size(), 0));
   search.set_origin(cur);
   // Small graphs replay fast: finer steps there (1 B on toy graphs: each point aims just
   // below the last), and replays to spare for 1c, 1d and the escapes: a replay costs about

@@ -126,7 +126,7 @@ Point Search::Escape(const Point& p, int64_t target) {
     optional_left_ -= replays_ - before;
   }
   for (bool unsaved : {true, false}) {
-    std::vector<char> dropped(f_.roots.size(), 0);
+    std::vector<char> dropped(f_.root.size(), 0);
     for (int32_t r : droppable_) dropped[r] = unsaved || saved(r);
     Point q = Replay(std::move(dropped));
     if (q.peak < p.peak) return q;

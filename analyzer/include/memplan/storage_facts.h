@@ -15,17 +15,17 @@ struct GraphFacts {
   int num_nodes = 0;
   NodeId loss_node = kNone;  // the producer of the loss; cuts lie in [1, loss_node]
 
-  // Activation storages: non-view, non-persistent tensors with a producer, in TensorId order.
-  std::vector<TensorId> roots;
-  std::vector<int32_t> root_of;  // per tensor: index into `roots` of its storage, or -1
+  // Activation storages (roots): non-view, non-persistent tensors with a producer, in TensorId
+  // order.
   struct Root {
-    TensorId tensor = kNone;
+    TensorId tensor = kNone;  // the storage's own tensor
     NodeId producer = kNone;
     NodeId last_reader = kNone;   // max of the producer and every reader of any view
     NodeId first_saver = kNone;   // the earliest node whose backward reads it; kNone if none
     std::vector<NodeId> readers;  // sorted, unique; readers of the storage through any view
   };
-  std::vector<Root> root;  // parallel to `roots`
+  std::vector<Root> root;
+  std::vector<int32_t> root_of;  // per tensor: index into `root` of its storage, or -1
 
   std::vector<std::vector<int32_t>> produced;  // per node: indices of the roots it allocates
   std::vector<int64_t> extra_bytes;            // per node: its saved extras, in total
@@ -43,7 +43,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
                                const std::vector<NodeId>& cuts);
 
 // The schedule of a step with selective recompute, per plan.h's semantics: the activation
-// storages in `recomputed` (root tensors: members of f.roots, none produced by the loss node)
+// storages in `recomputed` (root tensors: f.root[r].tensor, none produced by the loss node)
 // are not saved by the forward and are recomputed, without autograd, before the backward step
 // that first needs them. Empty: the plain training step. Throws MemplanError naming a tensor
 // that cannot be recomputed.
