@@ -122,6 +122,38 @@ TEST_F(PlannerCli, AutoListsItsCandidates) {
   EXPECT_TRUE(chosen_fits);
 }
 
+// On micro-batches auto's candidates are priced as its plan is: with the other micro-batches'
+// inputs resident and per step, so that they compare with the budget printed above them.
+TEST_F(PlannerCli, AutosCandidatesOnMicroBatchesCompareWithTheBudget) {
+  std::string json = dir_ + "/auto-micro.json";
+  // The smallest budget of auto on 4 micro-batches (a promise: its plan fits it).
+  CliResult r = Run(model_ + " --batch 8 --budget 1KiB --micro-batches 4 --json " + json);
+  ASSERT_EQ(r.code, 2) << r.err;
+  const int64_t least = nlohmann::json::parse(ReadFile(json))["smallest_budget_bytes"];
+  r = Run(model_ + " --batch 8 --budget " + std::to_string(least) + "B --micro-batches 4 --json " +
+          json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("auto tried   (on micro-batches of 2, the other micro-batches' inputs "
+                       "resident)"),
+            std::string::npos)
+      << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  ASSERT_EQ(j["micro_batches"], 4);
+  ASSERT_TRUE(j["candidates"].is_array()) << j.dump();
+  int chosen = 0;
+  for (const nlohmann::json& c : j["candidates"]) {
+    SCOPED_TRACE(c.dump());
+    const int64_t need =
+        c["predicted_peak_bytes"].get<int64_t>() + c["margin_bytes"].get<int64_t>();
+    EXPECT_EQ(c["feasible"].get<bool>(), need <= least);
+    if (c["strategy"] != j["strategy"]) continue;
+    ++chosen;
+    EXPECT_EQ(c["predicted_peak_bytes"], j["predicted_peak_bytes"]);
+    EXPECT_EQ(c["predicted_recompute_seconds"], j["predicted_recompute_seconds"]);
+  }
+  EXPECT_EQ(chosen, 1);
+}
+
 // The sweep's smallest budget is the plan's: both answer the same options.
 TEST_F(PlannerCli, TheSweepAndTheExitMessageGiveOneSmallestBudget) {
   std::string json = dir_ + "/sweep.json";
@@ -143,6 +175,31 @@ TEST_F(PlannerCli, TheBatchNormNoteIsForModelsWithBatchNorm) {
       << r.out;
   EXPECT_EQ(r.out.find("batch-norm"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("s predicted per step for running 4 micro-batches"), std::string::npos)
+      << r.out;
+}
+
+// A model with training-mode batch norm: micro-batches get the note, and a warning below 8
+// samples per micro-batch.
+TEST_F(PlannerCli, BatchNormOnMicroBatchesOfFewerThanEightSamplesIsAWarning) {
+  const std::string bn = dir_ + "/bn.onnx";
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 4, 4, 4});
+  for (const char* p : {"scale", "bias", "mean", "var"}) b.Param(p, {4});
+  b.Ints("shape", {-1, 64});
+  b.Node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"bn", "rm", "rv"})
+      .Attr("training_mode", int64_t{1});
+  b.Node("Relu", {"bn"}, {"r"}).Node("Reshape", {"r", "shape"}, {"logits"}).Output("logits");
+  b.Save(bn);
+  CliResult r = Run(bn + " --batch 16 --budget 1GiB --micro-batches 2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("micro-batches of 8 with gradient accumulation (batch-norm statistics are "
+                       "per micro-batch)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("WARNING"), std::string::npos) << r.out;
+  r = Run(bn + " --batch 16 --budget 1GiB --micro-batches 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("WARNING: 4 samples per micro-batch is below 8"), std::string::npos)
       << r.out;
 }
 

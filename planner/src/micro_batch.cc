@@ -120,6 +120,14 @@ void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batche
   p.recompute_flops *= static_cast<double>(micro_batches);
   p.forward_flops *= static_cast<double>(micro_batches);
   p.predicted_recompute_seconds *= static_cast<double>(micro_batches);
+  // `auto`'s candidates were planned on the micro-batch graph against the budget the resident
+  // inputs leave: with those inputs (resident from the first step: + rest on every step's bytes)
+  // and per step, they compare with the plan and its budget as printed.
+  for (PlanCandidate& c : p.candidates) {
+    c.predicted_peak_bytes += rest;
+    c.recompute_flops *= static_cast<double>(micro_batches);
+    c.predicted_recompute_seconds *= static_cast<double>(micro_batches);
+  }
   std::string note = "the batch of " + std::to_string(micro.batch * micro_batches) + " runs as " +
                      std::to_string(micro_batches) + " micro-batches of " +
                      std::to_string(micro.batch) + " with gradient accumulation";

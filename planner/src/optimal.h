@@ -41,8 +41,8 @@ int64_t PredictPeak(const SegmentCosts& costs, const GraphFacts& facts,
 std::vector<int64_t> PredictPhasePeaks(const SegmentCosts& costs, const GraphFacts& facts,
                                        const std::vector<NodeId>& cuts);
 
-// The smallest budget for which SolveSegmentation is feasible (binary search over bytes: to
-// the byte below 100 KB, to 1e-5 of the peak above), optionally with the last cut fixed.
+// The smallest budget for which SolveSegmentation is feasible (binary search over bytes, to the
+// byte), optionally with the last cut fixed.
 // `upper`: a budget known to be feasible (0: the peak of the fixed last cut alone, or the
 // plain step's).
 DpResult SmallestPeak(const SegmentCosts& costs, const GraphFacts& facts, int fixed_last,
