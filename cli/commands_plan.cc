@@ -147,7 +147,13 @@ void PrintLayout(const Plan& p, const TrainingGraph& g) {
 // `auto`: why it chose, one line per strategy tried.
 void PrintCandidates(const Plan& p) {
   if (p.candidates.empty()) return;
-  std::printf("auto tried   (at the plan's batch of %lld)\n", static_cast<long long>(p.batch));
+  if (p.micro_batches > 1) {
+    std::printf(
+        "auto tried   (on micro-batches of %lld, the other micro-batches' inputs resident)\n",
+        static_cast<long long>(p.batch));
+  } else {
+    std::printf("auto tried\n");
+  }
   for (const PlanCandidate& c : p.candidates) {
     std::printf(
         "  %-11s peak %-12s %-13s recompute %.3g s%s\n", c.strategy.c_str(),
@@ -225,7 +231,9 @@ std::string InfeasibleMessage(const BudgetPlan& r, const std::string& strategy) 
   const Plan& s = r.smallest;
   const std::string at =
       s.micro_batches > 1 ? " with " + std::to_string(s.micro_batches) + " micro-batches" : "";
-  const std::string least = FormatBytes(r.smallest_budget_bytes());
+  // Rounded alike, the budget and the smallest would read as one number: then bytes.
+  std::string least = FormatBytes(r.smallest_budget_bytes());
+  if (least == FormatBytes(r.budget_bytes)) least = std::to_string(r.smallest_budget_bytes()) + "B";
   std::string m = "memplan plan: no " + (is_auto ? std::string() : strategy + " ") +
                   "plan fits the budget of " + FormatBytes(r.budget_bytes) + "; ";
   if (is_auto) {
