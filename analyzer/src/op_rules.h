@@ -116,6 +116,9 @@ struct OpRule {
   // Measured with LibTorch's counting allocator; elementwise (TensorIterator) backward ops,
   // batch and instance norm, einsum and the reductions read it as it is.
   bool copies_broadcast_grad = false;
+  // Backward makes a contiguous copy of an incoming gradient that is a strided (permuted) view:
+  // convolution's, measured with LibTorch's counting allocator.
+  bool copies_strided_grad = false;
   // The kernel hands these inputs to its ATen op through a view it makes (Gemm's transA and
   // transB: t()). A parameter there gets its gradient through that view's backward, so its
   // AccumulateGrad runs after those of the op's directly read parameters (which autograd runs

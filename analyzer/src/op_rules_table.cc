@@ -58,6 +58,7 @@ std::vector<OpRule> MakeRules() {
        .backward_factor = 2.0,
        .saves = SavesInputs01,
        .copies_broadcast_grad = true,
+       .copies_strided_grad = true,
        .backward_workspace = ConvWorkspace,
        .validate = ValidateConv,
        .forward_workspace = ConvForwardWorkspace,

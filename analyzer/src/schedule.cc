@@ -138,6 +138,38 @@ bool GradViewIsDense(const TrainingGraph& g, const OpRule& rule, const Node& n, 
   return undoes_view && g.tensors[n.outputs[0]].numel() == g.tensors[param].numel();
 }
 
+// The strides of tensor t's gradient where it is a view of another gradient with its own strides
+// (empty: dense). Transpose's backward permutes the incoming gradient back; the other views keep
+// or re-view its strides (a slice of Concat's keeps them). Only a tensor read by one node can
+// hold a view: several readers' gradients are summed into a new one.
+std::vector<int64_t> GradStrides(const TrainingGraph& g, TensorId t, int depth = 0) {
+  const Tensor& tensor = g.tensors[t];
+  if (depth > 64 || tensor.consumers.size() != 1) return {};
+  const Node& n = g.node(tensor.consumers[0]);
+  const OpRule* rule = FindOpRule(n.op_type);
+  const TensorId out = n.outputs[0];
+  if (!n.has_backward || out == kNone || !rule || !rule->grad_is_view || rule->grad_is_broadcast ||
+      rule->grad_reduces_broadcast_inputs || !g.tensors[out].has_gradient)
+    return {};
+  const Tensor& o = g.tensors[out];
+  std::vector<int64_t> os = GradStrides(g, out, depth + 1);
+  if (os.empty()) os = ContiguousStrides(o.shape);
+  const std::vector<int64_t> perm = n.attr_ints("perm");
+  if (rule->view == ViewKind::kStridedView && perm.size() == o.shape.size() &&
+      tensor.shape.size() == perm.size()) {
+    std::vector<int64_t> st(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k) st[static_cast<size_t>(perm[k])] = os[k];
+    return st;
+  }
+  if (tensor.shape == o.shape) return os;
+  if (rule->view == ViewKind::kReshape || rule->view == ViewKind::kView) {
+    std::vector<int64_t> st;
+    return ViewStrides(o.shape, os, tensor.shape, &st) ? st : std::vector<int64_t>{};
+  }
+  if (rule->view == ViewKind::kNone && tensor.shape.size() == o.shape.size()) return os;
+  return {};
+}
+
 }  // namespace
 
 GradientFlow::GradientFlow(const TrainingGraph& g, Schedule& s)
@@ -273,9 +305,18 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       step.allocs.push_back(grad[i]);
     }
   }
-  if (rule->copies_broadcast_grad && out_broadcast) {
-    BufferId c = s.AddBuffer({n.name + ":contiguous copy of the broadcast incoming gradient",
-                              g.tensors[out].bytes, MemoryCategory::kTemporary, kNone});
+  // A permuted view (ViT's patch embedding: conv, reshape, transpose): convolution backward makes
+  // it contiguous first (measured, LibTorch 2.14.1).
+  bool out_strided = false;
+  if (rule->copies_strided_grad && out_grad != kNone && !out_broadcast) {
+    const std::vector<int64_t> st = GradStrides(g, out);
+    out_strided = !st.empty() && !IsContiguousLayout(g.tensors[out].shape, st);
+  }
+  if ((rule->copies_broadcast_grad && out_broadcast) || out_strided) {
+    BufferId c =
+        s.AddBuffer({n.name + (out_strided ? ":contiguous copy of the strided incoming gradient"
+                                           : ":contiguous copy of the broadcast incoming gradient"),
+                     g.tensors[out].bytes, MemoryCategory::kTemporary, kNone});
     step.allocs.push_back(c);
     step.frees.push_back(c);
   }
