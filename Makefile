@@ -11,6 +11,10 @@ JOBS ?= $(shell nproc)
 # cached outside the clone, keyed by both, so fresh clones and CI export once.
 MODEL_CACHE ?= $(HOME)/.cache/memplan/models-$(shell cat scripts/requirements.txt samples/export_models.py | sha256sum | cut -c1-12)
 CMAKE_FLAGS ?=
+# ccache (CMakeLists.txt's compiler launcher) hashes paths relative to the clone and not the build
+# folder, so that a fresh clone (CI) reuses what an earlier clone compiled.
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
 GENERATOR = $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 # The project's Python environment (PyPI torch, torchvision, onnx), made by scripts/install-deps.sh.
 PYTHON := $(shell bash scripts/install-deps.sh --print-venv)/bin/python
