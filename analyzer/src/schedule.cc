@@ -306,11 +306,16 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     }
   }
   // A permuted view (ViT's patch embedding: conv, reshape, transpose): convolution backward makes
-  // it contiguous first (measured, LibTorch 2.14.1).
+  // it dense in the convolution's own memory format first, that of its output (measured,
+  // LibTorch 2.14.1). ConvNeXt's permuted gradient is channels-last, as its convolution runs:
+  // no copy.
   bool out_strided = false;
   if (rule->copies_strided_grad && out_grad != kNone && !out_broadcast) {
+    const Tensor& o = g.tensors[out];
     const std::vector<int64_t> st = GradStrides(g, out);
-    out_strided = !st.empty() && !IsContiguousLayout(g.tensors[out].shape, st);
+    const bool channels_last = IsChannelsLastLayout(o.shape, StridesOf(o));
+    out_strided = !st.empty() && (channels_last ? !IsChannelsLastLayout(o.shape, st)
+                                                : !IsContiguousLayout(o.shape, st));
   }
   if ((rule->copies_broadcast_grad && out_broadcast) || out_strided) {
     BufferId c =
