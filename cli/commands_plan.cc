@@ -364,6 +364,7 @@ int RunPlan(const Args& a) {
   // Data parallelism. --shard other than none and auto needs several devices: with one there
   // is nothing to shard, and a plan that silently ignores it would mislead.
   request.layout.devices = a.get_int("devices", 1, 1, 1 << 20);
+  request.layout.gradient_shards = load_options.grads;  // the ranks' graphs keep theirs
   load_options.grads = SteppedGradients(load_options.grads, request.layout.devices, 1);
   const std::string shard = a.get("shard", "none");
   if (shard == "auto")

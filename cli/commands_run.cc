@@ -244,6 +244,7 @@ int RunRun(const Args& a) {
     lo.batch /= ranks;
   }
 #ifdef MEMPLAN_HAVE_PLANNER
+  if (!a.has("plan")) dist.layout.gradient_shards = lo.grads;  // a plan's layout says its own
   lo.grads = SteppedGradients(lo.grads, ranks, micro_batches);
 #else
   if (ranks > 1 || micro_batches > 1) lo.grads = GradientLifetime::kKept;

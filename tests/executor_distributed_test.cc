@@ -276,6 +276,25 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values("none", "optimizer", "gradients", "parameters")),
     [](const auto& info) { return std::get<0>(info.param) + "_" + std::get<1>(info.param); });
 
+// Shard parameters by module units as FSDP2 runs them (1 B buckets: one bucket per module that
+// owns parameters, the root's own parameters one more), with one unit prefetched in the
+// backward: every rank measures the replayed per-rank peak within 1%.
+TEST(DistributedShardParameters, ModuleUnitsWithBackwardPrefetchMeasureTheirPrediction) {
+  const ScratchDir scratch("zero3_units");
+  RankRun run =
+      RunRanks(testing::CorpusModel("resnet18"), 2, 4, "sgd", "parameters", 1, 2, scratch.path);
+  ASSERT_TRUE(run.ok) << run.errors;
+  for (const nlohmann::json& rank : run.ranks) {
+    const double measured = rank["measured_peak_bytes"].get<double>();
+    const double predicted = rank["predicted_peak_bytes"].get<double>();
+    ASSERT_GT(measured, 0);
+    EXPECT_LE(std::abs(predicted - measured), 0.01 * measured) << "rank " << rank["rank"];
+    std::printf("resnet18 units rank %d: predicted %.0f measured %.0f (%+.4f%%)\n",
+                rank["rank"].get<int>(), predicted, measured,
+                100 * (predicted - measured) / measured);
+  }
+}
+
 // Shard parameters with segments: every forward, recompute and backward pass gathers its
 // buckets again (plan.h). On the MLP (no batch-norm) the ranks train like one process running
 // the same segments; on resnet18 every rank measures the replayed peak.

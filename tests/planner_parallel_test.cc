@@ -457,12 +457,12 @@ TEST(Parallel, ShardParametersGathersEachBucketAroundItsReadersInEveryPass) {
       {Phase::kLoss, NodeProducing(g, g.tensors[g.loss].name)},
       {Phase::kBackward, NodeProducing(g, g.tensors[g.loss].name)},
       {Phase::kCommunication, ""},
+      {Phase::kCommunication, ""},  // gather 1, and bucket 0 prefetched
       {Phase::kBackward, mul1},
-      {Phase::kBackward, mul1},  // gather 1, op, accumulation
+      {Phase::kBackward, mul1},  // op, accumulation
       {Phase::kCommunication, ""},
       {Phase::kCommunication, ""},  // release 1, reduce-scatter 1
       {Phase::kBackward, relu},
-      {Phase::kCommunication, ""},
       {Phase::kBackward, mul0},
       {Phase::kBackward, mul0},
       {Phase::kCommunication, ""},
@@ -481,19 +481,143 @@ TEST(Parallel, ShardParametersGathersEachBucketAroundItsReadersInEveryPass) {
             one.timeline.bytes_during[f0 + 1] - 192);  // Relu: none gathered
   EXPECT_EQ(p.timeline.bytes_during[5], one.timeline.bytes_during[f1] - 192 + 104);
   EXPECT_EQ(p.timeline.bytes_after[5], one.timeline.bytes_after[f1] - 192);
-  // The backward of Mul(w1): the op with bucket 1 gathered; the accumulation adds the flat
-  // gradient (104) and frees w1's 100 B temporary; the release and the reduce-scatter return
-  // 104 each.
+  // The backward of Mul(w1): the op with bucket 1 gathered and bucket 0 prefetched (104 each);
+  // the accumulation adds the flat gradient (104) and frees w1's 100 B temporary; the release
+  // and the reduce-scatter return 104 each.
   const size_t b1 = StepOfNode(one, g, Phase::kBackward, mul1);
-  EXPECT_EQ(p.timeline.bytes_during[9], one.timeline.bytes_during[b1] - 192 + 104);
-  EXPECT_EQ(p.timeline.bytes_during[10], p.timeline.bytes_after[9] + 104);
-  EXPECT_EQ(p.timeline.bytes_after[10], p.timeline.bytes_after[9] + 104 - 100);
-  EXPECT_EQ(p.timeline.bytes_after[12], p.timeline.bytes_after[10] - 208);
-  EXPECT_EQ(p.timeline.bytes_after[12], one.timeline.bytes_after[b1] - 192);
-  // Relu's backward: as on one device, less 192.
-  EXPECT_EQ(p.timeline.bytes_during[13], one.timeline.bytes_during[b1 + 1] - 192);
+  EXPECT_EQ(p.timeline.bytes_during[10], one.timeline.bytes_during[b1] - 192 + 208);
+  EXPECT_EQ(p.timeline.bytes_during[11], p.timeline.bytes_after[10] + 104);
+  EXPECT_EQ(p.timeline.bytes_after[11], p.timeline.bytes_after[10] + 104 - 100);
+  EXPECT_EQ(p.timeline.bytes_after[13], p.timeline.bytes_after[11] - 208);
+  EXPECT_EQ(p.timeline.bytes_after[13], one.timeline.bytes_after[b1] - 192 + 104);
+  // Relu's backward: as on one device, less 192, with bucket 0 gathered ahead of Mul(w0).
+  EXPECT_EQ(p.timeline.bytes_during[14], one.timeline.bytes_during[b1 + 1] - 192 + 104);
   // The optimizer updates shards in place (SGD: nothing allocated).
   EXPECT_EQ(p.timeline.bytes_during.back(), 308);
+}
+
+// x[N,8] -> /fc1/MatMul (fc1.w [8,8], 256 B) -> /fc1/Add (fc1.b [8], 32 B) -> /act/Relu ->
+// /fc2/MatMul (fc2.w [8,4], 128 B) -> /Mul (scale [4], 16 B, the root's own) -> sum. Module
+// units in forward order: /fc1 (288 B), /fc2 (128 B), the root (16 B).
+TrainingGraph Scoped() {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("fc1.w", {8, 8}).Param("fc1.b", {8});
+  b.Param("fc2.w", {8, 4}).Param("scale", {4});
+  b.Node("MatMul", {"x", "fc1.w"}, {"h0"}).Name("/fc1/MatMul");
+  b.Node("Add", {"h0", "fc1.b"}, {"h1"}).Name("/fc1/Add");
+  b.Node("Relu", {"h1"}, {"h2"}).Name("/act/Relu");
+  b.Node("MatMul", {"h2", "fc2.w"}, {"h3"}).Name("/fc2/MatMul");
+  b.Node("Mul", {"h3", "scale"}, {"y"}).Name("/Mul");
+  LoadOptions o;
+  o.grads = GradientLifetime::kKept;  // the ranks' graphs keep gradients (SteppedGradients)
+  o.batch = 1;
+  o.loss = LossKind::kSum;
+  return b.Output("y").Load(o);
+}
+
+std::vector<std::vector<std::string>> BucketNames(const TrainingGraph& g, const ParallelLayout& l) {
+  std::vector<std::vector<std::string>> out;
+  for (const ParameterBucket& b : ParameterBuckets(g, l)) {
+    out.emplace_back();
+    for (TensorId t : b.parameters) out.back().push_back(g.tensors[t].name);
+  }
+  return out;
+}
+
+TEST(Parallel, ShardedBucketsAreWholeModuleUnitsGroupedUpToTheBucketSize) {
+  TrainingGraph g = Scoped();
+  using Names = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(ModuleUnitOf(g, g.FindTensor("fc1.b")), "/fc1");
+  EXPECT_EQ(ModuleUnitOf(g, g.FindTensor("scale")), "");
+  for (ShardMode m : {ShardMode::kGradients, ShardMode::kParameters}) {
+    // 1 B: one bucket per module, as fully_shard on each module that owns parameters.
+    EXPECT_EQ(BucketNames(g, Layout(2, m, 1)), (Names{{"fc1.w", "fc1.b"}, {"fc2.w"}, {"scale"}}));
+    // 300 B: /fc1 (288) fills a bucket, /fc2 (128) would pass 300 with it; /fc2 + root = 144.
+    EXPECT_EQ(BucketNames(g, Layout(2, m, 300)), (Names{{"fc1.w", "fc1.b"}, {"fc2.w", "scale"}}));
+    // 100 B: every unit is larger than the bucket or would pass it: a bucket each.
+    EXPECT_EQ(BucketNames(g, Layout(2, m, 100)), (Names{{"fc1.w", "fc1.b"}, {"fc2.w"}, {"scale"}}));
+  }
+  // DDP's buckets (shard none) split modules: 256 + 32 + 128 = 416 >= 300 closes the first.
+  EXPECT_EQ(BucketNames(g, Layout(2, ShardMode::kNone, 300)),
+            (Names{{"fc1.w", "fc1.b", "fc2.w"}, {"scale"}}));
+  // Padding on 2 ranks: /fc1 72 elements (288 B), /fc2 + root 36 elements (144 B).
+  const std::vector<ParameterBucket> b =
+      ParameterBuckets(g, Layout(2, ShardMode::kParameters, 300));
+  EXPECT_EQ(b[0].bytes, 288);
+  EXPECT_EQ(b[1].bytes, 144);
+}
+
+TEST(Parallel, ShardParametersGathersUnitsAroundTheirModulesAndPrefetchesOneInTheBackward) {
+  // Scoped() on 2 ranks, one bucket per module: 0 = /fc1 (288 B), 1 = /fc2 (128 B), 2 = the
+  // root (16 B). Forward: each gathered right before its module's first node and released after
+  // its last (/fc1: both of its nodes). Backward (root, /fc2, /fc1 in order): each bucket but
+  // the first is gathered together with the one before it, FSDP2's backward prefetch.
+  TrainingGraph g = Scoped();
+  Plan p = Parallel(g, Layout(2, ShardMode::kParameters, 1));
+  std::vector<std::string> events;  // "g0" gathered, "r0" released, node names between
+  const Step* last = nullptr;       // the last step with a node
+  for (const Step& st : p.schedule.steps) {
+    for (BufferId b : st.allocs) {
+      if (p.schedule.buffers[b].bucket >= 0)
+        events.push_back("g" + std::to_string(p.schedule.buffers[b].bucket));
+    }
+    if (st.node != kNone && !(last && last->node == st.node && last->phase == st.phase))
+      events.push_back(g.nodes[st.node].name);  // an op and its accumulation step: once
+    if (st.node != kNone) last = &st;
+    for (BufferId b : st.frees) {
+      if (p.schedule.buffers[b].bucket >= 0)
+        events.push_back("r" + std::to_string(p.schedule.buffers[b].bucket));
+    }
+  }
+  const std::string loss = NodeProducing(g, g.tensors[g.loss].name);
+  const std::vector<std::string> expected = {
+      // forward
+      "g0", "/fc1/MatMul", "/fc1/Add", "r0", "/act/Relu", "g1", "/fc2/MatMul", "r1", "g2", "/Mul",
+      "r2", loss,
+      // backward: the root, with /fc2 prefetched; /fc2 with /fc1 prefetched; Relu; /fc1
+      loss, "g2", "g1", "/Mul", "r2", "g0", "/fc2/MatMul", "r1", "/act/Relu", "/fc1/Add",
+      "/fc1/MatMul", "r0"};
+  EXPECT_EQ(events, expected);
+  // The all-gathers: 2 per bucket (one per pass), each priced: 2 x 3 all-gathers + 3
+  // reduce-scatters of (N-1)/N x P_b / bandwidth + latency.
+  ParallelLayout l = Layout(2, ShardMode::kParameters, 1);
+  l.link_bytes_per_second = 1000;
+  l.link_latency_seconds = 0.01;
+  Plan q = Parallel(g, l);
+  // (288 + 128 + 16) / 2 / 1000 = 0.216 s of bytes and 0.01 s per collective, 3 times over.
+  EXPECT_NEAR(q.predicted_comm_seconds, 3 * (0.216 + 3 * 0.01), 1e-12);
+}
+
+TEST(Parallel, GradientShardsSetToNoneAreBornAtTheReduceScatterAndFreedAfterTheStep) {
+  // Chain on 2 ranks, 100 B buckets: each bucket's gradient shard (52 B) is allocated by its
+  // reduce-scatter step instead of the setup, and zero_grad() frees both after the optimizer.
+  // The steps are the same; until a shard is born the step holds 52 B less per unborn shard,
+  // and after the last step 104 B less.
+  for (ShardMode m : {ShardMode::kGradients, ShardMode::kParameters}) {
+    TrainingGraph g = Chain();
+    ParallelLayout l = Layout(2, m, 100);
+    const Plan kept = Parallel(g, l);
+    l.gradient_shards = GradientLifetime::kNone;
+    const Plan none = Parallel(g, l);
+    EXPECT_EQ(SetupBytes(kept, MemoryCategory::kGradient), 104);
+    EXPECT_EQ(SetupBytes(none, MemoryCategory::kGradient), 0);
+    ASSERT_EQ(none.schedule.steps.size(), kept.schedule.steps.size());
+    int64_t born = 0;
+    for (size_t i = 0; i < none.schedule.steps.size(); ++i) {
+      for (BufferId b : none.schedule.steps[i].allocs) {
+        const Buffer& buf = none.schedule.buffers[b];
+        if (buf.name.find("gradient shard") != std::string::npos) {
+          EXPECT_EQ(none.schedule.steps[i].phase, Phase::kCommunication);
+          born += buf.bytes;
+        }
+      }
+      const bool last = i + 1 == none.schedule.steps.size();
+      EXPECT_EQ(kept.timeline.bytes_after[i] - none.timeline.bytes_after[i],
+                last ? 104 : 104 - born)
+          << ShardModeName(m) << " step " << i;
+    }
+    EXPECT_EQ(born, 104);
+  }
 }
 
 TEST(Parallel, ShardParametersGathersAgainInEachSegmentsRecompute) {
@@ -528,10 +652,26 @@ TEST(Parallel, ShardParametersGathersAgainInEachSegmentsRecompute) {
   EXPECT_EQ(p.timeline.bytes_after.back(), p.timeline.bytes_after.front());
 }
 
-TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
+// The forward and recompute steps (phase, node) that release a gathered bucket, in order.
+std::vector<std::pair<Phase, NodeId>> ForwardReleasesOf(
+    const TrainingGraph& g, const std::vector<std::vector<NodeId>>& segs) {
+  Schedule s = BuildSegmentedSchedule(g, segs);
+  AddDataParallelSteps(s, g, segs, /*micro_batches=*/1, Layout(2, ShardMode::kParameters, 1024));
+  std::vector<std::pair<Phase, NodeId>> out;
+  for (const Step& st : s.steps) {
+    if (st.phase != Phase::kForward && st.phase != Phase::kLoss && st.phase != Phase::kRecompute)
+      continue;
+    for (BufferId b : st.frees) {
+      if (s.buffers[b].bucket == 0) out.push_back({st.phase, st.node});
+    }
+  }
+  return out;
+}
+
+TEST(Parallel, ShardParametersReleasesAfterTheLastReaderInEachSegment) {
   // x -> Mul(w) -> h -> Mul(h, w) -> y (w read twice, and through a Transpose view in a second
   // graph below): one segment releases bucket 0 after the second Mul; two segments {Mul} and
-  // {Mul, loss} release it after each.
+  // {Mul, loss} release it after each (and after the first Mul's recompute).
   GraphBuilder b;
   b.Input("x", {-1, 4}).Param("w", {4});
   b.Node("Mul", {"x", "w"}, {"h"}).Node("Mul", {"h", "w"}, {"y"});
@@ -545,16 +685,15 @@ TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
   const NodeId first = g.tensors[g.FindTensor("h")].producer,
                second = g.tensors[g.FindTensor("y")].producer;
   EXPECT_EQ(BucketsReadBy(g, g.nodes[first], bucket_of), std::vector<int>{0});
-  std::vector<std::vector<int>> one = ForwardReleases(g, {}, bucket_of);
-  EXPECT_TRUE(one[first].empty());
-  EXPECT_EQ(one[second], std::vector<int>{0});
+  using Release = std::pair<Phase, NodeId>;
+  EXPECT_EQ(ForwardReleasesOf(g, {}), (std::vector<Release>{{Phase::kForward, second}}));
   std::vector<std::vector<NodeId>> two = {{first}, {}};
   for (const Node& n : g.nodes) {
     if (n.id != first) two[1].push_back(n.id);
   }
-  std::vector<std::vector<int>> split = ForwardReleases(g, two, bucket_of);
-  EXPECT_EQ(split[first], std::vector<int>{0});
-  EXPECT_EQ(split[second], std::vector<int>{0});
+  EXPECT_EQ(ForwardReleasesOf(g, two),
+            (std::vector<Release>{
+                {Phase::kForward, first}, {Phase::kForward, second}, {Phase::kRecompute, first}}));
   // A view of a weight reads the weight's bucket: MatMul(x, Transpose(w)) reads it twice over.
   GraphBuilder t;
   t.Input("x", {-1, 257}).Param("w", {256, 257});
@@ -565,7 +704,7 @@ TEST(Parallel, ForwardReleasesFollowTheLastReaderInEachSegment) {
       BucketOfTensor(tg, ParameterBuckets(tg, Layout(2, ShardMode::kParameters, 1024)));
   const NodeId matmul = tg.tensors[tg.FindTensor("y")].producer;
   EXPECT_EQ(BucketsReadBy(tg, tg.nodes[matmul], tb), std::vector<int>{0});
-  EXPECT_EQ(ForwardReleases(tg, {}, tb)[matmul], std::vector<int>{0});
+  EXPECT_EQ(ForwardReleasesOf(tg, {}), (std::vector<Release>{{Phase::kForward, matmul}}));
 }
 
 TEST(Parallel, CommSecondsFollowTheRingModel) {

@@ -57,6 +57,10 @@ GraphFacts ComputeGraphFacts(const TrainingGraph& g) {
     }
     for (const SavedExtra& e : n.saved_extras) f.extra_bytes[n.id] += e.bytes;
   }
+  for (const Tensor& t : g.tensors) {
+    if (t.is_persistent() || t.producer == kNone || t.storage == kNone) continue;
+    if (g.tensors[t.storage].is_persistent()) f.persistent_views.push_back(t.id);
+  }
   return f;
 }
 
@@ -97,6 +101,27 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       free_backward(num_nodes), handed_forward(num_nodes), handed_recompute(num_nodes);
   std::vector<std::vector<BufferId>> free_at_segment_end(num_segments);
   std::vector<std::vector<BufferId>> extras(num_nodes);
+  // Views of parameters and constants: dropped after their last reader in the producer's
+  // segment (its forward and its recompute), or kept, as a checkpoint, until the backward of
+  // the earliest later segment reading them.
+  std::vector<std::vector<TensorId>> views_forward(num_nodes), views_at_segment_end(num_segments);
+  for (TensorId v : f.persistent_views) {
+    const Tensor& t = g.tensors[v];
+    const int k = seg_of[t.producer];
+    NodeId last_reader = t.producer;
+    int later = -1;
+    for (NodeId c : t.consumers) {
+      const int j = seg_of[c];
+      if (j == k)
+        last_reader = std::max(last_reader, c);
+      else if (j > k && (later < 0 || j < later))
+        later = j;
+    }
+    if (later >= 0)
+      views_at_segment_end[later].push_back(v);
+    else
+      views_forward[last_reader].push_back(v);
+  }
 
   // 1. Forward: segments 0..K-2 without autograd, the last one as the plain step.
   for (const Node& n : g.nodes) {
@@ -138,6 +163,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
     AddForwardWorkspace(n, s, step);
     for (BufferId b : free_forward[n.id]) step.frees.push_back(b);
     step.handed_to_backward = std::move(handed_forward[n.id]);
+    step.dropped_views = views_forward[n.id];
     s.steps.push_back(std::move(step));
   }
 
@@ -175,6 +201,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
         AddForwardWorkspace(n, s, step);
         for (BufferId b : free_recompute[id]) step.frees.push_back(b);
         step.handed_to_backward = std::move(handed_recompute[id]);
+        step.dropped_views = views_forward[id];
         s.steps.push_back(std::move(step));
       }
     }
@@ -213,7 +240,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       s.steps.push_back(std::move(step));
     }
     deferred.insert(deferred.end(), free_at_segment_end[k].begin(), free_at_segment_end[k].end());
-    if (deferred.empty()) continue;
+    if (deferred.empty() && views_at_segment_end[k].empty()) continue;
     if (s.steps.size() == first_step) {
       Step step;  // a segment without recompute or backward steps still ends somewhere
       step.phase = Phase::kBackward;
@@ -221,6 +248,8 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
     }
     std::vector<BufferId>& frees = s.steps.back().frees;
     frees.insert(frees.end(), deferred.begin(), deferred.end());
+    std::vector<TensorId>& views = s.steps.back().dropped_views;
+    views.insert(views.end(), views_at_segment_end[k].begin(), views_at_segment_end[k].end());
   }
 
   Step optimizer;

@@ -125,6 +125,14 @@ class SelectiveBuilder {
         backward_[read].frees.push_back(b);
       }
     }
+    // Views of parameters and constants: dropped after their last forward reader.
+    std::vector<std::vector<TensorId>> views(num_nodes);
+    for (TensorId v : f_.persistent_views) {
+      const Tensor& t = g_.tensors[v];
+      NodeId last_reader = t.producer;
+      for (NodeId c : t.consumers) last_reader = std::max(last_reader, c);
+      views[last_reader].push_back(v);
+    }
     s_.steps.reserve(static_cast<size_t>(num_nodes) + backward_.size() + 2);
     s_.steps.push_back(persistent.setup);
     for (const Node& n : g_.nodes) {
@@ -136,6 +144,7 @@ class SelectiveBuilder {
       AddForwardWorkspace(n, s_, step);
       for (BufferId b : free_forward[n.id]) step.frees.push_back(b);
       step.handed_to_backward = std::move(handed_forward[n.id]);
+      step.dropped_views = std::move(views[n.id]);
       s_.steps.push_back(std::move(step));
     }
     for (Step& step : backward_) s_.steps.push_back(std::move(step));

@@ -261,9 +261,10 @@ void Trainer::FollowSchedule() {
   for (size_t s = 0; s < ns; ++s)
     for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
   // Selective plans: BuildSelectiveSchedule validates the tensors (a view, the loss's output).
-  const Schedule schedule = Selective()
-                                ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
-                                : BuildSegmentedSchedule(g_, opt_.segments);
+  Schedule schedule = Selective()
+                          ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
+                          : BuildSegmentedSchedule(g_, opt_.segments);
+  if (ShardParameters()) FollowGatherSpans(schedule);  // the rank's schedule, with its gathers
   // A buffer holds one storage; the executor holds a value per tensor sharing it. The loss is
   // the backward's root, held by Step() itself.
   sharing_.assign(nt, {});
@@ -302,7 +303,26 @@ void Trainer::FollowSchedule() {
   release_backward_.assign(ns, {});
   checkpoints_out_.assign(ns, {});
   checkpoints_free_.assign(ns, {});
-  for (const memplan::Step& step : schedule.steps) {
+  // Per step, its segment (a step without a node: that of the step before it).
+  std::vector<int> step_segment(schedule.steps.size(), 0);
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const NodeId node = schedule.steps[i].node;
+    step_segment[i] = node != kNone ? segment_of_[node] : (i > 0 ? step_segment[i - 1] : 0);
+  }
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const memplan::Step& step = schedule.steps[i];
+    // Views of parameters and constants own no buffer: the schedule names them where they are
+    // dropped. One a later segment's backward drops is kept across segments as a checkpoint.
+    if (step.phase == Phase::kBackward) {
+      for (TensorId v : step.dropped_views) {
+        checkpoints_out_[segment_of_[g_.tensors[v].producer]].push_back(v);
+        checkpoints_free_[step_segment[i]].push_back(v);
+      }
+    } else if (step.node != kNone) {
+      const bool forward = step.phase == Phase::kForward || step.phase == Phase::kLoss;
+      for (TensorId v : step.dropped_views)
+        (forward ? release_forward_ : release_recompute_)[step.node].push_back(v);
+    }
     if (step.node == kNone) continue;
     if (step.phase == Phase::kBackward) {
       for (BufferId b : step.frees) {
@@ -322,38 +342,13 @@ void Trainer::FollowSchedule() {
     if (!forward || k + 1 == static_cast<int>(ns)) continue;
     for (BufferId b : step.allocs) {
       if (tensors_of(b).empty() || freed_at[b] == schedule.steps.size()) continue;
-      const memplan::Step& free_step = schedule.steps[freed_at[b]];
-      if (free_step.phase == Phase::kForward || free_step.phase == Phase::kLoss) continue;
+      const Phase free_phase = schedule.steps[freed_at[b]].phase;
+      if (free_phase == Phase::kForward || free_phase == Phase::kLoss) continue;
       for (TensorId t : tensors_of(b)) {
         if (segment_of_[g_.tensors[t].producer] != k) continue;  // a later segment's view of it
         checkpoints_out_[k].push_back(t);
-        checkpoints_free_[segment_of_[free_step.node]].push_back(t);
+        checkpoints_free_[step_segment[freed_at[b]]].push_back(t);
       }
-    }
-  }
-  // Views of parameters and constants (a class token expanded, a position table sliced) have
-  // no buffer: they cost nothing, so the schedule says nothing about them. The executor drops
-  // each after its last reader in its segment; one a later segment reads is kept as a
-  // checkpoint so that the gradient reaches the parameter through it.
-  for (const Tensor& t : g_.tensors) {
-    if (t.is_persistent() || t.producer == kNone || !g_.tensors[t.storage].is_persistent())
-      continue;
-    const int k = segment_of_[t.producer];
-    NodeId last = t.producer;
-    int later = -1;
-    for (NodeId c : t.consumers) {
-      const int j = segment_of_[c];
-      if (j == k)
-        last = std::max(last, c);
-      else if (j > k && (later < 0 || j < later))
-        later = j;
-    }
-    if (later >= 0) {
-      checkpoints_out_[k].push_back(t.id);
-      checkpoints_free_[later].push_back(t.id);
-    } else {
-      release_forward_[last].push_back(t.id);
-      release_recompute_[last].push_back(t.id);
     }
   }
 }
@@ -413,7 +408,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   }
   OpCall call = CallFor(n, /*update_running_stats=*/!recompute);
   if (ShardParameters()) {
-    for (int b : reads_[n.id]) GatherParameters(static_cast<size_t>(b));
+    for (int b : gathers_before_[recompute][n.id]) GatherParameters(static_cast<size_t>(b));
   }
   for (TensorId i : n.inputs) call.in.push_back(i == kNone ? at::Tensor() : Value(i));
   const bool map_backward = tracing_ || profiling_;
@@ -443,7 +438,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
   outs.clear();
   if (ShardParameters()) {
     if (at::GradMode::is_enabled()) HookBackwardGathers(n);
-    for (int b : releases_[n.id]) ReleaseParameters(static_cast<size_t>(b));
+    for (int b : releases_after_[recompute][n.id]) ReleaseParameters(static_cast<size_t>(b));
   }
   if (Selective() && !recompute) {
     for (TensorId o : n.outputs) {
@@ -501,11 +496,7 @@ void Trainer::Backward(size_t segment) {
   }
   roots.clear();
   grads.clear();
-  // A bucket read in this call only through a view taken in an earlier segment (no gradient
-  // accumulated here) is released when the call ends.
-  if (ShardParameters()) {
-    for (size_t b = 0; b < buckets_.size(); ++b) ReleaseParameters(b);
-  }
+  if (ShardParameters()) BackwardReached(INT64_MAX);  // the call's last releases
   // This segment's recomputed outputs and their incoming gradients are done.
   for (TensorId c : checkpoints_out_[segment]) {
     values_[c].reset();

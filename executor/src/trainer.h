@@ -113,6 +113,8 @@ class Trainer {
   void ReleaseParameters(size_t b);
   void HookBackwardGathers(const Node& n);
   void StartBackwardCall(size_t segment);
+  void BackwardReached(int64_t key);
+  void FollowGatherSpans(Schedule& s);
   void Communicate();
   void ShardedOptimizerStep(int64_t step);
   void Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step);
@@ -232,10 +234,22 @@ class Trainer {
   // segment whose nodes read it) and those still to come in the last micro-batch's backward.
   std::vector<int> accum_expected_, accum_left_;
   std::vector<int> bucket_of_;
-  // Shard parameters: per node, the buckets it reads and those its forward pass releases after
-  // it (the planner's BucketsReadBy and ForwardReleases). Shard gradients and parameters: per
-  // segment, the parameters its backward call accumulates a gradient into.
-  std::vector<std::vector<int>> reads_, releases_;
+  // Shard parameters, from the schedule (AddDataParallelSteps): per node, the buckets gathered
+  // before its forward [0] or recompute [1] step and released after it; per segment's backward
+  // call, its gathers and releases in schedule order (key: 2 x the position of the step a gather
+  // precedes, 2 x that of the step a release follows + 1), carried out as the engine reaches each
+  // node's backward (key_backward_, per node: 2 x its backward step's position; -1: none).
+  // Shard gradients and parameters: per segment, the parameters its backward call accumulates a
+  // gradient into.
+  struct BucketEvent {
+    int64_t key = 0;
+    int bucket = 0;
+    bool gather = false;
+  };
+  std::vector<std::vector<int>> gathers_before_[2], releases_after_[2];
+  std::vector<std::vector<BucketEvent>> backward_events_;
+  std::vector<int64_t> key_backward_;
+  size_t backward_call_ = 0, backward_cursor_ = 0;
   std::vector<std::vector<TensorId>> segment_params_;
   // Hooks left in a graph that outlives the trainer (a failed step) find nobody.
   std::shared_ptr<Trainer*> hook_owner_;

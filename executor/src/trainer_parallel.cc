@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/utils/lambda_post_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <climits>
 #include <functional>
 
 #include "memplan/planner.h"
@@ -27,9 +28,10 @@ void Trainer::MakeBuckets() {
     const at::TensorOptions o =
         at::TensorOptions().dtype(persistent_[lb.parameters[0]].scalar_type()).device(device_);
     fb.params = at::zeros({P}, o);
-    if (LazyGradients())
-      fb.grad_shard = at::zeros({S}, o);
-    else
+    if (LazyGradients()) {
+      // Gradient shards set to None between steps: born at the reduce-scatter.
+      if (layout.gradient_shards == GradientLifetime::kKept) fb.grad_shard = at::zeros({S}, o);
+    } else
       fb.grads = at::zeros({P}, o);
     if (mult >= 1) fb.state1 = at::zeros({sharded ? S : P}, o);
     if (mult >= 2) fb.state2 = at::zeros({sharded ? S : P}, o);
@@ -82,11 +84,51 @@ void Trainer::MakeBuckets() {
     }
     segment_params_[k].assign(read.begin(), read.end());
   }
-  if (ShardParameters()) {
-    reads_.assign(g_.nodes.size(), {});
-    for (const Node& n : g_.nodes) reads_[n.id] = BucketsReadBy(g_, n, bucket_of_);
-    releases_ = ForwardReleases(g_, segments_, bucket_of_);
-    hook_owner_ = std::make_shared<Trainer*>(this);
+  if (ShardParameters()) hook_owner_ = std::make_shared<Trainer*>(this);
+}
+
+// Shard parameters: the schedule's gathers and releases (AddDataParallelSteps adds them to the
+// one-device schedule `s`, as the planner does), per pass.
+void Trainer::FollowGatherSpans(Schedule& s) {
+  ParallelLayout layout = opt_.distributed.layout;
+  layout.devices = comm_->world_size();
+  AddDataParallelSteps(s, g_, opt_.segments, opt_.micro_batches, layout);
+  const size_t nn = g_.nodes.size();
+  for (int k = 0; k < 2; ++k) {
+    gathers_before_[k].assign(nn, {});
+    releases_after_[k].assign(nn, {});
+  }
+  backward_events_.assign(segments_.size(), {});
+  key_backward_.assign(nn, -1);
+  std::vector<int> gathers;  // buckets gathered before the next step with a node
+  int segment = 0;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const memplan::Step& st = s.steps[i];
+    const int64_t key = 2 * static_cast<int64_t>(i);
+    for (BufferId b : st.allocs) {
+      if (s.buffers[b].bucket >= 0) gathers.push_back(s.buffers[b].bucket);
+    }
+    if (st.node != kNone) segment = segment_of_[st.node];
+    const bool forward = st.phase == Phase::kForward || st.phase == Phase::kLoss;
+    const bool recompute = st.phase == Phase::kRecompute;
+    if (st.node != kNone && !gathers.empty()) {
+      if (forward || recompute) {
+        gathers_before_[recompute][st.node] = gathers;
+      } else {
+        for (int b : gathers) backward_events_[segment].push_back({key, b, true});
+      }
+      gathers.clear();
+    }
+    if (st.node != kNone && st.phase == Phase::kBackward && key_backward_[st.node] < 0)
+      key_backward_[st.node] = key;
+    for (BufferId b : st.frees) {
+      const int bucket = s.buffers[b].bucket;
+      if (bucket < 0) continue;
+      if (st.node != kNone && (forward || recompute))
+        releases_after_[recompute][st.node].push_back(bucket);
+      else
+        backward_events_[segment].push_back({key + 1, bucket, false});
+    }
   }
 }
 
@@ -133,31 +175,43 @@ class PreHook final : public torch::autograd::FunctionPreHook {
 };
 }  // namespace
 
-// Shard parameters: the backward of `n` (the autograd functions of its outputs, which the
-// engine runs before the rest of the node's backward) first gathers the buckets it reads.
+// Shard parameters: the backward of `n` (the autograd functions of its outputs, which the engine
+// runs before the rest of the node's backward, in the schedule's order) first carries out the
+// schedule's releases and gathers up to its step.
 void Trainer::HookBackwardGathers(const Node& n) {
-  if (reads_[n.id].empty()) return;
+  if (key_backward_[n.id] < 0) return;
   std::set<torch::autograd::Node*> hooked;
   for (TensorId o : n.outputs) {
     if (o == kNone || !values_[o].defined()) continue;
     const auto fn = values_[o].grad_fn();
     if (!fn || !hooked.insert(fn.get()).second) continue;
     std::weak_ptr<Trainer*> owner = hook_owner_;
-    const NodeId id = n.id;
-    fn->add_pre_hook(std::make_unique<PreHook>([owner, id] {
+    const int64_t key = key_backward_[n.id];
+    fn->add_pre_hook(std::make_unique<PreHook>([owner, key] {
       std::shared_ptr<Trainer*> t = owner.lock();
-      if (!t || !*t) return;
-      for (int b : (*t)->reads_[id]) (*t)->GatherParameters(static_cast<size_t>(b));
+      if (t && *t) (*t)->BackwardReached(key);
     }));
   }
 }
 
-// Shard parameters, before a segment's backward call: each bucket is released once the
-// gradients of its parameters that this call accumulates are in (Accumulated).
+// Shard parameters: a segment's backward call starts at the first of its schedule events.
 void Trainer::StartBackwardCall(size_t segment) {
-  for (FlatBucket& fb : buckets_) fb.call_pending = 0;
-  for (TensorId p : segment_params_[segment])
-    ++buckets_[static_cast<size_t>(bucket_of_[p])].call_pending;
+  backward_call_ = segment;
+  backward_cursor_ = 0;
+}
+
+// The schedule's gathers and releases of the current backward call up to `key` (a node's
+// backward step); INT64_MAX: the releases left when the call ends.
+void Trainer::BackwardReached(int64_t key) {
+  const std::vector<BucketEvent>& events = backward_events_[backward_call_];
+  for (; backward_cursor_ < events.size() && events[backward_cursor_].key <= key;
+       ++backward_cursor_) {
+    const BucketEvent& e = events[backward_cursor_];
+    if (!e.gather)
+      ReleaseParameters(static_cast<size_t>(e.bucket));
+    else if (key != INT64_MAX)
+      GatherParameters(static_cast<size_t>(e.bucket));
+  }
 }
 
 // Shard gradients: bucket b's full flat gradient (zeroed), and its parameters' .grad views of
@@ -209,8 +263,6 @@ void Trainer::Accumulated(TensorId p) {
     ReduceScatterBucket(b);
     comm_seconds_ += Seconds(t0, Clock::now());
   }
-  // Shard parameters: the call is done with the bucket once its last gradient is in.
-  if (ShardParameters() && fb.call_pending > 0 && --fb.call_pending == 0) ReleaseParameters(b);
 }
 
 // Shard gradients: reduce-scatter (sum) of bucket b's flat gradient into the rank's shard, / N,
@@ -219,6 +271,8 @@ void Trainer::ReduceScatterBucket(size_t b) {
   c10::AutoGradMode no_grad(false);
   FlatBucket& fb = buckets_[b];
   EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
+  if (!fb.grad_shard.defined())
+    fb.grad_shard = at::empty({fb.layout.elements / comm_->world_size()}, fb.grads.options());
   comm_->ReduceScatterSum(fb.grad_shard, fb.grads,
                           "the reduce-scatter of bucket " + std::to_string(b));
   fb.grad_shard.div_(static_cast<double>(comm_->world_size()));
@@ -273,6 +327,10 @@ void Trainer::ShardedOptimizerStep(int64_t step) {
     comm_->AllGather(fb.params, mine, "the all-gather of bucket " + std::to_string(b));
     mine.reset();
     comm_seconds_ += Seconds(t0, Clock::now());
+  }
+  // zero_grad() sets the gradient shards to None (ParallelLayout::gradient_shards).
+  if (opt_.distributed.layout.gradient_shards == GradientLifetime::kNone) {
+    for (FlatBucket& fb : buckets_) fb.grad_shard.reset();
   }
   NoteTrace("optimizer", kNone);
 }

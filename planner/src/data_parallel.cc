@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "memplan/planner.h"
@@ -55,36 +56,97 @@ int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
 
 }  // namespace
 
+// Shard gradients and parameters: a parameter's unit, as FSDP2 wraps modules, is the module
+// scope the exporter keeps in the name of the first node reading it ("/layer1/layer1.0/conv1/Conv"
+// -> "/layer1/layer1.0/conv1"; "/Add" -> "", the root's own parameters). A node name without a
+// scope, or a parameter nothing reads, makes the parameter a unit of its own.
+std::string ModuleUnitOf(const TrainingGraph& g, TensorId pid) {
+  const Tensor& t = g.tensors[pid];
+  if (t.consumers.empty()) return "\x01" + t.name;
+  const std::string& node = g.nodes[*std::min_element(t.consumers.begin(), t.consumers.end())].name;
+  const size_t slash = node.rfind('/');
+  if (slash == std::string::npos) return "\x01" + t.name;
+  return node.substr(0, slash);
+}
+
+namespace {
+
+// The units of g's trained parameters in the order of their first reader (the forward's), each
+// with its parameters in g.parameters order. Without module units, one unit per parameter in
+// g.parameters order.
+std::vector<std::vector<TensorId>> TrainedUnits(const TrainingGraph& g, bool module_units) {
+  std::vector<std::vector<TensorId>> units;
+  std::vector<std::pair<NodeId, size_t>> order;  // first reader, unit
+  std::unordered_map<std::string, size_t> unit_of;
+  for (TensorId pid : g.parameters) {
+    const Tensor& t = g.tensors[pid];
+    if (!t.has_gradient) continue;
+    if (!module_units) {
+      units.push_back({pid});
+      continue;
+    }
+    const NodeId first = t.consumers.empty()
+                             ? static_cast<NodeId>(g.nodes.size())
+                             : *std::min_element(t.consumers.begin(), t.consumers.end());
+    auto [it, added] = unit_of.emplace(ModuleUnitOf(g, pid), units.size());
+    if (added) {
+      units.emplace_back();
+      order.push_back({first, it->second});
+    } else {
+      std::pair<NodeId, size_t>& o = order[it->second];
+      o.first = std::min(o.first, first);
+    }
+    units[it->second].push_back(pid);
+  }
+  if (!module_units) return units;
+  std::stable_sort(order.begin(), order.end());
+  std::vector<std::vector<TensorId>> sorted;
+  for (const auto& o : order) sorted.push_back(std::move(units[o.second]));
+  return sorted;
+}
+
+}  // namespace
+
 std::vector<ParameterBucket> ParameterBuckets(const TrainingGraph& g,
                                               const ParallelLayout& layout) {
   CheckLayout(layout);
+  // Shard gradients and parameters group whole module units (FSDP2), consecutive units while
+  // they fit the bucket size (a unit larger than it is a bucket of its own); none and optimizer
+  // group parameters as DDP does, closing a bucket once it holds the bucket size.
+  const bool module_units =
+      layout.shard == ShardMode::kGradients || layout.shard == ShardMode::kParameters;
   std::vector<ParameterBucket> out;
   DType dtype = DType::kUndefined;
   TensorId first = kNone;
   int64_t held = 0;  // unpadded bytes in the current bucket
-  for (TensorId pid : g.parameters) {
-    const Tensor& t = g.tensors[pid];
-    if (!t.has_gradient) continue;
-    if (first == kNone) {
-      dtype = t.dtype;
-      first = pid;
-    } else if (t.dtype != dtype) {
-      throw MemplanError(g.model_path + ": trained parameters '" + g.tensors[first].name + "' (" +
-                         DTypeName(dtype) + ") and '" + t.name + "' (" + DTypeName(t.dtype) +
-                         ") differ in dtype; data-parallel buckets need one dtype (export the "
-                         "model in one precision)");
+  for (const std::vector<TensorId>& unit : TrainedUnits(g, module_units)) {
+    int64_t unit_bytes = 0;
+    for (TensorId pid : unit) {
+      const Tensor& t = g.tensors[pid];
+      if (first == kNone) {
+        dtype = t.dtype;
+        first = pid;
+      } else if (t.dtype != dtype) {
+        throw MemplanError(g.model_path + ": trained parameters '" + g.tensors[first].name + "' (" +
+                           DTypeName(dtype) + ") and '" + t.name + "' (" + DTypeName(t.dtype) +
+                           ") differ in dtype; data-parallel buckets need one dtype (export the "
+                           "model in one precision)");
+      }
+      unit_bytes += CheckedMul(t.numel(), DTypeSize(t.dtype), "parameter '" + t.name + "'");
     }
-    const int64_t elem = DTypeSize(t.dtype);
-    const int64_t numel = t.numel();
-    if (out.empty() || held >= layout.bucket_bytes) {
+    const bool full = module_units ? held > 0 && held + unit_bytes > layout.bucket_bytes
+                                   : held >= layout.bucket_bytes;
+    if (out.empty() || full) {
       out.emplace_back();
       held = 0;
     }
     ParameterBucket& b = out.back();
-    b.parameters.push_back(pid);
-    b.offsets.push_back(b.elements);
-    b.elements += numel;
-    held += CheckedMul(numel, elem, "parameter '" + t.name + "'");
+    for (TensorId pid : unit) {
+      b.parameters.push_back(pid);
+      b.offsets.push_back(b.elements);
+      b.elements += g.tensors[pid].numel();
+    }
+    held += unit_bytes;
   }
   const int64_t n = layout.devices;
   const int64_t elem = first == kNone ? 0 : DTypeSize(dtype);
@@ -159,30 +221,6 @@ std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n,
   return read;
 }
 
-std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g,
-                                              const std::vector<std::vector<NodeId>>& segments,
-                                              const std::vector<int>& bucket_of) {
-  std::vector<std::vector<NodeId>> all;
-  if (segments.empty()) {
-    all.emplace_back();
-    for (const Node& n : g.nodes) all.back().push_back(n.id);
-  }
-  std::vector<std::vector<int>> release(g.nodes.size());
-  for (const std::vector<NodeId>& seg : segments.empty() ? all : segments) {
-    std::vector<NodeId> last;  // per bucket, its last reader in the segment
-    for (NodeId id : seg) {
-      for (int b : BucketsReadBy(g, g.nodes[id], bucket_of)) {
-        if (last.size() <= static_cast<size_t>(b)) last.resize(b + 1, kNone);
-        last[b] = id;
-      }
-    }
-    for (size_t b = 0; b < last.size(); ++b) {
-      if (last[b] != kNone) release[last[b]].push_back(static_cast<int>(b));
-    }
-  }
-  return release;
-}
-
 namespace {
 
 // Shard parameters (plan.h): in every pass (the forward of one segment with the loss, the
@@ -251,7 +289,23 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
       last[at] = i;
     }
   }
-  // 3. The gather steps, and the releases: a forward or recompute pass releases a bucket with
+  // 3. Where each bucket is gathered: before its first step; in a backward call one bucket
+  // ahead (FSDP2's default backward prefetch): each bucket but the call's first is gathered
+  // before the first step of the bucket the call reaches before it.
+  std::vector<size_t> gather_at = first;
+  std::vector<std::vector<size_t>> gathered_before(nsteps);  // per step: pass * nb + bucket
+  for (size_t pi = 0; pi < np; ++pi) {
+    std::vector<std::pair<size_t, size_t>> order;  // first step, bucket
+    for (size_t b = 0; b < nb; ++b) {
+      if (first[pi * nb + b] != SIZE_MAX) order.push_back({first[pi * nb + b], b});
+    }
+    std::sort(order.begin(), order.end());
+    for (size_t j = 1; backward_pass[pi] && j < order.size(); ++j)
+      gather_at[pi * nb + order[j].second] = order[j - 1].first;
+    for (const auto& [step, b] : order)
+      gathered_before[gather_at[pi * nb + b]].push_back(pi * nb + b);
+  }
+  // 4. The gather steps, and the releases: a forward or recompute pass releases a bucket with
   // its last reader's step; a backward call once that step (its last accumulation) is done.
   std::vector<int64_t> gathers(nb, 0);
   std::vector<BufferId> gathered(np * nb, kNone);
@@ -261,13 +315,14 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
     std::vector<BufferId> released;
     if (pass[i] >= 0) {
       const size_t row = static_cast<size_t>(pass[i]) * nb;
-      for (size_t b = 0; b < nb; ++b) {
-        if (first[row + b] != i) continue;
+      for (size_t at : gathered_before[i]) {
+        const size_t b = at % nb;
         Step gather;
         gather.phase = Phase::kCommunication;
-        gathered[row + b] = s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters",
-                                         buckets[b].bytes, MemoryCategory::kParameter, kNone});
-        gather.allocs.push_back(gathered[row + b]);
+        gathered[at] =
+            s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters", buckets[b].bytes,
+                         MemoryCategory::kParameter, kNone, static_cast<int32_t>(b)});
+        gather.allocs.push_back(gathered[at]);
         out.push_back(std::move(gather));
         ++gathers[b];
       }
@@ -306,6 +361,20 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
         "the backward, where no parameter gather is scheduled); plan with another --strategy, or "
         "--shard gradients");
   }
+  const std::vector<int64_t> gathers =
+      AddDataParallelSteps(p.schedule, rank_graph, p.segments, p.micro_batches, layout);
+  p.timeline = Simulate(p.schedule, sim);
+  p.predicted_peak_bytes = p.timeline.peak_bytes;
+  p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= p.budget_bytes;
+  p.predicted_comm_seconds =
+      PredictCommSeconds(ParameterBuckets(rank_graph, layout), layout, gathers);
+}
+
+std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank_graph,
+                                          const std::vector<std::vector<NodeId>>& segments,
+                                          int64_t micro_batches, const ParallelLayout& layout) {
+  CheckLayout(layout);
+  if (layout.devices == 1) return {};
   const TrainingGraph& g = rank_graph;
   if (g.grads != GradientLifetime::kKept) {
     throw MemplanError(
@@ -313,11 +382,11 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
         "graph "
         "was loaded with gradients set to None");
   }
-  Schedule& s = p.schedule;
   if (s.steps.empty() || s.steps.front().phase != Phase::kSetup ||
       s.steps.back().phase != Phase::kOptimizer) {
     throw MemplanError(
-        "internal: ApplyDataParallel needs a replayed plan (setup first, optimizer last)");
+        "internal: data-parallel steps need a training step's schedule (setup first, optimizer "
+        "last)");
   }
   const std::vector<ParameterBucket> buckets = ParameterBuckets(g, layout);
   const std::vector<int> bucket_of = BucketOfTensor(g, buckets);
@@ -365,9 +434,11 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
     rewrite(st.handed_to_backward);
   }
 
-  // 2. The buckets' flat buffers in the setup step.
+  // 2. The buckets' flat buffers in the setup step. Gradient shards set to None between steps
+  // are born at their reduce-scatter and freed after the optimizer step (step 5).
   const std::string opt = OptimizerName(g.optimizer);
-  std::vector<BufferId> flat_grad(buckets.size(), kNone);
+  const bool shards_freed = lazy && layout.gradient_shards == GradientLifetime::kNone;
+  std::vector<BufferId> flat_grad(buckets.size(), kNone), grad_shard(buckets.size(), kNone);
   for (size_t b = 0; b < buckets.size(); ++b) {
     const std::string name = "bucket " + std::to_string(b);
     const int64_t padded = buckets[b].bytes, shard = padded / layout.devices;
@@ -379,8 +450,9 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       setup.allocs.push_back(
           s.AddBuffer({name + " parameters", padded, MemoryCategory::kParameter, kNone}));
     if (lazy) {
-      setup.allocs.push_back(
-          s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone}));
+      grad_shard[b] =
+          s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone});
+      if (!shards_freed) setup.allocs.push_back(grad_shard[b]);
       flat_grad[b] =
           s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient, kNone});
     } else {
@@ -401,7 +473,7 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   // AccumulateGrad (the flat gradient allocated while the gradient temporaries are alive).
   // Otherwise (none, optimizer; micro-batches: every micro-batch but the last holds every flat
   // gradient through its backward) the communication phase follows the backward.
-  const bool early = lazy && p.micro_batches <= 1;
+  const bool early = lazy && micro_batches <= 1;
   std::vector<size_t> first_touch(buckets.size(), 0), last_touch(buckets.size(), 0);  // 0: none
   if (early) {
     for (size_t i = 1; i + 1 < s.steps.size(); ++i) {
@@ -461,6 +533,7 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
         c.allocs.push_back(flat_grad[b]);
       else
         s.steps.front().allocs.push_back(flat_grad[b]);
+      if (shards_freed) c.allocs.push_back(grad_shard[b]);  // the reduce-scatter's output
       c.frees.push_back(flat_grad[b]);
     }
     tail_comm.push_back(std::move(c));
@@ -471,6 +544,7 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       Step c;
       c.phase = Phase::kCommunication;
       c.node = kNone;
+      if (shards_freed) c.allocs.push_back(grad_shard[b]);  // the reduce-scatter's output
       c.frees.push_back(flat_grad[b]);
       push(std::move(c));
     }
@@ -554,8 +628,8 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
   // 4b. Shard parameters: the gather spans.
   std::vector<int64_t> gathers;
   if (zero3) {
-    gathers = AddGatherSpans(s, g, p.segments, buckets, bucket_of, overridden, touch);
-    for (int64_t& k : gathers) k *= std::max<int64_t>(1, p.micro_batches);
+    gathers = AddGatherSpans(s, g, segments, buckets, bucket_of, overridden, touch);
+    for (int64_t& k : gathers) k *= std::max<int64_t>(1, micro_batches);
   }
 
   // 5. The sharded optimizer: per bucket, the update (Adam's S_b temporary), then the
@@ -583,12 +657,12 @@ void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelL
       s.steps.push_back(std::move(gather));
     }
   }
+  // zero_grad() sets the gradient shards to None after the step.
+  if (shards_freed) {
+    for (BufferId b : grad_shard) s.steps.back().frees.push_back(b);
+  }
 
-  // 6. Replay.
-  p.timeline = Simulate(s, sim);
-  p.predicted_peak_bytes = p.timeline.peak_bytes;
-  p.feasible = p.budget_bytes <= 0 || p.predicted_peak_bytes + p.margin_bytes <= p.budget_bytes;
-  p.predicted_comm_seconds = PredictCommSeconds(buckets, layout, gathers);
+  return gathers;
 }
 
 }  // namespace memplan

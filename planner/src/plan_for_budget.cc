@@ -75,18 +75,36 @@ Plan PlanRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const Cos
   return best;
 }
 
-// The smallest per-rank peak of one shard mode: the smallest-peak plan at every micro-batch
-// count the search reaches (or at k), rewritten for the ranks.
+// The smallest per-rank budget of one shard mode, searched over the plans PlanRank makes (the
+// code path of the plans printed): the one-device smallest-peak plan (at every micro-batch count
+// the search reaches, or at k) rewritten for the ranks bounds it from above, the rank's
+// persistent bytes from below, and the budget is bisected between the two (to 0.5%), so that
+// checkpointed per-rank plans below the per-rank unplanned peak are found. Judged against o's
+// budget.
 Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const CostModel& cost,
                   const PlanOptions& o, int64_t k, const ParallelLayout& layout, int64_t baseline) {
   PlanOptions none_fits = o;
   none_fits.budget_bytes = 1;
   if (layout.shard == ShardMode::kParameters) none_fits.auto_selective_max_nodes = 0;
-  Plan p = SmallestPeakMicroBatched(at_batch, rank.batch, cost, none_fits, k);
-  p.budget_bytes = o.budget_bytes;
-  ApplyDataParallel(p, p.batch == rank.batch ? rank : at_batch(p.batch), layout, o.simulator);
-  p.baseline_peak_bytes = baseline;
-  return p;
+  Plan best = SmallestPeakMicroBatched(at_batch, rank.batch, cost, none_fits, k);
+  ApplyDataParallel(best, best.batch == rank.batch ? rank : at_batch(best.batch), layout,
+                    o.simulator);
+  best.baseline_peak_bytes = baseline;
+  int64_t lo = RankPersistentBytes(rank, layout).total(), hi = best.budget_needed_bytes();
+  for (int i = 0; i < 12 && hi - lo > std::max<int64_t>(hi / 200, 4096); ++i) {
+    PlanOptions at = o;
+    at.budget_bytes = lo + (hi - lo) / 2;
+    Plan p = PlanRank(rank, at_batch, cost, at, k, layout, baseline);
+    if (!p.feasible) {
+      lo = at.budget_bytes + 1;
+      continue;
+    }
+    hi = std::min(hi, p.budget_needed_bytes());
+    if (p.budget_needed_bytes() < best.budget_needed_bytes()) best = std::move(p);
+  }
+  best.budget_bytes = o.budget_bytes;
+  best.feasible = o.budget_bytes <= 0 || best.budget_needed_bytes() <= o.budget_bytes;
+  return best;
 }
 
 // The answers agree: the plan printed never needs less than "the smallest budget", and a sweep
@@ -204,12 +222,6 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     return out;
   }
 
-  // The one-device sweep of the whole batch; without a budget, the plan is for its smallest.
-  if (options.sweep) {
-    out.sweep = SweepBudgets(g, cost, plan_options);
-    if (no_budget) plan_options.budget_bytes = out.sweep.min_budget_bytes;
-  }
-  out.budget_bytes = plan_options.budget_bytes;
   // Data parallelism: each shard mode planned per rank on the graph at batch / N.
   const TrainingGraph rank = at_batch(g.batch / n);
   std::vector<ShardMode> modes = {options.layout.shard};
@@ -217,6 +229,30 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     modes = {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients};
     if (options.plan.strategy != "selective") modes.push_back(ShardMode::kParameters);
   }
+  // The smallest per-rank budget over the shard modes tried and the micro-batches.
+  auto search_smallest = [&] {
+    for (ShardMode m : modes) {
+      ParallelLayout layout = options.layout;
+      layout.shard = m;
+      Plan p = SmallestRank(rank, at_batch, cost, plan_options, k, layout, baseline);
+      if (out.smallest.schedule.steps.empty() ||
+          p.budget_needed_bytes() < out.smallest_budget_bytes())
+        out.smallest = std::move(p);
+    }
+    out.smallest_searched = true;
+  };
+  // The one-device sweep of the whole batch. Without a budget, the plan is the smallest
+  // per-rank plan (searched first: the answer and the plan printed are one plan).
+  if (options.sweep) out.sweep = SweepBudgets(g, cost, plan_options);
+  if (no_budget && options.sweep) {
+    search_smallest();
+    out.plan = out.smallest;
+    out.budget_bytes = plan_options.budget_bytes;
+    OnDevice(out.plan, options);
+    Settle(out, options);
+    return out;
+  }
+  out.budget_bytes = plan_options.budget_bytes;
   std::string tried;
   bool chosen = false;
   for (ShardMode m : modes) {
@@ -242,17 +278,7 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   OnDevice(out.plan, options);  // reported; with devices > 1 the budget bounds the allocated peak
   // Nothing fits: the smallest per-rank peak over the shard modes tried and the micro-batches
   // (searched only then: it plans every shard mode again).
-  if (!out.plan.feasible) {
-    for (ShardMode m : modes) {
-      ParallelLayout layout = options.layout;
-      layout.shard = m;
-      Plan p = SmallestRank(rank, at_batch, cost, plan_options, k, layout, baseline);
-      if (out.smallest.schedule.steps.empty() ||
-          p.budget_needed_bytes() < out.smallest_budget_bytes())
-        out.smallest = std::move(p);
-    }
-    out.smallest_searched = true;
-  }
+  if (!out.plan.feasible) search_smallest();
   Settle(out, options);
   return out;
 }

@@ -74,6 +74,8 @@ json LayoutToJson(const Plan& p, const TrainingGraph& g) {
                            {"link_latency_seconds", p.layout.link_latency_seconds},
                            {"buckets", std::move(buckets)},
                            {"comm_seconds", p.predicted_comm_seconds}};
+  if (p.layout.gradient_shards == GradientLifetime::kNone)
+    layout["gradient_shards"] = GradientLifetimeName(p.layout.gradient_shards);
   return layout;
 }
 
@@ -418,6 +420,14 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
   };
   l.link_bytes_per_second = real("link_bytes_per_second", l.link_bytes_per_second, true);
   l.link_latency_seconds = real("link_latency_seconds", l.link_latency_seconds, false);
+  if (v.contains("gradient_shards")) {
+    const nlohmann::json& x = v["gradient_shards"];
+    if (!x.is_string())
+      throw MemplanError(
+          "the plan's layout \"gradient_shards\" must be \"none\" or \"kept\"; re-plan with "
+          "`memplan plan`");
+    l.gradient_shards = ParseGradientLifetime(x.get<std::string>());
+  }
   return l;
 }
 

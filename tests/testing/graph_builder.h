@@ -29,6 +29,11 @@ class GraphBuilder {
                      std::vector<std::string> outputs);
   // Adds an attribute to the last node.
   GraphBuilder& Attr(const std::string& name, AttrValue value);
+  // Names the last node (an exporter's module scope: "/layer1/conv1/Conv").
+  GraphBuilder& Name(const std::string& name) {
+    nodes_.back().name = name;
+    return *this;
+  }
   GraphBuilder& Output(const std::string& name);
   GraphBuilder& Opset(int64_t opset) {
     opset_ = opset;

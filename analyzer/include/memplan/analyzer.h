@@ -49,6 +49,8 @@ struct Buffer {
   int64_t bytes = 0;
   MemoryCategory category = MemoryCategory::kActivation;
   TensorId tensor = kNone;  // the graph tensor it holds (or whose gradient it holds)
+  // Data parallelism: the parameter bucket whose gathered flat parameters it holds (-1: none).
+  int32_t bucket = -1;
 };
 
 struct Step {
@@ -60,6 +62,11 @@ struct Step {
   // later (that step frees them): an executor drops its own reference here, autograd keeps
   // the memory. Forward and recompute steps only.
   std::vector<BufferId> handed_to_backward;
+  // Views of parameters and constants (a class token expanded, a position table sliced) own no
+  // bytes, so no buffer holds them. An executor drops its reference to each after the step that
+  // lists it: its last reader in a forward or recompute pass or, for a view a later segment
+  // reads (kept across segments like a checkpoint), the end of that segment's backward.
+  std::vector<TensorId> dropped_views;
 };
 
 struct Schedule {

@@ -29,6 +29,9 @@ struct GraphFacts {
 
   std::vector<std::vector<int32_t>> produced;  // per node: indices of the roots it allocates
   std::vector<int64_t> extra_bytes;            // per node: its saved extras, in total
+  // Views of parameters and constants with a producer (a class token expanded, a position table
+  // sliced), in TensorId order: they own no bytes, so only Step::dropped_views names them.
+  std::vector<TensorId> persistent_views;
 
   // The first reader of root r at or after node `from` (num_nodes if none).
   NodeId FirstReaderFrom(int32_t r, NodeId from) const;

@@ -145,15 +145,16 @@
 //     inside gather spans. A pass is the forward of one segment (with the loss), the recompute of
 //     one segment, or one segment's backward call; a node reads a bucket when one of its inputs'
 //     storages is a parameter of it (BucketsReadBy; a view of a weight reads its bucket). In each
-//     pass, the bucket is all-gathered (a kCommunication step allocating P_b) right before the
-//     first step that reads it: in a forward or recompute pass, before the node runs; in a
-//     backward call, before the first backward step whose node reads it (the executor: a
-//     pre-hook on that node's outputs' autograd functions, which the engine runs before the
-//     node's backward). A forward or recompute pass releases it with the step of its last reader
-//     in the segment (ForwardReleases); a backward call releases it once the last of its
-//     parameters' gradients of that call has been accumulated (a kCommunication step after that
-//     step; the executor: the AccumulateGrad post hook that completes the bucket, after the
-//     reduce-scatter when that is the bucket's last). Released means the memory is returned
+//     pass, the bucket is all-gathered (a kCommunication step allocating P_b, a buffer whose
+//     `bucket` is B) right before the first step that reads it: in a forward or recompute pass,
+//     before the node runs; in a backward call, before the first backward step whose node reads
+//     it. A forward or recompute pass releases it with the step of its last reader in the
+//     segment; a backward call releases it once the last of its parameters' gradients of that
+//     call has been accumulated (a kCommunication step after that step). The executor carries
+//     out these steps as the schedule lists them (AddDataParallelSteps): in a backward call, a
+//     pre-hook on each node's outputs' autograd functions (which the engine runs before the
+//     node's backward, in the schedule's order) does the releases and gathers up to that node's
+//     step, and the call's end the releases left. Released means the memory is returned
 //     while autograd's saved references to the parameters stay: the executor swaps the flat
 //     storage's data for none and back (FSDP frees storages the same way), and writes a gather
 //     through a tensor of its own version counter, so autograd sees no in-place change.
@@ -190,11 +191,21 @@ struct ParallelLayout {
   // 50 us per collective); give the measured link's figures (memplan plan --link-bandwidth).
   double link_bytes_per_second = 5e9;
   double link_latency_seconds = 50e-6;
+  // Shard gradients and parameters: the rank's gradient shards between steps. kKept: from the
+  // setup on. kNone (PyTorch 2's zero_grad() setting FSDP2's sharded .grad to None): each is
+  // born at its bucket's reduce-scatter and freed after the optimizer step. The rank's graph
+  // steps with kept gradients either way (SteppedGradients); the JSON writes "gradient_shards"
+  // only when it is none.
+  GradientLifetime gradient_shards = GradientLifetime::kKept;
 };
 
-// One bucket of the flat parameter space: consecutive trained parameters.
+// One bucket of the flat parameter space. Shard none and optimizer (DDP): consecutive trained
+// parameters in g.parameters order, a bucket closed once it holds bucket_bytes. Shard gradients
+// and parameters (FSDP2's units): whole module units (ModuleUnitOf, planner.h) in the order the
+// forward first reads them, consecutive units grouped while they fit bucket_bytes; a unit larger
+// than that is a bucket of its own (bucket_bytes 1: one bucket per module, fully_shard on each).
 struct ParameterBucket {
-  std::vector<TensorId> parameters;  // in g.parameters order
+  std::vector<TensorId> parameters;  // unit by unit; within a unit in g.parameters order
   std::vector<int64_t> offsets;      // element offset of each parameter in the flat bucket
   int64_t elements = 0;              // padded to a multiple of the device count
   int64_t bytes = 0;                 // elements x the parameters' element size

@@ -378,6 +378,14 @@ SweepResult SweepFromJson(const nlohmann::json& j);
 // backward, where no gather span is defined yet).
 void ApplyDataParallel(Plan& p, const TrainingGraph& rank_graph, const ParallelLayout& layout,
                        const SimulatorOptions& sim = {});
+// ApplyDataParallel's rewrite of a schedule, without the replay: `s` (a one-device schedule of
+// `rank_graph` in `segments`, empty: one; setup first, optimizer last) becomes the rank's. The
+// executor carries out the same steps: with shard parameters, each gather is a communication step
+// allocating a buffer whose `bucket` names it, each release the step that frees that buffer.
+// Returns the all-gathers per bucket and step (empty but with shard parameters).
+std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank_graph,
+                                          const std::vector<std::vector<NodeId>>& segments,
+                                          int64_t micro_batches, const ParallelLayout& layout);
 
 // A rank's persistent bytes for its trained parameters under a layout (plan.h's table, summed
 // over the buckets): what the setup step of ApplyDataParallel allocates for them. Parameters
@@ -397,6 +405,13 @@ RankPersistent RankPersistentBytes(const TrainingGraph& g, const ParallelLayout&
 double PredictCommSeconds(const std::vector<ParameterBucket>& buckets, const ParallelLayout& layout,
                           const std::vector<int64_t>& gathers = {});
 
+// Shard gradients and parameters: the module unit of trained parameter `pid` (a bucket never
+// splits one; plan.h's ParameterBucket): the module scope the exporter keeps in the name of the
+// first node reading it ("/layer1/layer1.0/conv1/Conv" -> "/layer1/layer1.0/conv1"; "/Add" -> "",
+// the root module's own parameters). A parameter nothing reads, or whose first reader's name has
+// no scope, is a unit of its own (a name no scope can equal).
+std::string ModuleUnitOf(const TrainingGraph& g, TensorId pid);
+
 // Shard parameters (ZeRO-3, plan.h): the facts the planner's gather spans and the executor's
 // gathers both read.
 // Per tensor, the index of the bucket holding it, or -1.
@@ -406,11 +421,6 @@ std::vector<int> BucketOfTensor(const TrainingGraph& g,
 // storages), ascending. A folded node (every output a constant) runs nowhere and reads none.
 std::vector<int> BucketsReadBy(const TrainingGraph& g, const Node& n,
                                const std::vector<int>& bucket_of);
-// Per node, the buckets released right after it runs in a forward or recompute pass of its
-// segment: those whose last reader in the segment it is. `segments` empty: one segment.
-std::vector<std::vector<int>> ForwardReleases(const TrainingGraph& g,
-                                              const std::vector<std::vector<NodeId>>& segments,
-                                              const std::vector<int>& bucket_of);
 
 // The one entry point for "plan this model for this budget", shared by the command line and
 // the GUI so that both answer the same budget with the same plan.
