@@ -363,9 +363,9 @@ TEST(ExecutorTraining, MeasuredPeakIsNearThePrediction) {
   std::printf("small cnn batch 16: predicted %lld, measured %lld (%+.2f%%)\n",
               static_cast<long long>(t.peak_bytes), static_cast<long long>(r.measured_peak_bytes),
               100 * err);
-  // oneDNN's convolution reorders are not in the analyzer's rules yet; on a model this small
-  // they are a large share of the peak.
-  EXPECT_LE(std::fabs(err), 0.25);
+  // The README's promise for a plain step: within 1%. On a model this small oneDNN's reorders
+  // and workspaces are a large share of the peak, so this holds only if the conv rules do.
+  EXPECT_LE(std::fabs(err), 0.01);
   EXPECT_EQ(r.steps[0].peak_bytes, r.steps[1].peak_bytes) << "steady state from the first step";
 }
 
@@ -663,7 +663,7 @@ TEST(ExecutorSelective, MeasuredPeakIsTheReplayedPeak) {
     std::vector<TensorId> half;
     for (size_t i = 0; i < all.size(); i += 2) half.push_back(all[i]);
     for (const std::vector<TensorId>* set : {&all, &half}) {
-      Plan p = ReplaySelective(g, "test", *set, 0, 0);
+      Plan p = ReplaySelective(g, *set);
       RunOptions o;
       o.random_weights = true;
       o.steps = 2;

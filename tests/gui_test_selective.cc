@@ -20,8 +20,8 @@ TrainingGraph SelectiveGraph() {
 }
 
 Plan SelectivePlan(const TrainingGraph& g) {
-  return ReplaySelective(g, "selective", {g.FindTensor("h0"), g.FindTensor("a"), g.FindTensor("b")},
-                         2000, 0);
+  return ReplaySelective(g, {g.FindTensor("h0"), g.FindTensor("a"), g.FindTensor("b")},
+                         {.strategy = "selective", .budget_bytes = 2000});
 }
 
 std::shared_ptr<Item> SelectiveItem() {

@@ -127,9 +127,8 @@ TEST_P(PlannerCorpus, EveryStrategyReplaysWithinItsBudget) {
       o.strategy = s;
       Plan p = MakePlan(g, cost, o);
       // Replay never trust: rebuild the schedule from the plan's sections alone.
-      MemoryTimeline t =
-          Simulate(p.recomputed.empty() ? BuildSegmentedSchedule(g, p.segments)
-                                        : ReplaySelective(g, s, p.recomputed, 0, 0).schedule);
+      MemoryTimeline t = Simulate(p.recomputed.empty() ? BuildSegmentedSchedule(g, p.segments)
+                                                       : ReplaySelective(g, p.recomputed).schedule);
       EXPECT_EQ(p.predicted_peak_bytes, t.peak_bytes) << s;
       EXPECT_EQ(p.feasible, p.predicted_peak_bytes + p.margin_bytes <= o.budget_bytes) << s;
       // Budget-aware strategies never do worse than the plain step; the heuristics (speed,

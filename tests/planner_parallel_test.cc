@@ -558,15 +558,17 @@ TEST(Parallel, ShardParametersGathersUnitsAroundTheirModulesAndPrefetchesOneInTh
   const Step* last = nullptr;       // the last step with a node
   for (const Step& st : p.schedule.steps) {
     for (BufferId b : st.allocs) {
-      if (p.schedule.buffers[b].bucket >= 0)
-        events.push_back("g" + std::to_string(p.schedule.buffers[b].bucket));
+      const Buffer& buf = p.schedule.buffers[b];
+      if (buf.bucket >= 0 && buf.category == MemoryCategory::kParameter)
+        events.push_back("g" + std::to_string(buf.bucket));
     }
     if (st.node != kNone && !(last && last->node == st.node && last->phase == st.phase))
       events.push_back(g.nodes[st.node].name);  // an op and its accumulation step: once
     if (st.node != kNone) last = &st;
     for (BufferId b : st.frees) {
-      if (p.schedule.buffers[b].bucket >= 0)
-        events.push_back("r" + std::to_string(p.schedule.buffers[b].bucket));
+      const Buffer& buf = p.schedule.buffers[b];
+      if (buf.bucket >= 0 && buf.category == MemoryCategory::kParameter)
+        events.push_back("r" + std::to_string(buf.bucket));
     }
   }
   const std::string loss = NodeProducing(g, g.tensors[g.loss].name);
@@ -863,7 +865,7 @@ TEST(Parallel, BadInputsGiveClearErrors) {
   Plan p = Plain(g);
   EXPECT_THROW(ApplyDataParallel(p, g, Layout(0, ShardMode::kNone, 100)), MemplanError);
   // A selective plan recomputes inside the backward, where no gather span is defined.
-  Plan selective = ReplaySelective(g, "selective", {g.FindTensor("h1")}, 0, 0);
+  Plan selective = ReplaySelective(g, {g.FindTensor("h1")}, {.strategy = "selective"});
   try {
     ApplyDataParallel(selective, g, Layout(2, ShardMode::kParameters, 100));
     FAIL();

@@ -42,7 +42,7 @@ std::vector<Subset> ReplayEverySubset(const TrainingGraph& raw, const CostModel&
     Subset s;
     for (size_t k = 0; k < all.size(); ++k)
       if (mask & (1u << k)) s.dropped.push_back(all[k]);
-    Plan p = ReplaySelective(g, "selective", s.dropped, 0, 0);
+    Plan p = ReplaySelective(g, s.dropped);
     s.peak = p.predicted_peak_bytes;
     s.seconds = ScheduleRecomputeSeconds(node_seconds, p.schedule);
     SelectiveRelaxation r = RelaxSelective(g, cost, s.dropped);

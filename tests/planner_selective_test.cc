@@ -29,7 +29,7 @@ TensorId T(const TrainingGraph& g, const std::string& name) { return g.FindTenso
 Plan Replay(const TrainingGraph& g, const std::vector<std::string>& names) {
   std::vector<TensorId> ids;
   for (const std::string& n : names) ids.push_back(T(g, n));
-  return ReplaySelective(g, "selective", ids, 0, 0);
+  return ReplaySelective(g, ids, {.strategy = "selective"});
 }
 
 int CountRecomputeSteps(const Schedule& s) {
@@ -163,7 +163,7 @@ TEST(SelectivePlanner, WithoutAFitReturnsTheSmallestPeakItReaches) {
   EXPECT_LT(p.predicted_peak_bytes, 1004);
   // The persistent 300 B, the seed and one activation with its gradient at least.
   EXPECT_GE(p.predicted_peak_bytes, 300 + 4 + 100 + 100);
-  EXPECT_EQ(ReplaySelective(g, "selective", p.recomputed, 1, 0).predicted_peak_bytes,
+  EXPECT_EQ(ReplaySelective(g, p.recomputed, {.budget_bytes = 1}).predicted_peak_bytes,
             p.predicted_peak_bytes);
 }
 
@@ -215,7 +215,7 @@ std::vector<Subset> BruteForce(const TrainingGraph& g, const std::vector<double>
     std::vector<TensorId> d;
     for (size_t k = 0; k < all.size(); ++k)
       if (mask & (1u << k)) d.push_back(all[k]);
-    Plan p = ReplaySelective(g, "selective", d, 0, 0);
+    Plan p = ReplaySelective(g, d);
     out.push_back({d, p.predicted_peak_bytes, ScheduleRecomputeSeconds(node_seconds, p.schedule)});
   }
   return out;
@@ -274,8 +274,7 @@ Gap ExpectSelectiveNearBruteForce(const TrainingGraph& raw, const CostModel& cos
     EXPECT_LE(p.predicted_peak_bytes, previous_peak)
         << "budget " << budget << ": the peak rose as the budget fell";
     previous_peak = p.predicted_peak_bytes;
-    EXPECT_EQ(ReplaySelective(g, "selective", p.recomputed, 0, 0).predicted_peak_bytes,
-              p.predicted_peak_bytes);
+    EXPECT_EQ(ReplaySelective(g, p.recomputed).predicted_peak_bytes, p.predicted_peak_bytes);
     if (best < 0) {
       EXPECT_FALSE(p.feasible) << "budget " << budget;
       continue;
@@ -470,17 +469,17 @@ TEST_P(SelectiveCorpus, AnyDroppedSetReplays) {
   o.grads = GradientLifetime::kKept;
   TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(GetParam()), o);
   const int64_t plain = Simulate(BuildTrainingSchedule(g)).peak_bytes;
-  EXPECT_EQ(ReplaySelective(g, "selective", {}, 0, 0).predicted_peak_bytes, plain);
+  EXPECT_EQ(ReplaySelective(g, {}).predicted_peak_bytes, plain);
   std::vector<TensorId> all = RecomputableTensors(g);
   ASSERT_FALSE(all.empty());
-  Plan every = ReplaySelective(g, "selective", all, 0, 0);
+  Plan every = ReplaySelective(g, all);
   EXPECT_LT(every.predicted_peak_bytes, plain);
   std::mt19937 rng(7);
   for (int trial = 0; trial < 5; ++trial) {
     std::vector<TensorId> some;
     for (TensorId t : all)
       if (rng() % 2) some.push_back(t);
-    Plan p = ReplaySelective(g, "selective", some, 0, 0);
+    Plan p = ReplaySelective(g, some);
     EXPECT_GT(p.recompute_flops, 0);
   }
 }
@@ -531,7 +530,9 @@ TEST_P(SelectiveCorpusPlans, FitsItsBudgetAsReplayed) {
         100.0 * static_cast<double>(p.predicted_peak_bytes) / baseline,
         p.feasible ? "fits" : "does not fit", p.predicted_recompute_seconds, p.recomputed.size(),
         p.solve_seconds, cpu);
-    Plan replay = ReplaySelective(g, "selective", p.recomputed, budget, baseline);
+    Plan replay = ReplaySelective(
+        g, p.recomputed,
+        {.strategy = "selective", .budget_bytes = budget, .baseline_peak_bytes = baseline});
     EXPECT_EQ(p.predicted_peak_bytes, replay.predicted_peak_bytes);
     EXPECT_EQ(p.feasible, p.predicted_peak_bytes <= budget);
     EXPECT_EQ(p.margin_bytes, 0);

@@ -597,11 +597,11 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
                          std::to_string(segments.size()) +
                          " sections, which memplan does not combine; re-plan with `memplan plan`");
     }
-    const int64_t budget = OptionalBytes(j, "budget_bytes");
-    const int64_t baseline = OptionalBytes(j, "baseline_peak_bytes");
-    Plan p = recomputed.empty()
-                 ? ReplaySegmentation(g, strategy, CutsFromSegments(g, segments), budget, baseline)
-                 : ReplaySelective(g, strategy, recomputed, budget, baseline);
+    const ReplayRequest request{.strategy = strategy,
+                                .budget_bytes = OptionalBytes(j, "budget_bytes"),
+                                .baseline_peak_bytes = OptionalBytes(j, "baseline_peak_bytes")};
+    Plan p = recomputed.empty() ? ReplaySegmentation(g, CutsFromSegments(g, segments), request)
+                                : ReplaySelective(g, recomputed, request);
     // The checkpoints are derived from the sections; a plan naming others was edited by hand.
     if (j.contains("checkpoints")) {
       for (const nlohmann::json& name : j.at("checkpoints")) {

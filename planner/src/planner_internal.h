@@ -75,11 +75,14 @@ struct ReplayOptions {
 // The replay of a graph on its own (the public ReplaySegmentation and ReplaySelective): the
 // graph's facts and fingerprint computed for it.
 struct StandaloneReplay {
-  StandaloneReplay(const TrainingGraph& g, ReplayOptions o)
-      : facts(ComputeGraphFacts(g)), options(std::move(o)) {
-    options.facts = &facts;
-    options.fingerprint = ModelFingerprint(g);
-  }
+  StandaloneReplay(const TrainingGraph& g, const ReplayRequest& r)
+      : facts(ComputeGraphFacts(g)),
+        options{.facts = &facts,
+                .fingerprint = ModelFingerprint(g),
+                .strategy = r.strategy,
+                .budget_bytes = r.budget_bytes,
+                .baseline_peak_bytes = r.baseline_peak_bytes,
+                .sim = r.sim} {}
   StandaloneReplay(const StandaloneReplay&) = delete;
   StandaloneReplay& operator=(const StandaloneReplay&) = delete;
   GraphFacts facts;

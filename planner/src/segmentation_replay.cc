@@ -113,13 +113,9 @@ double RecomputeSeconds(const std::vector<double>& node_seconds, const std::vect
   return seconds;
 }
 
-Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
-                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
-                        int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
-  const planner::StandaloneReplay r(g, {.strategy = strategy,
-                                        .budget_bytes = budget_bytes,
-                                        .baseline_peak_bytes = baseline_peak_bytes,
-                                        .sim = sim});
+Plan ReplaySegmentation(const TrainingGraph& g, const std::vector<NodeId>& cuts,
+                        const ReplayRequest& request) {
+  const planner::StandaloneReplay r(g, request);
   return planner::ReplaySegmentation(g, cuts, r.options);
 }
 

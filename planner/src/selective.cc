@@ -45,13 +45,9 @@ double ScheduleRecomputeSeconds(const std::vector<double>& node_seconds, const S
   return seconds;
 }
 
-Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy,
-                     const std::vector<TensorId>& recomputed, int64_t budget_bytes,
-                     int64_t baseline_peak_bytes, const SimulatorOptions& sim) {
-  const planner::StandaloneReplay r(g, {.strategy = strategy,
-                                        .budget_bytes = budget_bytes,
-                                        .baseline_peak_bytes = baseline_peak_bytes,
-                                        .sim = sim});
+Plan ReplaySelective(const TrainingGraph& g, const std::vector<TensorId>& recomputed,
+                     const ReplayRequest& request) {
+  const planner::StandaloneReplay r(g, request);
   return planner::ReplaySelective(g, recomputed, r.options);
 }
 

@@ -333,11 +333,19 @@ std::vector<TensorId> RecomputableTensors(const TrainingGraph& g);
 // `selective` planner drops a Linear's MatMul output with its bias Add's, for instance).
 std::vector<TensorId> DroppableStorages(const TrainingGraph& g);
 
+// What a replay records beside the plan's choice (cuts, or storages to recompute): the Plan's
+// strategy name, the budget it is checked against and the unplanned peak it is compared with.
+struct ReplayRequest {
+  std::string strategy{};
+  int64_t budget_bytes = 0;         // <= 0: none (every plan is feasible)
+  int64_t baseline_peak_bytes = 0;  // the unplanned step's peak
+  SimulatorOptions sim{};
+};
+
 // Replays selective recompute of `recomputed` (see above): schedule, timeline, FLOPs of every
 // recompute step, feasibility. Throws MemplanError naming a tensor that cannot be recomputed.
-Plan ReplaySelective(const TrainingGraph& g, const std::string& strategy,
-                     const std::vector<TensorId>& recomputed, int64_t budget_bytes,
-                     int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
+Plan ReplaySelective(const TrainingGraph& g, const std::vector<TensorId>& recomputed,
+                     const ReplayRequest& r = {});
 
 // Forward FLOPs, and the same in seconds (node_seconds indexed by NodeId), of every recompute
 // step of a schedule.
@@ -352,9 +360,8 @@ std::string StructureFingerprint(const TrainingGraph& g);
 // Replays a segmentation: schedule, timeline, checkpoints, FLOPs, feasibility. The one way
 // every strategy (and PlanFromJson) fills a Plan. The predicted recompute seconds are the
 // caller's (the planner's Context fills them from its cost model, PlanFromJson from the file).
-Plan ReplaySegmentation(const TrainingGraph& g, const std::string& strategy,
-                        const std::vector<NodeId>& cuts, int64_t budget_bytes,
-                        int64_t baseline_peak_bytes, const SimulatorOptions& sim = {});
+Plan ReplaySegmentation(const TrainingGraph& g, const std::vector<NodeId>& cuts,
+                        const ReplayRequest& r = {});
 
 nlohmann::json PlanToJson(const Plan& p, const TrainingGraph& g);
 // Whether `j` says it is a plan ("kind": "plan").
