@@ -137,6 +137,17 @@ TEST(PlanReport, APlanWrittenAndReadIsWrittenTheSame) {
   EXPECT_EQ(nodes, static_cast<int64_t>(g.nodes.size()));  // every node in one section
 }
 
+TEST(PlanReport, TheBoundDimsOtherThanTheBatchAreWritten) {
+  TrainingGraph g = Mlp();
+  ASSERT_FALSE(g.batch_dim.empty());
+  // The MLP has one symbolic dim, its batch: a plan of it names no dims.
+  EXPECT_FALSE(PlanReportOf(MakePlan(g, CostModel{}, PlanOptions{}), g).dims);
+  g.dims["seq"] = 128;  // as a sequence model bound with --dim seq=128
+  const json j = PlanToJson(MakePlan(g, CostModel{}, PlanOptions{}), g);
+  EXPECT_EQ(j.at("dims"), (json{{"seq", 128}}));
+  ExpectPlanRoundTrip(j);
+}
+
 TEST(PlanReport, AutoDataParallelAndTheCommandLinesFieldsRoundTrip) {
   const TrainingGraph g = Mlp(GradientLifetime::kKept);  // data-parallel ranks keep them
   PlanOptions o;
@@ -208,15 +219,18 @@ TEST(LoadOptionsForPlan, ThePlansSettingsUnlessTheUserNamedThem) {
                      {"optimizer", "adam"},
                      {"grads", "kept"},
                      {"loss", "mse"},
+                     {"dims", {{"seq", 128}, {"height", 64}}},
                      {"layout", {{"devices", 2}, {"shard", "none"}, {"bucket_bytes", 1024}}}};
   LoadOptions user;
   user.batch = 24;
   user.optimizer = Optimizer::kMomentum;
+  user.dims = {{"seq", 256}};  // the user's binding of a name wins, the plan's others are added
   const LoadOptions o = LoadOptionsForPlan(plan, user);
   EXPECT_EQ(o.batch, 3);
   EXPECT_EQ(o.optimizer, Optimizer::kAdam);
   EXPECT_EQ(o.grads, GradientLifetime::kKept);
   EXPECT_EQ(o.loss, LossKind::kMse);
+  EXPECT_EQ(o.dims, (std::map<std::string, int64_t>{{"height", 64}, {"seq", 256}}));
   // The user's batch (24 = 2 devices x 2 micro-batches x 6) and optimizer win.
   const LoadOptions mine =
       LoadOptionsForPlan(plan, user, {/*batch=*/true, /*optimizer=*/true, false, false});

@@ -98,6 +98,9 @@ PlanReport PlanReportOf(const Plan& p, const TrainingGraph& g) {
   r.structure_fingerprint = StructureFingerprint(g);
   r.optimizer = OptimizerName(g.optimizer);
   r.grads = GradientLifetimeName(g.grads);
+  std::map<std::string, int64_t> dims(g.dims.begin(), g.dims.end());
+  dims.erase(g.batch_dim);  // the batch is the plan's own field
+  if (!dims.empty()) r.dims = std::move(dims);
   r.loss = LossKindName(g.loss_kind);
   r.num_nodes = static_cast<int64_t>(g.nodes.size());
   r.strategy = p.strategy;
@@ -163,6 +166,7 @@ json PlanReportToJson(const PlanReport& r) {
   WriteOptional(j, "optimizer", r.optimizer, Same);
   WriteOptional(j, "grads", r.grads, Same);
   WriteOptional(j, "loss", r.loss, Same);
+  WriteOptional(j, "dims", r.dims, report_json::CountMapToJson);
   WriteOptional(j, "num_nodes", r.num_nodes, Same);
   WriteOptional(j, "strategy", r.strategy, Same);
   WriteOptional(j, "budget_bytes", r.budget_bytes, Same);
@@ -265,6 +269,7 @@ PlanReport PlanReportFromJson(const json& j, bool require_kind) {
   ReadOptional(j, "optimizer", r.optimizer, String);
   ReadOptional(j, "grads", r.grads, String);
   ReadOptional(j, "loss", r.loss, String);
+  ReadOptional(j, "dims", r.dims, report_json::CountMap);
   ReadOptional(j, "num_nodes", r.num_nodes, Count);
   ReadOptional(j, "strategy", r.strategy, String);
   ReadOptional(j, "budget_bytes", r.budget_bytes, Count);
@@ -324,6 +329,11 @@ LoadOptions LoadOptionsForPlan(const json& plan, LoadOptions options,
     options.batch /= split;
   } else {
     options.batch = PlanGraphBatch(plan);
+  }
+  // The plan's dims, unless the user bound the same name.
+  if (auto d = plan.find("dims"); d != plan.end()) {
+    for (const auto& [name, value] : report_json::CountMap(*d, "dims"))
+      options.dims.emplace(name, value);
   }
   auto named = [&](const char* key) -> std::optional<std::string> {
     auto it = plan.find(key);

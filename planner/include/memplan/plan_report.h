@@ -58,6 +58,9 @@ struct PlanReport {
   std::optional<std::string> optimizer;  // OptimizerName
   std::optional<std::string> grads;      // GradientLifetimeName of the plan's graph
   std::optional<std::string> loss;       // LossKindName
+  // The symbolic dims bound by --dim other than the batch's (sequence length, image size...):
+  // a run loads the model with them.
+  std::optional<std::map<std::string, int64_t>> dims;
   std::optional<int64_t> num_nodes;
   std::optional<std::string> strategy;
   std::optional<int64_t> budget_bytes;
@@ -105,7 +108,7 @@ PlanReport PlanReportFromJson(const nlohmann::json& j, bool require_kind = true)
 
 // The options a plan's graph is loaded with, as `memplan run --plan` and the GUI load it:
 // `options` (the user's; its batch the whole step's when `given.batch`) with the plan's
-// micro-batch, optimizer, gradients and loss where the user did not name them. Throws
+// micro-batch, dims, optimizer, gradients and loss where the user did not name them. Throws
 // MemplanError when the plan's split (micro-batches x devices) does not divide the user's batch.
 struct PlanLoadOverrides {
   bool batch = false;
