@@ -264,7 +264,8 @@ void Trainer::FollowSchedule() {
   Schedule schedule = Selective()
                           ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
                           : BuildSegmentedSchedule(g_, opt_.segments);
-  if (ShardParameters()) FollowGatherSpans(schedule);  // the rank's schedule, with its gathers
+  // The rank's schedule: its gathers, releases and reduce-scatters.
+  if (Distributed() && LazyGradients()) FollowDataParallelSteps(schedule);
   // A buffer holds one storage; the executor holds a value per tensor sharing it. The loss is
   // the backward's root, held by Step() itself.
   sharing_.assign(nt, {});
@@ -490,13 +491,14 @@ void Trainer::Backward(size_t segment) {
   }
   where_.phase = "backward";
   where_.node = kNone;
-  if (ShardParameters()) StartBackwardCall(segment);
+  if (Distributed() && LazyGradients()) StartBackwardCall(segment);
   if (!roots.empty()) {
     torch::autograd::backward(roots, grads, /*retain_graph=*/false, /*create_graph=*/false);
   }
   roots.clear();
   grads.clear();
-  if (ShardParameters()) BackwardReached(INT64_MAX);  // the call's last releases
+  // The call's last releases and reduce-scatters.
+  if (Distributed() && LazyGradients()) BackwardReached(INT64_MAX);
   // This segment's recomputed outputs and their incoming gradients are done.
   for (TensorId c : checkpoints_out_[segment]) {
     values_[c].reset();
@@ -662,8 +664,6 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       tracer.profiler = profiling_;
       tracer.micro_batch = static_cast<int32_t>(m);
     }
-    // Shard gradients: the last micro-batch reduces each bucket as soon as it is complete.
-    if (Distributed() && LazyGradients() && m + 1 == micro_batches) StartEarlyReduce();
     {
       ProfileGuard scope(profiling_, Scope(Phase::kBackward, kNone, static_cast<int32_t>(K - 1)));
       if (Selective()) StartSelectiveBackward();
@@ -690,7 +690,6 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       Backward(s);
     }
   }
-  early_reduce_ = false;
   micro_ = 0;
   {
     ProfileGuard scope(profiling_, Scope(Phase::kSetup));

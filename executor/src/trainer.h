@@ -101,7 +101,6 @@ class Trainer {
   bool Distributed() const { return comm_ != nullptr; }
   void MakeBuckets();
   void EnsureFullGradient(size_t b);
-  void StartEarlyReduce();
   void Accumulated(TensorId p);
   void ReduceScatterBucket(size_t b);
   // Shard parameters (plan.h): a bucket's flat parameters exist only inside gather spans.
@@ -114,7 +113,7 @@ class Trainer {
   void HookBackwardGathers(const Node& n);
   void StartBackwardCall(size_t segment);
   void BackwardReached(int64_t key);
-  void FollowGatherSpans(Schedule& s);
+  void FollowDataParallelSteps(Schedule& s);
   void Communicate();
   void ShardedOptimizerStep(int64_t step);
   void Update(at::Tensor& w, const at::Tensor& gr, at::Tensor& s1, at::Tensor& s2, int64_t step);
@@ -213,47 +212,50 @@ class Trainer {
     at::Tensor grad_shard;      // S_b (gradients)
     at::Tensor state1, state2;  // sharded modes: S_b each, as the optimizer needs
     // Shard gradients: the parameters' AccumulateGrad nodes (held, so that their post hooks
-    // stay), how many of the parameters still await their last accumulation in this backward,
-    // and whether the bucket was reduced this step.
+    // stay), and whether the bucket was reduced this step.
     std::vector<torch_compat::NodePtr> accumulators;
-    int64_t pending = 0;
     bool reduced = false;
     // Shard parameters: the rank's shard (S_b, what the optimizer updates); the flat buffer's
     // storage seen through a tensor of its own version counter (gathers write through it, so
-    // autograd's saved parameters see no in-place change); whether it holds the parameters now;
-    // the gradients still to accumulate in this backward call before it is released.
+    // autograd's saved parameters see no in-place change); whether it holds the parameters now.
     at::Tensor param_shard;
     at::Tensor gather_target;
     bool gathered = false;
-    int64_t call_pending = 0;
   };
   std::unique_ptr<exec::Communicator> comm_;
   ShardMode shard_ = ShardMode::kNone;
   std::vector<FlatBucket> buckets_;
-  // Shard gradients: per parameter, the AccumulateGrad calls of one micro-batch (one per
-  // segment whose nodes read it) and those still to come in the last micro-batch's backward.
-  std::vector<int> accum_expected_, accum_left_;
   std::vector<int> bucket_of_;
-  // Shard parameters, from the schedule (AddDataParallelSteps): per node, the buckets gathered
-  // before its forward [0] or recompute [1] step and released after it; per segment's backward
-  // call, its gathers and releases in schedule order (key: 2 x the position of the step a gather
-  // precedes, 2 x that of the step a release follows + 1), carried out as the engine reaches each
-  // node's backward (key_backward_, per node: 2 x its backward step's position; -1: none).
-  // Shard gradients and parameters: per segment, the parameters its backward call accumulates a
-  // gradient into.
+  // Shard gradients and parameters, from the schedule (AddDataParallelSteps). Shard parameters:
+  // per node, the buckets gathered before its forward [0] or recompute [1] step and released
+  // after it. Per segment's backward call, its gathers, releases and reduce-scatters in schedule
+  // order (key: 2 x the position of the step a gather precedes, 2 x that of the step a release
+  // or reduce-scatter follows + 1), carried out as the engine reaches them: each node's backward
+  // (a pre-hook, shard parameters: key_backward_, per node 2 x its first backward step's
+  // position; -1: none) and each accumulation step's AccumulateGrad calls (a post hook: once the
+  // step's last parameter is accumulated, every event up to the next step with a node).
+  // The reduce-scatters after the backward's last step: comm_order_, in the schedule's order.
+  enum class EventKind { kGather, kRelease, kReduce };
   struct BucketEvent {
     int64_t key = 0;
     int bucket = 0;
-    bool gather = false;
+    EventKind kind = EventKind::kRelease;
+  };
+  // One backward step's AccumulateGrad calls: the events up to `bound` follow its `members`.
+  struct AccumulationStep {
+    int64_t bound = 0;
+    int members = 0, left = 0;
   };
   std::vector<std::vector<int>> gathers_before_[2], releases_after_[2];
   std::vector<std::vector<BucketEvent>> backward_events_;
   std::vector<int64_t> key_backward_;
+  // Per segment's backward call: its accumulation steps, and per parameter the one it is in.
+  std::vector<std::vector<AccumulationStep>> accumulation_steps_;
+  std::vector<std::unordered_map<TensorId, int>> accumulation_step_of_;
+  std::vector<int> comm_order_;
   size_t backward_call_ = 0, backward_cursor_ = 0;
-  std::vector<std::vector<TensorId>> segment_params_;
   // Hooks left in a graph that outlives the trainer (a failed step) find nobody.
   std::shared_ptr<Trainer*> hook_owner_;
-  bool early_reduce_ = false;
   double comm_seconds_ = 0;
   int64_t row_offset_ = 0;  // the rank's first row of the whole batch
 };

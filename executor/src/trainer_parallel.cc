@@ -50,7 +50,7 @@ void Trainer::MakeBuckets() {
       if (LazyGradients()) {
         // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
         persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
-        // Runs after AccumulateGrad: the bucket is reduced once its last gradient is in.
+        // Runs after AccumulateGrad: the schedule's events after its accumulation step.
         torch_compat::NodePtr acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
         acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
             [this, p](const torch::autograd::variable_list& outputs,
@@ -71,42 +71,44 @@ void Trainer::MakeBuckets() {
     buckets_.push_back(std::move(fb));
     if (ShardParameters()) ReleaseParameters(b);
   }
-  if (!LazyGradients()) return;
-  // Autograd sums a parameter's gradients within a backward call before its AccumulateGrad
-  // runs: one call per segment whose nodes read the parameter.
-  segment_params_.assign(segments_.size(), {});
-  for (size_t k = 0; k < segments_.size(); ++k) {
-    std::set<TensorId> read;
-    for (NodeId n : segments_[k]) {
-      for (TensorId in : g_.nodes[n].inputs) {
-        if (in != kNone && bucket_of_[in] >= 0) read.insert(in);
-      }
-    }
-    segment_params_[k].assign(read.begin(), read.end());
-  }
-  if (ShardParameters()) hook_owner_ = std::make_shared<Trainer*>(this);
+  if (LazyGradients()) hook_owner_ = std::make_shared<Trainer*>(this);
 }
 
-// Shard parameters: the schedule's gathers and releases (AddDataParallelSteps adds them to the
-// one-device schedule `s`, as the planner does), per pass.
-void Trainer::FollowGatherSpans(Schedule& s) {
+// Shard gradients and parameters: the rank's schedule (AddDataParallelSteps adds its steps to
+// the one-device schedule `s`, as the planner does), as events per pass.
+void Trainer::FollowDataParallelSteps(Schedule& s) {
   ParallelLayout layout = opt_.distributed.layout;
   layout.devices = comm_->world_size();
   AddDataParallelSteps(s, g_, opt_.segments, opt_.micro_batches, layout);
-  const size_t nn = g_.nodes.size();
+  const size_t nn = g_.nodes.size(), ns = segments_.size();
   for (int k = 0; k < 2; ++k) {
     gathers_before_[k].assign(nn, {});
     releases_after_[k].assign(nn, {});
   }
-  backward_events_.assign(segments_.size(), {});
+  backward_events_.assign(ns, {});
+  accumulation_steps_.assign(ns, {});
+  accumulation_step_of_.assign(ns, {});
+  comm_order_.clear();
   key_backward_.assign(nn, -1);
+  // The backward ends with its last step; the communication steps after it are the
+  // communication phase's (Communicate).
+  size_t last_backward = 0;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    if (s.steps[i].phase == Phase::kBackward) last_backward = i;
+  }
+  // Per backward step with a node, the next step with a node (its events' bound).
+  std::vector<size_t> next_node(s.steps.size() + 1, s.steps.size());
+  for (size_t i = s.steps.size(); i-- > 0;)
+    next_node[i] = s.steps[i].node != kNone ? i : next_node[i + 1];
   std::vector<int> gathers;  // buckets gathered before the next step with a node
   int segment = 0;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const memplan::Step& st = s.steps[i];
     const int64_t key = 2 * static_cast<int64_t>(i);
     for (BufferId b : st.allocs) {
-      if (s.buffers[b].bucket >= 0) gathers.push_back(s.buffers[b].bucket);
+      const Buffer& buf = s.buffers[b];
+      if (buf.bucket >= 0 && buf.category == MemoryCategory::kParameter)
+        gathers.push_back(buf.bucket);
     }
     if (st.node != kNone) segment = segment_of_[st.node];
     const bool forward = st.phase == Phase::kForward || st.phase == Phase::kLoss;
@@ -115,20 +117,57 @@ void Trainer::FollowGatherSpans(Schedule& s) {
       if (forward || recompute) {
         gathers_before_[recompute][st.node] = gathers;
       } else {
-        for (int b : gathers) backward_events_[segment].push_back({key, b, true});
+        for (int b : gathers) backward_events_[segment].push_back({key, b, EventKind::kGather});
       }
       gathers.clear();
     }
-    if (st.node != kNone && st.phase == Phase::kBackward && key_backward_[st.node] < 0)
-      key_backward_[st.node] = key;
-    for (BufferId b : st.frees) {
-      const int bucket = s.buffers[b].bucket;
-      if (bucket < 0) continue;
-      if (st.node != kNone && (forward || recompute))
-        releases_after_[recompute][st.node].push_back(bucket);
-      else
-        backward_events_[segment].push_back({key + 1, bucket, false});
+    const bool backward = st.node != kNone && st.phase == Phase::kBackward;
+    if (backward && key_backward_[st.node] < 0) key_backward_[st.node] = key;
+    if (backward) {
+      // The parameters whose gradients this step hands to AccumulateGrad: those whose
+      // gradient temporary it frees, and those a view op on a parameter (Transpose of a weight)
+      // hands its incoming gradient on to, which it frees. A parameter accumulates once per
+      // backward call, in the last such step of the call.
+      const Node& n = g_.nodes[st.node];
+      std::vector<TensorId> accumulated;
+      for (BufferId b : st.frees) {
+        const Buffer& buf = s.buffers[b];
+        if (buf.tensor == kNone) continue;
+        if (buf.category == MemoryCategory::kTemporary && bucket_of_[buf.tensor] >= 0)
+          accumulated.push_back(buf.tensor);
+        if (buf.category == MemoryCategory::kActivationGradient && n.gradient_passes_through &&
+            std::find(n.outputs.begin(), n.outputs.end(), buf.tensor) != n.outputs.end()) {
+          for (TensorId in : n.inputs) {
+            if (in != kNone && bucket_of_[in] >= 0) accumulated.push_back(in);
+          }
+        }
+      }
+      if (!accumulated.empty()) {
+        std::vector<AccumulationStep>& steps = accumulation_steps_[segment];
+        AccumulationStep a;
+        a.bound = 2 * static_cast<int64_t>(next_node[i + 1]) - 1;
+        steps.push_back(a);
+        for (TensorId p : accumulated)
+          accumulation_step_of_[segment][p] = static_cast<int>(steps.size()) - 1;
+      }
     }
+    for (BufferId b : st.frees) {
+      const Buffer& buf = s.buffers[b];
+      if (buf.bucket < 0) continue;
+      if (buf.category == MemoryCategory::kGradient) {  // a reduce-scatter
+        if (i > last_backward)
+          comm_order_.push_back(buf.bucket);
+        else
+          backward_events_[segment].push_back({key + 1, buf.bucket, EventKind::kReduce});
+      } else if (st.node != kNone && (forward || recompute)) {
+        releases_after_[recompute][st.node].push_back(buf.bucket);
+      } else {
+        backward_events_[segment].push_back({key + 1, buf.bucket, EventKind::kRelease});
+      }
+    }
+  }
+  for (size_t k = 0; k < ns; ++k) {
+    for (const auto& [p, a] : accumulation_step_of_[k]) ++accumulation_steps_[k][a].members;
   }
 }
 
@@ -194,23 +233,37 @@ void Trainer::HookBackwardGathers(const Node& n) {
   }
 }
 
-// Shard parameters: a segment's backward call starts at the first of its schedule events.
+// Shard gradients and parameters: a segment's backward call starts at the first of its
+// schedule events; none of its accumulation steps has run.
 void Trainer::StartBackwardCall(size_t segment) {
   backward_call_ = segment;
   backward_cursor_ = 0;
+  for (AccumulationStep& a : accumulation_steps_[segment]) a.left = a.members;
 }
 
-// The schedule's gathers and releases of the current backward call up to `key` (a node's
-// backward step); INT64_MAX: the releases left when the call ends.
+// The schedule's events of the current backward call up to `key`; INT64_MAX: the releases and
+// reduce-scatters left when the call ends.
 void Trainer::BackwardReached(int64_t key) {
   const std::vector<BucketEvent>& events = backward_events_[backward_call_];
   for (; backward_cursor_ < events.size() && events[backward_cursor_].key <= key;
        ++backward_cursor_) {
     const BucketEvent& e = events[backward_cursor_];
-    if (!e.gather)
-      ReleaseParameters(static_cast<size_t>(e.bucket));
-    else if (key != INT64_MAX)
-      GatherParameters(static_cast<size_t>(e.bucket));
+    const size_t b = static_cast<size_t>(e.bucket);
+    switch (e.kind) {
+      case EventKind::kGather:
+        if (key != INT64_MAX) GatherParameters(b);
+        break;
+      case EventKind::kRelease:
+        ReleaseParameters(b);
+        break;
+      case EventKind::kReduce:
+        if (!buckets_[b].reduced) {
+          auto t0 = Clock::now();
+          ReduceScatterBucket(b);
+          comm_seconds_ += Seconds(t0, Clock::now());
+        }
+        break;
+    }
   }
 }
 
@@ -233,36 +286,16 @@ void Trainer::EnsureFullGradient(size_t b) {
   }
 }
 
-// Shard gradients, before the last micro-batch's backward: each parameter expects one
-// AccumulateGrad call per backward call that reaches it, that is per segment whose nodes read
-// it (autograd sums a tensor's gradients before its AccumulateGrad runs).
-void Trainer::StartEarlyReduce() {
-  if (accum_expected_.empty()) {
-    accum_expected_.assign(g_.tensors.size(), 0);
-    for (const std::vector<TensorId>& read : segment_params_) {
-      for (TensorId t : read) ++accum_expected_[t];
-    }
-  }
-  accum_left_ = accum_expected_;
-  for (FlatBucket& fb : buckets_) {
-    fb.pending = 0;
-    for (TensorId p : fb.layout.parameters) fb.pending += accum_expected_[p] > 0 ? 1 : 0;
-  }
-  early_reduce_ = true;
-}
-
-// AccumulateGrad's post hook (the autograd engine's thread): the bucket's reduce-scatter runs
-// as soon as the last of its parameters' gradients is in. Every rank runs the same graph in the
-// same order, so the collectives match.
+// AccumulateGrad's post hook (the autograd engine's thread): once the last parameter of its
+// accumulation step is in, the schedule's events up to the step's bound (a reduce-scatter,
+// the release of a gathered bucket). Every rank runs the same graph in the same order, so the
+// collectives match.
 void Trainer::Accumulated(TensorId p) {
-  const size_t b = static_cast<size_t>(bucket_of_[p]);
-  FlatBucket& fb = buckets_[b];
-  if (early_reduce_ && accum_left_[p] > 0 && --accum_left_[p] == 0 && --fb.pending == 0 &&
-      !fb.reduced) {
-    auto t0 = Clock::now();
-    ReduceScatterBucket(b);
-    comm_seconds_ += Seconds(t0, Clock::now());
-  }
+  const auto& of = accumulation_step_of_[backward_call_];
+  const auto it = of.find(p);
+  if (it == of.end()) return;
+  AccumulationStep& a = accumulation_steps_[backward_call_][it->second];
+  if (a.left > 0 && --a.left == 0) BackwardReached(a.bound);
 }
 
 // Shard gradients: reduce-scatter (sum) of bucket b's flat gradient into the rank's shard, / N,
@@ -283,14 +316,19 @@ void Trainer::ReduceScatterBucket(size_t b) {
 
 // The communication phase (plan.h): per bucket, in bucket order, the gradient all-reduce (or,
 // for a bucket of shard gradients the backward did not reduce, the reduce-scatter into the
-// rank's shard), averaged over the ranks.
+// rank's shard, in the order of the schedule's communication steps), averaged over the ranks.
 void Trainer::Communicate() {
   where_.phase = "communication";
   where_.node = kNone;
   c10::AutoGradMode no_grad(false);
   const double n = static_cast<double>(comm_->world_size());
   auto t0 = Clock::now();
-  for (size_t b = 0; b < buckets_.size(); ++b) {
+  // Shard gradients and parameters: the schedule's communication steps first (the buckets
+  // reduced in the backward are skipped).
+  std::vector<int> order = comm_order_;
+  for (size_t b = 0; b < buckets_.size(); ++b) order.push_back(static_cast<int>(b));
+  for (int bi : order) {
+    const size_t b = static_cast<size_t>(bi);
     ProfileGuard scope(profiling_, Scope(Phase::kCommunication));
     FlatBucket& fb = buckets_[b];
     if (LazyGradients()) {

@@ -453,8 +453,8 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
       grad_shard[b] =
           s.AddBuffer({name + " gradient shard", shard, MemoryCategory::kGradient, kNone});
       if (!shards_freed) setup.allocs.push_back(grad_shard[b]);
-      flat_grad[b] =
-          s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient, kNone});
+      flat_grad[b] = s.AddBuffer({name + " flat gradients", padded, MemoryCategory::kGradient,
+                                  kNone, static_cast<int32_t>(b)});
     } else {
       setup.allocs.push_back(
           s.AddBuffer({name + " gradients", padded, MemoryCategory::kGradient, kNone}));
