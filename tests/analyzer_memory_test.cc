@@ -226,6 +226,60 @@ TEST(TrainingMemory, BroadcastMulGradientNeedsAnOutputSizedTemporary) {
   EXPECT_EQ(g.node(1).backward_workspace_bytes, 800);
 }
 
+// ScatterND (reduction none) is at::index_put with one int64 index tensor per index column,
+// negative indices wrapped by at::where: new tensors, which index_put's backward keeps (the
+// index input itself is not kept). Indices [3,1]: one column of 3 rows, 3 x 8 = 24 B.
+GraphBuilder ScatterRows(bool trained) {
+  GraphBuilder b;
+  b.Input("x", {-1, 4}).Ints("rows", {0, 2, 4}).Ints("shape", {3, 1});
+  if (trained) {
+    b.Param("table", {6, 4}).Param("upd", {3, 4});
+  } else {
+    b.Input("table", {6, 4}).Input("upd", {3, 4});
+  }
+  b.Node("Reshape", {"rows", "shape"}, {"idx"})
+      .Node("ScatterND", {"table", "idx", "upd"}, {"t"})
+      .Node("Transpose", {"t"}, {"tt"})
+      .Attr("perm", std::vector<int64_t>{1, 0})
+      .Node("MatMul", {"x", "tt"}, {"y"});
+  b.Param("bias", {6}).Node("Add", {"y", "bias"}, {"logits"});
+  return b.Output("logits");
+}
+
+const Node& OnlyNode(const TrainingGraph& g, const std::string& op) {
+  const Node* found = nullptr;
+  for (const Node& n : g.nodes) {
+    if (n.op_type == op) {
+      EXPECT_EQ(found, nullptr) << "one " << op;
+      found = &n;
+    }
+  }
+  EXPECT_NE(found, nullptr) << op;
+  return *found;
+}
+
+TEST(TrainingMemory, ScatterNDSavesItsWrappedIndexColumns) {
+  LoadOptions o;
+  o.batch = 2;
+  TrainingGraph g = ScatterRows(/*trained=*/true).Load(Kept(o));
+  const Node& s = OnlyNode(g, "ScatterND");
+  ASSERT_TRUE(s.has_backward);
+  ASSERT_EQ(s.saved_extras.size(), 1u);
+  EXPECT_EQ(s.saved_extras[0].bytes, 24);
+  EXPECT_TRUE(s.saved_for_backward.empty());
+  EXPECT_EQ(s.forward_workspace_bytes, 0);
+}
+
+TEST(TrainingMemory, ScatterNDWithoutABackwardHoldsItsIndexColumnsWhileItRuns) {
+  LoadOptions o;
+  o.batch = 2;
+  TrainingGraph g = ScatterRows(/*trained=*/false).Load(Kept(o));
+  const Node& s = OnlyNode(g, "ScatterND");
+  ASSERT_FALSE(s.has_backward);
+  EXPECT_TRUE(s.saved_extras.empty());
+  EXPECT_EQ(s.forward_workspace_bytes, 24);
+}
+
 TEST(TrainingMemory, ConvBatchNormPoolSaveTheirExtras) {
   GraphBuilder b;
   b.Input("x", {-1, 3, 8, 8}).Param("w", {4, 3, 3, 3}).Param("scale", {4}).Param("bias", {4});
@@ -409,6 +463,36 @@ int64_t BytesNamed(const Schedule& s, const std::string& part) {
   for (const Buffer& buf : s.buffers)
     if (buf.name.find(part) != std::string::npos) bytes += buf.bytes;
   return bytes;
+}
+
+// x[4,8] + Reshape(p[2,4]) to [8] (broadcast over the batch) -> a -> MatMul w[8,3] -> logits.
+GraphBuilder ReshapedBroadcastBias() {
+  GraphBuilder b;
+  b.Input("x", {-1, 8}).Param("p", {2, 4}).Param("w", {8, 3}).Ints("shape", {8});
+  b.Node("Reshape", {"p", "shape"}, {"pr"})
+      .Node("Add", {"x", "pr"}, {"a"})
+      .Node("MatMul", {"a", "w"}, {"logits"});
+  return b.Output("logits");
+}
+
+TEST(GradientsSetToNone, ABroadcastInputsReducedGradientIsItsOwnBuffer) {
+  LoadOptions o;
+  o.batch = 4;
+  Analysis a = Analyze(ReshapedBroadcastBias().Load(o));
+  // Add's backward hands pr the incoming gradient (grad a [4,8], 128 B) summed over the batch:
+  // the engine's sum_to makes a new [8] tensor of 32 B, and grad a dies when its last reader
+  // (that Add) has run. Reshape's backward hands p a contiguous view of it, which AccumulateGrad
+  // takes as .grad: grad pr's 32 B live through the optimizer step, grad a's 128 B do not.
+  EXPECT_EQ(BytesNamed(a.schedule, "grad pr"), 32);
+  EXPECT_EQ(BuffersOf(a.schedule, a.graph.FindTensor("p"), MemoryCategory::kGradient), 0);
+  // Persistent: x 128 + p 32 + w 96 + shape 8 + target 4 x 8 = 296 B. The optimizer step holds
+  // w's gradient (96 B) and p's (32 B).
+  EXPECT_EQ(a.timeline.bytes_after[0], 296);
+  EXPECT_EQ(a.timeline.bytes_during.back(), 296 + 96 + 32);
+  // Kept gradients: the same 32 B reduced gradient, added into p's gradient by AccumulateGrad.
+  Analysis k = Analyze(ReshapedBroadcastBias().Load(Kept(o)));
+  EXPECT_EQ(BytesNamed(k.schedule, "grad pr"), 32);
+  EXPECT_EQ(k.timeline.bytes_during.back(), 296 + 96 + 32);
 }
 
 // x[3,5] -> MatMul w[5,4] -> y[3,4], sum loss.

@@ -153,7 +153,7 @@ using SaveRule = std::remove_pointer_t<SaveFn>;
 SaveRule SavesInputs01, SavesInput0, SavesOutput0, SavesBothInputs, SavesInputAndOutput;
 SaveRule SavesOtherOperand, SavesMatMul, SavesGemm, SavesDiv, SavesPow, SavesWhere;
 SaveRule SavesGather, SavesGatherND, SavesRmsNorm, SavesSwish, SavesAttention, SavesScatter,
-    SavesTopK, SavesMaxPool, SavesDropout;
+    SavesScatterND, SavesTopK, SavesMaxPool, SavesDropout;
 SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 
 // ---- op_workspaces.cc ----
@@ -161,8 +161,8 @@ SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 // Each of these is a WorkspaceFn: bytes a node holds temporarily.
 using WorkspaceRule = std::remove_pointer_t<WorkspaceFn>;
 WorkspaceRule LayerNormWorkspace, ConvWorkspace, ConvForwardWorkspace, ErfWorkspace, ClipWorkspace,
-    RmsNormWorkspace, RmsNormForwardWorkspace, GatherNDForwardWorkspace, AttentionWorkspace,
-    AttentionForwardWorkspace;
+    RmsNormWorkspace, RmsNormForwardWorkspace, GatherNDForwardWorkspace, ScatterNDForwardWorkspace,
+    AttentionWorkspace, AttentionForwardWorkspace;
 WorkspaceRule BatchNormWorkspace, BroadcastGradWorkspace, CrossEntropyWorkspace;
 
 // ---- op_validate.cc ----

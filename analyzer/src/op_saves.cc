@@ -232,6 +232,24 @@ void SavesAttention(const Node& n, const std::vector<Tensor>& t, const std::vect
 void SavesScatter(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
   s.inputs = {1};  // the indices
 }
+// The executor's ScatterND (reduction none or add) is at::index_put with the k index columns, each
+// with negative indices wrapped (at::where: a new int64 tensor of one index per update row);
+// index_put's backward keeps those, not the index input. Mul, max and min run other ATen ops,
+// which keep the index input.
+void SavesScatterND(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                    SaveSpec& s) {
+  const std::string red = n.attr_string("reduction", "none");
+  const Tensor& idx = t[n.inputs[1]];
+  if ((red != "none" && red != "add") || idx.shape.empty()) {
+    s.inputs = {1};
+    return;
+  }
+  const int64_t k = std::max<int64_t>(idx.shape.back(), 1);
+  const int64_t rows = idx.numel() / k;
+  for (int64_t j = 0; j < k; ++j) {
+    s.extras.push_back({"index column " + std::to_string(j), DType::kInt64, {rows}, rows * 8});
+  }
+}
 void SavesTopK(const Node&, const std::vector<Tensor>&, const std::vector<bool>&, SaveSpec& s) {
   s.outputs = {1};
 }

@@ -399,6 +399,16 @@ int64_t GatherNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
     nb *= data.shape[d];
   return 8 * nb + 8 * k * (idx.numel() / k);
 }
+// ScatterND (reduction none or add) holds its wrapped int64 index columns while index_put runs;
+// where it has a backward they are saved extras instead (SavesScatterND).
+int64_t ScatterNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+  const std::string red = n.attr_string("reduction", "none");
+  const Tensor& idx = t[n.inputs[1]];
+  if ((red != "none" && red != "add") || idx.shape.empty()) return 0;
+  if (n.has_backward) return 0;
+  const int64_t k = std::max<int64_t>(idx.shape.back(), 1);
+  return 8 * k * (idx.numel() / k);
+}
 // clamp_backward builds two bool masks (x >= min, x <= max).
 int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return 2 * t[n.inputs[0]].numel();

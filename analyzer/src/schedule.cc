@@ -25,6 +25,10 @@ const char* PhaseName(Phase p) {
       return "optimizer";
     case Phase::kCommunication:
       return "communication";
+    case Phase::kOffload:
+      return "offload";
+    case Phase::kPrefetch:
+      return "prefetch";
   }
   return "forward";
 }
@@ -72,6 +76,10 @@ std::string Schedule::StepLabel(const TrainingGraph& g, size_t step) const {
   const Step& s = steps.at(step);
   std::string label = PhaseName(s.phase);
   if (s.node != kNone) label += " " + g.nodes[s.node].name + " (" + g.nodes[s.node].op_type + ")";
+  if ((s.phase == Phase::kOffload || s.phase == Phase::kPrefetch) && s.copy_from >= 0 &&
+      s.copy_from < static_cast<BufferId>(buffers.size())) {
+    label += (s.copy_wait ? " done " : " start ") + buffers[s.copy_from].name;
+  }
   return label;
 }
 
@@ -219,9 +227,14 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     if (slot < 32 && (rule->nondiff_inputs & (1u << slot))) continue;
     const Tensor& t = g.tensors[i];
     const bool same_size = out != kNone && g.tensors[out].numel() == t.numel();
+    // An input the forward broadcast gets the incoming gradient summed to its shape (the
+    // engine's sum_to after add's backward): a new tensor of its own size, while the incoming
+    // gradient goes on to the other readers.
+    const bool reduced =
+        rule->grad_reduces_broadcast_inputs && out != kNone && t.numel() < g.tensors[out].numel();
     bool view = (rule->grad_is_view || (rule->grad_is_view_at_same_size && same_size) ||
                  IsIdentityInTraining(*rule, n, g.tensors)) &&
-                out_grad != kNone;
+                out_grad != kNone && !reduced;
     if (t.category != TensorCategory::kParameter && grad[i] != kNone && broadcast_[i]) {
       // Summed with a broadcast view (no bytes of its own): the sum is a new full-size
       // gradient, contiguous, which replaces the view.
