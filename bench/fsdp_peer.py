@@ -34,12 +34,16 @@ usage (the project's venv python):
   $VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan \\
       --model-dir ~/.cache/memplan/models-51bca78e79fa [--models gpt,resnet18,fc_heavy]
       [--ranks 1,2,4] [--grads none,kept] [--batch 16] [--steps 3] [--units] [--trace MODELS]
+      [--goal-grads none]
       [--save-measured FILE | --measured FILE] [--out bench/fsdp_peer_results.md]
 --save-measured FILE keeps every rank's results; --measured FILE compares memplan with them
 again without running FSDP2 (seconds instead of half an hour), e.g. after memplan changes:
   $VENV/bin/python bench/fsdp_peer.py --measured bench/fsdp_peer_measured.json --units \
       --trace fc_heavy --model-dir ~/.cache/memplan/models-51bca78e79fa
-fc_heavy's ONNX is exported on first use to --export-dir (default ~/.cache/memplan/fsdp-peer).
+fc_heavy's ONNX, and that of a model --model-dir lacks (a held-out model, e.g. alexnet), is
+exported on first use to --export-dir (default ~/.cache/memplan/fsdp-peer).
+--goal-grads: the grads rows whose goal lines are computed (memplan's --sweep per shard mode and
+bucket size: minutes per row).
 --out '' prints the tables only. --worker MODEL N RANK is internal (one rank of one run).
 """
 import argparse
@@ -92,8 +96,11 @@ def spec_of(name):
 
 
 def model_path(a, name):
-    if name != "fc_heavy":
-        return os.path.join(a.model_dir, name + ".onnx")
+    """The model in --model-dir, else exported on first use into --export-dir (fc_heavy, and a
+    held-out model no cache holds, e.g. alexnet)."""
+    cached = os.path.join(a.model_dir, name + ".onnx")
+    if name != "fc_heavy" and os.path.exists(cached):
+        return cached
     import export_models
     os.makedirs(a.export_dir, exist_ok=True)
     path = os.path.join(a.export_dir, name + ".onnx")
@@ -262,30 +269,64 @@ def memplan_plan(a, path, n, grads, bucket):
     return pj["predicted_peak_bytes"], pj
 
 
-def memplan_smallest(a, path, n, grads):
-    """memplan's smallest per-rank plan for N ranks, the number issue 28's goal compares with
-    FSDP2's peak: the least, over --shard none/optimizer/gradients/parameters, of each one's
-    smallest plan (`--sweep` without a budget; --shard auto without a budget answers the cheapest
-    communication, not the smallest peak). (bytes, label) or (None, error)."""
+SMALLEST_TRIES = (("none", "25MiB"), ("optimizer", "25MiB"), ("gradients", "25MiB"),
+                  ("gradients", "1B"), ("parameters", "25MiB"), ("parameters", "1B"))
+
+
+def memplan_same_work(a, path, n, grads):
+    """memplan's smallest per-rank plan for N ranks that does FSDP2's work (no recompute, one
+    micro-batch): the least, over SMALLEST_TRIES, of `--strategy none`'s predicted peak.
+    (bytes, label) or (None, error)."""
     best, label, errors = None, None, []
-    for shard in ("none", "optimizer", "gradients", "parameters"):
+    for shard, bucket in SMALLEST_TRIES:
         fd, out = tempfile.mkstemp(suffix=".plan.json")
         os.close(fd)
         cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--devices", str(n),
-               "--shard", shard, "--sweep", "--json", out]
+               "--shard", shard, "--bucket-size", bucket, "--strategy", "none", "--budget",
+               "1000GiB", "--json", out]
         if a.memplan_grads:
             cmd += ["--grads", grads]
         p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         if p.returncode != 0:
             os.unlink(out)
-            errors.append(shard + ": " + (p.stderr.strip().splitlines() or ["?"])[-1][:120])
+            errors.append(f"{shard} {bucket}: " +
+                          (p.stderr.strip().splitlines() or ["?"])[-1][:120])
+            continue
+        with open(out) as f:
+            pj = json.load(f)
+        os.unlink(out)
+        if best is None or pj["predicted_peak_bytes"] < best:
+            best, label = pj["predicted_peak_bytes"], f"shard {shard}, {bucket} buckets"
+    return (best, label) if best is not None else (None, "; ".join(errors))
+
+
+def memplan_smallest(a, path, n, grads):
+    """memplan's smallest per-rank plan for N ranks, the number issue 28's goal compares with
+    FSDP2's peak: the least, over --shard none/optimizer/gradients/parameters and, for the two
+    modes whose buckets are module units, --bucket-size 25MiB (units grouped) and 1B (one unit per
+    module, FSDP2's), of each one's smallest plan (`--sweep` without a budget; --shard auto
+    without a budget answers the cheapest communication, not the smallest peak).
+    (bytes, label) or (None, error)."""
+    best, label, errors = None, None, []
+    for shard, bucket in SMALLEST_TRIES:
+        fd, out = tempfile.mkstemp(suffix=".plan.json")
+        os.close(fd)
+        cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--devices", str(n),
+               "--shard", shard, "--bucket-size", bucket, "--sweep", "--json", out]
+        if a.memplan_grads:
+            cmd += ["--grads", grads]
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            os.unlink(out)
+            errors.append(f"{shard} {bucket}: " +
+                          (p.stderr.strip().splitlines() or ["?"])[-1][:120])
             continue
         with open(out) as f:
             pj = json.load(f)
         os.unlink(out)
         if best is None or pj["predicted_peak_bytes"] < best:
             best = pj["predicted_peak_bytes"]
-            label = (f"shard {shard}, {pj.get('strategy', '?')}, "
+            label = (f"shard {shard}, {bucket} buckets, {pj.get('strategy', '?')}, "
                      f"{len(pj.get('checkpoints', []))} ckpt, "
                      f"{pj.get('micro_batches', 1)} micro-batch(es)")
     return (best, label) if best is not None else (None, "; ".join(errors))
@@ -337,6 +378,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--timeout", type=int, default=1800)
+    ap.add_argument("--goal-grads", default="none",
+                    help="the grads rows whose goal lines (memplan's smallest plans) to compute")
     ap.add_argument("--units", action="store_true", help="list FSDP2's units per model")
     ap.add_argument("--trace", default="", help="models whose rank-0 memory at each mark to print")
     # The FSDP2 side takes half an hour; memplan's side seconds. --save-measured keeps the
@@ -378,7 +421,7 @@ def main():
         "Produced by `bench/fsdp_peer.py` (its docstring says what runs): "
         f"`$VENV/bin/python bench/fsdp_peer.py --memplan build/cli/memplan --model-dir MODELS "
         f"--models {a.models} --ranks {a.ranks} --grads {a.grads} --batch {a.batch} "
-        f"--steps {a.steps}{' --units' if a.units else ''}"
+        f"--steps {a.steps} --goal-grads {a.goal_grads}{' --units' if a.units else ''}"
         f"{' --trace ' + a.trace if a.trace else ''}"
         f"{' --save-measured ' + a.save_measured if a.save_measured else ''}`."
         + (f" FSDP2's side is {a.measured}'s, measured {saved['date']} with PyTorch {saved['torch']} "
@@ -394,8 +437,8 @@ def main():
         f"parameter tensor); {grads_note}.",
         "",
         "| model | ranks | grads | measured MiB (max rank) | rank peaks MiB | peak reached | at step start MiB "
-        "| memplan 25MiB buckets | err | memplan 1B buckets | err |",
-        "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|",
+        "| memplan 25MiB buckets | err | memplan 1B buckets | err | err beyond 1 rank's |",
+        "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(header), flush=True)
     rows, notes, unit_tables, traces, goals = [], [], [], [], []
@@ -403,6 +446,7 @@ def main():
         path = model_path(a, name)
         shapes = None
         first_loss = {}  # grads -> the one-process run's step-1 loss
+        one_rank = {}  # grads -> (measured, predicted) of the one-process run
         for n in [int(x) for x in a.ranks.split(",")]:
             for grads in a.grads.split(","):
                 t0 = time.time()
@@ -415,7 +459,7 @@ def main():
                         res[0]["wall_s"] = time.time() - t0
                 measured["runs"][key] = res
                 if isinstance(res, dict):
-                    row = f"| {name} | {n} | {grads} | FAILED | – | – | – | – | – | – | – |"
+                    row = f"| {name} | {n} | {grads} | FAILED | – | – | – | – | – | – | – | – |"
                     notes.append(f"{name}, {n} ranks, grads {grads}: {res['error']}")
                     rows.append(row)
                     print(row, flush=True)
@@ -448,10 +492,21 @@ def main():
                             f"{mib(pred)} MiB at {pj.get('peak_event', '?')} (parameters "
                             f"{mib(bd.get('parameters'))}, gradients {mib(bd.get('gradients'))}, "
                             f"activations {mib(bd.get('activations'))} MiB)")
+                # The sharding's own error: memplan's change from one rank to N (FSDP2's units)
+                # against FSDP2's change from the one-process run, as a share of FSDP2's peak;
+                # it leaves out where the one-process runs already differ (PyTorch eager and
+                # memplan's executor on the same model).
+                beyond = "–"
+                if n == 1 and preds[0][0] is not None:
+                    one_rank[grads] = (meas, preds[0][0])
+                elif grads in one_rank and preds[1][0] is not None:
+                    m1, p1 = one_rank[grads]
+                    beyond = f"{100 * ((preds[1][0] - p1) - (meas - m1)) / meas:+.1f}%"
                 row = (f"| {name} | {n} | {grads} | {mib(meas)} | "
                        f"{', '.join(mib(p) for p in peaks)} | {phase} | "
                        f"{mib(max(max(steady(x['start_bytes'])) for x in res))} | "
-                       f"{mib(preds[0][0])} | {preds[0][1]} | {mib(preds[1][0])} | {preds[1][1]} |")
+                       f"{mib(preds[0][0])} | {preds[0][1]} | {mib(preds[1][0])} | {preds[1][1]} | "
+                       f"{beyond} |")
                 rows.append(row)
                 print(row, flush=True)
                 notes.append(f"{name}, {n} ranks, grads {grads}: wall {res[0]['wall_s']:.0f} s, "
@@ -469,23 +524,33 @@ def main():
                     unit_tables.append(units_table(name, n, res[0], shapes))
                 if name in a.trace.split(","):
                     traces.append(trace_table(name, n, grads, res[0]))
-                if n > 1:
+                if n > 1 and grads in a.goal_grads.split(","):
+                    same, same_label = memplan_same_work(a, path, n, grads)
                     best, label = memplan_smallest(a, path, n, grads)
                     goals.append(
-                        f"{name}, {n} ranks, grads {grads}: " + (
-                            f"memplan --shard auto failed: {label}" if best is None else
-                            f"memplan's smallest plan {mib(best)} MiB per rank ({label}) vs FSDP2's "
-                            f"{mib(meas)} -> {'MET' if best <= meas else 'MISSED'}"))
-    tail = ["", "err: (memplan - measured) / measured. peak reached: between which two marks the "
+                        f"{name}, {n} ranks, grads {grads}: FSDP2 {mib(meas)} MiB; " + (
+                            f"memplan failed: {same_label}" if same is None else
+                            f"memplan's smallest plan doing the same work {mib(same)} MiB per rank "
+                            f"({same_label}) -> {'MET' if same <= meas else 'MISSED'}") + "; " + (
+                            f"memplan --sweep failed: {label}" if best is None else
+                            f"its smallest plan {mib(best)} MiB ({label}) -> "
+                            f"{'MET' if best <= meas else 'MISSED'}"))
+    tail = ["", "err: (memplan - measured) / measured; memplan's 1B buckets are FSDP2's units (one "
+            "unit per module with parameters; plan.h). err beyond 1 rank's: ((memplan N ranks, 1B) - "
+            "(memplan 1 rank)) - ((measured N ranks) - (measured 1 rank)), / measured N ranks: the "
+            "sharding's error without the one-process runs' difference. peak reached: between which two marks the "
             "worst rank reached its peak: `fwd U` U's forward pre-hook (FSDP2 has gathered U), "
             "`bwd U` U's output gradient arriving (FSDP2 has gathered U and "
             "prefetched the next unit; U's backward has not run), then `loss`, `backward end`, "
             "`step end`. at step start: the largest rank's live bytes just after zero_grad.", ""]
     if goals:
         tail += ["## Goal: memplan's best plan at or below FSDP2's per-rank peak (issue 28)", "",
+                 "memplan's smallest plan doing the same work: the least `plan --strategy none` "
+                 "(no recompute, one micro-batch) over the shard modes and bucket sizes below. "
                  "memplan's smallest per-rank plan: the least, over `--shard none|optimizer|"
-                 "gradients|parameters`, of `plan --batch BxN --devices N --shard S --sweep` "
-                 "without a budget (its JSON's predicted peak; 25 MiB buckets), against the largest "
+                 "gradients|parameters` (the last two at `--bucket-size` 25MiB and 1B), of `plan "
+                 "--batch BxN --devices N --shard S --bucket-size B --sweep` without a budget (its "
+                 "JSON's predicted peak), against the largest "
                  "rank's measured peak." + ("" if a.memplan_grads else " This memplan keeps gradients in "
                                      "both rows."), ""] + [f"- {g}" for g in goals] + [""]
     tail += ["## Notes", ""]
