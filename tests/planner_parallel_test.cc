@@ -340,6 +340,15 @@ TEST(Parallel, AGemmsBiasCompletesItsBucketBeforeItsTransposedWeightOpensTheNext
   EXPECT_EQ(p.timeline.bytes_during[op + 3], a + 12);
   EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 36);
   EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 84);
+  // Each communication step names the bucket it reduces: the flat gradient it frees carries it
+  // (what the executor reads to run the reduce-scatter there).
+  for (const auto& [step, bucket] : {std::pair<size_t, int>{op + 2, 1}, {op + 4, 0}}) {
+    ASSERT_EQ(p.schedule.steps[step].frees.size(), 1u);
+    const Buffer& flat = p.schedule.buffers[p.schedule.steps[step].frees[0]];
+    EXPECT_EQ(flat.category, MemoryCategory::kGradient);
+    EXPECT_EQ(flat.bucket, bucket);
+    EXPECT_EQ(flat.bytes, buckets[bucket].bytes);
+  }
 }
 
 TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposedWeightAccumulates) {
@@ -826,6 +835,52 @@ TEST(Parallel, ShardAutoTakesTheCheapestLayoutThatFits) {
   r = PlanForBudget(whole, ChainAt(Optimizer::kAdam), {}, o);
   EXPECT_FALSE(r.plan.feasible);
   EXPECT_EQ(r.smallest.predicted_peak_bytes, std::min({none_peak, optimizer_peak, gradients_peak}));
+}
+
+TEST(Parallel, TheSmallestPerRankBudgetIsTheLeastThePlanFits) {
+  // Chain at batch 128 on 2 ranks of 64 rows, SGD, 100 B buckets (w0 and w1, 26 elements, 104 B
+  // each), one micro-batch. Mul(h1, w1)'s backward holds at once: x (64 x 25 floats, 6400 B),
+  // the saved h1 (6400), the incoming loss gradient (4), grad h1 = grad h2 * w1 (6400), grad h2
+  // * h1 before its sum over the rows (a workspace, 6400) and that sum, w1's new gradient (100):
+  // 19304 B beside the persistent buffers, whatever the strategy (every one of them is read by
+  // that step). Per rank, the persistent buffers are:
+  //   none:       parameters 208 + gradients 208                         -> 6400 + 416 = 6816
+  //   gradients:  parameters 208 + gradient shards 104 (the flat gradient of bucket 1 comes
+  //               after the workspace is freed)                          -> 6400 + 312 = 6712
+  //   parameters: shards 104 + gradient shards 104, and both buckets gathered there (bucket 1
+  //               for Mul(h1, w1), bucket 0 prefetched with it)          -> 6400 + 416 = 6816
+  // so the smallest per-rank budgets are 26120, 26016 and 26120 B. The search bisects between
+  // the rank's persistent bytes and the rewritten smallest-peak plan (19304 B apart: more than
+  // its 4 KiB resolution), over the plans the budget's own call makes.
+  struct Case {
+    ShardMode shard;
+    int64_t smallest;
+  };
+  const TrainingGraph whole = Chain(Optimizer::kSgd, 128);
+  for (Case c : {Case{ShardMode::kNone, 26120}, Case{ShardMode::kGradients, 26016},
+                 Case{ShardMode::kParameters, 26120}}) {
+    SCOPED_TRACE(ShardModeName(c.shard));
+    BudgetPlanOptions o;
+    o.plan.strategy = "auto";
+    o.layout = Layout(2, c.shard, 100);
+    o.micro_batches = 1;
+    // Nothing fits 1 byte: the answer is the smallest budget.
+    o.budget.bytes = 1;
+    BudgetPlan r = PlanForBudget(whole, ChainAt(Optimizer::kSgd), {}, o);
+    EXPECT_FALSE(r.plan.feasible);
+    EXPECT_EQ(r.smallest_budget_bytes(), c.smallest);
+    // At that budget the plan printed fits it ...
+    o.budget.bytes = c.smallest;
+    r = PlanForBudget(whole, ChainAt(Optimizer::kSgd), {}, o);
+    EXPECT_TRUE(r.plan.feasible);
+    EXPECT_EQ(r.plan.budget_needed_bytes(), c.smallest);
+    EXPECT_EQ(r.plan.layout.shard, c.shard);
+    // ... and one byte below, nothing does, and the answer is the same.
+    o.budget.bytes = c.smallest - 1;
+    r = PlanForBudget(whole, ChainAt(Optimizer::kSgd), {}, o);
+    EXPECT_FALSE(r.plan.feasible);
+    EXPECT_EQ(r.smallest_budget_bytes(), c.smallest);
+  }
 }
 
 TEST(Parallel, BadInputsGiveClearErrors) {
