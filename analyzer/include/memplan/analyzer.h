@@ -49,7 +49,8 @@ struct Buffer {
   int64_t bytes = 0;
   MemoryCategory category = MemoryCategory::kActivation;
   TensorId tensor = kNone;  // the graph tensor it holds (or whose gradient it holds)
-  // Data parallelism: the parameter bucket whose gathered flat parameters it holds (-1: none).
+  // Data parallelism: the parameter bucket whose gathered flat parameters (kParameter) or flat
+  // gradients (kGradient) it holds (-1: none).
   int32_t bucket = -1;
 };
 

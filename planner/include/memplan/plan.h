@@ -98,15 +98,17 @@
 //     it in a tensor pre-hook on the parameter, when autograd hands the gradient to its
 //     AccumulateGrad: the op's backward has returned and freed its workspaces, a convolution's
 //     columns. Allocating it beside the op's workspace predicted resnet18's peak 1.7% high.)
-//     The executor counts each parameter's AccumulateGrad calls (a post hook on its grad
-//     accumulator; one per backward call that reads it) and runs the collective in the hook
-//     of the bucket's last one, on the autograd engine's thread; every rank runs the same graph
-//     in the same order, so the collectives match. A bucket no gradient reaches is reduced (of
-//     zeros) in the communication phase after the backward.
+//     The flat gradient's buffer carries its bucket (Buffer::bucket, category kGradient), so a
+//     communication step names the bucket it reduces. The executor runs each such step where
+//     the schedule puts it: in the post hook of AccumulateGrad (on the autograd engine's
+//     thread) of the last parameter of the backward step before it, the step's parameters
+//     being those whose gradient temporary it frees (or whose gradient a view op hands on);
+//     every rank runs the same graph in the same order, so the collectives match. A bucket no
+//     gradient reaches is reduced (of zeros) in the communication phase after the backward.
 //     With micro_batches > 1 the schedule, which models one micro-batch, allocates every flat
 //     gradient in the setup step and reduces them in the communication phase after the
-//     backward: every micro-batch but the last runs its whole backward with them all alive, so
-//     that is the rank's peak (the last micro-batch's early reductions only lower its own).
+//     backward, and the executor does the same (every micro-batch runs its whole backward with
+//     them all alive).
 //   - Communication phase (Phase::kCommunication), after the backward of the last micro-batch
 //     and before the optimizer, one step per bucket in bucket order (shard gradients: only the
 //     buckets not reduced in the backward, see above):
@@ -154,7 +156,10 @@
 //     out these steps as the schedule lists them (AddDataParallelSteps): in a backward call, a
 //     pre-hook on each node's outputs' autograd functions (which the engine runs before the
 //     node's backward, in the schedule's order) does the releases and gathers up to that node's
-//     step, and the call's end the releases left. Released means the memory is returned
+//     step; AccumulateGrad's post hook of the last parameter of a backward step (as for the
+//     reduce-scatters above) those up to the next step with a node, so that a bucket a Gemm's
+//     bias completes is released before its transposed weight accumulates; the call's end the
+//     releases left. Released means the memory is returned
 //     while autograd's saved references to the parameters stay: the executor swaps the flat
 //     storage's data for none and back (FSDP frees storages the same way), and writes a gather
 //     through a tensor of its own version counter, so autograd sees no in-place change.
