@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <set>
 #include <string>
 
@@ -271,6 +272,26 @@ TEST(Fusion, FusedAttentionKeepsNoProbabilities) {
   // each) and a float log-sum-exp per row ([3,2,16]: 384 B) = 6,528 B. (The mask is a constant.)
   EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3, .fuse_composite_ops = false})), 18432);
   EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3})), 6528);
+}
+
+TEST(Fusion, FusedAttentionForwardHoldsOneFlashBlockPerThread) {
+  const char* before = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = before ? before : "";
+  ::setenv("OMP_NUM_THREADS", "2", 1);  // the rule reads LibTorch's default thread count
+  TrainingGraph g = testing::AttentionBlock().Load({.batch = 3});
+  if (before) {
+    ::setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    ::unsetenv("OMP_NUM_THREADS");
+  }
+  const Node* a = nullptr;
+  for (const Node& n : g.nodes)
+    if (n.op_type == "memplan.ScaledDotProductAttention") a = &n;
+  ASSERT_NE(a, nullptr);
+  // q [3,2,16,4], K^T [3,2,4,16]: qSplit = kvSplit = 16 (under 32 rows, 512 keys). The contiguous
+  // copy of K (1,536 B) and, per thread, 16 x 16 scores + 16 maxima + 16 sums + 16 x 4 outputs =
+  // 352 floats: 1536 + 2 x 1408 = 4,352 B.
+  EXPECT_EQ(a->forward_workspace_bytes, 4352);
 }
 
 TEST(Fusion, AttentionWithDropoutOrATrainedMaskIsNotFused) {

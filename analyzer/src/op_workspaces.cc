@@ -381,9 +381,22 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
 // the backward where autograd records (an extra), a temporary where it does not (a plan's early
 // segments, recompute). Counted in every mode (the workspace rule has no mode): the recorded
 // forward is over-predicted by K's bytes while it runs. Measured: vit_b_16 at batch 4, optimal at
-// 75%: -0.28% without it.
+// 75%: -0.28% without it. The CPU's flash attention forward (LibTorch 2.14) then gives each
+// intra-op thread one float block of qSplit x kvSplit scores, qSplit row maxima and sums and a
+// qSplit x head-size output (the splits as in the backward; hf_vit_dynamo, T = 17, head 16, two
+// threads: 4,760 B measured), and a qSplit x kvSplit block of the element type for 16-bit types.
 int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  return AttentionCopiesK(t[n.inputs[1]]) ? t[n.inputs[1]].bytes : 0;
+  const Tensor& q = t[n.inputs[0]];
+  const Tensor& kt = t[n.inputs[1]];
+  int64_t bytes = AttentionCopiesK(kt) ? kt.bytes : 0;
+  if (q.shape.size() != 4 || kt.shape.size() != 4) return bytes;
+  const int64_t rows = q.shape[2], keys = kt.shape[3], head = q.shape[3];
+  const int64_t q_split = std::min<int64_t>(rows, rows >= 768 ? 256 : rows >= 192 ? 64 : 32);
+  const int64_t kv_split = std::min<int64_t>(keys, 512);
+  const int64_t elem = DTypeSize(q.dtype);
+  const int64_t per_thread = 4 * (q_split * kv_split + 2 * q_split + q_split * head) +
+                             (elem == 2 ? elem * q_split * kv_split : 0);
+  return bytes + Threads() * per_thread;
 }
 // GatherND's forward (the executor's at::index on [batch, rest...]) holds its index tensors while
 // it runs: arange(batch) and the k index columns with negative indices wrapped, int64 each. Where
