@@ -63,6 +63,8 @@ sys.path.insert(0, os.path.join(ROOT, "samples"))
 import pytorch_peer_bench as peer  # noqa: E402  (the shim and its environment)
 
 FC_HEAVY_IMAGE = 128
+ANALYSIS_BEGIN = "<!-- analysis: written by hand, kept by fsdp_peer.py -->"
+ANALYSIS_END = "<!-- end of analysis -->"
 
 
 def fc_heavy():
@@ -526,12 +528,18 @@ def main():
                     traces.append(trace_table(name, n, grads, res[0]))
                 if n > 1 and grads in a.goal_grads.split(","):
                     same, same_label = memplan_same_work(a, path, n, grads)
-                    best, label = memplan_smallest(a, path, n, grads)
+                    # The sweep's smallest plan is at most the same-work one: needed only when
+                    # that one is above FSDP2's peak (each sweep takes minutes).
+                    if same is not None and same <= meas:
+                        best, label = None, "not needed"
+                    else:
+                        best, label = memplan_smallest(a, path, n, grads)
                     goals.append(
                         f"{name}, {n} ranks, grads {grads}: FSDP2 {mib(meas)} MiB; " + (
                             f"memplan failed: {same_label}" if same is None else
                             f"memplan's smallest plan doing the same work {mib(same)} MiB per rank "
                             f"({same_label}) -> {'MET' if same <= meas else 'MISSED'}") + "; " + (
+                            "its --sweep not needed -> MET" if label == "not needed" else
                             f"memplan --sweep failed: {label}" if best is None else
                             f"its smallest plan {mib(best)} MiB ({label}) -> "
                             f"{'MET' if best <= meas else 'MISSED'}"))
@@ -550,7 +558,8 @@ def main():
                  "memplan's smallest per-rank plan: the least, over `--shard none|optimizer|"
                  "gradients|parameters` (the last two at `--bucket-size` 25MiB and 1B), of `plan "
                  "--batch BxN --devices N --shard S --bucket-size B --sweep` without a budget (its "
-                 "JSON's predicted peak), against the largest "
+                 "JSON's predicted peak; only where the same-work plan is above FSDP2's, since "
+                 "a sweep takes minutes), against the largest "
                  "rank's measured peak." + ("" if a.memplan_grads else " This memplan keeps gradients in "
                                      "both rows."), ""] + [f"- {g}" for g in goals] + [""]
     tail += ["## Notes", ""]
@@ -576,8 +585,17 @@ def main():
         with open(a.save_measured, "w") as f:
             json.dump(measured, f, separators=(",", ":"))
     if a.out:
+        # The hand-written analysis between ANALYSIS_BEGIN and ANALYSIS_END in the file being
+        # replaced is carried over, after the table.
+        kept = []
+        if os.path.exists(a.out):
+            with open(a.out) as f:
+                old = f.read()
+            i, j = old.find(ANALYSIS_BEGIN), old.find(ANALYSIS_END)
+            if 0 <= i < j:
+                kept = ["", old[i:j + len(ANALYSIS_END)]]
         with open(a.out, "w") as f:
-            f.write("\n".join(header + rows + tail) + "\n")
+            f.write("\n".join(header + rows + kept + tail) + "\n")
         print(f"\nwrote {a.out}")
 
 
