@@ -294,6 +294,14 @@ TEST(GuiDocument, DataParallelPlanJsonGivesItsLayout) {
   EXPECT_THROW(ItemFromJson(j, "bad.json"), MemplanError);
 }
 
+TEST(GuiDocument, APlansDimsAreItsSettings) {
+  // A plan of a sequence model bound with --dim seq=128: the window loads the model with it.
+  Item item =
+      ItemFromJson({{"kind", "plan"}, {"strategy", "none"}, {"dims", {{"seq", 128}}}}, "seq.json");
+  EXPECT_EQ(item.dims, (std::map<std::string, int64_t>{{"seq", 128}}));
+  EXPECT_THROW(ItemFromJson({{"kind", "plan"}, {"dims", {{"seq", -1}}}}, "bad.json"), MemplanError);
+}
+
 TEST(GuiDocument, ModelReplayMatchesSimulatorEveryStep) {
   Item item = LoadItem(testing::CorpusModel("resnet18"), {/*batch=*/4});
   ASSERT_TRUE(item.analysis && item.timeline && item.schedule);

@@ -121,6 +121,7 @@ void ReadPlanFields(const PlanReport& r, Item& item) {
     item.structure_fingerprint = r.structure_fingerprint.value_or("");
   if (item.loss.empty()) item.loss = r.loss.value_or("");
   if (item.grads.empty()) item.grads = r.grads.value_or("");
+  if (item.dims.empty() && r.dims) item.dims = *r.dims;
   if (item.micro_batches < 0) item.micro_batches = r.micro_batches.value_or(-1);
   item.budget_bytes = r.budget_bytes.value_or(-1);
   item.plan_peak_bytes = r.predicted_peak_bytes.value_or(-1);

@@ -243,7 +243,7 @@ struct ModelOptions {
   Optimizer optimizer = Optimizer::kSgd;
   LossKind loss = LossKind::kCrossEntropy;
   GradientLifetime grads = GradientLifetime::kNone;
-  std::map<std::string, int64_t> dims;
+  std::map<std::string, int64_t> dims{};
   // "" (the CPU) or "cuda": predict for a CUDA device (the cuBLAS workspaces, the caching
   // allocator's reserved bytes), with the environment's allocator settings as `memplan
   // analyze --device cuda` reads them.
