@@ -631,6 +631,52 @@ TEST(Parallel, GradientShardsSetToNoneAreBornAtTheReduceScatterAndFreedAfterTheS
   }
 }
 
+TEST(Parallel, FlatGradientAtReduceIsBornAfterTheBucketsReleaseBesideItsGradient) {
+  // Chain on 2 ranks, shard parameters, 100 B buckets: w0 and w1 each a bucket of 104 B. Mul(w1)'s
+  // backward runs with buckets 1 and 0 gathered (0 prefetched) and allocates grad h1 and w1's
+  // gradient (100 B each), freeing the loss's 4 B gradient at its end: B + 200 during it,
+  // B + 196 after.
+  //   flat gradient at the first accumulation: the accumulation step allocates bucket 1's flat
+  //     gradient beside them (B + 196 + 104 = B + 300), then frees w1's gradient;
+  //   at reduce (FSDP2): w1's gradient stays; bucket 1 is released (B + 92), then the
+  //     communication step allocates the flat gradient (B + 196) and frees it with w1's
+  //     gradient (B - 8). The most bytes around Mul(w1)'s gradient: B + 300 -> B + 200.
+  TrainingGraph g = Chain();
+  ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  const Plan first = Parallel(g, l);
+  l.flat_gradient_at_reduce = true;
+  const Plan at_reduce = Parallel(g, l);
+  const std::string mul1 = NodeProducing(g, "h2");
+  const size_t a = StepOfNode(first, g, Phase::kBackward, mul1);
+  ASSERT_EQ(StepOfNode(at_reduce, g, Phase::kBackward, mul1), a);
+  for (size_t i = 0; i <= a; ++i)  // the same steps up to Mul(w1)'s backward
+    EXPECT_EQ(at_reduce.timeline.bytes_during[i], first.timeline.bytes_during[i]) << i;
+  const int64_t base = first.timeline.bytes_after[a - 1];
+  ExpectStepsFrom(first, g, a,
+                  {{Phase::kBackward, mul1},
+                   {Phase::kBackward, mul1},
+                   {Phase::kCommunication, ""},
+                   {Phase::kCommunication, ""}});
+  const MemoryTimeline& f = first.timeline;
+  EXPECT_EQ(f.bytes_during[a], base + 200);
+  EXPECT_EQ(f.bytes_during[a + 1], base + 300);
+  ExpectStepsFrom(at_reduce, g, a,
+                  {{Phase::kBackward, mul1},
+                   {Phase::kCommunication, ""},
+                   {Phase::kCommunication, ""},
+                   {Phase::kBackward, NodeProducing(g, "h1")}});
+  const MemoryTimeline& t = at_reduce.timeline;
+  EXPECT_EQ(t.bytes_during[a], base + 200);
+  EXPECT_EQ(t.bytes_after[a], base + 196);
+  EXPECT_EQ(t.bytes_after[a + 1], base + 92);
+  EXPECT_EQ(t.bytes_during[a + 2], base + 196);
+  EXPECT_EQ(t.bytes_after[a + 2], base - 8);
+  EXPECT_EQ(*std::max_element(f.bytes_during.begin() + a, f.bytes_during.begin() + a + 4),
+            base + 300);
+  EXPECT_EQ(*std::max_element(t.bytes_during.begin() + a, t.bytes_during.begin() + a + 3),
+            base + 200);
+}
+
 TEST(Parallel, ShardParametersGathersAgainInEachSegmentsRecompute) {
   // Chain with a checkpoint after Mul(w0): segments {Mul(w0)} and {Relu, Mul(w1), loss}.
   // Passes: forward of segment 0 (gathers bucket 0), forward of segment 1 (bucket 1), backward

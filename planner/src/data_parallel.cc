@@ -538,12 +538,19 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
     }
     tail_comm.push_back(std::move(c));
   }
+  const bool fsdp2_order = layout.flat_gradient_at_reduce && early;
+  std::vector<std::vector<BufferId>> pending(buckets.size());
+  std::vector<char> has_grad(g.tensors.size(), 0);
   auto reduce = [&](size_t i, const std::vector<char>& group) {
     for (size_t b = 0; b < buckets.size(); ++b) {
       if (!early || last_touch[b] != i || !group[b]) continue;
       Step c;
       c.phase = Phase::kCommunication;
       c.node = kNone;
+      if (fsdp2_order) {
+        c.allocs.push_back(flat_grad[b]);
+        for (BufferId f : pending[b]) c.frees.push_back(f);
+      }
       if (shards_freed) c.allocs.push_back(grad_shard[b]);  // the reduce-scatter's output
       c.frees.push_back(flat_grad[b]);
       push(std::move(c));
@@ -571,6 +578,35 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
         late[b] = viewed[b] && !direct[b];
         late_first = late_first || (late[b] && first_touch[b] == i && last_touch[b] != 0);
       }
+    }
+    // FSDP2's order (ParallelLayout::flat_gradient_at_reduce): no accumulation step; the
+    // gradients this step hands to AccumulateGrad stay alive until their bucket's reduce step.
+    if (fsdp2_order && n && phase == Phase::kBackward) {
+      std::vector<BufferId> rest;
+      const std::vector<int> read = BucketsReadBy(g, *n, bucket_of);
+      for (BufferId f : st.frees) {
+        const Buffer& buf = s.buffers[f];
+        const bool param_tmp = buf.category == MemoryCategory::kTemporary && buf.tensor != kNone &&
+                               bucket_of[buf.tensor] >= 0;
+        const bool handed_on =
+            n->gradient_passes_through && !read.empty() &&
+            buf.category == MemoryCategory::kActivationGradient &&
+            std::find(n->outputs.begin(), n->outputs.end(), buf.tensor) != n->outputs.end();
+        // A parameter's first gradient becomes its .grad (AccumulateGrad takes it); a later one
+        // is added into it and freed here.
+        if (param_tmp && !has_grad[buf.tensor]) {
+          has_grad[buf.tensor] = 1;
+          pending[bucket_of[buf.tensor]].push_back(f);
+        } else if (handed_on) {
+          pending[read[0]].push_back(f);
+        } else {
+          rest.push_back(f);
+        }
+      }
+      st.frees = std::move(rest);
+      push(std::move(st));
+      reduce(i, every_bucket);
+      continue;
     }
     std::vector<BufferId> first_here[2];
     for (size_t b = 0; b < buckets.size(); ++b) {

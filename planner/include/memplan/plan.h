@@ -202,6 +202,18 @@ struct ParallelLayout {
   // steps with kept gradients either way (SteppedGradients); the JSON writes "gradient_shards"
   // only when it is none.
   GradientLifetime gradient_shards = GradientLifetime::kKept;
+  // Shard gradients and parameters with one micro-batch: when a bucket's flat gradient is born.
+  // false (what the executor runs): at the bucket's first accumulation, each parameter's
+  // gradient copied into it as it is accumulated (above). true (FSDP2's order,
+  // FSDPParamGroup.post_backward; the executor does not run it yet): each parameter's first
+  // gradient temporary becomes its gradient (AccumulateGrad takes it; a later one is added into
+  // it and freed) and lives until its bucket is complete; shard parameters releases the
+  // bucket's gathered parameters; then the bucket's communication step allocates the flat
+  // gradient, copies the gradients in, frees them, reduce-scatters and frees the flat gradient.
+  // Neither in the plan JSON nor on the command line until the executor runs it. On fc_heavy
+  // and alexnet (one 144 MiB layer), 4 ranks, FSDP2's units, it predicts 458.2 and 460.1 MiB per
+  // rank instead of 566.2 and 568.1 (bench/fsdp_peer_results.md).
+  bool flat_gradient_at_reduce = false;
 };
 
 // One bucket of the flat parameter space. Shard none and optimizer (DDP): consecutive trained
