@@ -274,7 +274,7 @@ TEST(Fusion, FusedAttentionKeepsNoProbabilities) {
   EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3})), 6528);
 }
 
-TEST(Fusion, FusedAttentionForwardHoldsOneFlashBlockPerThread) {
+TEST(Fusion, FusedAttentionHoldsTheFlashKernelsPerThreadBlocks) {
   const char* before = std::getenv("OMP_NUM_THREADS");
   const std::string saved = before ? before : "";
   ::setenv("OMP_NUM_THREADS", "2", 1);  // the rule reads LibTorch's default thread count
@@ -292,6 +292,9 @@ TEST(Fusion, FusedAttentionForwardHoldsOneFlashBlockPerThread) {
   // copy of K (1,536 B) and, per thread, 16 x 16 scores + 16 maxima + 16 sums + 16 x 4 outputs =
   // 352 floats: 1536 + 2 x 1408 = 4,352 B.
   EXPECT_EQ(a->forward_workspace_bytes, 4352);
+  // Its backward: two float 16 x 16 blocks per thread and one float per row of a query block,
+  // 2 x 2 x 1024 + 64 = 4,160 B.
+  EXPECT_EQ(a->backward_workspace_bytes, 4160);
 }
 
 TEST(Fusion, AttentionWithDropoutOrATrainedMaskIsNotFused) {
