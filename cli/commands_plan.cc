@@ -124,6 +124,20 @@ void PrintRecomputed(const Plan& p, const TrainingGraph& g) {
   if (!list.empty()) std::printf("largest      %s\n", list.c_str());
 }
 
+// Offload: the storages moved to host memory, the host peak and the copies' stall.
+void PrintOffloaded(const Plan& p, const TrainingGraph& g) {
+  int64_t bytes = 0;
+  for (const OffloadChoice& c : p.offloaded) bytes += g.tensors[c.tensor].bytes;
+  std::printf("offloaded    %zu saved activations (%s); host peak %s", p.offloaded.size(),
+              FormatBytes(bytes).c_str(), FormatBytes(p.predicted_host_peak_bytes).c_str());
+  if (p.host_budget_bytes > 0)
+    std::printf(" of a host budget of %s", FormatBytes(p.host_budget_bytes).c_str());
+  std::printf("\nlink         %s/s to the host, %s/s back; %.3g s of copies not hidden (stall)\n",
+              FormatBytes(static_cast<int64_t>(p.link.device_to_host_bytes_per_second)).c_str(),
+              FormatBytes(static_cast<int64_t>(p.link.host_to_device_bytes_per_second)).c_str(),
+              p.predicted_stall_seconds);
+}
+
 // Data parallelism: the layout, the rank's persistent bytes per kind, its peak and the
 // collectives' predicted seconds.
 void PrintLayout(const Plan& p, const TrainingGraph& g) {
@@ -204,6 +218,7 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   std::printf("checkpoints  %zu   sections %d\n", p.checkpoints.size(), p.num_sections());
   if (p.layout.devices > 1) PrintLayout(p, g);
   if (!p.recomputed.empty() || p.strategy == "selective") PrintRecomputed(p, g);
+  if (!p.offloaded.empty() || p.strategy == "offload") PrintOffloaded(p, g);
   std::printf("solve time   %.3f s\n", p.solve_seconds);
   for (const std::string& n : p.notes) std::printf("note         %s\n", n.c_str());
   PrintCandidates(p);
@@ -282,6 +297,23 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
 #endif
 }
 
+// The pinned host memory an offload plan may hold unless --host-budget says: what the operating
+// system reports available now (/proc/meminfo's MemAvailable), less 10% and 1 GiB for the rest of
+// the process and the system. 0 (no limit) where it cannot be read.
+int64_t DefaultHostBudget() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  if (kib <= 0) return 0;
+  const int64_t available = static_cast<int64_t>(kib) * 1024;
+  return std::max<int64_t>(1, available - available / 10 - (int64_t{1} << 30));
+}
+
 CLI::App* AddPlanCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "plan",
@@ -321,6 +353,12 @@ CLI::App* AddPlanCommand(CLI::App& app) {
   AddValue(*sub, "link-bandwidth", "SIZE/s",
            "with --devices: the link's bandwidth for the predicted communication seconds (default "
            "5GB/s)");
+  AddValue(*sub, "host-budget", "SIZE",
+           "offload: the pinned host memory the plan may hold (default: the memory available "
+           "now, less 10% and 1 GiB); with --strategy auto, also try offload");
+  AddValue(*sub, "link-rate", "SIZE/s",
+           "offload: the device-host link's rate each way (default: cuda 25GB/s, pinned PCIe "
+           "Gen5; cpu: an emulated 10GB/s)");
   AddValue(*sub, "costs", "PROFILE.json",
            "calibrate the predicted seconds with a profile of this model on this device (memplan "
            "run --profile)");
@@ -388,6 +426,32 @@ int RunPlan(const Args& a) {
     }
   }
   request.cuda = CudaDeviceFromArgs(a);
+  // Offload: the link and the host budget.
+  options.link = DefaultLinkRates(request.cuda ? "cuda" : "cpu");
+  if (a.has("link-rate")) {
+    std::string text = a.get("link-rate");
+    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0)
+      text.resize(text.size() - 2);
+    double rate = 0;
+    try {
+      rate = static_cast<double>(ParseBytes(text));
+    } catch (const MemplanError& e) {
+      throw MemplanError(std::string("--link-rate: ") + e.what() + " (a size per second: 25GB/s)");
+    }
+    if (!(rate > 0)) throw MemplanError("--link-rate must be more than 0 bytes per second");
+    options.link = {.device_to_host_bytes_per_second = rate,
+                    .host_to_device_bytes_per_second = rate};
+  }
+  options.auto_offload = a.has("host-budget");
+  options.host_budget_bytes =
+      a.has("host-budget") ? a.get_bytes("host-budget", 0) : DefaultHostBudget();
+  if (a.has("host-budget") && options.host_budget_bytes <= 0)
+    throw MemplanError("--host-budget must be more than 0 bytes");
+  if ((options.strategy == "offload" || options.auto_offload) && request.layout.devices > 1) {
+    throw MemplanError(
+        "offload plans one device; drop --devices, or --strategy offload and "
+        "--host-budget");
+  }
   const std::string budget_of = a.get("budget-of", "reserved");
   if (budget_of != "reserved" && budget_of != "allocated") {
     throw MemplanError("--budget-of must be reserved or allocated (got '" +

@@ -303,6 +303,12 @@ int RunRun(const Args& a) {
 #ifdef MEMPLAN_HAVE_PLANNER
   if (a.has("plan")) {
     Plan p = PlanFromJson(plan_json, g);
+    if (!p.offloaded.empty()) {
+      throw MemplanError("the plan '" + PrintableText(a.get("plan")) + "' offloads " +
+                         std::to_string(p.offloaded.size()) +
+                         " tensors to host memory, which `memplan run` does not carry out yet; "
+                         "re-plan with another --strategy (selective recomputes instead)");
+    }
     opt.segments = p.segments;
     opt.recomputed = p.recomputed;
     opt.micro_batches = p.micro_batches;

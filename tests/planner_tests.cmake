@@ -9,6 +9,7 @@ add_executable(planner_tests
   planner_time_test.cc         # roofline seconds, predicted recompute seconds, calibration
   planner_selective_test.cc    # selective recompute: hand-computed peaks and plans, brute force, JSON, corpus
   planner_selective_exact_test.cc  # the exact selective reference: its relaxation and brute force
+  planner_offload_test.cc      # offload: hand-computed device/host peaks and stalls, strategy, JSON
   planner_parallel_test.cc     # data parallelism: buckets, per-rank memory per shard mode, JSON, corpus
   planner_agreement_test.cc    # one smallest budget everywhere, auto >= every strategy, names kept (corpus)
 )

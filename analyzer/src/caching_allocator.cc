@@ -534,6 +534,7 @@ void CachingAllocatorModel::AddSegment(int64_t address, int stream, bool small_p
 }
 
 ReservedTimeline SimulateReserved(const Schedule& s, const CachingAllocatorConfig& config) {
+  constexpr CachingAllocatorModel::Handle kHostHandle = INT32_MAX;
   ReservedTimeline t;
   CachingAllocatorModel model(config);
   std::vector<CachingAllocatorModel::Handle> handle(s.buffers.size(), -1);
@@ -554,6 +555,10 @@ ReservedTimeline SimulateReserved(const Schedule& s, const CachingAllocatorConfi
       if (s.buffers[b].bytes < 0) {
         throw MemplanError("schedule buffer '" + s.buffers[b].name + "' has a negative size");
       }
+      if (s.buffers[b].host) {  // pinned host memory (offload): not the device allocator's
+        handle[b] = kHostHandle;
+        continue;
+      }
       // A 0-byte buffer counts as one 512 B block, as AccountedBytes has it.
       handle[b] = model.Malloc(std::max<int64_t>(s.buffers[b].bytes, 1));
     }
@@ -569,7 +574,7 @@ ReservedTimeline SimulateReserved(const Schedule& s, const CachingAllocatorConfi
         throw MemplanError("schedule step " + std::to_string(i) + " frees buffer '" +
                            s.buffers[b].name + "' that is not alive");
       }
-      model.Free(handle[b]);
+      if (handle[b] != kHostHandle) model.Free(handle[b]);
       handle[b] = -1;
     }
     t.allocated_after.push_back(model.allocated_bytes());

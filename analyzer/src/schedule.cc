@@ -25,6 +25,10 @@ const char* PhaseName(Phase p) {
       return "optimizer";
     case Phase::kCommunication:
       return "communication";
+    case Phase::kOffload:
+      return "offload";
+    case Phase::kPrefetch:
+      return "prefetch";
   }
   return "forward";
 }
@@ -72,6 +76,10 @@ std::string Schedule::StepLabel(const TrainingGraph& g, size_t step) const {
   const Step& s = steps.at(step);
   std::string label = PhaseName(s.phase);
   if (s.node != kNone) label += " " + g.nodes[s.node].name + " (" + g.nodes[s.node].op_type + ")";
+  if ((s.phase == Phase::kOffload || s.phase == Phase::kPrefetch) && s.copy_from >= 0 &&
+      s.copy_from < static_cast<BufferId>(buffers.size())) {
+    label += (s.copy_wait ? " done " : " start ") + buffers[s.copy_from].name;
+  }
   return label;
 }
 

@@ -1,6 +1,6 @@
 // The schedule of a step with selective recompute (plan.h): some activation storages are dropped
 // after the forward and recomputed, without autograd, right before the backward step that first
-// needs them.
+// needs them; and some are offloaded to pinned host memory and prefetched back (storage_facts.h).
 #include <algorithm>
 #include <unordered_set>
 
@@ -12,8 +12,9 @@ namespace {
 class SelectiveBuilder {
  public:
   SelectiveBuilder(const TrainingGraph& g, const GraphFacts& f,
-                   const std::vector<TensorId>& recomputed)
-      : g_(g), f_(f), dropped_(f.root.size(), false) {
+                   const std::vector<TensorId>& recomputed,
+                   const std::vector<OffloadChoice>& offloaded)
+      : g_(g), f_(f), dropped_(f.root.size(), false), offload_of_(f.root.size(), -1) {
     for (TensorId t : recomputed) {
       if (t < 0 || t >= static_cast<TensorId>(g.tensors.size())) {
         throw MemplanError("selective recompute: tensor id " + std::to_string(t) +
@@ -32,6 +33,27 @@ class SelectiveBuilder {
                            "', which is never recomputed");
       }
       dropped_[r] = true;
+    }
+    offloaded_ = offloaded;
+    for (size_t i = 0; i < offloaded.size(); ++i) {
+      const TensorId t = offloaded[i].tensor;
+      if (t < 0 || t >= static_cast<TensorId>(g.tensors.size())) {
+        throw MemplanError("offload: tensor id " + std::to_string(t) + " is not in the graph");
+      }
+      const int32_t r = f.root_of[t];
+      if (r < 0 || f.root[r].tensor != t || f.root[r].first_saver == kNone ||
+          f.root[r].producer == f.loss_node) {
+        throw MemplanError("offload: '" + g.tensors[t].name +
+                           "' cannot be offloaded: only an activation with its own storage that "
+                           "the backward saves (not a view, an input, a parameter, a constant or "
+                           "an output of the loss node) can be; name the tensor it is a view of");
+      }
+      if (dropped_[r] || offload_of_[r] >= 0) {
+        throw MemplanError("offload: '" + g.tensors[t].name + "' is named twice (" +
+                           (dropped_[r] ? "recomputed and offloaded" : "offloaded twice") +
+                           "); give each storage one decision");
+      }
+      offload_of_[r] = static_cast<int32_t>(i);
     }
   }
 
@@ -62,11 +84,33 @@ class SelectiveBuilder {
         free_backward_[f_.root[r].first_saver].push_back(r);
     }
 
+    host_buffer_.assign(f_.root.size(), kNone);
+    prefetched_.assign(f_.root.size(), kNone);
+    prefetch_state_.assign(f_.root.size(), 0);
+    for (size_t r = 0; r < f_.root.size(); ++r) {
+      if (offload_of_[r] < 0) continue;
+      const Tensor& t = g_.tensors[f_.root[r].tensor];
+      Buffer host{t.name + " (host)", t.bytes, MemoryCategory::kActivation, t.id};
+      host.host = true;
+      host_buffer_[r] = s_.AddBuffer(std::move(host));
+      offload_roots_.push_back(static_cast<int32_t>(r));
+    }
+    std::stable_sort(offload_roots_.begin(), offload_roots_.end(), [&](int32_t a, int32_t b) {
+      return offloaded_[offload_of_[a]].prefetch_at > offloaded_[offload_of_[b]].prefetch_at;
+    });
+    size_t next_prefetch = 0;  // into offload_roots_: the next whose prefetch may start
+
     // 2. Backward (built first, into backward_).
     GradientFlow flow(g_, s_);
     for (NodeId id = num_nodes - 1; id >= 0; --id) {
       const Node& n = g_.nodes[id];
       if (!n.has_backward) continue;
+      for (; next_prefetch < offload_roots_.size() &&
+             offloaded_[offload_of_[offload_roots_[next_prefetch]]].prefetch_at >= id;
+           ++next_prefetch) {
+        if (prefetch_state_[offload_roots_[next_prefetch]] == 0)
+          StartPrefetch(offload_roots_[next_prefetch]);
+      }
       chain_.clear();
       std::vector<int32_t> wanted;
       for (TensorId t : n.saved_for_backward) {
@@ -85,6 +129,10 @@ class SelectiveBuilder {
           else
             Release(r, last);
         }
+      }
+      for (TensorId t : n.saved_for_backward) {
+        const int32_t r = f_.root_of[t];
+        if (r >= 0 && offload_of_[r] >= 0) OnDevice(r);
       }
       Step step;
       step.phase = Phase::kBackward;
@@ -106,11 +154,25 @@ class SelectiveBuilder {
     std::vector<std::vector<BufferId>> free_forward(num_nodes), handed_forward(num_nodes);
     std::vector<int> saved_free_step(f_.root.size(), -1);
     for (auto [r, step] : kept_free_step_) saved_free_step[r] = step;
+    std::vector<std::vector<int32_t>> offload_start(num_nodes), offload_wait(num_nodes);
     for (size_t r = 0; r < f_.root.size(); ++r) {
       const GraphFacts::Root& root = f_.root[r];
       const BufferId b = forward_buffer_[r];
       const bool saved = !dropped_[r] && root.first_saver != kNone;
       const int read = last_recompute_read_[r];
+      if (offload_of_[r] >= 0) {
+        if (prefetched_[r] == kNone || prefetch_state_[r] != 2) {
+          throw MemplanError("offload: no backward step reads '" + g_.tensors[root.tensor].name +
+                             "' although it is saved (a bug in the schedule builder)");
+        }
+        handed_forward[root.last_reader].push_back(b);
+        offload_start[root.last_reader].push_back(static_cast<int32_t>(r));
+        const NodeId after = std::clamp<NodeId>(offloaded_[offload_of_[r]].free_after,
+                                                root.last_reader, num_nodes - 1);
+        offload_wait[after].push_back(static_cast<int32_t>(r));
+        backward_[std::max(saved_free_step[r], read)].frees.push_back(prefetched_[r]);
+        continue;
+      }
       if (read < 0) {
         if (saved) {
           handed_forward[root.last_reader].push_back(b);
@@ -146,6 +208,23 @@ class SelectiveBuilder {
       step.handed_to_backward = std::move(handed_forward[n.id]);
       step.dropped_views = std::move(views[n.id]);
       s_.steps.push_back(std::move(step));
+      for (int32_t r : offload_start[n.id]) {
+        Step copy;
+        copy.phase = Phase::kOffload;
+        copy.allocs.push_back(host_buffer_[r]);
+        copy.copy_from = forward_buffer_[r];
+        copy.copy_to = host_buffer_[r];
+        s_.steps.push_back(std::move(copy));
+      }
+      for (int32_t r : offload_wait[n.id]) {
+        Step wait;
+        wait.phase = Phase::kOffload;
+        wait.frees.push_back(forward_buffer_[r]);
+        wait.copy_from = forward_buffer_[r];
+        wait.copy_to = host_buffer_[r];
+        wait.copy_wait = true;
+        s_.steps.push_back(std::move(wait));
+      }
     }
     for (Step& step : backward_) s_.steps.push_back(std::move(step));
     Step optimizer;
@@ -161,7 +240,11 @@ class SelectiveBuilder {
     const Tensor& t = g_.tensors[x];
     if (t.is_persistent() || t.producer == kNone) return;
     const int32_t r = f_.root_of[x];
-    if (r < 0) return;         // a view of a parameter or a constant: the executor holds it
+    if (r < 0) return;          // a view of a parameter or a constant: the executor holds it
+    if (offload_of_[r] >= 0) {  // offloaded: prefetched (and waited for) before the read
+      OnDevice(r);
+      return;
+    }
     if (!dropped_[r]) return;  // kept: the reading step extends its life
     if (x == f_.root[r].tensor ? materialized_[r] != kNone : have_view_[x]) return;
     const Node& p = g_.nodes[t.producer];
@@ -210,6 +293,35 @@ class SelectiveBuilder {
     backward_.push_back(std::move(step));
   }
 
+  // Starts the prefetch of offloaded root r: its device buffer, the host-to-device copy.
+  void StartPrefetch(int32_t r) {
+    const Tensor& t = g_.tensors[f_.root[r].tensor];
+    prefetched_[r] =
+        s_.AddBuffer({t.name + " (prefetched)", t.bytes, MemoryCategory::kActivation, t.id});
+    Step step;
+    step.phase = Phase::kPrefetch;
+    step.allocs.push_back(prefetched_[r]);
+    step.copy_from = host_buffer_[r];
+    step.copy_to = prefetched_[r];
+    backward_.push_back(std::move(step));
+    prefetch_state_[r] = 1;
+  }
+
+  // Offloaded root r is on the device from here on: waits for its prefetch (started now if not
+  // yet), then frees its host copy.
+  void OnDevice(int32_t r) {
+    if (prefetch_state_[r] == 2) return;
+    if (prefetch_state_[r] == 0) StartPrefetch(r);
+    Step step;
+    step.phase = Phase::kPrefetch;
+    step.frees.push_back(host_buffer_[r]);
+    step.copy_from = host_buffer_[r];
+    step.copy_to = prefetched_[r];
+    step.copy_wait = true;
+    backward_.push_back(std::move(step));
+    prefetch_state_[r] = 2;
+  }
+
   // Frees a recomputed storage (and forgets its views) after `step`.
   void Release(int32_t r, Step& step) {
     step.frees.push_back(materialized_[r]);
@@ -232,13 +344,22 @@ class SelectiveBuilder {
   std::vector<int32_t> chain_;  // roots materialized for the current backward step
   std::vector<std::vector<int32_t>> free_backward_;  // per node: roots whose last saver it is
   std::vector<std::pair<int32_t, int>> kept_free_step_;
+  // Offload: the choices, and per root its index among them (-1: not offloaded), its host
+  // buffer, its prefetched buffer, and its prefetch (0 not started, 1 started, 2 waited for).
+  std::vector<OffloadChoice> offloaded_;
+  std::vector<int32_t> offload_of_;
+  std::vector<int32_t> offload_roots_;  // by prefetch_at descending, then ascending
+  std::vector<BufferId> host_buffer_;
+  std::vector<BufferId> prefetched_;
+  std::vector<char> prefetch_state_;
 };
 
 }  // namespace
 
 Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
-                                const std::vector<TensorId>& recomputed) {
-  return SelectiveBuilder(g, f, recomputed).Build();
+                                const std::vector<TensorId>& recomputed,
+                                const std::vector<OffloadChoice>& offloaded) {
+  return SelectiveBuilder(g, f, recomputed, offloaded).Build();
 }
 
 }  // namespace memplan

@@ -28,6 +28,7 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
     size[b] = AccountedBytes(s.buffers[b].bytes, options.policy);
   }
   int64_t current = 0;
+  int64_t host = 0;  // pinned host bytes alive (offload)
   t.bytes_during.reserve(s.steps.size());
   t.bytes_after.reserve(s.steps.size());
   auto check = [&](BufferId b, size_t step) {
@@ -45,6 +46,14 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
                            s.buffers[b].name + "' which is already alive");
       }
       alive[b] = 1;
+      if (s.buffers[b].host) {
+        host += s.buffers[b].bytes;
+        if (host > t.host_peak_bytes) {
+          t.host_peak_bytes = host;
+          t.host_peak_step = static_cast<int32_t>(i);
+        }
+        continue;
+      }
       if (__builtin_add_overflow(current, size[b], &current)) {
         throw MemplanError("schedule step " + std::to_string(i) +
                            ": the bytes alive exceed 2^63 when '" + s.buffers[b].name + "' (" +
@@ -71,7 +80,10 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
                            "' which is not alive");
       }
       alive[b] = 0;
-      current -= size[b];
+      if (s.buffers[b].host)
+        host -= s.buffers[b].bytes;
+      else
+        current -= size[b];
     }
     t.bytes_after.push_back(current);
   }
@@ -83,12 +95,67 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
       for (BufferId b : s.steps[i].frees) alive[b] = 0;
   }
   for (size_t b = 0; b < s.buffers.size(); ++b) {
-    if (!alive[b]) continue;
+    if (!alive[b] || s.buffers[b].host) continue;
     t.breakdown_at_peak[static_cast<int>(s.buffers[b].category)] += size[b];
     t.alive_at_peak.push_back(static_cast<BufferId>(b));
   }
   std::stable_sort(t.alive_at_peak.begin(), t.alive_at_peak.end(),
                    [&](BufferId a, BufferId b) { return size[a] > size[b]; });
+  return t;
+}
+
+StreamTimeline SimulateStreams(const Schedule& s, const std::vector<double>& step_seconds,
+                               const LinkRates& link) {
+  if (step_seconds.size() != s.steps.size()) {
+    throw MemplanError("stream replay: " + std::to_string(step_seconds.size()) +
+                       " step times for a schedule of " + std::to_string(s.steps.size()) +
+                       " steps");
+  }
+  StreamTimeline t;
+  t.step_end.reserve(s.steps.size());
+  double now = 0;
+  double free_at[2] = {0, 0};                      // per direction: when its copy stream is idle
+  std::vector<double> ends(s.buffers.size(), -1);  // per copy_to buffer: when its copy ends
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& step = s.steps[i];
+    const bool copy = step.phase == Phase::kOffload || step.phase == Phase::kPrefetch;
+    if (!copy) {
+      now += step_seconds[i];
+      t.compute_seconds += step_seconds[i];
+      t.step_end.push_back(now);
+      continue;
+    }
+    const BufferId to = step.copy_to;
+    if (step.copy_from < 0 || to < 0 || step.copy_from >= static_cast<BufferId>(s.buffers.size()) ||
+        to >= static_cast<BufferId>(s.buffers.size())) {
+      throw MemplanError("schedule step " + std::to_string(i) + " copies between buffers " +
+                         std::to_string(step.copy_from) + " and " + std::to_string(to) +
+                         " that do not both exist");
+    }
+    if (step.copy_wait) {
+      if (ends[to] < 0) {
+        throw MemplanError("schedule step " + std::to_string(i) + " waits for the copy into '" +
+                           s.buffers[to].name + "', which no earlier step started");
+      }
+      if (ends[to] > now) {
+        t.stall_seconds += ends[to] - now;
+        now = ends[to];
+      }
+    } else {
+      const int dir = step.phase == Phase::kOffload ? 0 : 1;
+      const double rate =
+          dir == 0 ? link.device_to_host_bytes_per_second : link.host_to_device_bytes_per_second;
+      if (!(rate > 0)) {
+        throw MemplanError(std::string("stream replay: the ") +
+                           (dir == 0 ? "device-to-host" : "host-to-device") +
+                           " link rate must be > 0 bytes per second for a schedule with copies");
+      }
+      const double begin = std::max(now, free_at[dir]);
+      ends[to] = begin + static_cast<double>(s.buffers[step.copy_from].bytes) / rate;
+      free_at[dir] = ends[to];
+    }
+    t.step_end.push_back(now);
+  }
   return t;
 }
 

@@ -79,6 +79,33 @@ json LayoutToJson(const Plan& p, const TrainingGraph& g) {
   return layout;
 }
 
+// Each offloaded storage's choice (node names) and where its copies are in the schedule.
+json OffloadToJson(const Plan& p, const TrainingGraph& g) {
+  json storages = json::array();
+  for (const OffloadChoice& c : p.offloaded) {
+    json e = {{"tensor", g.tensors[c.tensor].name},
+              {"free_after", g.nodes[c.free_after].name},
+              {"prefetch_at", c.prefetch_at >= static_cast<NodeId>(g.nodes.size())
+                                  ? json(nullptr)
+                                  : json(g.nodes[c.prefetch_at].name)}};
+    for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
+      const Step& step = p.schedule.steps[i];
+      if (step.copy_to < 0) continue;
+      const bool offload = step.phase == Phase::kOffload;
+      const BufferId host = offload ? step.copy_to : step.copy_from;
+      if (p.schedule.buffers[host].tensor != c.tensor) continue;
+      const char* key = offload ? (step.copy_wait ? "free_step" : "offload_step")
+                                : (step.copy_wait ? "ready_step" : "prefetch_step");
+      e[key] = static_cast<int64_t>(i);
+    }
+    storages.push_back(std::move(e));
+  }
+  return {{"host_budget_bytes", p.host_budget_bytes},
+          {"device_to_host_bytes_per_second", p.link.device_to_host_bytes_per_second},
+          {"host_to_device_bytes_per_second", p.link.host_to_device_bytes_per_second},
+          {"storages", std::move(storages)}};
+}
+
 template <class T, class Write>
 void WriteOptional(json& j, const char* key, const std::optional<T>& v, Write write) {
   if (v) j[key] = write(*v);
@@ -116,6 +143,13 @@ PlanReport PlanReportOf(const Plan& p, const TrainingGraph& g) {
   for (TensorId t : p.checkpoints) r.checkpoints->push_back(g.tensors[t].name);
   r.recomputed.emplace();
   for (TensorId t : p.recomputed) r.recomputed->push_back(g.tensors[t].name);
+  if (!p.offloaded.empty()) {
+    r.offloaded.emplace();
+    for (const OffloadChoice& c : p.offloaded) r.offloaded->push_back(g.tensors[c.tensor].name);
+    r.predicted_host_peak_bytes = p.predicted_host_peak_bytes;
+    r.predicted_stall_seconds = p.predicted_stall_seconds;
+    r.offload = OffloadToJson(p, g);
+  }
   r.sections.emplace();
   if (p.segments.empty()) {
     std::vector<std::string> all;
@@ -180,6 +214,10 @@ json PlanReportToJson(const PlanReport& r) {
   WriteOptional(j, "checkpoints", r.checkpoints, Same);
   WriteOptional(j, "sections", r.sections, Same);
   WriteOptional(j, "recomputed", r.recomputed, Same);
+  WriteOptional(j, "offloaded", r.offloaded, Same);
+  WriteOptional(j, "predicted_host_peak_bytes", r.predicted_host_peak_bytes, Same);
+  WriteOptional(j, "predicted_stall_seconds", r.predicted_stall_seconds, Same);
+  WriteOptional(j, "offload", r.offload, Same);
   WriteOptional(j, "margin_bytes", r.margin_bytes, Same);
   WriteOptional(j, "feasible", r.feasible, Same);
   WriteOptional(j, "solve_seconds", r.solve_seconds, Same);
@@ -283,6 +321,13 @@ PlanReport PlanReportFromJson(const json& j, bool require_kind) {
   ReadOptional(j, "checkpoints", r.checkpoints, strings);
   ReadOptional(j, "sections", r.sections, ArrayOf(strings));
   ReadOptional(j, "recomputed", r.recomputed, strings);
+  ReadOptional(j, "offloaded", r.offloaded, strings);
+  ReadOptional(j, "predicted_host_peak_bytes", r.predicted_host_peak_bytes, Count);
+  ReadOptional(j, "predicted_stall_seconds", r.predicted_stall_seconds, Seconds);
+  if (j.contains("offload")) {
+    if (!j["offload"].is_object()) Bad("offload", "must be an object");
+    r.offload = j["offload"];
+  }
   ReadOptional(j, "margin_bytes", r.margin_bytes, Count);
   ReadOptional(j, "feasible", r.feasible, Bool);
   ReadOptional(j, "solve_seconds", r.solve_seconds, Seconds);
@@ -607,11 +652,75 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
                          std::to_string(segments.size()) +
                          " sections, which memplan does not combine; re-plan with `memplan plan`");
     }
+    // Offload: each storage's choice (absent in plans that offload nothing).
+    std::vector<OffloadChoice> offloaded;
+    OffloadRequest offload_request;
+    if (j.contains("offloaded") || j.contains("offload")) {
+      const nlohmann::json& o = Field(j, "offload");
+      const nlohmann::json& storages = Field(o, "storages");
+      if (!o.is_object() || !storages.is_array())
+        throw MemplanError("the plan's \"offload\" must be an object with an array \"storages\"");
+      auto node = [&](const nlohmann::json& v, const char* what) {
+        if (v.is_null()) return static_cast<NodeId>(g.nodes.size());
+        const NodeId n = v.is_string() ? g.FindNode(v.get<std::string>()) : kNone;
+        if (n == kNone) {
+          throw MemplanError(std::string("the plan's offload names ") + what + " node " +
+                             v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                             ", which '" + g.model_path +
+                             "' does not have; re-plan for this model");
+        }
+        return n;
+      };
+      std::vector<std::string> names;
+      for (const nlohmann::json& e : storages) {
+        const nlohmann::json& name = Field(e, "tensor");
+        const TensorId t = name.is_string() ? g.FindTensor(name.get<std::string>()) : kNone;
+        if (t == kNone) {
+          throw MemplanError("the plan offloads tensor " +
+                             name.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                             ", which '" + g.model_path +
+                             "' does not have; re-plan for this model");
+        }
+        offloaded.push_back({t, node(Field(e, "free_after"), "its free_after"),
+                             node(Field(e, "prefetch_at"), "its prefetch_at")});
+        names.push_back(g.tensors[t].name);
+      }
+      if (!j.contains("offloaded") || j["offloaded"] != nlohmann::json(names)) {
+        throw MemplanError(
+            "the plan's \"offloaded\" does not list the tensors of its \"offload\" storages; "
+            "re-plan with `memplan plan`");
+      }
+      auto rate = [&](const char* key) {
+        const nlohmann::json& v = Field(o, key);
+        if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+          throw MemplanError(std::string("the plan's offload \"") + key +
+                             "\" must be a number > 0; re-plan with `memplan plan`");
+        return v.get<double>();
+      };
+      offload_request.link = {
+          .device_to_host_bytes_per_second = rate("device_to_host_bytes_per_second"),
+          .host_to_device_bytes_per_second = rate("host_to_device_bytes_per_second")};
+      offload_request.host_budget_bytes = OptionalBytes(o, "host_budget_bytes");
+    }
+    if (!offloaded.empty() && segments.size() > 1) {
+      throw MemplanError("the plan both offloads " + std::to_string(offloaded.size()) +
+                         " tensors and cuts the model into " + std::to_string(segments.size()) +
+                         " sections, which memplan does not combine; re-plan with `memplan plan`");
+    }
     const ReplayRequest request{.strategy = strategy,
                                 .budget_bytes = OptionalBytes(j, "budget_bytes"),
                                 .baseline_peak_bytes = OptionalBytes(j, "baseline_peak_bytes")};
-    Plan p = recomputed.empty() ? ReplaySegmentation(g, CutsFromSegments(g, segments), request)
-                                : ReplaySelective(g, recomputed, request);
+    Plan p = !offloaded.empty() ? ReplayOffload(g, recomputed, offloaded, request, offload_request)
+             : recomputed.empty() ? ReplaySegmentation(g, CutsFromSegments(g, segments), request)
+                                  : ReplaySelective(g, recomputed, request);
+    if (!offloaded.empty()) {
+      // The stall is a prediction of the cost model the plan was made with.
+      const nlohmann::json& stall = Field(j, "predicted_stall_seconds");
+      if (!stall.is_number() || !(stall.get<double>() >= 0))
+        throw MemplanError(
+            "the plan's \"predicted_stall_seconds\" must be a number of seconds >= 0; re-plan");
+      p.predicted_stall_seconds = stall.get<double>();
+    }
     // The checkpoints are derived from the sections; a plan naming others was edited by hand.
     if (j.contains("checkpoints")) {
       for (const nlohmann::json& name : j.at("checkpoints")) {

@@ -165,6 +165,7 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
   std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt,
                                                               RunBottleneck, RunSpeed};
   if (SelectiveInAuto(ctx, o)) runs.push_back(RunSelective);
+  if (o.auto_offload && SelectiveInAuto(ctx, o)) runs.push_back(RunOffload);
   if (MilpAvailable() && o.auto_milp_max_nodes > 0 &&
       static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
     runs.push_back(RunMilp);
@@ -196,6 +197,7 @@ Plan RunStrategy(Context& ctx, const PlanOptions& o) {
   if (s == "optimal") return RunOptimal(ctx, o);
   if (s == "milp") return RunMilp(ctx, o);
   if (s == "selective") return RunSelective(ctx, o);
+  if (s == "offload") return RunOffload(ctx, o);
   std::string names;
   for (const std::string& n : StrategyNames()) names += (names.empty() ? "" : ", ") + n;
   throw MemplanError("unknown strategy '" + s + "' (one of " + names + ")");
@@ -219,6 +221,7 @@ MEMPLAN_STRATEGY(PlanSections, RunSections)
 MEMPLAN_STRATEGY(PlanOptimal, RunOptimal)
 MEMPLAN_STRATEGY(PlanMilp, RunMilp)
 MEMPLAN_STRATEGY(PlanSelective, RunSelective)
+MEMPLAN_STRATEGY(PlanOffload, RunOffload)
 #undef MEMPLAN_STRATEGY
 
 int64_t SegmentBorderMargin(const TrainingGraph& g) {
@@ -252,7 +255,9 @@ bool SearchesThePlainStep(const std::string& strategy) {
 Plan MakePlanIn(Context& ctx, const PlanOptions& options) {
   const TrainingGraph& g = ctx.graph();
   const int64_t margin =
-      options.budget_bytes > 0 && options.strategy != "selective" ? SegmentBorderMargin(g) : 0;
+      options.budget_bytes > 0 && options.strategy != "selective" && options.strategy != "offload"
+          ? SegmentBorderMargin(g)
+          : 0;
   if (margin == 0) return planner::RunStrategy(ctx, options);
   if (options.strategy == "auto" || options.strategy.empty() || options.strategy == "none") {
     Plan plain = planner::RunNone(ctx, options);
@@ -306,9 +311,9 @@ Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& 
 }
 
 const std::vector<std::string>& StrategyNames() {
-  static const std::vector<std::string> names = {"auto",       "none",     "manual",   "speed",
-                                                 "bottleneck", "sqrt",     "sections", "optimal",
-                                                 "milp",       "selective"};
+  static const std::vector<std::string> names = {"auto",       "none",      "manual",   "speed",
+                                                 "bottleneck", "sqrt",      "sections", "optimal",
+                                                 "milp",       "selective", "offload"};
   return names;
 }
 
@@ -404,6 +409,8 @@ SweepPoint SweepPointOf(const Plan& p, int64_t budget_bytes) {
   pt.num_sections = p.num_sections();
   pt.micro_batches = p.micro_batches;
   pt.micro_batch_seconds = p.predicted_micro_batch_seconds;
+  pt.stall_seconds = p.predicted_stall_seconds;
+  pt.num_offloaded = static_cast<int>(p.offloaded.size());
   pt.solve_seconds = p.solve_seconds;
   return pt;
 }
@@ -440,6 +447,10 @@ nlohmann::json SweepToJson(const SweepResult& s) {
                       {"micro_batches", p.micro_batches},
                       {"predicted_micro_batch_seconds", p.micro_batch_seconds},
                       {"solve_seconds", p.solve_seconds}});
+    if (p.num_offloaded > 0) {
+      points.back()["offloaded"] = p.num_offloaded;
+      points.back()["predicted_stall_seconds"] = p.stall_seconds;
+    }
   }
   return {{"baseline_peak_bytes", s.baseline_peak_bytes},
           {"min_budget_bytes", s.min_budget_bytes},
@@ -476,6 +487,9 @@ SweepResult SweepFromJson(const nlohmann::json& j) {
       p.micro_batch_seconds = Get(v, f, "predicted_micro_batch_seconds", Seconds);
     }
     p.solve_seconds = Get(v, f, "solve_seconds", Seconds);
+    if (v.contains("offloaded")) p.num_offloaded = Get(v, f, "offloaded", whole);
+    if (v.contains("predicted_stall_seconds"))
+      p.stall_seconds = Get(v, f, "predicted_stall_seconds", Seconds);
     return p;
   };
   Object(j, "sweep");

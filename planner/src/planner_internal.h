@@ -97,6 +97,11 @@ Plan ReplayedPlan(const TrainingGraph& g, Schedule schedule, const ReplayOptions
 Plan ReplaySegmentation(const TrainingGraph& g, const std::vector<NodeId>& cuts,
                         const ReplayOptions& o);
 
+// memplan::ReplayOffload with ReplayOptions.
+Plan ReplayOffload(const TrainingGraph& g, std::vector<TensorId> recomputed,
+                   std::vector<OffloadChoice> offloaded, const ReplayOptions& o,
+                   const OffloadRequest& request);
+
 // memplan::ReplaySelective with ReplayOptions.
 Plan ReplaySelective(const TrainingGraph& g, std::vector<TensorId> recomputed,
                      const ReplayOptions& o);
@@ -114,6 +119,7 @@ Plan RunSections(Context& ctx, const PlanOptions& o);
 Plan RunOptimal(Context& ctx, const PlanOptions& o);
 Plan RunMilp(Context& ctx, const PlanOptions& o);
 Plan RunSelective(Context& ctx, const PlanOptions& o);
+Plan RunOffload(Context& ctx, const PlanOptions& o);
 Plan RunStrategy(Context& ctx, const PlanOptions& o);  // dispatch, including auto
 // The smallest peak `optimal` reaches over its candidates.
 Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o);

@@ -21,7 +21,19 @@ namespace memplan {
 using BufferId = int32_t;
 
 // kCommunication: a data-parallel rank's gradient collectives, between backward and optimizer.
-enum class Phase { kSetup, kForward, kLoss, kBackward, kRecompute, kOptimizer, kCommunication };
+// kOffload, kPrefetch: copies of a saved storage to pinned host memory and back on a copy stream
+// (offload, plan.h); their steps have no node (Step::copy_from and copy_to name the buffers).
+enum class Phase {
+  kSetup,
+  kForward,
+  kLoss,
+  kBackward,
+  kRecompute,
+  kOptimizer,
+  kCommunication,
+  kOffload,
+  kPrefetch,
+};
 const char* PhaseName(Phase p);
 
 // What memory is for, in the breakdown at the peak.
@@ -52,6 +64,8 @@ struct Buffer {
   // Data parallelism: the parameter bucket whose gathered flat parameters (kParameter) or flat
   // gradients (kGradient) it holds (-1: none).
   int32_t bucket = -1;
+  // Pinned host memory (offload): counted in MemoryTimeline's host peak, not in the device's.
+  bool host = false;
 };
 
 struct Step {
@@ -68,6 +82,14 @@ struct Step {
   // lists it: its last reader in a forward or recompute pass or, for a view a later segment
   // reads (kept across segments like a checkpoint), the end of that segment's backward.
   std::vector<TensorId> dropped_views;
+  // Offload and prefetch steps (Phase::kOffload: device to host; Phase::kPrefetch: host to
+  // device): one copy of buffer copy_from into buffer copy_to on the copy stream of its
+  // direction. The start step (copy_wait false) allocates copy_to and enqueues the copy; the
+  // compute stream goes on. The wait step (copy_wait true, the same two buffers) is where the
+  // compute stream waits until that copy has completed; it then frees copy_from.
+  BufferId copy_from = -1;
+  BufferId copy_to = -1;
+  bool copy_wait = false;
 };
 
 struct Schedule {
@@ -144,11 +166,42 @@ struct MemoryTimeline {
   int32_t peak_step = 0;
   std::array<int64_t, kNumMemoryCategories> breakdown_at_peak{};
   std::vector<BufferId> alive_at_peak;  // largest first
+  // Pinned host memory (buffers with `host`; exact bytes whatever the policy): its peak over the
+  // step and the first step reaching it. Host buffers count in none of the fields above.
+  int64_t host_peak_bytes = 0;
+  int32_t host_peak_step = 0;
 };
 
 // Replays a schedule. Throws MemplanError if a buffer is allocated while alive, or freed
 // while dead (a broken schedule is a bug in its builder, reported with the step).
 MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options = {});
+
+// The link between device memory and pinned host memory: one copy stream per direction (a GPU
+// has a copy engine each way), each moving a copy at its rate. Offloading a storage of B bytes
+// takes B / device_to_host_bytes_per_second on its stream; prefetching it back, B /
+// host_to_device_bytes_per_second.
+struct LinkRates {
+  double device_to_host_bytes_per_second = 0;
+  double host_to_device_bytes_per_second = 0;
+};
+
+// The compute stream and the two copy streams of a schedule, replayed in time.
+struct StreamTimeline {
+  double compute_seconds = 0;  // the steps' own seconds, summed
+  double stall_seconds = 0;    // what the compute stream waited for copies (wait steps)
+  double total_seconds() const { return compute_seconds + stall_seconds; }
+  std::vector<double> step_end;  // per step: when the compute stream has finished it
+};
+// Replays the streams: the compute stream runs the steps in order, step i taking
+// step_seconds[i] (transfer steps take none). A copy start step enqueues its copy on its
+// direction's stream at the compute stream's time: it begins when that stream is free (copies
+// of one direction run one after the other, in the order started) and lasts its bytes (exact)
+// over the direction's rate. A wait step holds the compute stream until its copy has ended; the
+// time held is stall. Deterministic and pure. Throws MemplanError when step_seconds does not
+// have one entry per step, a wait has no earlier start of the same copy, or a schedule with
+// copies has a rate that is not > 0.
+StreamTimeline SimulateStreams(const Schedule& s, const std::vector<double>& step_seconds,
+                               const LinkRates& link);
 
 // Bytes a buffer occupies under a policy.
 int64_t AccountedBytes(int64_t bytes, AllocatorPolicy policy);

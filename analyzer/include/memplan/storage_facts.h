@@ -49,8 +49,32 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
 // storages in `recomputed` (root tensors: f.root[r].tensor, none produced by the loss node)
 // are not saved by the forward and are recomputed, without autograd, before the backward step
 // that first needs them. Empty: the plain training step. Throws MemplanError naming a tensor
-// that cannot be recomputed.
+// that cannot be recomputed or offloaded.
+//
+// Offload (plan.h): each storage in `offloaded` (a root some backward op saves, not produced by
+// the loss node, not in `recomputed`) is copied to pinned host memory after its last forward
+// reader and prefetched back for the backward:
+//   - Forward: after the step of its last forward reader, a kOffload start step allocates its
+//     host buffer and starts the device-to-host copy. After the step of node `free_after`
+//     (clamped to [the last forward reader, the last node]), the kOffload wait step waits for the
+//     copy and frees the device copy. Several start (then wait) steps after one node: in root
+//     order.
+//   - Backward, node by node in the plain step's order: before node m's backward work (its
+//     recompute chain, then its backward step), a kPrefetch start step allocates the device
+//     buffer ("NAME (prefetched)") and starts the host-to-device copy of every offloaded storage
+//     not yet prefetched with prefetch_at >= m (by prefetch_at, descending, then in root order).
+//     Right before the first step that reads the storage (a backward step saving it, or a recompute
+//     step reading it), the kPrefetch wait step waits for the copy (starting it there if it was not
+//     started) and frees the host buffer. The prefetched buffer then lives as a kept storage would:
+//     until the backward step of its first saver, or its last read by a recompute if later.
+struct OffloadChoice {
+  TensorId tensor = kNone;  // the storage's root tensor
+  NodeId free_after = 0;    // forward node after which the device copy is freed
+  NodeId prefetch_at = 0;   // the prefetch starts before this node's backward work (see above)
+};
+
 Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
-                                const std::vector<TensorId>& recomputed);
+                                const std::vector<TensorId>& recomputed,
+                                const std::vector<OffloadChoice>& offloaded = {});
 
 }  // namespace memplan

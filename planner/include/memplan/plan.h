@@ -52,6 +52,33 @@
 // Recompute cost: the forward of every recompute step of the schedule (a node can run more
 // than once). The executor carries this out with saved-tensor hooks (executor/src/saved_tensors.h).
 // Selective recompute does not combine with segments yet; it does with micro-batching.
+//
+// Offload (`offloaded` non-empty; one segment; combines with `recomputed`): the selective step,
+// except that each storage in `offloaded` (an activation storage some backward op saves, not
+// produced by the loss node, not recomputed) is moved to pinned host memory between its last
+// forward reader and its first backward reader. Two copy streams run beside the compute stream,
+// one per direction (a GPU's two copy engines); copies of one direction run one after the other
+// in the order started. The schedule spells every copy as two steps without a node
+// (BuildSelectiveSchedule in memplan/storage_facts.h fixes their places):
+//   - Offload (Phase::kOffload): right after the step of its last forward reader the start step
+//     allocates the host buffer and starts the device-to-host copy (autograd still holds the
+//     device tensor: the executor packs it into the host buffer with a saved-tensor hook,
+//     non_blocking on the copy stream, after recording an event on the compute stream). After
+//     the forward step of node OffloadChoice::free_after the wait step makes the compute stream
+//     wait for the copy's completion, then frees the device copy.
+//   - Prefetch (Phase::kPrefetch): before the backward work (the recompute chain, then the
+//     backward step) of node OffloadChoice::prefetch_at, or of the first node in backward order
+//     at or below it, the start step allocates the device buffer and starts the host-to-device
+//     copy. Right before the first step of the backward that reads the storage (the backward
+//     step of a node saving it, or a recompute step reading it) the wait step makes the compute
+//     stream wait for the copy, then frees the host buffer. The prefetched storage then lives
+//     as a kept one would: until the backward step of its first saver (or its last recompute
+//     read, if later).
+// Memory: the device peak (Simulate) counts the device copy until its offload wait step and the
+// prefetched copy from its prefetch start step; the host peak (MemoryTimeline::host_peak_bytes)
+// counts each host buffer from its offload start to its prefetch wait. Time: SimulateStreams over
+// ScheduleStepSeconds; a wait step whose copy has not ended stalls the step (Plan's
+// predicted_stall_seconds).
 // Data parallelism (Plan::layout with devices = N > 1): N ranks, one process per device, each
 // run the step above (with its segments or selective recompute, and its micro-batches) on
 // their share of the batch, and communicate after the backward pass (shard gradients: during
@@ -176,6 +203,7 @@
 #include <vector>
 
 #include "memplan/analyzer.h"
+#include "memplan/storage_facts.h"
 
 namespace memplan {
 
@@ -270,6 +298,14 @@ struct Plan {
   // Selective recompute: the activation storages dropped after the forward and recomputed in
   // the backward (root tensors, ascending). Empty for segmented plans.
   std::vector<TensorId> recomputed;
+  // Offload (see above): the storages moved to pinned host memory, ascending by tensor, with
+  // where each is freed and prefetched. Empty unless planned by `offload`.
+  std::vector<OffloadChoice> offloaded;
+  int64_t host_budget_bytes = 0;          // the pinned host memory allowed; <= 0: none
+  int64_t predicted_host_peak_bytes = 0;  // timeline.host_peak_bytes
+  LinkRates link;                         // the link rates the stall was predicted at
+  // SimulateStreams' stall: what the step waits for copies that its compute does not hide.
+  double predicted_stall_seconds = 0;
   Schedule schedule;                 // the replayed schedule
   MemoryTimeline timeline;           // Simulate(schedule)
   int64_t predicted_peak_bytes = 0;  // timeline.peak_bytes
@@ -305,7 +341,8 @@ struct Plan {
 
   // What `auto` minimises among plans that fit: recompute, micro-batching and communication.
   double predicted_overhead_seconds() const {
-    return predicted_recompute_seconds + predicted_micro_batch_seconds + predicted_comm_seconds;
+    return predicted_recompute_seconds + predicted_micro_batch_seconds + predicted_comm_seconds +
+           predicted_stall_seconds;
   }
   // The peak the budget bounds, plus the margin: what a budget must be for the plan to fit.
   int64_t budget_needed_bytes() const {
@@ -363,6 +400,27 @@ struct ReplayRequest {
 // recompute step, feasibility. Throws MemplanError naming a tensor that cannot be recomputed.
 Plan ReplaySelective(const TrainingGraph& g, const std::vector<TensorId>& recomputed,
                      const ReplayRequest& r = {});
+
+// What an offload replay needs beside ReplayRequest: the host budget (<= 0: none), the link, and
+// the cost model's forward seconds per node (indexed by NodeId) for the recompute seconds and the
+// stall (empty: neither is predicted, both stay 0).
+struct OffloadRequest {
+  int64_t host_budget_bytes = 0;
+  LinkRates link{};
+  std::vector<double> node_seconds{};
+};
+// Replays recompute of `recomputed` and offload of `offloaded` (see above): schedule, device and
+// host timelines, FLOPs, recompute and stall seconds, feasibility against both budgets. Throws
+// MemplanError naming a tensor that cannot be recomputed or offloaded.
+Plan ReplayOffload(const TrainingGraph& g, const std::vector<TensorId>& recomputed,
+                   const std::vector<OffloadChoice>& offloaded, const ReplayRequest& r,
+                   const OffloadRequest& o);
+
+// The compute stream's seconds per step of a schedule (SimulateStreams' input): a forward, loss
+// or recompute step takes node_seconds[node], a backward step kBackwardTimesForward times that,
+// every other step (setup, optimizer, communication, copies) none.
+constexpr double kBackwardTimesForward = 2;
+std::vector<double> ScheduleStepSeconds(const std::vector<double>& node_seconds, const Schedule& s);
 
 // Forward FLOPs, and the same in seconds (node_seconds indexed by NodeId), of every recompute
 // step of a schedule.

@@ -74,6 +74,15 @@ struct PlanReport {
   std::optional<std::vector<std::string>> checkpoints;            // tensor names
   std::optional<std::vector<std::vector<std::string>>> sections;  // node names per section
   std::optional<std::vector<std::string>> recomputed;             // tensor names
+  // Offload (plan.h), only in plans that offload: the storages' tensor names, the host peak,
+  // the copies' stall, and "offload": {host_budget_bytes, device_to_host_bytes_per_second,
+  // host_to_device_bytes_per_second, storages: [{tensor, free_after, prefetch_at (node names),
+  // offload_step, free_step, prefetch_step, ready_step (indices into the schedule: the start and
+  // wait steps of each copy)}]}.
+  std::optional<std::vector<std::string>> offloaded;
+  std::optional<int64_t> predicted_host_peak_bytes;
+  std::optional<double> predicted_stall_seconds;
+  std::optional<nlohmann::json> offload;
   std::optional<int64_t> margin_bytes;
   std::optional<bool> feasible;
   std::optional<double> solve_seconds;

@@ -66,6 +66,12 @@ struct MachineRates {
 //   cuda: 50 TFLOP/s, 2 TB/s, 20 us per op (an A100/H100-class GPU; TF32 matmul, HBM).
 // `device` is "cpu", "cuda" or "cuda:K"; anything else gets the cpu figures. No class rates.
 MachineRates DefaultMachineRates(const std::string& device);
+// Documented link rates (plan.h's offload), used unless measured or given (--link-rate):
+//   cuda: 25 GB/s each way, pinned memory over PCIe Gen5 x16 (an H100/H200's host link);
+//   cpu:  there is no link; offload is emulated at 10 GB/s each way (a memcpy between two
+//         buffers of one host's memory), so that plans for a CPU run exercise the same choices.
+LinkRates DefaultLinkRates(const std::string& device);
+
 // Class rates go under "classes", one object per measured class by ComputeClassName.
 nlohmann::json MachineRatesToJson(const MachineRates& r);
 // Throws MemplanError naming the bad field (rates must be finite and > 0, overhead >= 0, class
@@ -197,6 +203,14 @@ struct PlanOptions {
   // (exchanges, rebuilds, escapes: selective_search.cc). -1: by the graph's size, up to 64 on
   // small graphs and 0 on graphs of thousands of nodes, which then plan in about a second.
   int selective_replays_per_point = -1;
+  // `offload` (plan.h): the pinned host memory its offloaded storages may hold at once (<= 0: no
+  // limit), and the link they cross (memplan plan --link-rate; DefaultLinkRates).
+  int64_t host_budget_bytes = 0;
+  LinkRates link = DefaultLinkRates("cpu");
+  // `auto` also runs `offload` (the executor does not carry out offload plans yet, so a plan
+  // that a run must execute is not offloaded unless asked; the command line sets it with
+  // --host-budget).
+  bool auto_offload = false;
 };
 
 // One function per strategy family. Each returns a replayed plan; `feasible` says whether its
@@ -231,6 +245,13 @@ bool MilpAvailable();
 // reaches, feasible = false. No segment-border margin (one autograd graph, no new leaves).
 // `auto` never picks it: only when named.
 Plan PlanSelective(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
+// Offload (plan.h): keep, recompute or offload each saved activation storage, for the least
+// predicted step time (recompute seconds + copy stall, SimulateStreams at options.link) with the
+// device peak <= budget_bytes and the host peak <= host_budget_bytes. A heuristic (offload.cc);
+// never slower, as predicted, than `selective`'s recompute-only plan for the same budget, which
+// it returns when that is faster. Without a fitting plan: the smallest peak it reached,
+// feasible = false.
+Plan PlanOffload(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 
 // An exact reference for `selective` on graphs of up to a few hundred nodes (selective_exact.cc:
 // logic-based Benders on COIN-OR CBC, every candidate drop set replayed): the drop set of least
@@ -343,7 +364,12 @@ struct SweepPoint {
   double solve_seconds = 0;
   int micro_batches = 1;           // PlanForBudget's sweep splits the batch where the options allow
   double micro_batch_seconds = 0;  // the plan's predicted_micro_batch_seconds
-  double overhead_seconds() const { return recompute_seconds + micro_batch_seconds; }
+  // Offload: the storages the plan offloads and its predicted stall (in the JSON only when > 0).
+  int num_offloaded = 0;
+  double stall_seconds = 0;
+  double overhead_seconds() const {
+    return recompute_seconds + micro_batch_seconds + stall_seconds;
+  }
 };
 // A plan as a point of the sweep at `budget_bytes`.
 SweepPoint SweepPointOf(const Plan& p, int64_t budget_bytes);

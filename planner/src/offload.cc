@@ -1,0 +1,298 @@
+// Offload (plan.h): the replay of a plan that keeps, recomputes or offloads each saved storage,
+// where its copies go in the schedule, and the `offload` strategy.
+//
+// `offload` chooses, per activation storage, keep, recompute or offload, for the least predicted
+// step time (recompute seconds + the copy streams' stall) with the device peak within the budget
+// and the pinned host bytes within the host budget. A heuristic in three phases:
+//   1. Greedy: replay; while the device peak exceeds the budget, take the storages alive at the
+//      peak that a plan may still drop, best bytes per second of added step time first (each
+//      priced as the cheaper of its recompute, the forward seconds of its producer, and its
+//      offload, the transfer time its windows do not hide: the forward after its last reader
+//      for the device-to-host copy, the backward before its first reader for the prefetch, and
+//      what the link's queue adds), until their bytes cover the excess; replay again.
+//   2. Placement (PlaceOffloads) on every replay: each device-to-host copy, in the order they
+//      start, is waited for after the first forward node by whose end the copy stream will have
+//      finished it; each prefetch starts at the latest backward node from which the
+//      host-to-device stream, working back from the last storage needed, finishes it before its
+//      first reader.
+//   3. The recompute-only plan of `selective` for the same budget: the answer is whichever of
+//      the two fits with the least predicted overhead, so `offload` is never slower than it.
+// Every number in the plan comes from the replay (Simulate, SimulateStreams), none from the
+// estimates above.
+#include <algorithm>
+#include <numeric>
+
+#include "graph_facts.h"
+#include "memplan/plan.h"
+#include "planner_internal.h"
+
+namespace memplan {
+
+LinkRates DefaultLinkRates(const std::string& device) {
+  const bool cuda = device == "cuda" || device.rfind("cuda:", 0) == 0;
+  const double rate = cuda ? 25e9 : 10e9;
+  return {.device_to_host_bytes_per_second = rate, .host_to_device_bytes_per_second = rate};
+}
+
+std::vector<double> ScheduleStepSeconds(const std::vector<double>& node_seconds,
+                                        const Schedule& s) {
+  std::vector<double> out(s.steps.size(), 0);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& step = s.steps[i];
+    if (step.node < 0 || step.node >= static_cast<NodeId>(node_seconds.size())) continue;
+    switch (step.phase) {
+      case Phase::kForward:
+      case Phase::kLoss:
+      case Phase::kRecompute:
+        out[i] = node_seconds[step.node];
+        break;
+      case Phase::kBackward:
+        out[i] = kBackwardTimesForward * node_seconds[step.node];
+        break;
+      default:
+        break;
+    }
+  }
+  return out;
+}
+
+namespace planner {
+
+Plan ReplayOffload(const TrainingGraph& g, std::vector<TensorId> recomputed,
+                   std::vector<OffloadChoice> offloaded, const ReplayOptions& o,
+                   const OffloadRequest& request) {
+  std::sort(recomputed.begin(), recomputed.end());
+  recomputed.erase(std::unique(recomputed.begin(), recomputed.end()), recomputed.end());
+  std::sort(offloaded.begin(), offloaded.end(),
+            [](const OffloadChoice& a, const OffloadChoice& b) { return a.tensor < b.tensor; });
+  Plan p = ReplayedPlan(g, BuildSelectiveSchedule(g, *o.facts, recomputed, offloaded), o);
+  p.recomputed = std::move(recomputed);
+  p.offloaded = std::move(offloaded);
+  p.recompute_flops = ScheduleRecomputeFlops(g, p.schedule);
+  p.host_budget_bytes = request.host_budget_bytes;
+  p.predicted_host_peak_bytes = p.timeline.host_peak_bytes;
+  p.link = request.link;
+  if (request.host_budget_bytes > 0 && p.predicted_host_peak_bytes > request.host_budget_bytes)
+    p.feasible = false;
+  if (!request.node_seconds.empty()) {
+    p.predicted_recompute_seconds = ScheduleRecomputeSeconds(request.node_seconds, p.schedule);
+    if (!p.offloaded.empty()) {
+      p.predicted_stall_seconds =
+          SimulateStreams(p.schedule, ScheduleStepSeconds(request.node_seconds, p.schedule),
+                          request.link)
+              .stall_seconds;
+    }
+  }
+  return p;
+}
+
+namespace {
+
+// The times the placement and the prices read, from the cost model's forward seconds.
+struct OffloadTimes {
+  std::vector<double> forward_end;     // per node: when its forward step ends
+  std::vector<double> backward_start;  // per node with a backward: when its backward work starts
+  std::vector<std::pair<double, NodeId>> backward_order;  // (start, node), in backward order
+  std::vector<NodeId> first_need;  // per root: the first node in backward order saving it
+  double forward_seconds = 0;
+  double backward_seconds = 0;
+};
+
+OffloadTimes TimesOf(const TrainingGraph& g, const GraphFacts& f, const std::vector<double>& ns) {
+  OffloadTimes t;
+  const int n = f.num_nodes;
+  t.forward_end.resize(n);
+  double now = 0;
+  for (NodeId i = 0; i < n; ++i) t.forward_end[i] = now += ns[i];
+  t.forward_seconds = now;
+  t.backward_start.assign(n, 0);
+  now = 0;
+  for (NodeId i = n - 1; i >= 0; --i) {
+    if (!g.nodes[i].has_backward) continue;
+    t.backward_start[i] = now;
+    t.backward_order.push_back({now, i});
+    now += kBackwardTimesForward * ns[i];
+  }
+  t.backward_seconds = now;
+  t.first_need.assign(f.root.size(), kNone);
+  for (NodeId i = 0; i < n; ++i) {
+    for (TensorId s : g.nodes[i].saved_for_backward) {
+      const int32_t r = s >= 0 ? f.root_of[s] : -1;
+      if (r >= 0) t.first_need[r] = std::max(t.first_need[r], i);
+    }
+  }
+  return t;
+}
+
+double Seconds(int64_t bytes, double rate) { return static_cast<double>(bytes) / rate; }
+
+// Phase 2: where each offloaded root's copies go (see the file comment).
+std::vector<OffloadChoice> PlaceOffloads(const TrainingGraph& g, const GraphFacts& f,
+                                         const OffloadTimes& t, const LinkRates& link,
+                                         std::vector<int32_t> roots) {
+  const NodeId last = f.num_nodes - 1;
+  std::vector<OffloadChoice> out(roots.size());
+  std::sort(roots.begin(), roots.end(), [&](int32_t a, int32_t b) {
+    return std::make_pair(f.root[a].last_reader, a) < std::make_pair(f.root[b].last_reader, b);
+  });
+  double free_at = 0;
+  for (size_t k = 0; k < roots.size(); ++k) {
+    const GraphFacts::Root& root = f.root[roots[k]];
+    const double begin = std::max(t.forward_end[root.last_reader], free_at);
+    free_at = begin + Seconds(g.tensors[root.tensor].bytes, link.device_to_host_bytes_per_second);
+    auto it =
+        std::lower_bound(t.forward_end.begin() + root.last_reader, t.forward_end.end(), free_at);
+    out[k].tensor = root.tensor;
+    out[k].free_after =
+        it == t.forward_end.end() ? last : static_cast<NodeId>(it - t.forward_end.begin());
+  }
+  // Prefetches, from the storage needed last back to the one needed first.
+  std::vector<size_t> order(roots.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return std::make_pair(t.first_need[roots[a]], roots[a]) <
+           std::make_pair(t.first_need[roots[b]], roots[b]);
+  });
+  double next_begin = t.backward_seconds;
+  for (size_t k : order) {
+    const int32_t r = roots[k];
+    const double need = t.backward_start[std::max<NodeId>(0, t.first_need[r])];
+    const double begin = std::min(need, next_begin) - Seconds(g.tensors[f.root[r].tensor].bytes,
+                                                              link.host_to_device_bytes_per_second);
+    next_begin = begin;
+    // The latest backward node whose work starts at or before `begin`.
+    auto it =
+        std::upper_bound(t.backward_order.begin(), t.backward_order.end(), begin,
+                         [](double v, const std::pair<double, NodeId>& e) { return v < e.first; });
+    out[k].prefetch_at = it == t.backward_order.begin() ? f.num_nodes : std::prev(it)->second;
+  }
+  return out;
+}
+
+}  // namespace
+
+Plan RunOffload(Context& ctx, const PlanOptions& o) {
+  auto start = Clock::now();
+  const TrainingGraph& g = ctx.graph();
+  const GraphFacts& f = ctx.facts();
+  const std::vector<double>& ns = ctx.node_seconds();
+  const LinkRates& link = o.link;
+  if (!(link.device_to_host_bytes_per_second > 0) || !(link.host_to_device_bytes_per_second > 0))
+    throw MemplanError("offload: the link rates must be > 0 bytes per second (--link-rate)");
+  const OffloadTimes times = TimesOf(g, f, ns);
+  const ReplayOptions replay{.facts = &f,
+                             .fingerprint = ctx.fingerprint(),
+                             .strategy = "offload",
+                             .budget_bytes = o.budget_bytes,
+                             .baseline_peak_bytes = ctx.baseline_peak(),
+                             .sim = o.simulator};
+  const OffloadRequest request{
+      .host_budget_bytes = o.host_budget_bytes, .link = link, .node_seconds = ns};
+  // 0 keep, 1 recompute, 2 offload; per root.
+  std::vector<char> decision(f.root.size(), 0);
+  std::vector<int32_t> offloaded_roots;
+  std::vector<TensorId> recomputed;
+  int64_t host_bytes = 0;
+  double d2h_busy = 0, h2d_busy = 0;
+  auto replay_now = [&]() {
+    return ReplayOffload(g, recomputed, PlaceOffloads(g, f, times, link, offloaded_roots), replay,
+                         request);
+  };
+  Plan p = replay_now();
+  // 1. Greedy, a bounded number of replays.
+  for (int round = 0; round < 400 && o.budget_bytes > 0 && p.predicted_peak_bytes > o.budget_bytes;
+       ++round) {
+    struct Candidate {
+      int32_t root;
+      bool offload;
+      double seconds;
+    };
+    std::vector<Candidate> candidates;
+    for (BufferId b : p.timeline.alive_at_peak) {
+      const Buffer& buf = p.schedule.buffers[b];
+      if (buf.category != MemoryCategory::kActivation || buf.tensor == kNone) continue;
+      const int32_t r = f.root_of[buf.tensor];
+      if (r < 0 || f.root[r].tensor != buf.tensor || decision[r] != 0) continue;
+      const GraphFacts::Root& root = f.root[r];
+      if (root.first_saver == kNone || root.producer == f.loss_node) continue;
+      const int64_t bytes = g.tensors[root.tensor].bytes;
+      const double recompute = ns[root.producer];
+      bool can_offload = o.host_budget_bytes <= 0 || host_bytes + bytes <= o.host_budget_bytes;
+      double offload = 0;
+      if (can_offload) {
+        const double d2h = Seconds(bytes, link.device_to_host_bytes_per_second);
+        const double h2d = Seconds(bytes, link.host_to_device_bytes_per_second);
+        const double fwd_window = times.forward_seconds - times.forward_end[root.last_reader];
+        const double bwd_window = times.backward_start[std::max<NodeId>(0, times.first_need[r])];
+        auto queue = [](double busy, double add, double window) {
+          return std::max(0.0, busy + add - window) - std::max(0.0, busy - window);
+        };
+        offload =
+            std::max(std::max(0.0, d2h - fwd_window), queue(d2h_busy, d2h, times.forward_seconds)) +
+            std::max(std::max(0.0, h2d - bwd_window), queue(h2d_busy, h2d, times.backward_seconds));
+      }
+      const bool use_offload = can_offload && offload <= recompute;
+      candidates.push_back({r, use_offload, use_offload ? offload : recompute});
+    }
+    if (candidates.empty()) break;
+    std::stable_sort(
+        candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+          const double ba = static_cast<double>(g.tensors[f.root[a.root].tensor].bytes);
+          const double bb = static_cast<double>(g.tensors[f.root[b.root].tensor].bytes);
+          return ba * (b.seconds + 1e-12) > bb * (a.seconds + 1e-12);
+        });
+    int64_t covered = 0;
+    const int64_t excess = p.predicted_peak_bytes - o.budget_bytes;
+    for (const Candidate& c : candidates) {
+      if (covered >= excess) break;
+      const TensorId t = f.root[c.root].tensor;
+      const int64_t bytes = g.tensors[t].bytes;
+      if (c.offload) {
+        if (o.host_budget_bytes > 0 && host_bytes + bytes > o.host_budget_bytes) continue;
+        decision[c.root] = 2;
+        offloaded_roots.push_back(c.root);
+        host_bytes += bytes;
+        d2h_busy += Seconds(bytes, link.device_to_host_bytes_per_second);
+        h2d_busy += Seconds(bytes, link.host_to_device_bytes_per_second);
+      } else {
+        decision[c.root] = 1;
+        recomputed.push_back(t);
+      }
+      covered += bytes;
+    }
+    if (covered == 0) break;
+    p = replay_now();
+  }
+  p.notes.push_back("offload: " + std::to_string(p.offloaded.size()) + " storages offloaded, " +
+                    std::to_string(p.recomputed.size()) + " recomputed");
+  // 3. Against the recompute-only plan (unless nothing can beat this one: it fits for free).
+  if (o.budget_bytes > 0 && ctx.baseline_peak() > o.budget_bytes &&
+      !(p.feasible && p.predicted_overhead_seconds() == 0)) {
+    Plan selective = RunSelective(ctx, o);
+    const bool better =
+        selective.feasible &&
+        (!p.feasible || selective.predicted_overhead_seconds() < p.predicted_overhead_seconds());
+    if (better || (!p.feasible && !selective.feasible &&
+                   selective.predicted_peak_bytes < p.predicted_peak_bytes)) {
+      Plan q = ReplayOffload(g, selective.recomputed, {}, replay, request);
+      q.notes = selective.notes;
+      q.notes.push_back(
+          "offload: the recompute-only plan of `selective` is faster than offloading (" +
+          std::to_string(p.offloaded.size()) + " storages) at this budget and link");
+      p = std::move(q);
+    }
+  }
+  p.solve_seconds = SecondsSince(start);
+  return p;
+}
+
+}  // namespace planner
+
+Plan ReplayOffload(const TrainingGraph& g, const std::vector<TensorId>& recomputed,
+                   const std::vector<OffloadChoice>& offloaded, const ReplayRequest& r,
+                   const OffloadRequest& o) {
+  const planner::StandaloneReplay replay(g, r);
+  return planner::ReplayOffload(g, recomputed, offloaded, replay.options, o);
+}
+
+}  // namespace memplan
