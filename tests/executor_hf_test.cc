@@ -5,6 +5,7 @@
 // budget.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -40,8 +41,8 @@ TEST_P(HuggingFace, UnplannedStepMeasuresItsPrediction) {
       << "parameters, gradients, batch and constants";
 }
 
-// With kept gradients. Open (issue 28): set to None, hf_vit_dynamo's smallest selective plan
-// (1,049,897 B) measures 4,768 B over it.
+// With kept gradients (with gradients set to None hf_vit_dynamo's smallest selective plan is
+// 86% of its plain step: the next test).
 TEST_P(HuggingFace, SelectivePlanMeasuresAtOrUnderItsBudget) {
   const std::string path = testing::CorpusModel(GetParam());
   auto at_batch = [&](int64_t b) {
@@ -66,6 +67,28 @@ TEST_P(HuggingFace, SelectivePlanMeasuresAtOrUnderItsBudget) {
   EXPECT_NEAR(static_cast<double>(r.measured_peak_bytes),
               static_cast<double>(plan.predicted_peak_bytes),
               0.01 * static_cast<double>(r.measured_peak_bytes));
+}
+
+// Gradients set to None (the default): the selective plan of the smallest peak the search
+// reaches on the whole batch measures its prediction within 0.01%. LLaMA, BERT and GPT-2 measure
+// the known residual (-8 B). Open: hf_vit_dynamo's plan (1,052,477 B, its peak in the first
+// attention's backward while the recomputed Q, K, V are alive) measures -8 B in some runs and
+// +76 B in others on a loaded 2-core machine: 68 B, a float per query row as the flash backward's
+// own block, allocated once more (flash attention's backward in isolation matches its rule).
+TEST_P(HuggingFace, SmallestSelectivePlanMeasuresItsPrediction) {
+  const std::string path = testing::CorpusModel(GetParam());
+  auto at_batch = [&](int64_t b) { return LoadTrainingGraph(path, {/*batch=*/b}); };
+  PlanOptions po;
+  po.strategy = "selective";
+  po.budget_bytes = 1;
+  const Plan plan = SmallestPeakMicroBatched(at_batch, kBatch, CostModel{}, po,
+                                             /*micro_batches=*/1);
+  ASSERT_FALSE(plan.recomputed.empty()) << "the plan recomputes something";
+  const RunResult r = RunSteps(at_batch(plan.batch), &plan);
+  std::printf("hf %-16s smallest selective  predicted %10lld  measured %10lld\n",
+              GetParam().c_str(), static_cast<long long>(plan.predicted_peak_bytes),
+              static_cast<long long>(r.measured_peak_bytes));
+  EXPECT_LE(std::abs(Error(plan.predicted_peak_bytes, r.measured_peak_bytes)), 1e-4);
 }
 
 INSTANTIATE_TEST_SUITE_P(Corpus, HuggingFace, ::testing::ValuesIn(testing::HuggingFaceCorpus()),
