@@ -217,6 +217,19 @@ TEST(OffloadJson, APlanWritesItsOffloadAndReadsBackTheSamePeaks) {
   EXPECT_EQ(back.offloaded[0].tensor, p.offloaded[0].tensor);
 }
 
+TEST(OffloadJson, AnOffloadPlanThatOffloadsNothingStillSaysSo) {
+  TrainingGraph g = testing::ReluChain(6);
+  // The slow link: the strategy recomputes; its JSON still names what it offloads (nothing)
+  // and its host peak (0 B), and reads back as the same plan.
+  Plan p = MakePlan(g, OneSecondNodes(),
+                    OffloadOptions(904, {.device_to_host_bytes_per_second = 1,
+                                         .host_to_device_bytes_per_second = 1}));
+  nlohmann::json j = PlanToJson(p, g);
+  EXPECT_EQ(j["offloaded"], nlohmann::json::array());
+  EXPECT_EQ(j["predicted_host_peak_bytes"], 0);
+  EXPECT_EQ(PlanFromJson(j, g).predicted_peak_bytes, p.predicted_peak_bytes);
+}
+
 TEST(OffloadJson, APlanWithoutOffloadWritesNoOffloadFields) {
   TrainingGraph g = testing::ReluChain(6);
   PlanOptions o;

@@ -17,6 +17,9 @@
 //      first reader.
 //   3. The recompute-only plan of `selective` for the same budget: the answer is whichever of
 //      the two fits with the least predicted overhead, so `offload` is never slower than it.
+//   4. When selective's plan is the answer: offload instead of recompute the storages whose
+//      copies the windows hide better than recompute costs (most seconds saved first), the
+//      largest prefix of them (all, half, a quarter, ...) that still fits and is faster.
 // Every number in the plan comes from the replay (Simulate, SimulateStreams), none from the
 // estimates above.
 #include <algorithm>
@@ -274,12 +277,59 @@ Plan RunOffload(Context& ctx, const PlanOptions& o) {
         (!p.feasible || selective.predicted_overhead_seconds() < p.predicted_overhead_seconds());
     if (better || (!p.feasible && !selective.feasible &&
                    selective.predicted_peak_bytes < p.predicted_peak_bytes)) {
-      Plan q = ReplayOffload(g, selective.recomputed, {}, replay, request);
-      q.notes = selective.notes;
-      q.notes.push_back(
-          "offload: the recompute-only plan of `selective` is faster than offloading (" +
-          std::to_string(p.offloaded.size()) + " storages) at this budget and link");
-      p = std::move(q);
+      const size_t greedy_offloaded = p.offloaded.size();
+      p = ReplayOffload(g, selective.recomputed, {}, replay, request);
+      p.notes = selective.notes;
+      p.notes.push_back(
+          "offload: the recompute-only plan of `selective` is faster than the greedy "
+          "offload (" +
+          std::to_string(greedy_offloaded) + " storages)");
+      // 4. Exchange: offload instead of recompute where the link hides the copies better than
+      // recompute costs, the most saved first; the first prefix of them (all, half, a quarter,
+      // ...) whose replay fits both budgets and is faster.
+      if (p.feasible) {
+        struct Swap {
+          TensorId tensor;
+          double gain;
+        };
+        std::vector<Swap> swaps;
+        for (TensorId t : p.recomputed) {
+          const int32_t r = f.root_of[t];
+          if (r < 0 || f.root[r].first_saver == kNone) continue;
+          const int64_t bytes = g.tensors[t].bytes;
+          const double h2d = Seconds(bytes, link.host_to_device_bytes_per_second);
+          const double d2h = Seconds(bytes, link.device_to_host_bytes_per_second);
+          const double fwd_window =
+              times.forward_seconds - times.forward_end[f.root[r].last_reader];
+          const double bwd_window = times.backward_start[std::max<NodeId>(0, times.first_need[r])];
+          const double cost = std::max(0.0, d2h - fwd_window) + std::max(0.0, h2d - bwd_window);
+          const double gain = ns[f.root[r].producer] - cost;
+          if (gain > 0) swaps.push_back({t, gain});
+        }
+        std::stable_sort(swaps.begin(), swaps.end(),
+                         [](const Swap& a, const Swap& b) { return a.gain > b.gain; });
+        for (size_t k = swaps.size(); k > 0; k /= 2) {
+          std::vector<int32_t> roots;
+          std::vector<TensorId> kept_recomputed = p.recomputed;
+          int64_t bytes = 0;
+          for (size_t i = 0; i < k; ++i) {
+            roots.push_back(f.root_of[swaps[i].tensor]);
+            bytes += g.tensors[swaps[i].tensor].bytes;
+            kept_recomputed.erase(
+                std::find(kept_recomputed.begin(), kept_recomputed.end(), swaps[i].tensor));
+          }
+          if (o.host_budget_bytes > 0 && bytes > o.host_budget_bytes) continue;
+          Plan q = ReplayOffload(g, kept_recomputed, PlaceOffloads(g, f, times, link, roots),
+                                 replay, request);
+          if (q.feasible && q.predicted_overhead_seconds() < p.predicted_overhead_seconds()) {
+            q.notes = p.notes;
+            q.notes.push_back("offload: " + std::to_string(k) +
+                              " of selective's recomputed storages offloaded instead");
+            p = std::move(q);
+            break;
+          }
+        }
+      }
     }
   }
   p.solve_seconds = SecondsSince(start);

@@ -143,7 +143,7 @@ PlanReport PlanReportOf(const Plan& p, const TrainingGraph& g) {
   for (TensorId t : p.checkpoints) r.checkpoints->push_back(g.tensors[t].name);
   r.recomputed.emplace();
   for (TensorId t : p.recomputed) r.recomputed->push_back(g.tensors[t].name);
-  if (!p.offloaded.empty()) {
+  if (!p.offloaded.empty() || p.strategy == "offload") {
     r.offloaded.emplace();
     for (const OffloadChoice& c : p.offloaded) r.offloaded->push_back(g.tensors[c.tensor].name);
     r.predicted_host_peak_bytes = p.predicted_host_peak_bytes;
