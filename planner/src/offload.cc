@@ -3,11 +3,12 @@
 //
 // `offload` chooses, per activation storage, keep, recompute or offload, for the least predicted
 // step time (recompute seconds + the copy streams' stall) with the device peak within the budget
-// and the pinned host bytes within the host budget. A heuristic in three phases:
+// and the pinned host bytes within the host budget. A heuristic in four phases:
 //   1. Greedy: replay; while the device peak exceeds the budget, take the storages alive at the
-//      peak that a plan may still drop, best bytes per second of added step time first (each
-//      priced as the cheaper of its recompute, the forward seconds of its producer, and its
-//      offload, the transfer time its windows do not hide: the forward after its last reader
+//      peak that a plan may still drop (and, at a peak in the backward, offloaded storages
+//      prefetched but not read there, recomputed instead), best bytes per second of added step time
+//      first (each priced as the cheaper of its recompute, the forward seconds of its producer, and
+//      its offload, the transfer time its windows do not hide: the forward after its last reader
 //      for the device-to-host copy, the backward before its first reader for the prefetch, and
 //      what the link's queue adds), until their bytes cover the excess; replay again.
 //   2. Placement (PlaceOffloads) on every replay: each device-to-host copy, in the order they
@@ -211,11 +212,23 @@ Plan RunOffload(Context& ctx, const PlanOptions& o) {
       double seconds;
     };
     std::vector<Candidate> candidates;
+    // A peak in the backward may hold prefetched storages that the peak's node does not read:
+    // recomputed instead, each would come back only right before its reader.
+    const Step& peak_step = p.schedule.steps[p.timeline.peak_step];
+    const bool backward_peak = peak_step.phase == Phase::kBackward ||
+                               peak_step.phase == Phase::kRecompute ||
+                               peak_step.phase == Phase::kPrefetch;
     for (BufferId b : p.timeline.alive_at_peak) {
       const Buffer& buf = p.schedule.buffers[b];
       if (buf.category != MemoryCategory::kActivation || buf.tensor == kNone) continue;
       const int32_t r = f.root_of[buf.tensor];
-      if (r < 0 || f.root[r].tensor != buf.tensor || decision[r] != 0) continue;
+      if (r < 0 || f.root[r].tensor != buf.tensor) continue;
+      if (decision[r] == 2 && backward_peak && times.first_need[r] != peak_step.node &&
+          f.root[r].producer != peak_step.node) {
+        candidates.push_back({r, false, ns[f.root[r].producer]});
+        continue;
+      }
+      if (decision[r] != 0) continue;
       const GraphFacts::Root& root = f.root[r];
       if (root.first_saver == kNone || root.producer == f.loss_node) continue;
       const int64_t bytes = g.tensors[root.tensor].bytes;
@@ -250,7 +263,14 @@ Plan RunOffload(Context& ctx, const PlanOptions& o) {
       if (covered >= excess) break;
       const TensorId t = f.root[c.root].tensor;
       const int64_t bytes = g.tensors[t].bytes;
-      if (c.offload) {
+      if (decision[c.root] == 2) {  // offloaded: recomputed instead
+        decision[c.root] = 1;
+        offloaded_roots.erase(std::find(offloaded_roots.begin(), offloaded_roots.end(), c.root));
+        host_bytes -= bytes;
+        d2h_busy -= Seconds(bytes, link.device_to_host_bytes_per_second);
+        h2d_busy -= Seconds(bytes, link.host_to_device_bytes_per_second);
+        recomputed.push_back(t);
+      } else if (c.offload) {
         if (o.host_budget_bytes > 0 && host_bytes + bytes > o.host_budget_bytes) continue;
         decision[c.root] = 2;
         offloaded_roots.push_back(c.root);
