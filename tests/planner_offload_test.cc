@@ -13,12 +13,14 @@
 // Relu_2 9, Relu_1 11, Mul 13. A link of 50 B/s copies a 100 B storage in 2 s.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "memplan/caching_allocator.h"
 #include "memplan/planner.h"
 #include "memplan/storage_facts.h"
 #include "planner_toy_graphs.h"
+#include "testing/corpus.h"
 
 namespace memplan {
 namespace {
@@ -240,6 +242,52 @@ TEST(OffloadJson, APlanWithoutOffloadWritesNoOffloadFields) {
   EXPECT_FALSE(j.contains("predicted_host_peak_bytes"));
   EXPECT_FALSE(j.contains("offload"));
 }
+
+// ---- `offload` on corpus models ----
+// At 35% of the baseline (batch 16, the default CPU cost model, an H100-class 25 GB/s link): the
+// plan is its own replay, fits its budgets when it says so, holds at most its offloaded bytes on
+// the host, and is never predicted slower than `selective`'s recompute-only plan when that fits.
+
+class OffloadCorpus : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(OffloadCorpus, FitsAsReplayedAndIsNeverSlowerThanSelective) {
+  LoadOptions lo;
+  lo.batch = 16;
+  TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(GetParam()), lo);
+  const int64_t baseline = Simulate(BuildTrainingSchedule(g)).peak_bytes;
+  const int64_t budget = baseline * 35 / 100;
+  const LinkRates link{.device_to_host_bytes_per_second = 25e9,
+                       .host_to_device_bytes_per_second = 25e9};
+  PlanOptions o = OffloadOptions(budget, link);
+  Plan p = MakePlan(g, {}, o);
+  o.strategy = "selective";
+  Plan selective = MakePlan(g, {}, o);
+  std::printf(
+      "%s at 35%%: offload peak %.1f%% (%s), %zu offloaded, %zu recomputed, %.3g s "
+      "overhead; selective peak %.1f%% (%s), %.3g s\n",
+      GetParam().c_str(), 100.0 * static_cast<double>(p.predicted_peak_bytes) / baseline,
+      p.feasible ? "fits" : "does not fit", p.offloaded.size(), p.recomputed.size(),
+      p.predicted_overhead_seconds(),
+      100.0 * static_cast<double>(selective.predicted_peak_bytes) / baseline,
+      selective.feasible ? "fits" : "does not fit", selective.predicted_overhead_seconds());
+  Plan replay =
+      ReplayOffload(g, p.recomputed, p.offloaded, {.strategy = "offload", .budget_bytes = budget},
+                    {.link = link, .node_seconds = PredictNodeSeconds(g, {})});
+  EXPECT_EQ(p.predicted_peak_bytes, replay.predicted_peak_bytes);
+  EXPECT_EQ(p.predicted_host_peak_bytes, replay.predicted_host_peak_bytes);
+  EXPECT_DOUBLE_EQ(p.predicted_stall_seconds, replay.predicted_stall_seconds);
+  EXPECT_EQ(p.feasible, p.predicted_peak_bytes <= budget);
+  int64_t offloaded_bytes = 0;
+  for (const OffloadChoice& c : p.offloaded) offloaded_bytes += g.tensors[c.tensor].bytes;
+  EXPECT_LE(p.predicted_host_peak_bytes, offloaded_bytes);
+  if (selective.feasible) {
+    EXPECT_TRUE(p.feasible);
+    EXPECT_LE(p.predicted_overhead_seconds(), selective.predicted_overhead_seconds());
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, OffloadCorpus, ::testing::ValuesIn(testing::TestCorpus()),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace memplan

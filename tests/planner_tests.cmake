@@ -18,7 +18,7 @@ target_link_libraries(planner_tests PRIVATE memplan_planner memplan_profiler mem
 # White-box tests of the DP tables read the planner's private headers.
 target_include_directories(planner_tests PRIVATE ${PROJECT_SOURCE_DIR}/planner/src)
 add_dependencies(planner_tests memplan)
-gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
+gtest_discover_tests(planner_tests TEST_FILTER "-*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*:*OffloadCorpus*" DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 900)
 # The corpus suites: gpt and mobilenet_v2 in `make test` (a transformer, a CNN with batch norm),
 # the other models in `make check`.
 # The agreement of every strategy's smallest budget takes 1-2 min per model on resnet18, vgg16 and
@@ -34,11 +34,14 @@ endforeach()
 foreach(m densenet121 efficientnet_b0 gpt_deep resnet50 swin_t vit_b_16)
   list(APPEND _long "Models/SelectiveCorpusPlans.*/${m}")
 endforeach()
+foreach(m densenet121 efficientnet_b0 gpt_deep resnet50 swin_t vit_b_16)
+  list(APPEND _long "Models/OffloadCorpus.*/${m}")
+endforeach()
 foreach(m densenet121 efficientnetb0 googlenet gptdeep resnet18 resnet50 swint vgg16 vitb16)
   list(APPEND _long "Models/PlannerCorpus.EveryStrategyReplaysWithinItsBudget/${m}")
 endforeach()
 memplan_discover_tests(planner_tests
-  FILTER "*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*"
+  FILTER "*PlannerCorpus*:*MicroBatchCorpus*:*SelectiveCorpus*:*ParallelCorpus*:*AgreementCorpus*:*OffloadCorpus*"
   LONG ${_long}
   EXHAUSTIVE ${_exhaustive}
   PROPERTIES TIMEOUT 1800 FIXTURES_REQUIRED corpus)
