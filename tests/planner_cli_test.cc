@@ -564,5 +564,33 @@ TEST_F(PlannerCli, UnmeasuredCudnnWorkspacesKeepAMargin) {
   EXPECT_EQ(nlohmann::json::parse(ReadFile(json))["workspace_margin_bytes"], 16 << 20);
 }
 
+TEST_F(PlannerCli, OffloadWritesItsTensorsAndTheHostPeak) {
+  // 8 KiB activations cross a 25 GB/s link in 0.3 us, hidden behind ops of 10 us and more:
+  // offloading is free where recompute is not, so the plan offloads and recomputes nothing.
+  std::string json = dir_ + "/offload.json";
+  CliResult r = Run(model_ +
+                    " --batch 8 --budget 70% --strategy offload --link-rate 25GB/s --host-budget "
+                    "1GiB --micro-batches 1 --json " +
+                    json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("offloaded"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["strategy"], "offload");
+  EXPECT_FALSE(j["offloaded"].empty());
+  EXPECT_TRUE(j["recomputed"].empty());
+  EXPECT_GT(j["predicted_host_peak_bytes"].get<int64_t>(), 0);
+  EXPECT_EQ(j["offload"]["host_budget_bytes"], int64_t{1} << 30);
+  EXPECT_EQ(j["offload"]["device_to_host_bytes_per_second"], 25e9);
+}
+
+TEST_F(PlannerCli, OffloadPlansOneDevice) {
+  std::string json = dir_ + "/offload.json";
+  CliResult r =
+      Run(model_ + " --batch 8 --budget 70% --strategy offload --devices 2 --json " + json);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("offload plans one device"), std::string::npos) << r.err;
+  EXPECT_FALSE(FileExists(json));
+}
+
 }  // namespace
 }  // namespace memplan
