@@ -142,6 +142,37 @@ TEST(OffloadSchedule, HostBuffersAreNotDeviceMemoryForTheCachingAllocator) {
   EXPECT_EQ(SimulateReserved(p.schedule, {}).allocated_peak_bytes, 3584);
 }
 
+TEST(OffloadStreams, AWaitWithoutItsStartIsABrokenSchedule) {
+  Schedule s;
+  const BufferId device = s.AddBuffer({"a", 100, MemoryCategory::kActivation, kNone});
+  Buffer host_buffer{"a (host)", 100, MemoryCategory::kActivation, kNone};
+  host_buffer.host = true;
+  const BufferId host = s.AddBuffer(host_buffer);
+  Step alloc;
+  alloc.allocs = {device};
+  Step wait;
+  wait.phase = Phase::kOffload;
+  wait.copy_from = device;
+  wait.copy_to = host;
+  wait.copy_wait = true;
+  wait.frees = {device};
+  s.steps = {alloc, wait};
+  EXPECT_THROW(SimulateStreams(s, {1.0, 0.0}, kSlowLink), MemplanError);
+  // One time per step, or the replay cannot say which step takes which.
+  EXPECT_THROW(SimulateStreams(s, {1.0}, kSlowLink), MemplanError);
+}
+
+TEST(OffloadStreams, AStepWithoutCopiesTakesItsOwnSecondsOnly) {
+  TrainingGraph g = testing::ReluChain(3);
+  // The plain step: forward 5 x 1 s + backward 5 x 2 s = 15 s, no stall.
+  Plan p = Offload(g, {});
+  const StreamTimeline t = SimulateStreams(
+      p.schedule, ScheduleStepSeconds(std::vector<double>(g.nodes.size(), 1.0), p.schedule),
+      kSlowLink);
+  EXPECT_DOUBLE_EQ(t.compute_seconds, 15.0);
+  EXPECT_DOUBLE_EQ(t.stall_seconds, 0.0);
+}
+
 // ---- The `offload` strategy ----
 // ReluChain(6): nodes 0 Mul, i Relu_i, 7 loss; plain peak (Relu_6's backward) P 300 + h1..h6
 // 600 + seed 4 + grad h5 100 = 1004 B. A budget of 904 B needs one 100 B storage off the device
