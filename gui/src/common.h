@@ -136,6 +136,11 @@ inline QColor PhaseColor(Phase p) {
       return QColor(0xe0, 0xf3, 0xe0);
     case Phase::kCommunication:
       return QColor(0xf3, 0xf0, 0xd0);
+    // Host copies: device to host after the forward use, host to device before the backward's.
+    case Phase::kOffload:
+      return QColor(0xd4, 0xec, 0xec);
+    case Phase::kPrefetch:
+      return QColor(0xd4, 0xe4, 0xf4);
   }
   return Qt::white;
 }
