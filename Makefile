@@ -27,6 +27,11 @@ BUILD_DIR := build-asan
 override CMAKE_FLAGS += -DMEMPLAN_SANITIZE=ON -DMEMPLAN_WITH_TORCH=OFF -DMEMPLAN_BUILD_BENCH=OFF
 export ASAN_OPTIONS ?= detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1
 export UBSAN_OPTIONS ?= print_stacktrace=1:halt_on_error=1
+# Left out under the sanitizers, as 30x slower there (CI timings, 2 cores) and covered beside them:
+# the window rendering every page of resnet18 (340 s; GuiGpuFiles.EveryPageShowsOneBatch... draws
+# every page too), the explorer's background re-plan (111 s) and the two largest random-DAG brute
+# forces (107 s; the chain and residual ones stay). The plain build runs them all.
+TEST_SKIP = -E '^(GuiWindow\.EveryPageRendersTheModel|GuiWindow\.PlanExplorerReplansInAWorker|SelectiveBruteForce\.RandomDags|SelectiveBruteForce\.LeanSearchGap)$$'
 endif
 # make check-torch211: the executor and `memplan` built against the oldest supported LibTorch,
 # torch 2.11.0 (scripts/requirements-torch211.txt: a second pinned environment, cached like the
@@ -60,7 +65,7 @@ build: deps configure
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
 test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE 'long|exhaustive'
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -LE 'long|exhaustive' $(TEST_SKIP)
 
 # The long checks (tests/CMakeLists.txt's memplan_discover_tests): every corpus model, strategy and
 # budget run for real, and the slowest end-to-end runs. CI runs them after `make test`.
