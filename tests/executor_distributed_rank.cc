@@ -5,10 +5,12 @@
 // (ApplyDataParallel) peaks.
 //
 //   executor_distributed_rank MODEL.onnx RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES STEPS OUT.json
-//       [MICRO_BATCHES [TIMEOUT_SECONDS [SLEEP_AFTER_STEP_SECONDS [STRATEGY]]]]
+//       [MICRO_BATCHES [TIMEOUT_SECONDS [SLEEP_AFTER_STEP_SECONDS [STRATEGY [FLAT_GRADIENT]]]]]
 //
 // STRATEGY (default none): the segment strategy planned without a budget (sqrt: about sqrt(n)
-// segments), which the rank runs and the prediction replays.
+// segments), which the rank runs and the prediction replays. FLAT_GRADIENT (default: the
+// layout's default): "at-reduce" or "at-first-accumulation", ParallelLayout::
+// flat_gradient_at_reduce, which the rank runs and the prediction replays.
 // RANK_BATCH is the batch the rank's graph is loaded at (the whole batch / (ranks x
 // micro-batches)). SLEEP_AFTER_STEP_SECONDS > 0: the process sleeps after its first step (a test
 // kills it then).
@@ -31,7 +33,7 @@ int main(int argc, char** argv) {
   if (argc < 8) {
     std::cerr << "usage: executor_distributed_rank MODEL RANK_BATCH OPTIMIZER SHARD BUCKET_BYTES "
                  "STEPS OUT.json "
-                 "[MICRO_BATCHES [TIMEOUT [SLEEP [STRATEGY]]]]\n";
+                 "[MICRO_BATCHES [TIMEOUT [SLEEP [STRATEGY [FLAT_GRADIENT]]]]]\n";
     return 2;
   }
   try {
@@ -54,6 +56,14 @@ int main(int argc, char** argv) {
     o.distributed.layout.shard = ParseShardMode(argv[4]);
     o.distributed.layout.bucket_bytes = std::atoll(argv[5]);
     if (argc > 9) o.distributed.timeout_seconds = std::atof(argv[9]);
+    if (argc > 12) {
+      const std::string order = argv[12];
+      if (order != "at-reduce" && order != "at-first-accumulation") {
+        std::cerr << "FLAT_GRADIENT must be at-reduce or at-first-accumulation\n";
+        return 2;
+      }
+      o.distributed.layout.flat_gradient_at_reduce = order == "at-reduce";
+    }
     const double sleep_after = argc > 10 ? std::atof(argv[10]) : 0;
     if (sleep_after > 0) {
       o.on_step = [&](const StepStats& s) {

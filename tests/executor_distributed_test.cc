@@ -133,10 +133,11 @@ struct RankRun {
 };
 
 // Runs `world` ranks of executor_distributed_rank on `model` at the whole batch `batch`.
-// `strategy`: the segments the ranks run (executor_distributed_rank's STRATEGY).
+// `strategy`: the segments the ranks run (executor_distributed_rank's STRATEGY); `flat_gradient`
+// (FLAT_GRADIENT): when a shard-gradients bucket's flat gradient is born, "" the default.
 RankRun RunRanks(const std::string& model, int world, int64_t batch, const std::string& optimizer,
                  const std::string& shard, int64_t bucket_bytes, int steps, const std::string& dir,
-                 const std::string& strategy = "none") {
+                 const std::string& strategy = "none", const std::string& flat_gradient = "") {
   const int port = FreePort();
   std::vector<Proc> procs;
   for (int r = 0; r < world; ++r) {
@@ -148,7 +149,9 @@ RankRun RunRanks(const std::string& model, int world, int64_t batch, const std::
                                      std::to_string(bucket_bytes),
                                      std::to_string(steps),
                                      dir + "/out" + std::to_string(r) + ".json"};
-    if (strategy != "none") args.insert(args.end(), {"1", "60", "0", strategy});
+    if (strategy != "none" || !flat_gradient.empty())
+      args.insert(args.end(), {"1", "60", "0", strategy});
+    if (!flat_gradient.empty()) args.push_back(flat_gradient);
     procs.push_back(Start(args, r, world, port, dir));
   }
   RankRun run;
@@ -344,6 +347,56 @@ TEST(DistributedShardParameters, SegmentedRanksGatherInEveryPassAndMatchTheRepla
     std::printf("resnet18 sqrt shard parameters rank %d: predicted %.0f measured %.0f (%+.4f%%)\n",
                 rank["rank"].get<int>(), predicted, measured,
                 100 * (predicted - measured) / measured);
+  }
+}
+
+// FSDP2's gradient order (ParallelLayout::flat_gradient_at_reduce, shard parameters' default)
+// against the flat gradient born at a bucket's first accumulation, on the MLP: 2 ranks of 4
+// rows, SGD, 1 B buckets (its parameters have no module scope: each tensor is a unit of its
+// own). Both orders peak in the first Gemm's backward (the last), which allocates w1's gradient
+// (64 x 32 floats, 8,192 B) and b1's (256 B) with both gathered (8,192 + 256 B) and frees the
+// incoming gradient h' (4 x 64 floats, 1,024 B) at its end; A: the bytes after it.
+//   first accumulation: b1's bucket is accumulated, released and reduced first (A - 512), then
+//     w1's accumulation allocates its 8,192 B flat gradient beside w1 gathered and its
+//     gradient: A - 512 + 8,192 = A + 7,680;
+//   FSDP2's order: the op itself, A + 1,024, is the most; then w1 and b1 are released (A -
+//     8,448) before w1's flat gradient (8,192 B) is born beside its gradient.
+// Each rank measures 7,680 - 1,024 = 6,656 B less with FSDP2's order, each order its
+// prediction, and both train alike.
+TEST(DistributedShardParameters, FlatGradientAtReduceLowersEveryRanksPeakByTheGatheredWeight) {
+  const ScratchDir scratch("flat_at_reduce");
+  const std::string& dir = scratch.path;
+  const std::string mlp = dir + "/mlp.onnx";
+  Mlp().Save(mlp);
+  std::map<std::string, RankRun> runs;
+  for (const std::string order : {"at-first-accumulation", "at-reduce"}) {
+    runs[order] = RunRanks(mlp, 2, 8, "sgd", "parameters", 1, 2, dir, "none", order);
+    ASSERT_TRUE(runs[order].ok) << runs[order].errors;
+    ASSERT_EQ(runs[order].ranks.size(), 2u);
+    for (const nlohmann::json& rank : runs[order].ranks) {
+      const double measured = rank["measured_peak_bytes"].get<double>();
+      const double predicted = rank["predicted_peak_bytes"].get<double>();
+      EXPECT_LE(std::abs(predicted - measured), 0.01 * measured)
+          << order << " rank " << rank["rank"] << ": predicted " << predicted << " measured "
+          << measured;
+      std::printf("%s rank %d: predicted %.0f B, measured %.0f B\n", order.c_str(),
+                  rank["rank"].get<int>(), predicted, measured);
+      std::fflush(stdout);
+    }
+  }
+  for (size_t r = 0; r < 2; ++r) {
+    const nlohmann::json& first = runs["at-first-accumulation"].ranks[r];
+    const nlohmann::json& fsdp2 = runs["at-reduce"].ranks[r];
+    EXPECT_EQ(
+        first["measured_peak_bytes"].get<int64_t>() - fsdp2["measured_peak_bytes"].get<int64_t>(),
+        6656)
+        << "rank " << r;
+    EXPECT_EQ(
+        first["predicted_peak_bytes"].get<int64_t>() - fsdp2["predicted_peak_bytes"].get<int64_t>(),
+        6656)
+        << "rank " << r;
+    EXPECT_EQ(first["loss"], fsdp2["loss"]) << "rank " << r;
+    EXPECT_EQ(first["parameters"], fsdp2["parameters"]) << "rank " << r;
   }
 }
 

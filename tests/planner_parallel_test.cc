@@ -360,8 +360,12 @@ TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposed
   //   release of bucket 1, reduce-scatter of bucket 1: 24 + 24 -> A - 60
   //   accumulation of w: + 48 (during A - 12), - 48           -> A - 60
   //   release of bucket 0, reduce-scatter of bucket 0: 48 + 48 -> A - 156
+  // (The flat gradient born at the first accumulation: ParallelLayout::flat_gradient_at_reduce
+  // false; FlatGradientAtReduceIsBornAfterTheBucketsReleaseBesideItsGradient has the default.)
   TrainingGraph g = GemmThenScale();
-  Plan p = Parallel(g, Layout(2, ShardMode::kParameters, 48));
+  ParallelLayout l = Layout(2, ShardMode::kParameters, 48);
+  l.flat_gradient_at_reduce = false;
+  Plan p = Parallel(g, l);
   const std::string gemm = NodeProducing(g, "h");
   const size_t op = StepOfNode(p, g, Phase::kBackward, gemm);
   ASSERT_EQ(p.schedule.steps[op - 1].phase, Phase::kBackward);  // bucket 0 came with bucket 1
@@ -448,9 +452,14 @@ TEST(Parallel, ShardParametersGathersEachBucketAroundItsReadersInEveryPass) {
   // around Mul(w1). Backward: bucket 1 gathered before Mul(w1)'s backward and released after its
   // accumulation (the flat gradient, 104, comes with it and goes with the reduce-scatter);
   // Relu's backward runs with nothing gathered; bucket 0 likewise around Mul(w0)'s backward.
+  // The flat gradient is born at the first accumulation (ParallelLayout::
+  // flat_gradient_at_reduce false; the default, FSDP2's order, is
+  // FlatGradientAtReduceIsBornAfterTheBucketsReleaseBesideItsGradient's).
   TrainingGraph g = Chain();
   Plan one = Plain(g);
-  Plan p = Parallel(g, Layout(2, ShardMode::kParameters, 100));
+  ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  l.flat_gradient_at_reduce = false;
+  Plan p = Parallel(g, l);
   EXPECT_EQ(SetupBytes(p, MemoryCategory::kParameter), 104);
   EXPECT_EQ(SetupBytes(p, MemoryCategory::kGradient), 104);
   EXPECT_EQ(p.timeline.bytes_after.front(), 308);
@@ -643,9 +652,12 @@ TEST(Parallel, FlatGradientAtReduceIsBornAfterTheBucketsReleaseBesideItsGradient
   //     gradient (B - 8). The most bytes around Mul(w1)'s gradient: B + 300 -> B + 200.
   TrainingGraph g = Chain();
   ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  l.flat_gradient_at_reduce = false;
   const Plan first = Parallel(g, l);
   l.flat_gradient_at_reduce = true;
   const Plan at_reduce = Parallel(g, l);
+  l.flat_gradient_at_reduce.reset();  // shard parameters' default: FSDP2's order
+  EXPECT_EQ(Parallel(g, l).timeline.bytes_during, at_reduce.timeline.bytes_during);
   const std::string mul1 = NodeProducing(g, "h2");
   const size_t a = StepOfNode(first, g, Phase::kBackward, mul1);
   ASSERT_EQ(StepOfNode(at_reduce, g, Phase::kBackward, mul1), a);
@@ -820,6 +832,23 @@ TEST(Parallel, JsonRoundTripReplaysTheSamePlan) {
   EXPECT_FALSE(old.contains("layout"));
   EXPECT_EQ(PlanLayout(old).devices, 1);
   EXPECT_EQ(PlanFromJson(old, g).layout.devices, 1);
+  // When the flat gradient is born (ParallelLayout::flat_gradient_at_reduce): shard gradients'
+  // default is the first accumulation, shard parameters' FSDP2's order; the file says which, and
+  // one written before the field was planned with the first accumulation.
+  EXPECT_EQ(j["layout"]["flat_gradient_at_reduce"], false);
+  const Plan zero3 = Parallel(g, Layout(2, ShardMode::kParameters, 100));
+  nlohmann::json z = PlanToJson(zero3, g);
+  EXPECT_EQ(z["layout"]["flat_gradient_at_reduce"], true);
+  EXPECT_EQ(PlanLayout(z).flat_gradient_at_reduce, std::optional<bool>(true));
+  EXPECT_EQ(PlanFromJson(z, g).timeline.bytes_during, zero3.timeline.bytes_during);
+  z["layout"].erase("flat_gradient_at_reduce");
+  EXPECT_EQ(PlanLayout(z).flat_gradient_at_reduce, std::optional<bool>(false));
+  ParallelLayout first = Layout(2, ShardMode::kParameters, 100);
+  first.flat_gradient_at_reduce = false;
+  EXPECT_EQ(PlanFromJson(z, g).timeline.bytes_during, Parallel(g, first).timeline.bytes_during);
+  EXPECT_NE(Parallel(g, first).timeline.bytes_during, zero3.timeline.bytes_during);
+  z["layout"]["flat_gradient_at_reduce"] = "yes";
+  EXPECT_THROW(PlanLayout(z), MemplanError);
   // A batch that is not the layout's product is refused.
   nlohmann::json bad = j;
   bad["batch"] = 5;

@@ -615,8 +615,8 @@ void Trainer::Step(int64_t step, StepStats* stats) {
       }
     } else if (!LazyGradients()) {
       for (FlatBucket& b : buckets_) b.grads.zero_();
-    } else {  // shard gradients: the flat gradients are allocated by the backward
-              // (EnsureFullGradient)
+    } else {  // shard gradients: the flat gradients are allocated by the backward or the
+              // reduce-scatter (EnsureFullGradient)
       for (FlatBucket& b : buckets_) b.reduced = false;
     }
   }

@@ -254,6 +254,9 @@ class Trainer {
   std::vector<std::unordered_map<TensorId, int>> accumulation_step_of_;
   std::vector<int> comm_order_;
   size_t backward_call_ = 0, backward_cursor_ = 0;
+  // FSDP2's gradient order (ParallelLayout::flat_gradient_at_reduce): each parameter keeps its
+  // own .grad until its bucket's reduce-scatter allocates the flat gradient and copies it in.
+  bool grads_at_reduce_ = false;
   // Hooks left in a graph that outlives the trainer (a failed step) find nobody.
   std::shared_ptr<Trainer*> hook_owner_;
   double comm_seconds_ = 0;

@@ -20,6 +20,9 @@ void Trainer::MakeBuckets() {
   const int64_t n = layout.devices;
   const int mult = OptimizerStateMultiplier(g_.optimizer);
   const bool sharded = shard_ != ShardMode::kNone;
+  // FSDP2's gradient order (ParallelLayout::flat_gradient_at_reduce), where the planner's
+  // schedule has it: shard gradients and parameters with one micro-batch.
+  grads_at_reduce_ = LazyGradients() && FlatGradientAtReduce(layout) && opt_.micro_batches <= 1;
   for (const ParameterBucket& lb : ParameterBuckets(g_, layout)) {
     const size_t b = buckets_.size();
     FlatBucket fb;
@@ -49,7 +52,10 @@ void Trainer::MakeBuckets() {
       if (!sharded && mult >= 2) state2_[p] = view(fb.state2);
       if (LazyGradients()) {
         // Runs before AccumulateGrad: the gradient is accumulated into the bucket's flat buffer.
-        persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
+        // FSDP2's order: AccumulateGrad keeps the parameter's own gradient (no hook, so that it
+        // takes the incoming gradient without a copy) until the bucket's reduce-scatter.
+        if (!grads_at_reduce_)
+          persistent_[p].register_hook([this, b](const at::Tensor&) { EnsureFullGradient(b); });
         // Runs after AccumulateGrad: the schedule's events after its accumulation step.
         torch_compat::NodePtr acc = torch::autograd::impl::grad_accumulator(persistent_[p]);
         acc->add_post_hook(std::make_unique<torch::autograd::utils::LambdaPostHook>(
@@ -100,6 +106,20 @@ void Trainer::FollowDataParallelSteps(Schedule& s) {
   std::vector<size_t> next_node(s.steps.size() + 1, s.steps.size());
   for (size_t i = s.steps.size(); i-- > 0;)
     next_node[i] = s.steps[i].node != kNone ? i : next_node[i + 1];
+  // FSDP2's order (ParallelLayout::flat_gradient_at_reduce): the parameters' gradients a
+  // backward step hands to AccumulateGrad are freed by their bucket's communication step
+  // instead: per buffer, whether one frees it (a buffer of no bucket), and per tensor, whether
+  // its handed-on gradient is such a buffer.
+  std::vector<char> freed_at_reduce(s.buffers.size(), 0), handed_at_reduce(g_.tensors.size(), 0);
+  for (const memplan::Step& st : s.steps) {
+    if (st.phase != Phase::kCommunication) continue;
+    for (BufferId b : st.frees) {
+      const Buffer& buf = s.buffers[b];
+      if (buf.bucket >= 0 || buf.tensor == kNone) continue;
+      freed_at_reduce[b] = 1;
+      if (buf.category == MemoryCategory::kActivationGradient) handed_at_reduce[buf.tensor] = 1;
+    }
+  }
   std::vector<int> gathers;  // buckets gathered before the next step with a node
   int segment = 0;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -125,22 +145,35 @@ void Trainer::FollowDataParallelSteps(Schedule& s) {
     if (backward && key_backward_[st.node] < 0) key_backward_[st.node] = key;
     if (backward) {
       // The parameters whose gradients this step hands to AccumulateGrad: those whose
-      // gradient temporary it frees, and those a view op on a parameter (Transpose of a weight)
-      // hands its incoming gradient on to, which it frees. A parameter accumulates once per
-      // backward call, in the last such step of the call.
+      // gradient temporary it frees (FSDP2's order: or allocates, a communication step freeing
+      // it), and those a view op on a parameter (Transpose of a weight) hands its incoming
+      // gradient on to, which it frees (or a communication step does). A parameter accumulates
+      // once per backward call, in the last such step of the call.
       const Node& n = g_.nodes[st.node];
       std::vector<TensorId> accumulated;
+      auto hands_on = [&](TensorId t) {
+        if (!n.gradient_passes_through ||
+            std::find(n.outputs.begin(), n.outputs.end(), t) == n.outputs.end())
+          return;
+        for (TensorId in : n.inputs) {
+          if (in != kNone && bucket_of_[in] >= 0) accumulated.push_back(in);
+        }
+      };
       for (BufferId b : st.frees) {
         const Buffer& buf = s.buffers[b];
         if (buf.tensor == kNone) continue;
         if (buf.category == MemoryCategory::kTemporary && bucket_of_[buf.tensor] >= 0)
           accumulated.push_back(buf.tensor);
-        if (buf.category == MemoryCategory::kActivationGradient && n.gradient_passes_through &&
-            std::find(n.outputs.begin(), n.outputs.end(), buf.tensor) != n.outputs.end()) {
-          for (TensorId in : n.inputs) {
-            if (in != kNone && bucket_of_[in] >= 0) accumulated.push_back(in);
-          }
-        }
+        if (buf.category == MemoryCategory::kActivationGradient) hands_on(buf.tensor);
+      }
+      for (BufferId b : st.allocs) {
+        const Buffer& buf = s.buffers[b];
+        if (freed_at_reduce[b] && buf.category == MemoryCategory::kTemporary &&
+            bucket_of_[buf.tensor] >= 0)
+          accumulated.push_back(buf.tensor);
+      }
+      for (TensorId o : n.outputs) {
+        if (o != kNone && handed_at_reduce[o]) hands_on(o);
       }
       if (!accumulated.empty()) {
         std::vector<AccumulationStep>& steps = accumulation_steps_[segment];
@@ -268,7 +301,8 @@ void Trainer::BackwardReached(int64_t key) {
 }
 
 // Shard gradients: bucket b's full flat gradient (zeroed), and its parameters' .grad views of
-// it, from the first backward step of the step that produces one of their gradients.
+// it, from the first backward step of the step that produces one of their gradients. FSDP2's
+// order: allocated by the reduce-scatter, each parameter's own gradient copied in.
 void Trainer::EnsureFullGradient(size_t b) {
   FlatBucket& fb = buckets_[b];
   if (fb.grads.defined()) return;
@@ -282,7 +316,11 @@ void Trainer::EnsureFullGradient(size_t b) {
   fb.grads = at::zeros({fb.layout.elements}, fb.params.options());
   for (size_t k = 0; k < fb.layout.parameters.size(); ++k) {
     at::Tensor& w = persistent_[fb.layout.parameters[k]];
-    w.mutable_grad() = fb.grads.narrow(0, fb.layout.offsets[k], w.numel()).view(w.sizes());
+    at::Tensor view = fb.grads.narrow(0, fb.layout.offsets[k], w.numel()).view(w.sizes());
+    if (!grads_at_reduce_)
+      w.mutable_grad() = view;
+    else if (w.grad().defined())
+      view.copy_(w.grad());
   }
 }
 
@@ -291,6 +329,11 @@ void Trainer::EnsureFullGradient(size_t b) {
 // the release of a gathered bucket). Every rank runs the same graph in the same order, so the
 // collectives match.
 void Trainer::Accumulated(TensorId p) {
+  if (grads_at_reduce_ && buckets_[static_cast<size_t>(bucket_of_[p])].reduced) {
+    throw MemplanError("internal: parameter " + g_.tensors[p].name +
+                       " got its gradient after its bucket's reduce-scatter (plan.h: a bucket is "
+                       "reduced after the last backward call that reads its parameters)");
+  }
   const auto& of = accumulation_step_of_[backward_call_];
   const auto it = of.find(p);
   if (it == of.end()) return;
@@ -299,17 +342,19 @@ void Trainer::Accumulated(TensorId p) {
 }
 
 // Shard gradients: reduce-scatter (sum) of bucket b's flat gradient into the rank's shard, / N,
-// then the flat gradient is freed.
+// then the flat gradient is freed. As the schedule's communication step: the flat gradient
+// (FSDP2's order: allocated here, the parameters' gradients copied in) and the shard are
+// allocated, then the parameters' gradients freed.
 void Trainer::ReduceScatterBucket(size_t b) {
   c10::AutoGradMode no_grad(false);
   FlatBucket& fb = buckets_[b];
   EnsureFullGradient(b);  // no parameter of the bucket got a gradient this step: zeros
   if (!fb.grad_shard.defined())
     fb.grad_shard = at::empty({fb.layout.elements / comm_->world_size()}, fb.grads.options());
+  for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
   comm_->ReduceScatterSum(fb.grad_shard, fb.grads,
                           "the reduce-scatter of bucket " + std::to_string(b));
   fb.grad_shard.div_(static_cast<double>(comm_->world_size()));
-  for (TensorId p : fb.layout.parameters) persistent_[p].mutable_grad().reset();
   fb.grads.reset();
   fb.reduced = true;
 }

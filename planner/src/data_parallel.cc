@@ -33,6 +33,11 @@ ShardMode ParseShardMode(const std::string& name) {
                      "' (one of none, optimizer, gradients, parameters)");
 }
 
+bool FlatGradientAtReduce(const ParallelLayout& layout) {
+  if (layout.shard != ShardMode::kGradients && layout.shard != ShardMode::kParameters) return false;
+  return layout.flat_gradient_at_reduce.value_or(layout.shard == ShardMode::kParameters);
+}
+
 int64_t ParameterBucket::shard_elements() const {
   return devices > 0 ? elements / devices : elements;
 }
@@ -538,7 +543,7 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
     }
     tail_comm.push_back(std::move(c));
   }
-  const bool fsdp2_order = layout.flat_gradient_at_reduce && early;
+  const bool fsdp2_order = FlatGradientAtReduce(layout) && early;
   std::vector<std::vector<BufferId>> pending(buckets.size());
   std::vector<char> has_grad(g.tensors.size(), 0);
   auto reduce = [&](size_t i, const std::vector<char>& group) {

@@ -76,6 +76,8 @@ json LayoutToJson(const Plan& p, const TrainingGraph& g) {
                            {"comm_seconds", p.predicted_comm_seconds}};
   if (p.layout.gradient_shards == GradientLifetime::kNone)
     layout["gradient_shards"] = GradientLifetimeName(p.layout.gradient_shards);
+  if (p.layout.shard == ShardMode::kGradients || p.layout.shard == ShardMode::kParameters)
+    layout["flat_gradient_at_reduce"] = FlatGradientAtReduce(p.layout);
   return layout;
 }
 
@@ -482,6 +484,17 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
           "the plan's layout \"gradient_shards\" must be \"none\" or \"kept\"; re-plan with "
           "`memplan plan`");
     l.gradient_shards = ParseGradientLifetime(x.get<std::string>());
+  }
+  // A plan written before the field was planned with the flat gradient born at the first
+  // accumulation.
+  l.flat_gradient_at_reduce = false;
+  if (v.contains("flat_gradient_at_reduce")) {
+    const nlohmann::json& x = v["flat_gradient_at_reduce"];
+    if (!x.is_boolean())
+      throw MemplanError(
+          "the plan's layout \"flat_gradient_at_reduce\" must be true or false; re-plan with "
+          "`memplan plan`");
+    l.flat_gradient_at_reduce = x.get<bool>();
   }
   return l;
 }

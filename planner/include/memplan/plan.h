@@ -191,7 +191,11 @@
 //     storage's data for none and back (FSDP frees storages the same way), and writes a gather
 //     through a tensor of its own version counter, so autograd sees no in-place change.
 //     Gradients are as shard gradients (the flat gradient allocated lazily, reduce-scattered as
-//     soon as complete). The optimizer updates the shards (Adam's S_b temporary) and gathers
+//     soon as complete), except that by default, with one micro-batch, the flat gradient is born
+//     in FSDP2's order (ParallelLayout::flat_gradient_at_reduce): each parameter keeps its own
+//     .grad until the bucket is complete and released, then the bucket's communication step
+//     allocates the flat gradient, copies the gradients in and frees them (the executor in
+//     ReduceScatterBucket, run from the same post hook). The optimizer updates the shards (Adam's S_b temporary) and gathers
 //     nothing: the next forward does. With Gloo an all-gather is the in-place all-reduce above
 //     into the gathered buffer, with no temporary (the rank's shard is persistent).
 //     A selective plan does not combine with it yet (its recompute runs inside the backward);
@@ -199,6 +203,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -230,19 +235,28 @@ struct ParallelLayout {
   // steps with kept gradients either way (SteppedGradients); the JSON writes "gradient_shards"
   // only when it is none.
   GradientLifetime gradient_shards = GradientLifetime::kKept;
-  // Shard gradients and parameters with one micro-batch: when a bucket's flat gradient is born.
-  // false (what the executor runs): at the bucket's first accumulation, each parameter's
-  // gradient copied into it as it is accumulated (above). true (FSDP2's order,
-  // FSDPParamGroup.post_backward; the executor does not run it yet): each parameter's first
-  // gradient temporary becomes its gradient (AccumulateGrad takes it; a later one is added into
-  // it and freed) and lives until its bucket is complete; shard parameters releases the
-  // bucket's gathered parameters; then the bucket's communication step allocates the flat
-  // gradient, copies the gradients in, frees them, reduce-scatters and frees the flat gradient.
-  // Neither in the plan JSON nor on the command line until the executor runs it. On fc_heavy
-  // and alexnet (one 144 MiB layer), 4 ranks, FSDP2's units, it predicts 458.2 and 460.1 MiB per
-  // rank instead of 566.2 and 568.1 (bench/fsdp_peer_results.md).
-  bool flat_gradient_at_reduce = false;
+  // Shard gradients and parameters with one micro-batch: when a bucket's flat gradient is born
+  // (FlatGradientAtReduce resolves it; unset: the mode's default). false: at the bucket's first
+  // accumulation, each parameter's gradient accumulated into it (the executor points the
+  // parameters' .grad into it before AccumulateGrad). true (FSDP2's order,
+  // FSDPParamGroup.post_backward): each parameter's first gradient temporary becomes its
+  // gradient (AccumulateGrad takes it; a later one is added into it and freed) and lives until
+  // its bucket is complete; shard parameters releases the bucket's gathered parameters; then the
+  // bucket's communication step allocates the flat gradient, copies the gradients in, frees
+  // them, reduce-scatters and frees the flat gradient. Default: true for shard parameters (the
+  // release comes before the flat gradient: fc_heavy and alexnet, one 144 MiB layer, 4 ranks,
+  // FSDP2's units, predict 458.2 and 460.1 MiB per rank instead of 566.2 and 568.1; never above
+  // the other order on the corpus), false for shard gradients (nothing is released before the
+  // reduce-scatter, so the gradients held until then sit beside the flat gradient: fc_heavy on 2
+  // ranks +72 MiB, +11.8%). Micro-batches keep every flat gradient from the setup either way.
+  // The plan JSON's layout writes the resolved value ("flat_gradient_at_reduce"); a file without
+  // it was planned with false.
+  std::optional<bool> flat_gradient_at_reduce;
 };
+// Whether `layout` runs FSDP2's gradient order (ParallelLayout::flat_gradient_at_reduce): its
+// explicit choice, else true for shard parameters; false for other modes, which have no lazy
+// flat gradient.
+bool FlatGradientAtReduce(const ParallelLayout& layout);
 
 // One bucket of the flat parameter space. Shard none and optimizer (DDP): consecutive trained
 // parameters in g.parameters order, a bucket closed once it holds bucket_bytes. Shard gradients
