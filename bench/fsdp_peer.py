@@ -275,28 +275,37 @@ SMALLEST_TRIES = (("none", "25MiB"), ("optimizer", "25MiB"), ("gradients", "25Mi
                   ("gradients", "1B"), ("parameters", "25MiB"), ("parameters", "1B"))
 
 
+def plan_json(a, path, n, grads, shard, bucket, options, errors):
+    """`memplan plan` for N ranks with `shard` and `bucket` plus `options`: its plan JSON, or
+    None with the error's last line appended to `errors`."""
+    fd, out = tempfile.mkstemp(suffix=".plan.json")
+    os.close(fd)
+    cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--devices", str(n),
+           "--shard", shard, "--bucket-size", bucket, *options, "--json", out]
+    if a.memplan_grads:
+        cmd += ["--grads", grads]
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if p.returncode != 0:
+            errors.append(f"{shard} {bucket}: " +
+                          (p.stderr.strip().splitlines() or ["?"])[-1][:120])
+            return None
+        with open(out) as f:
+            return json.load(f)
+    finally:
+        os.unlink(out)
+
+
 def memplan_same_work(a, path, n, grads):
     """memplan's smallest per-rank plan for N ranks that does FSDP2's work (no recompute, one
     micro-batch): the least, over SMALLEST_TRIES, of `--strategy none`'s predicted peak.
     (bytes, label) or (None, error)."""
     best, label, errors = None, None, []
     for shard, bucket in SMALLEST_TRIES:
-        fd, out = tempfile.mkstemp(suffix=".plan.json")
-        os.close(fd)
-        cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--devices", str(n),
-               "--shard", shard, "--bucket-size", bucket, "--strategy", "none", "--budget",
-               "1000GiB", "--json", out]
-        if a.memplan_grads:
-            cmd += ["--grads", grads]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 0:
-            os.unlink(out)
-            errors.append(f"{shard} {bucket}: " +
-                          (p.stderr.strip().splitlines() or ["?"])[-1][:120])
+        pj = plan_json(a, path, n, grads, shard, bucket,
+                       ["--strategy", "none", "--budget", "1000GiB"], errors)
+        if pj is None:
             continue
-        with open(out) as f:
-            pj = json.load(f)
-        os.unlink(out)
         if best is None or pj["predicted_peak_bytes"] < best:
             best, label = pj["predicted_peak_bytes"], f"shard {shard}, {bucket} buckets"
     return (best, label) if best is not None else (None, "; ".join(errors))
@@ -311,21 +320,9 @@ def memplan_smallest(a, path, n, grads):
     (bytes, label) or (None, error)."""
     best, label, errors = None, None, []
     for shard, bucket in SMALLEST_TRIES:
-        fd, out = tempfile.mkstemp(suffix=".plan.json")
-        os.close(fd)
-        cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--devices", str(n),
-               "--shard", shard, "--bucket-size", bucket, "--sweep", "--json", out]
-        if a.memplan_grads:
-            cmd += ["--grads", grads]
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        if p.returncode != 0:
-            os.unlink(out)
-            errors.append(f"{shard} {bucket}: " +
-                          (p.stderr.strip().splitlines() or ["?"])[-1][:120])
+        pj = plan_json(a, path, n, grads, shard, bucket, ["--sweep"], errors)
+        if pj is None:
             continue
-        with open(out) as f:
-            pj = json.load(f)
-        os.unlink(out)
         if best is None or pj["predicted_peak_bytes"] < best:
             best = pj["predicted_peak_bytes"]
             label = (f"shard {shard}, {bucket} buckets, {pj.get('strategy', '?')}, "
