@@ -195,11 +195,11 @@
 //     in FSDP2's order (ParallelLayout::flat_gradient_at_reduce): each parameter keeps its own
 //     .grad until the bucket is complete and released, then the bucket's communication step
 //     allocates the flat gradient, copies the gradients in and frees them (the executor in
-//     ReduceScatterBucket, run from the same post hook). The optimizer updates the shards (Adam's S_b temporary) and gathers
-//     nothing: the next forward does. With Gloo an all-gather is the in-place all-reduce above
-//     into the gathered buffer, with no temporary (the rank's shard is persistent).
-//     A selective plan does not combine with it yet (its recompute runs inside the backward);
-//     planning one is a clear error.
+//     ReduceScatterBucket, run from the same post hook). The optimizer updates the shards (Adam's
+//     S_b temporary) and gathers nothing: the next forward does. With Gloo an all-gather is the
+//     in-place all-reduce above into the gathered buffer, with no temporary (the rank's shard is
+//     persistent). A selective plan does not combine with it yet (its recompute runs inside the
+//     backward); planning one is a clear error.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
