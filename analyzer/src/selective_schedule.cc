@@ -209,20 +209,13 @@ class SelectiveBuilder {
       step.dropped_views = std::move(views[n.id]);
       s_.steps.push_back(std::move(step));
       for (int32_t r : offload_start[n.id]) {
-        Step copy;
-        copy.phase = Phase::kOffload;
+        Step copy = CopyStep(Phase::kOffload, forward_buffer_[r], host_buffer_[r], false);
         copy.allocs.push_back(host_buffer_[r]);
-        copy.copy_from = forward_buffer_[r];
-        copy.copy_to = host_buffer_[r];
         s_.steps.push_back(std::move(copy));
       }
       for (int32_t r : offload_wait[n.id]) {
-        Step wait;
-        wait.phase = Phase::kOffload;
+        Step wait = CopyStep(Phase::kOffload, forward_buffer_[r], host_buffer_[r], true);
         wait.frees.push_back(forward_buffer_[r]);
-        wait.copy_from = forward_buffer_[r];
-        wait.copy_to = host_buffer_[r];
-        wait.copy_wait = true;
         s_.steps.push_back(std::move(wait));
       }
     }
@@ -235,6 +228,17 @@ class SelectiveBuilder {
   }
 
  private:
+  // A copy between device and host on the copy stream: its start (`wait` false) or the step that
+  // waits for it to complete.
+  static Step CopyStep(Phase phase, BufferId from, BufferId to, bool wait) {
+    Step step;
+    step.phase = phase;
+    step.copy_from = from;
+    step.copy_to = to;
+    step.copy_wait = wait;
+    return step;
+  }
+
   // Makes tensor x available to a recompute step, recomputing what it depends on.
   void Need(TensorId x) {
     const Tensor& t = g_.tensors[x];
@@ -298,11 +302,8 @@ class SelectiveBuilder {
     const Tensor& t = g_.tensors[f_.root[r].tensor];
     prefetched_[r] =
         s_.AddBuffer({t.name + " (prefetched)", t.bytes, MemoryCategory::kActivation, t.id});
-    Step step;
-    step.phase = Phase::kPrefetch;
+    Step step = CopyStep(Phase::kPrefetch, host_buffer_[r], prefetched_[r], false);
     step.allocs.push_back(prefetched_[r]);
-    step.copy_from = host_buffer_[r];
-    step.copy_to = prefetched_[r];
     backward_.push_back(std::move(step));
     prefetch_state_[r] = 1;
   }
@@ -312,12 +313,8 @@ class SelectiveBuilder {
   void OnDevice(int32_t r) {
     if (prefetch_state_[r] == 2) return;
     if (prefetch_state_[r] == 0) StartPrefetch(r);
-    Step step;
-    step.phase = Phase::kPrefetch;
+    Step step = CopyStep(Phase::kPrefetch, host_buffer_[r], prefetched_[r], true);
     step.frees.push_back(host_buffer_[r]);
-    step.copy_from = host_buffer_[r];
-    step.copy_to = prefetched_[r];
-    step.copy_wait = true;
     backward_.push_back(std::move(step));
     prefetch_state_[r] = 2;
   }
