@@ -297,8 +297,22 @@ MachineRates RatesFor(const std::string& device, std::string* source) {
 #endif
 }
 
+// A rate option written as a size per second ("10GB/s"; the "/s" may be left out), in bytes
+// per second.
+double BytesPerSecond(const Args& a, const char* option, const char* example) {
+  std::string text = a.get(option);
+  if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0) text.resize(text.size() - 2);
+  try {
+    return static_cast<double>(ParseBytes(text));
+  } catch (const MemplanError& e) {
+    throw MemplanError(std::string("--") + option + ": " + e.what() +
+                       " (a size per second: " + example + ")");
+  }
+}
+
 // The pinned host memory an offload plan may hold unless --host-budget says: what the operating
-// system reports available now (/proc/meminfo's MemAvailable), less 10% and 1 GiB for the rest of
+// system reports available now (/proc/meminfo's MemAvailable, within the process's cgroup
+// limit: HostMemoryLimit), less 10% and 1 GiB for the rest of
 // the process and the system. 0 (no limit) where it cannot be read.
 int64_t DefaultHostBudget() {
   std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -310,7 +324,10 @@ int64_t DefaultHostBudget() {
   }
   std::fclose(f);
   if (kib <= 0) return 0;
-  const int64_t available = static_cast<int64_t>(kib) * 1024;
+  // A cgroup limit below what the machine has free bounds the process too.
+  const int64_t limit = HostMemoryLimit().bytes;
+  int64_t available = static_cast<int64_t>(kib) * 1024;
+  if (limit > 0) available = std::min(available, limit);
   return std::max<int64_t>(1, available - available / 10 - (int64_t{1} << 30));
 }
 
@@ -414,30 +431,13 @@ int RunPlan(const Args& a) {
                        " needs --devices N with N > 1 (one device has nothing to shard)");
   }
   request.layout.bucket_bytes = a.get_bytes("bucket-size", request.layout.bucket_bytes);
-  if (a.has("link-bandwidth")) {
-    std::string text = a.get("link-bandwidth");
-    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0)
-      text.resize(text.size() - 2);
-    try {
-      request.layout.link_bytes_per_second = static_cast<double>(ParseBytes(text));
-    } catch (const MemplanError& e) {
-      throw MemplanError(std::string("--link-bandwidth: ") + e.what() +
-                         " (a size per second: 10GB/s)");
-    }
-  }
+  if (a.has("link-bandwidth"))
+    request.layout.link_bytes_per_second = BytesPerSecond(a, "link-bandwidth", "10GB/s");
   request.cuda = CudaDeviceFromArgs(a);
   // Offload: the link and the host budget.
   options.link = DefaultLinkRates(request.cuda ? "cuda" : "cpu");
   if (a.has("link-rate")) {
-    std::string text = a.get("link-rate");
-    if (text.size() > 2 && text.compare(text.size() - 2, 2, "/s") == 0)
-      text.resize(text.size() - 2);
-    double rate = 0;
-    try {
-      rate = static_cast<double>(ParseBytes(text));
-    } catch (const MemplanError& e) {
-      throw MemplanError(std::string("--link-rate: ") + e.what() + " (a size per second: 25GB/s)");
-    }
+    const double rate = BytesPerSecond(a, "link-rate", "25GB/s");
     if (!(rate > 0)) throw MemplanError("--link-rate must be more than 0 bytes per second");
     options.link = {.device_to_host_bytes_per_second = rate,
                     .host_to_device_bytes_per_second = rate};
