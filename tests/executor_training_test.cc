@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -695,6 +696,138 @@ TEST(ExecutorSelective, GptGradientsWithDroppedTensors) {
   RunResult planned = RunTraining(g, o);
   ExpectSameStep(plain, planned, "gpt, every candidate recomputed");
   EXPECT_GT(planned.steps[0].recompute_seconds, 0.0);
+}
+
+// Offload (plan.h): a saved storage moves to host memory after its last forward reader and is
+// prefetched for the backward. The math is the plain step's.
+std::vector<OffloadChoice> OffloadEach(const std::vector<TensorId>& roots, NodeId prefetch_at) {
+  std::vector<OffloadChoice> out;
+  for (TensorId t : roots) out.push_back({t, /*free_after=*/0, prefetch_at});
+  return out;
+}
+
+TEST(ExecutorOffload, EachOffloadedTensorGivesThePlainStepsGradients) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/4});
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult plain = RunTraining(g, o);
+  const std::vector<TensorId> candidates = RecomputableTensors(g);
+  ASSERT_GE(candidates.size(), 6u);
+  const NodeId last = static_cast<NodeId>(g.nodes.size()) - 1;
+  // Prefetched at the first read (node 0: the last backward work), and at the backward's start.
+  for (NodeId prefetch_at : {NodeId{0}, last}) {
+    for (TensorId t : candidates) {
+      o.offloaded = OffloadEach({t}, prefetch_at);
+      RunResult planned = RunTraining(g, o);
+      ExpectSameStep(plain, planned, "offloading " + g.tensors[t].name);
+      EXPECT_EQ(planned.measured_host_peak_bytes, g.tensors[t].bytes) << g.tensors[t].name;
+    }
+  }
+  o.offloaded = OffloadEach(candidates, last);
+  ExpectSameStep(plain, RunTraining(g, o), "offloading every candidate");
+}
+
+TEST(ExecutorOffload, OffloadAndRecomputeCombine) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/4});
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult plain = RunTraining(g, o);
+  const std::vector<TensorId> candidates = RecomputableTensors(g);
+  // Alternate: a recompute then reads offloaded storages (its inputs) from their prefetched copy.
+  for (size_t first : {size_t{0}, size_t{1}}) {
+    o.recomputed.clear();
+    std::vector<TensorId> off;
+    for (size_t i = 0; i < candidates.size(); ++i)
+      ((i % 2 == first) ? o.recomputed : off).push_back(candidates[i]);
+    o.offloaded = OffloadEach(off, 0);
+    RunResult planned = RunTraining(g, o);
+    ExpectSameStep(plain, planned, "recompute and offload alternating");
+    EXPECT_GT(planned.steps[1].recompute_seconds, 0.0);
+  }
+}
+
+TEST(ExecutorOffload, MicroBatchesWithOffloadedTensorsGiveTheFullBatchsStep) {
+  GraphBuilder b = DropoutMlp();
+  RunOptions o = Options(b, 2);
+  o.keep_gradients = true;
+  RunResult full = RunTraining(b.Load({/*batch=*/8}), o);
+  TrainingGraph micro = b.Load({/*batch=*/4});
+  o.micro_batches = 2;
+  o.offloaded = OffloadEach(RecomputableTensors(micro), 0);
+  ExpectSameStep(full, RunTraining(micro, o), "2 micro-batches, every candidate offloaded");
+}
+
+// On CPU the link is emulated: a copy completes B / rate after it starts (copies of a direction
+// queue), and the compute stream's wait sleeps until then.
+TEST(ExecutorOffload, EmulatedLinkStallsAtItsRate) {
+  GraphBuilder b = SmallCnn();
+  TrainingGraph g = b.Load({/*batch=*/64});
+  RunOptions o = Options(b, 1);
+  const std::vector<TensorId> candidates = RecomputableTensors(g);
+  o.offloaded = OffloadEach(candidates, 0);
+  int64_t bytes = 0;
+  for (TensorId t : candidates) bytes += g.tensors[t].bytes;
+  // 1 MB/s: the forward and backward of this small graph take far less than the copies, so the
+  // step waits at least for the last offload's and the last prefetch's whole transfer.
+  o.link = {.device_to_host_bytes_per_second = 1e6, .host_to_device_bytes_per_second = 1e6};
+  RunResult slow = RunTraining(g, o);
+  int64_t largest = 0;
+  for (TensorId t : candidates) largest = std::max(largest, g.tensors[t].bytes);
+  EXPECT_GT(slow.steps[0].stall_seconds, 2 * static_cast<double>(largest) / 1e6 * 0.9);
+  EXPECT_LT(slow.steps[0].stall_seconds, 2 * static_cast<double>(bytes) / 1e6 + 1.0);
+  o.emulate_link = false;
+  EXPECT_EQ(RunTraining(g, o).steps[0].stall_seconds, 0.0);
+}
+
+// The measured device and host peaks of an offload plan are its replay's, on real models.
+TEST(ExecutorOffload, MeasuredPeaksAreTheReplayedPeaks) {
+  struct Case {
+    const char* model;
+    int64_t batch;
+  };
+  for (Case c : {Case{"gpt", 2}, Case{"resnet18", 4}, Case{"mobilenet_v2", 2}}) {
+    TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(c.model), {/*batch=*/c.batch});
+    const std::vector<TensorId> all = RecomputableTensors(g);
+    const NodeId last = static_cast<NodeId>(g.nodes.size()) - 1;
+    std::vector<TensorId> odd, even;
+    for (size_t i = 0; i < all.size(); ++i) (i % 2 ? odd : even).push_back(all[i]);
+    struct Mix {
+      const char* what;
+      std::vector<TensorId> recomputed;
+      std::vector<OffloadChoice> offloaded;
+    };
+    // Prefetch at the first read and at the backward's start (every prefetched copy at once);
+    // freed at the last reader and at the forward's end.
+    std::vector<OffloadChoice> late = OffloadEach(all, 0), early = OffloadEach(all, last);
+    for (OffloadChoice& e : early) e.free_after = last;
+    const Mix mixes[] = {{"all offloaded, prefetched at first read", {}, late},
+                         {"all offloaded, prefetched early, freed late", {}, early},
+                         {"half recomputed, half offloaded", odd, OffloadEach(even, 0)}};
+    for (const Mix& m : mixes) {
+      Plan p = ReplayOffload(g, m.recomputed, m.offloaded, {.strategy = "offload"}, {});
+      RunOptions o;
+      o.random_weights = true;
+      o.steps = 2;
+      o.recomputed = m.recomputed;
+      o.offloaded = m.offloaded;
+      o.emulate_link = false;
+      RunResult r = RunTraining(g, o);
+      std::printf(
+          "offload %-14s batch %lld, %s: device predicted %lld measured %lld, host predicted "
+          "%lld measured %lld, plain %lld\n",
+          c.model, static_cast<long long>(c.batch), m.what,
+          static_cast<long long>(p.predicted_peak_bytes),
+          static_cast<long long>(r.measured_peak_bytes),
+          static_cast<long long>(p.predicted_host_peak_bytes),
+          static_cast<long long>(r.measured_host_peak_bytes),
+          static_cast<long long>(Simulate(BuildTrainingSchedule(g)).peak_bytes));
+      EXPECT_EQ(r.measured_peak_bytes, p.predicted_peak_bytes) << c.model << ": " << m.what;
+      EXPECT_EQ(r.measured_host_peak_bytes, p.predicted_host_peak_bytes)
+          << c.model << ": " << m.what;
+    }
+  }
 }
 
 // One set of ops: whatever memplan can analyze and plan, it can also run, and the executor

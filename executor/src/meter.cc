@@ -1,5 +1,6 @@
 #include "meter.h"
 
+#include <ATen/EmptyTensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/util/Exception.h>
@@ -13,6 +14,7 @@
 #include "memplan/profiler.h"
 
 #ifdef MEMPLAN_TORCH_CUDA
+#include <ATen/cuda/PinnedMemoryAllocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
@@ -129,6 +131,54 @@ class CpuMeter final : public MemoryMeter {
   CountingAllocator alloc_;
 };
 
+// Counts what a wrapped allocator hands out. Each allocation's context remembers the wrapped
+// DataPtr, so instances need no shared table (unlike CountingAllocator, whose context must be
+// the data pointer for oneDNN's raw_allocate: host buffers only ever back byte tensors).
+class HostCountingAllocator final : public c10::Allocator, public HostMemory {
+ public:
+  HostCountingAllocator(c10::Allocator* base, c10::DispatchKey key) : base_(base), key_(key) {}
+
+  c10::DataPtr allocate(size_t n) override {
+    c10::DataPtr inner = base_->allocate(n);
+    void* data = inner.get();
+    const c10::Device device = inner.device();
+    const int64_t bytes = static_cast<int64_t>(n);
+    const int64_t now = current_.fetch_add(bytes) + bytes;
+    int64_t p = peak_.load();
+    while (now > p && !peak_.compare_exchange_weak(p, now)) {
+    }
+    auto* ctx = new Context{std::move(inner), this, bytes};
+    return c10::DataPtr(data, ctx, &Delete, device);
+  }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  at::Tensor Bytes(int64_t n) override {
+    return at::detail::empty_generic({n}, this, c10::DispatchKeySet(key_), at::kByte, std::nullopt);
+  }
+  int64_t current() const override { return current_.load(); }
+  int64_t peak() const override { return peak_.load(); }
+  void ResetPeak() override { peak_.store(current_.load()); }
+
+ private:
+  struct Context {
+    c10::DataPtr inner;
+    HostCountingAllocator* self;
+    int64_t bytes;
+  };
+  static void Delete(void* p) {
+    auto* ctx = static_cast<Context*>(p);
+    ctx->self->current_.fetch_sub(ctx->bytes);
+    delete ctx;  // frees the wrapped allocation
+  }
+
+  c10::Allocator* base_;
+  c10::DispatchKey key_;
+  std::atomic<int64_t> current_{0};
+  std::atomic<int64_t> peak_{0};
+};
+
 #ifdef MEMPLAN_TORCH_CUDA
 class CudaMeter final : public MemoryMeter {
   // The stats type moved between LibTorch versions; deduce it.
@@ -166,6 +216,22 @@ MemoryMeter& MemoryMeter::For(const c10::Device& device) {
   int i = device.has_index() ? device.index() : 0;
   if (!meters[i]) meters[i] = std::make_unique<CudaMeter>(i);
   return *meters[i];
+#else
+  TORCH_CHECK(false, "this LibTorch has no CUDA support");
+#endif
+}
+
+HostMemory& HostMemory::For(const c10::Device& device) {
+  if (device.is_cpu()) {
+    // Never destroyed: host buffers may outlive the run (a failed step's graph).
+    static HostCountingAllocator* cpu =
+        new HostCountingAllocator(c10::GetDefaultCPUAllocator(), c10::DispatchKey::CPU);
+    return *cpu;
+  }
+#ifdef MEMPLAN_TORCH_CUDA
+  static HostCountingAllocator* pinned =
+      new HostCountingAllocator(at::cuda::getPinnedMemoryAllocator(), c10::DispatchKey::CPU);
+  return *pinned;
 #else
   TORCH_CHECK(false, "this LibTorch has no CUDA support");
 #endif

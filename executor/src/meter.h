@@ -2,6 +2,7 @@
 // the peak), and the CUDA caching allocator's statistics.
 #pragma once
 
+#include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
 #include <cstdint>
@@ -33,6 +34,20 @@ class MemoryMeter {
   // CUDA: returns the caching allocator's unused blocks to the driver, so that a profiled
   // step's allocations reach cudaMalloc, where CUPTI sees them. No-op elsewhere.
   virtual void ReleaseCachedBlocks() {}
+};
+
+// Pinned host memory for offload (plan.h): a second counting allocator, apart from the device's,
+// so that what a plan moves to the host leaves the device meter and shows on this one. On CPU it
+// wraps LibTorch's default CPU allocator (which the device meter's counting allocator also wraps,
+// but without counting there); on CUDA, LibTorch's pinned-memory allocator.
+class HostMemory {
+ public:
+  static HostMemory& For(const c10::Device& device);
+  virtual ~HostMemory() = default;
+  virtual at::Tensor Bytes(int64_t n) = 0;  // an uninitialised uint8 tensor of n bytes
+  virtual int64_t current() const = 0;
+  virtual int64_t peak() const = 0;
+  virtual void ResetPeak() = 0;
 };
 
 // Whether a LibTorch error message is an out-of-memory failure.

@@ -109,8 +109,19 @@ void Trainer::Setup() {
         throw MemplanError("the plan recomputes a tensor the model lacks");
       dropped_[t] = true;
     }
+    offloaded_.assign(g_.tensors.size(), false);
+    for (const OffloadChoice& c : opt_.offloaded) {
+      if (c.tensor < 0 || c.tensor >= static_cast<TensorId>(g_.tensors.size()))
+        throw MemplanError("the plan offloads a tensor the model lacks");
+      offloaded_[c.tensor] = true;
+    }
     exec::InstallSavedTensorEngine();
     bridge_ = std::make_shared<SavedTensorBridge>(this);
+  }
+  if (Offloads()) {
+    link_ = std::make_unique<CopyLink>(device_, opt_.emulate_link ? opt_.link : LinkRates{});
+    host_memory_ = &HostMemory::For(device_);
+    if (!hook_owner_) hook_owner_ = std::make_shared<Trainer*>(this);
   }
   segments_ = opt_.segments;
   if (segments_.empty()) {
@@ -261,9 +272,9 @@ void Trainer::FollowSchedule() {
   for (size_t s = 0; s < ns; ++s)
     for (NodeId n : segments_[s]) segment_of_[n] = static_cast<int>(s);
   // Selective plans: BuildSelectiveSchedule validates the tensors (a view, the loss's output).
-  Schedule schedule = Selective()
-                          ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_), opt_.recomputed)
-                          : BuildSegmentedSchedule(g_, opt_.segments);
+  Schedule schedule = Selective() ? BuildSelectiveSchedule(g_, ComputeGraphFacts(g_),
+                                                           opt_.recomputed, opt_.offloaded)
+                                  : BuildSegmentedSchedule(g_, opt_.segments);
   // The rank's schedule: its gathers, releases and reduce-scatters.
   if (Distributed() && LazyGradients()) FollowDataParallelSteps(schedule);
   // A buffer holds one storage; the executor holds a value per tensor sharing it. The loss is
@@ -289,6 +300,7 @@ void Trainer::FollowSchedule() {
     savers_left_.assign(nt, 0);
     dropped_strides_.assign(nt, {});
   }
+  if (Offloads()) FollowOffloadSteps(schedule);
   auto tensors_of = [&](BufferId b) -> const std::vector<TensorId>& {
     static const std::vector<TensorId> none;
     const Buffer& buf = schedule.buffers[b];
@@ -405,6 +417,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     // A folded node (Shape, Size, ...) computes nothing, but it may be a value's last reader:
     // release it here too, or the value stays referenced until the next step overwrites it.
     for (TensorId t : (recompute ? release_recompute_ : release_forward_)[n.id]) values_[t].reset();
+    if (!recompute) AfterForwardStep(n);
     return;
   }
   OpCall call = CallFor(n, /*update_running_stats=*/!recompute);
@@ -441,6 +454,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     if (at::GradMode::is_enabled()) HookBackwardGathers(n);
     for (int b : releases_after_[recompute][n.id]) ReleaseParameters(static_cast<size_t>(b));
   }
+  if (Offloads() && !recompute) ProducedOffloaded(n);
   if (Selective() && !recompute) {
     for (TensorId o : n.outputs) {
       if (o != kNone && dropped_[o] && values_[o].defined()) {
@@ -454,6 +468,7 @@ void Trainer::RunNode(const Node& n, bool recompute) {
     if (Selective()) ForgetDroppedStorage(t);
     values_[t].reset();
   }
+  if (!recompute) AfterForwardStep(n);
 }
 
 void Trainer::Forward(size_t segment, bool grad, bool recompute) {
@@ -590,6 +605,8 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   comm_seconds_ = 0;
   micro_ = 0;
   meter_.ResetPeak();
+  if (host_memory_) host_memory_->ResetPeak();
+  if (link_) link_->StartStep();
   trace_peak_ = 0;
   profiling_ = profiler_ && step == (opt_.profile_step < 0 ? opt_.steps - 1 : opt_.profile_step)
                    ? profiler_.get()
@@ -735,6 +752,8 @@ void Trainer::Step(int64_t step, StepStats* stats) {
   stats->comm_seconds = comm_seconds_;
   stats->peak_bytes = peak;
   stats->reserved_peak_bytes = device_.is_cuda() ? reserved : peak;
+  if (host_memory_) stats->host_peak_bytes = host_memory_->peak();
+  if (link_) stats->stall_seconds = link_->stall_seconds();
   if (profiling_) {
     meter_.SetObserver(nullptr);
     Profile p = profiling_->EndStep();
@@ -826,6 +845,7 @@ RunResult Trainer::Run() {
   }
   meter_.SetLimit(0);
   result.measured_peak_bytes = result.steps.back().peak_bytes;
+  result.measured_host_peak_bytes = result.steps.back().host_peak_bytes;
   result.trace = std::move(trace_);
   result.profile = std::move(profile_);
   result.gradients = std::move(last_gradients_);

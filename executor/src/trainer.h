@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backward_tracer.h"
+#include "copy_link.h"
 #include "distributed.h"
 #include "kernels.h"
 #include "memplan/analyzer.h"
@@ -59,6 +60,20 @@ struct Location {
 };
 
 class Trainer;
+
+// Runs before an autograd function: what `fn` is given to run (shard parameters' gathers,
+// offload's prefetches).
+class PreHook final : public torch::autograd::FunctionPreHook {
+ public:
+  explicit PreHook(std::function<void()> fn) : fn_(std::move(fn)) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
+    fn_();
+    return grads;
+  }
+
+ private:
+  std::function<void()> fn_;
+};
 
 // The trainer's side of the saved-tensor hooks (saved_tensors.h), owned apart from the trainer
 // so that hooks outliving it (a graph released after a failed step) find nobody.
@@ -122,9 +137,11 @@ class Trainer {
   void SeedFor(int64_t step, NodeId node);
   void SetupRandom(const Node& n, OpCall* call);
   OpCall CallFor(const Node& n, bool update_running_stats);
-  // Selective recompute (RunOptions::recomputed), carried out through saved-tensor hooks.
+  // Selective recompute (RunOptions::recomputed) and offload (RunOptions::offloaded): the
+  // selective step, carried out through saved-tensor hooks.
   friend class SavedTensorBridge;
-  bool Selective() const { return !opt_.recomputed.empty(); }
+  bool Selective() const { return !opt_.recomputed.empty() || Offloads(); }
+  bool Offloads() const { return !opt_.offloaded.empty(); }
   void ResolveSaved();
   void ForgetDroppedStorage(TensorId t);
   at::Tensor UnpackSaved(const exec::SavedSlot& slot);
@@ -135,6 +152,17 @@ class Trainer {
   std::vector<at::Tensor> RecomputeNode(const Node& n);
   void StartSelectiveBackward();
   void EndSelectiveBackward();
+  // Offload (trainer_offload.cc): the schedule's copies, as the forward and backward reach them.
+  void FollowOffloadSteps(const Schedule& s);
+  void ProducedOffloaded(const Node& n);
+  void AfterForwardStep(const Node& n);
+  void StartOffload(TensorId root);
+  void FinishOffload(TensorId root);
+  void PrefetchBefore(NodeId n);
+  void StartPrefetch(TensorId root);
+  const at::Tensor& Prefetched(TensorId root);
+  at::Tensor OffloadedView(TensorId t);
+  void EndOffloadBackward();
   void NoteTrace(const std::string& phase, NodeId node);
   void MakeProfiler();
   // Removes the backward observer and the allocator's observer (also when a step fails: the
@@ -202,6 +230,31 @@ class Trainer {
   std::vector<int> recompute_reads_, recompute_reads_left_;
   int recompute_depth_ = 0;
   std::shared_ptr<SavedTensorBridge> bridge_;
+
+  // Offload. offloaded_: per tensor, a storage the plan offloads (roots only). From the
+  // schedule: per forward node, the offload copies started and waited for after its step; per
+  // node, the prefetches started before its backward work (a pre-hook on its autograd functions).
+  // A prefetch's wait is where the backward first reads the storage (Prefetched).
+  std::vector<bool> offloaded_;
+  std::vector<std::vector<TensorId>> offload_start_after_, offload_wait_after_, prefetch_before_;
+  // Per offloaded root, this micro-batch: its device tensor from its forward to its offload's
+  // wait, the saved slots that hold it until then, its host copy until its prefetch's wait, the
+  // copies' tickets, and the prefetch's state (0: not started, 1: started, 2: waited for). The
+  // prefetched storage is held in recomputed_[root] and released as a recomputed one is.
+  std::vector<at::Tensor> offload_device_, host_copy_;
+  std::vector<std::vector<std::shared_ptr<exec::SavedSlot>>> offload_slots_;
+  std::vector<int> offload_ticket_, prefetch_ticket_, prefetch_state_;
+  std::unordered_map<const c10::StorageImpl*, TensorId> offload_storage_;
+  // Per tensor sharing an offloaded storage: its geometry in the storage (offset in elements
+  // from the storage's start), to read it again from the prefetched copy.
+  struct Geometry {
+    std::vector<int64_t> sizes, strides;
+    int64_t offset = 0;
+    at::ScalarType dtype = at::kFloat;
+  };
+  std::vector<Geometry> offload_geometry_;
+  std::unique_ptr<CopyLink> link_;
+  HostMemory* host_memory_ = nullptr;
 
   // Data parallelism. A bucket's parameters (and, for shard none and optimizer, gradients) are
   // views of its flat buffers.

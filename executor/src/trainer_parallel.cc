@@ -232,21 +232,6 @@ void Trainer::ReleaseParameters(size_t b) {
   fb.gathered = false;
 }
 
-namespace {
-// Runs before an autograd function: what `fn` is given to run.
-class PreHook final : public torch::autograd::FunctionPreHook {
- public:
-  explicit PreHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& grads) override {
-    fn_();
-    return grads;
-  }
-
- private:
-  std::function<void()> fn_;
-};
-}  // namespace
-
 // Shard parameters: the backward of `n` (the autograd functions of its outputs, which the engine
 // runs before the rest of the node's backward, in the schedule's order) first carries out the
 // schedule's releases and gathers up to its step.

@@ -24,6 +24,21 @@ void Trainer::ResolveSaved() {
   for (const std::shared_ptr<exec::SavedSlot>& slot : pending_) {
     const at::Tensor& held = slot->held;
     if (!held.defined() || !held.has_storage()) continue;
+    // An offloaded storage: the slot holds it until the offload's wait (FinishOffload), then
+    // reads the prefetched copy.
+    auto off = offload_storage_.find(held.storage().unsafeGetStorageImpl());
+    if (off != offload_storage_.end()) {
+      const TensorId root = off->second;
+      const at::Tensor& base = offload_device_[root];
+      if (held.scalar_type() != base.scalar_type()) continue;  // a reinterpretation: keep it
+      slot->root = root;
+      slot->sizes = held.sizes().vec();
+      slot->strides = held.strides().vec();
+      slot->offset = held.storage_offset() - base.storage_offset();
+      offload_slots_[root].push_back(slot);
+      ++savers_left_[root];
+      continue;
+    }
     auto it = dropped_storage_.find(held.storage().unsafeGetStorageImpl());
     if (it == dropped_storage_.end()) continue;
     const at::Tensor& base = values_[it->second];
@@ -44,14 +59,16 @@ void Trainer::ForgetDroppedStorage(TensorId t) {
 }
 
 at::Tensor Trainer::UnpackSaved(const exec::SavedSlot& slot) {
-  at::Tensor base = Recomputed(slot.root);
+  at::Tensor base = offloaded_[slot.root] ? Prefetched(slot.root) : Recomputed(slot.root);
   return base.as_strided(slot.sizes, slot.strides, base.storage_offset() + slot.offset);
 }
 
 // The last backward function that saved `root` is done with it (plan.h: held until the backward
 // of its last saver).
 void Trainer::ReleaseSaved(TensorId root) {
-  if (--savers_left_[root] <= 0) recomputed_[root].reset();
+  // A prefetched storage that recompute still reads stays until that read (RecomputeNode).
+  if (--savers_left_[root] <= 0 && (!offloaded_[root] || recompute_reads_left_[root] <= 0))
+    recomputed_[root].reset();
 }
 
 // A dropped storage, recomputed without autograd from what is held, recursively.
@@ -98,6 +115,7 @@ std::set<TensorId> Trainer::KeptStoragesRead(const Node& n) const {
 at::Tensor Trainer::RecomputeInput(TensorId t) {
   if (persistent_[t].defined()) return persistent_[t];
   const TensorId root = g_.tensors[t].storage;
+  if (offloaded_[root]) return OffloadedView(t);
   if (root == t && dropped_[t]) return Recomputed(t);
   if (!dropped_[root] && values_[t].defined()) return values_[t];
   if (ckpt_[t].defined()) return ckpt_[t];
@@ -144,6 +162,7 @@ std::vector<at::Tensor> Trainer::RecomputeNode(const Node& n) {
   for (TensorId r : KeptStoragesRead(n)) {
     if (recompute_reads_left_[r] > 0 && --recompute_reads_left_[r] == 0) {
       for (TensorId t : sharing_[r]) values_[t].reset();
+      if (offloaded_[r] && savers_left_[r] <= 0) recomputed_[r].reset();
     }
   }
   return outs;
@@ -164,6 +183,7 @@ void Trainer::EndSelectiveBackward() {
   }
   dropped_storage_.clear();
   pending_.clear();
+  if (Offloads()) EndOffloadBackward();
 }
 
 }  // namespace memplan::exec

@@ -39,6 +39,10 @@ struct StepStats {
   double comm_seconds = 0;          // data parallelism: time in the collectives (0 on one device)
   int64_t peak_bytes = 0;           // allocator bytes alive at the step's peak
   int64_t reserved_peak_bytes = 0;  // CUDA: caching-allocator reserved peak; CPU: = peak_bytes
+  // Offload: the pinned host bytes alive at the step's host peak, and the seconds the compute
+  // stream waited for copies (CPU with emulated link rates; 0 on CUDA, where the device waits).
+  int64_t host_peak_bytes = 0;
+  double stall_seconds = 0;
 };
 
 // Bytes alive after one event of the step (for op-by-op comparison with the simulator).
@@ -82,6 +86,14 @@ struct RunOptions {
   // Selective recompute (plan.h): the activation storages (root tensors) dropped after the
   // forward and recomputed when the backward reads them. Needs one segment.
   std::vector<TensorId> recomputed;
+  // Offload (plan.h): the storages moved to pinned host memory after their last forward reader
+  // and prefetched for the backward, where the plan's schedule says. Needs one segment; combines
+  // with `recomputed`. On CPU, "host" is a second counting allocator (RunResult's host peak) and
+  // each copy's completion is modelled at `link`'s rates (emulate_link false, or rates of 0:
+  // copies complete when they start); on CUDA the copies run on two copy streams.
+  std::vector<OffloadChoice> offloaded;
+  LinkRates link;
+  bool emulate_link = true;
   // Micro-batching (plan.h): the graph is loaded at the micro-batch size; the step runs
   // `micro_batches` of them over one resident batch (slices along the first dimension of
   // every input), accumulating gradients (each loss scaled by 1/micro_batches), then steps
@@ -125,6 +137,7 @@ struct RunResult {
   std::string device;  // e.g. "cpu (LibTorch 2.14.1, 2 threads)"
   std::vector<StepStats> steps;
   int64_t measured_peak_bytes = 0;  // the steady-state step's peak (the last step)
+  int64_t measured_host_peak_bytes = 0;  // offload: the last step's pinned host peak
   int64_t max_peak_bytes = 0;       // the highest over all steps
   int64_t persistent_bytes = 0;     // alive between steps (parameters, gradients, state, batch)
   std::vector<TraceEvent> trace;
