@@ -168,6 +168,9 @@ CLI::App* AddRunCommand(CLI::App& app) {
   AddValue(*sub, "threads", "N", "intra-op threads");
   AddValue(*sub, "memory-limit", "SIZE", "fail like an out-of-memory device above this many bytes");
   AddFlag(*sub, "trace", "record the memory after every node into the JSON");
+  AddValue(*sub, "link-time", "modelled|none",
+           "offload plans on CPU: each copy takes the plan's link rate (modelled, the default) "
+           "or completes at once (none)");
   AddValue(*sub, "profile", "OUT.json",
            "profile the last step: time and memory per node and phase (CUPTI on CUDA)");
   AddValue(*sub, "trace-events", "OUT.json",
@@ -273,6 +276,11 @@ int RunRun(const Args& a) {
   opt.learning_rate = a.get_real("lr", opt.learning_rate, /*min=*/0, /*max=*/kMaxLearningRate);
   opt.memory_limit_bytes = a.get_bytes("memory-limit", opt.memory_limit_bytes);
   opt.trace = a.has("trace");
+  const std::string link_time = a.get("link-time", "modelled");
+  if (link_time != "modelled" && link_time != "none")
+    throw MemplanError("--link-time expects modelled or none, got '" + PrintableText(link_time) +
+                       "'");
+  opt.emulate_link = link_time == "modelled";
   opt.profile = a.has("profile") || a.has("trace-events");
   opt.distributed = dist;
   if (a.has("input")) {
@@ -300,17 +308,18 @@ int RunRun(const Args& a) {
   // What the plan promised: its budget, and its predicted recompute seconds.
   int64_t plan_budget = 0;
   double plan_recompute_seconds = -1;
+  // Offload plans: the pinned host peak and the stall the plan predicts.
+  int64_t plan_host_peak = 0;
+  double plan_stall_seconds = 0;
 #ifdef MEMPLAN_HAVE_PLANNER
   if (a.has("plan")) {
     Plan p = PlanFromJson(plan_json, g);
-    if (!p.offloaded.empty()) {
-      throw MemplanError("the plan '" + PrintableText(a.get("plan")) + "' offloads " +
-                         std::to_string(p.offloaded.size()) +
-                         " tensors to host memory, which `memplan run` does not carry out yet; "
-                         "re-plan with another --strategy (selective recomputes instead)");
-    }
     opt.segments = p.segments;
     opt.recomputed = p.recomputed;
+    opt.offloaded = p.offloaded;
+    opt.link = p.link;
+    plan_host_peak = p.predicted_host_peak_bytes;
+    plan_stall_seconds = p.predicted_stall_seconds;
     opt.micro_batches = p.micro_batches;
     schedule = p.schedule;
     strategy = p.strategy;
@@ -323,7 +332,8 @@ int RunRun(const Args& a) {
 #endif
   CheckSegments(g, opt.segments);
   // No plan (or a plan of one plain step): the analyzer's training step.
-  if (ranks == 1 && opt.segments.size() <= 1 && opt.recomputed.empty() && opt.micro_batches <= 1) {
+  if (ranks == 1 && opt.segments.size() <= 1 && opt.recomputed.empty() && opt.offloaded.empty() &&
+      opt.micro_batches <= 1) {
     schedule = BuildTrainingSchedule(g);
   }
   if (!a.has("plan") && ranks > 1) {
@@ -341,7 +351,8 @@ int RunRun(const Args& a) {
 #endif
   }
   MemoryTimeline predicted = Simulate(schedule);
-  CheckFitsHostMemory(a, g, opt, predicted.peak_bytes);
+  // On CPU the offloaded copies are host memory too.
+  CheckFitsHostMemory(a, g, opt, predicted.peak_bytes + plan_host_peak);
   std::optional<DeviceMemory> device_memory;
   if (cuda) {
     device_memory = PredictDeviceMemory(schedule, *cuda);
@@ -356,6 +367,10 @@ int RunRun(const Args& a) {
   std::fprintf(out, "plan         %s (%zu segment%s", strategy.c_str(),
                std::max<size_t>(opt.segments.size(), 1), opt.segments.size() > 1 ? "s" : "");
   if (!opt.recomputed.empty()) std::fprintf(out, ", %zu tensors recomputed", opt.recomputed.size());
+  if (!opt.offloaded.empty()) {
+    std::fprintf(out, ", %zu tensors offloaded (%s pinned host peak)", opt.offloaded.size(),
+                 FormatBytes(plan_host_peak).c_str());
+  }
   if (opt.micro_batches > 1) {
     std::fprintf(out, ", %lld micro-batches of %lld", static_cast<long long>(opt.micro_batches),
                  static_cast<long long>(g.batch));
@@ -383,9 +398,14 @@ int RunRun(const Args& a) {
   std::fflush(out);
   if (ranks == 1)
     opt.on_step = [&](const StepStats& s) {
-      std::fprintf(out, "step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   peak %s\n",
+      std::fprintf(out, "step %lld/%lld   loss %.5g   time %.3f s   recompute %.3f s   ",
                    static_cast<long long>(s.step + 1), static_cast<long long>(opt.steps), s.loss,
-                   s.seconds, s.recompute_seconds, FormatBytes(s.peak_bytes).c_str());
+                   s.seconds, s.recompute_seconds);
+      if (!opt.offloaded.empty()) {
+        std::fprintf(out, "stall %.3f s   host peak %s   ", s.stall_seconds,
+                     FormatBytes(s.host_peak_bytes).c_str());
+      }
+      std::fprintf(out, "peak %s\n", FormatBytes(s.peak_bytes).c_str());
       std::fflush(out);
     };
   RunResult r = RunTraining(g, opt);
@@ -451,6 +471,17 @@ int RunRun(const Args& a) {
                      : ("EXCEEDED by " + FormatBytes(highest - plan_budget) + " (measured " +
                         FormatBytes(highest) + ")")
                            .c_str());
+  }
+  if (!opt.offloaded.empty() && !r.steps.empty()) {
+    std::fprintf(out,
+                 "host         %s pinned peak measured (last step), %s predicted; stall %.3g s "
+                 "measured, %.3g s predicted%s\n",
+                 FormatBytes(r.measured_host_peak_bytes).c_str(),
+                 FormatBytes(plan_host_peak).c_str(), r.steps.back().stall_seconds,
+                 plan_stall_seconds,
+                 opt.device.rfind("cpu", 0) == 0
+                     ? (opt.emulate_link ? " (emulated link)" : " (--link-time none)")
+                     : "");
   }
   if (plan_recompute_seconds >= 0 && !r.steps.empty() &&
       (!opt.segments.empty() || !opt.recomputed.empty())) {
@@ -523,6 +554,12 @@ int RunRun(const Args& a) {
       report.reserved_peak_bytes->push_back(s.reserved_peak_bytes);
     }
     report.plan = plan_out;
+    if (!opt.offloaded.empty()) {
+      report.measured_host_peak_bytes = r.measured_host_peak_bytes;
+      report.predicted_host_peak_bytes = plan_host_peak;
+      report.stall_seconds.emplace();
+      for (const StepStats& s : r.steps) report.stall_seconds->push_back(s.stall_seconds);
+    }
     if (device_memory) {
       report.allocator_mode = device_memory->allocator_mode;
       report.predicted_reserved_peak_bytes = device_memory->reserved_peak_bytes;

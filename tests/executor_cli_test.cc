@@ -90,6 +90,32 @@ TEST(RunCli, RunsAPlanFromMemplanPlan) {
   EXPECT_GT(j["recompute_seconds"][0].get<double>(), 0.0);
 }
 
+// An offload plan runs (issue 24): the run JSON has the host peak the plan promised, measured,
+// and a stall per step; --link-time none makes the emulated copies instantaneous.
+TEST(RunCli, RunsAnOffloadPlan) {
+  std::string model = testing::CorpusModel("gpt");
+  std::string plan = Tmp("gpt_offload_plan.json"), out = Tmp("gpt_offloaded.json");
+  Result p = Cli("plan " + model +
+                 " --batch 2 --strategy offload --budget 85% --host-budget 1GiB --json " + plan);
+  ASSERT_EQ(p.code, 0) << p.out;
+  const nlohmann::json pj = ReadJson(plan);
+  ASSERT_FALSE(pj["offloaded"].empty()) << pj.dump();
+  Result r = Cli("run " + model + " --plan " + plan +
+                 " --steps 2 --random-weights --link-time none --json " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tensors offloaded"), std::string::npos) << r.out;
+  nlohmann::json j = ReadJson(out);
+  EXPECT_EQ(j["plan"]["strategy"], "offload");
+  EXPECT_EQ(j["measured_host_peak_bytes"], pj["predicted_host_peak_bytes"]);
+  EXPECT_EQ(j["predicted_host_peak_bytes"], pj["predicted_host_peak_bytes"]);
+  EXPECT_EQ(j["predicted_peak_bytes"], pj["predicted_peak_bytes"]);
+  EXPECT_EQ(j["stall_seconds"], nlohmann::json({0.0, 0.0}));
+  EXPECT_LE(j["measured_peak_bytes"].get<int64_t>(), pj["budget_bytes"].get<int64_t>());
+  EXPECT_NE(Cli("run " + model + " --plan " + plan + " --link-time slow --random-weights")
+                .out.find("--link-time expects modelled or none"),
+            std::string::npos);
+}
+
 TEST(RunCli, WritesAProfileAndAPerfettoTrace) {
   std::string model = testing::CorpusModel("gpt");
   std::string plan = Tmp("gpt_prof_plan.json"), out = Tmp("gpt_prof_run.json");

@@ -23,7 +23,8 @@ if(TARGET memplan_planner)
   target_link_libraries(executor_tests PRIVATE memplan_planner)
 endif()
 # gpt and mobilenet_v2 (convnext for stochastic depth) in `make test`; the rest in `make check`.
-set(_long "ExecutorSelective.MeasuredPeakIsTheReplayedPeak" "Corpus/StochasticDepth.*/swin*")
+set(_long "ExecutorSelective.MeasuredPeakIsTheReplayedPeak" "ExecutorOffload.MeasuredPeaksAreTheReplayedPeaks"
+          "Corpus/StochasticDepth.*/swin*")
 foreach(m resnet vgg densenet efficientnet googlenet gpt_deep swin vit)
   list(APPEND _long "Corpus/ExecutorAccuracy.*/${m}*")
 endforeach()

