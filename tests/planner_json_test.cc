@@ -2,9 +2,12 @@
 // plans made for another model or batch (the executor calls PlanFromJson).
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
+#include "memplan/plan_report.h"
 #include "memplan/planner.h"
+#include "planner_toy_graphs.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -326,6 +329,83 @@ TEST(SweepJson, MissingOrMistypedFieldIsNamed) {
   EXPECT_EQ(SweepErrorOf(no_points), "field 'points' is missing");
   // A bare array of points (read by an early GUI) is not a sweep.
   EXPECT_EQ(SweepErrorOf(j["points"]), "field 'sweep' is not an object");
+}
+
+// ---- Offload plans: the host bytes per step and the copies' times, for the dashboard ----
+// ReluChain(3) (planner_offload_test.cc) with h1 and h2 offloaded after the loss's forward and
+// prefetched before its backward; every node's forward 1 s, a 50 B/s link: each 100 B copy
+// takes 2 s.
+Plan TwoOffloads(const TrainingGraph& g) {
+  return ReplayOffload(
+      g, {},
+      {{.tensor = g.FindTensor("h1"), .free_after = 4, .prefetch_at = 4},
+       {.tensor = g.FindTensor("h2"), .free_after = 4, .prefetch_at = 4}},
+      {.strategy = "offload"},
+      {.link = {.device_to_host_bytes_per_second = 50, .host_to_device_bytes_per_second = 50},
+       .node_seconds = std::vector<double>(g.nodes.size(), 1.0)});
+}
+
+TEST(PlannerJson, OffloadTimelineCarriesTheHostBytesOfEveryStep) {
+  const TrainingGraph g = testing::ReluChain(3);
+  const Plan p = TwoOffloads(g);
+  const nlohmann::json j = PlanToJson(p, g);
+  // During step i a storage is on the host from its offload's start step to its prefetch's
+  // wait step (which frees it after its work), inclusive: 100 B each.
+  const nlohmann::json& storages = j["offload"]["storages"];
+  ASSERT_EQ(storages.size(), 2u);
+  ASSERT_EQ(j["timeline"].size(), p.schedule.steps.size());
+  int64_t max_host = 0;
+  for (size_t i = 0; i < j["timeline"].size(); ++i) {
+    int64_t expected = 0;
+    for (const nlohmann::json& s : storages) {
+      if (s["offload_step"].get<size_t>() <= i && i <= s["ready_step"].get<size_t>())
+        expected += 100;
+    }
+    EXPECT_EQ(j["timeline"][i]["host_bytes"], expected) << i;
+    max_host = std::max(max_host, j["timeline"][i]["host_bytes"].get<int64_t>());
+  }
+  EXPECT_EQ(max_host, 200);
+  EXPECT_EQ(j["predicted_host_peak_bytes"], 200);
+  // Read back: the report keeps them, and the replay of the file has the same host bytes.
+  const PlanReport r = PlanReportFromJson(j);
+  ASSERT_TRUE(r.timeline);
+  EXPECT_EQ(*r.timeline, PlanReportOf(p, g).timeline.value());
+  EXPECT_EQ(PlanToJson(PlanFromJson(j, g), g)["timeline"], j["timeline"]);
+  EXPECT_EQ(PlanFromJson(j, g).timeline.host_bytes_during, p.timeline.host_bytes_during);
+  // A plan without host buffers writes no host bytes.
+  for (const nlohmann::json& point : PlanToJson(MakeOptimal(g), g)["timeline"])
+    EXPECT_FALSE(point.contains("host_bytes"));
+}
+
+TEST(PlannerJson, StreamReplayListsEachCopyWithItsStepsAndTimes) {
+  const TrainingGraph g = testing::ReluChain(3);
+  const Plan p = TwoOffloads(g);
+  const nlohmann::json storages = PlanToJson(p, g)["offload"]["storages"];
+  const StreamTimeline t = SimulateStreams(
+      p.schedule, ScheduleStepSeconds(std::vector<double>(g.nodes.size(), 1.0), p.schedule),
+      p.link);
+  EXPECT_DOUBLE_EQ(t.stall_seconds, p.predicted_stall_seconds);
+  // h1's offload starts after Relu_2 (at 3 s) and takes 2 s; h2's (after Relu_3, at 4 s) queues
+  // behind it: 5..7 s. Each storage is copied once each way; the steps are the JSON's.
+  ASSERT_EQ(t.copies.size(), 4u);
+  std::map<std::pair<std::string, bool>, StreamTimeline::Copy> by;
+  for (const StreamTimeline::Copy& c : t.copies) {
+    const BufferId host = c.to_host ? c.to : c.from;
+    by[{g.tensors[p.schedule.buffers[host].tensor].name, c.to_host}] = c;
+    EXPECT_DOUBLE_EQ(c.end - c.begin, 2.0);
+  }
+  auto copy = [&](const std::string& n, bool to_host) { return by[{n, to_host}]; };
+  EXPECT_DOUBLE_EQ(copy("h1", true).begin, 3.0);
+  EXPECT_DOUBLE_EQ(copy("h2", true).begin, 5.0);
+  for (const nlohmann::json& s : storages) {
+    const std::string name = s["tensor"];
+    EXPECT_EQ(copy(name, true).start_step, s["offload_step"].get<size_t>());
+    EXPECT_EQ(copy(name, true).wait_step, s["free_step"].get<int64_t>());
+    EXPECT_EQ(copy(name, false).start_step, s["prefetch_step"].get<size_t>());
+    EXPECT_EQ(copy(name, false).wait_step, s["ready_step"].get<int64_t>());
+  }
+  // One direction's copies never overlap.
+  EXPECT_GE(copy("h2", false).begin, copy("h1", false).end);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ std::vector<TimelinePoint> TimelinePoints(const TrainingGraph& g, const Schedule
     const Step& step = s.steps[i];
     points.push_back({s.StepLabel(g, i), PhaseName(step.phase), t.bytes_during[i], t.bytes_after[i],
                       step.node != kNone ? g.nodes[step.node].name : ""});
+    if (i < t.host_bytes_during.size()) points.back().host_bytes = t.host_bytes_during[i];
   }
   return points;
 }
@@ -41,6 +42,7 @@ nlohmann::json TimelinePointsToJson(const std::vector<TimelinePoint>& points) {
     nlohmann::json j = {
         {"event", p.event}, {"phase", p.phase}, {"bytes", p.bytes}, {"bytes_after", p.bytes_after}};
     if (!p.node.empty()) j["node"] = p.node;
+    if (p.host_bytes >= 0) j["host_bytes"] = p.host_bytes;
     out.push_back(std::move(j));
   }
   return out;
@@ -59,6 +61,7 @@ TimelinePoint TimelinePointFromJson(const json& v, const std::string& field) {
   p.event = Get(v, field, "event", String);
   p.phase = Get(v, field, "phase", String);
   if (v.contains("node")) p.node = String(v["node"], Join(field, "node"));
+  if (v.contains("host_bytes")) p.host_bytes = Get(v, field, "host_bytes", Count);
   return p;
 }
 

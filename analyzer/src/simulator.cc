@@ -31,6 +31,9 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
   int64_t host = 0;  // pinned host bytes alive (offload)
   t.bytes_during.reserve(s.steps.size());
   t.bytes_after.reserve(s.steps.size());
+  const bool any_host =
+      std::any_of(s.buffers.begin(), s.buffers.end(), [](const Buffer& b) { return b.host; });
+  if (any_host) t.host_bytes_during.reserve(s.steps.size());
   auto check = [&](BufferId b, size_t step) {
     if (b < 0 || b >= static_cast<BufferId>(s.buffers.size())) {
       throw MemplanError("schedule step " + std::to_string(step) + " names buffer " +
@@ -62,6 +65,7 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
       }
     }
     t.bytes_during.push_back(current);
+    if (any_host) t.host_bytes_during.push_back(host);
     if (current > t.peak_bytes || i == 0) {
       t.peak_bytes = current;
       t.peak_step = static_cast<int32_t>(i);
@@ -116,6 +120,7 @@ StreamTimeline SimulateStreams(const Schedule& s, const std::vector<double>& ste
   double now = 0;
   double free_at[2] = {0, 0};                      // per direction: when its copy stream is idle
   std::vector<double> ends(s.buffers.size(), -1);  // per copy_to buffer: when its copy ends
+  std::vector<int64_t> copy_of(s.buffers.size(), -1);  // per copy_to buffer: its entry in copies
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& step = s.steps[i];
     const bool copy = step.phase == Phase::kOffload || step.phase == Phase::kPrefetch;
@@ -141,6 +146,7 @@ StreamTimeline SimulateStreams(const Schedule& s, const std::vector<double>& ste
         t.stall_seconds += ends[to] - now;
         now = ends[to];
       }
+      t.copies[copy_of[to]].wait_step = static_cast<int64_t>(i);
     } else {
       const int dir = step.phase == Phase::kOffload ? 0 : 1;
       const double rate =
@@ -153,6 +159,13 @@ StreamTimeline SimulateStreams(const Schedule& s, const std::vector<double>& ste
       const double begin = std::max(now, free_at[dir]);
       ends[to] = begin + static_cast<double>(s.buffers[step.copy_from].bytes) / rate;
       free_at[dir] = ends[to];
+      copy_of[to] = static_cast<int64_t>(t.copies.size());
+      t.copies.push_back({.start_step = i,
+                          .from = step.copy_from,
+                          .to = to,
+                          .to_host = dir == 0,
+                          .begin = begin,
+                          .end = ends[to]});
     }
     t.step_end.push_back(now);
   }

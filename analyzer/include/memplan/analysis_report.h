@@ -33,6 +33,9 @@ struct TimelinePoint {
   int64_t bytes = 0;        // alive during the step (after its allocations, before its frees)
   int64_t bytes_after = 0;  // alive after the step's frees
   std::string node;         // the node's name; "" for steps without one (then not written)
+  // Pinned host memory alive during the step (MemoryTimeline::host_bytes_during); -1 (not
+  // written) when the schedule has no host buffer.
+  int64_t host_bytes = -1;
 
   bool operator==(const TimelinePoint&) const = default;
 };

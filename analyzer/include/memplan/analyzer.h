@@ -170,6 +170,9 @@ struct MemoryTimeline {
   // step and the first step reaching it. Host buffers count in none of the fields above.
   int64_t host_peak_bytes = 0;
   int32_t host_peak_step = 0;
+  // Per step, pinned host bytes alive after its allocations, before its frees (as bytes_during);
+  // empty when the schedule has no host buffer.
+  std::vector<int64_t> host_bytes_during;
 };
 
 // Replays a schedule. Throws MemplanError if a buffer is allocated while alive, or freed
@@ -191,6 +194,16 @@ struct StreamTimeline {
   double stall_seconds = 0;    // what the compute stream waited for copies (wait steps)
   double total_seconds() const { return compute_seconds + stall_seconds; }
   std::vector<double> step_end;  // per step: when the compute stream has finished it
+  // Each copy, in the order started: the steps that start and wait for it, its direction, and
+  // when its stream moves it (a direction's copies never overlap).
+  struct Copy {
+    size_t start_step = 0;
+    int64_t wait_step = -1;  // -1: no step waits for it
+    BufferId from = -1, to = -1;
+    bool to_host = false;  // Phase::kOffload: device to host; else host to device
+    double begin = 0, end = 0;
+  };
+  std::vector<Copy> copies;
 };
 // Replays the streams: the compute stream runs the steps in order, step i taking
 // step_seconds[i] (transfer steps take none). A copy start step enqueues its copy on its
