@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -85,6 +87,23 @@ HostMemory HostMemoryLimit() {
     }
   }
   return m;
+}
+
+int64_t DefaultHostBudget() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  long long kib = -1;
+  while (std::fgets(line, sizeof line, f)) {
+    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+  }
+  std::fclose(f);
+  if (kib <= 0) return 0;
+  // A cgroup limit below what the machine has free bounds the process too.
+  const int64_t limit = HostMemoryLimit().bytes;
+  int64_t available = static_cast<int64_t>(kib) * 1024;
+  if (limit > 0) available = std::min(available, limit);
+  return std::max<int64_t>(1, available - available / 10 - (int64_t{1} << 30));
 }
 
 void AddValue(CLI::App& sub, const std::string& name, const std::string& value,

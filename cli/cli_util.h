@@ -66,6 +66,11 @@ struct HostMemory {
   std::string source;
 };
 HostMemory HostMemoryLimit();
+// The pinned host memory an offload plan may hold unless --host-budget says (memplan plan, and
+// the GUI's plan explorer with no host budget given): what the operating system reports
+// available now (/proc/meminfo's MemAvailable, within HostMemoryLimit), less 10% and 1 GiB for
+// the rest of the process and the system. 0 (no limit) where it cannot be read.
+int64_t DefaultHostBudget();
 // A JSON file the user named (`what`: "profile", "plan"); a MemplanError names the file when it
 // cannot be read or is not JSON.
 nlohmann::json ReadJsonInput(const std::string& path, const std::string& what);

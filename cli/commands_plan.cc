@@ -310,27 +310,6 @@ double BytesPerSecond(const Args& a, const char* option, const char* example) {
   }
 }
 
-// The pinned host memory an offload plan may hold unless --host-budget says: what the operating
-// system reports available now (/proc/meminfo's MemAvailable, within the process's cgroup
-// limit: HostMemoryLimit), less 10% and 1 GiB for the rest of
-// the process and the system. 0 (no limit) where it cannot be read.
-int64_t DefaultHostBudget() {
-  std::FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
-  long long kib = -1;
-  while (std::fgets(line, sizeof line, f)) {
-    if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-  }
-  std::fclose(f);
-  if (kib <= 0) return 0;
-  // A cgroup limit below what the machine has free bounds the process too.
-  const int64_t limit = HostMemoryLimit().bytes;
-  int64_t available = static_cast<int64_t>(kib) * 1024;
-  if (limit > 0) available = std::min(available, limit);
-  return std::max<int64_t>(1, available - available / 10 - (int64_t{1} << 30));
-}
-
 CLI::App* AddPlanCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "plan",
