@@ -6,7 +6,8 @@ if(NOT TARGET Qt6::Test)
   return()
 endif()
 add_executable(gui_tests gui_test_main.cc gui_test_profile.cc gui_test_selective.cc gui_document_test.cc gui_models_test.cc
-                         gui_widgets_test.cc gui_plan_worker_test.cc gui_settings_test.cc)
+                         gui_widgets_test.cc gui_plan_worker_test.cc gui_settings_test.cc
+                         gui_offload_test.cc)
 # The planner library: selective plans for the tests are replayed by ReplaySelective.
 target_link_libraries(gui_tests PRIVATE memplan_gui memplan_planner memplan_testing Qt6::Widgets Qt6::Charts Qt6::Test
                       GTest::gtest nlohmann_json::nlohmann_json)

@@ -119,6 +119,10 @@ inline QColor ReservedColor() { return QColor(0x8c, 0x56, 0x4b); }
 // The device memory CUPTI saw (cudaMalloc).
 inline QColor DeviceMemoryColor() { return QColor(0x17, 0xbe, 0xcf); }
 inline QColor SelectiveColor() { return QColor(0x7b, 0x3f, 0xa6); }
+// Pinned host memory (offload): the host spans, the host series, the device-to-host lane.
+inline QColor HostColor() { return QColor(0x2c, 0x9c, 0x6a); }
+// The host-to-device copies (prefetch) on the link.
+inline QColor PrefetchColor() { return QColor(0xe0, 0x8a, 0x1e); }
 
 inline QColor PhaseColor(Phase p) {
   switch (p) {

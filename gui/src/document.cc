@@ -146,7 +146,31 @@ void ReadPlanFields(const PlanReport& r, Item& item) {
   // The sweep (Pareto curve), when the plan carries it (`memplan plan --sweep`). The strategy
   // comparison table has no file form: the explorer fills it when it plans.
   if (r.sweep) item.sweep = ParetoPoints(*r.sweep, /*series=*/"");
-  if (r.timeline) item.timeline = TimelineOf(*r.timeline, "plan " + item.strategy);
+  if (r.timeline) {
+    std::shared_ptr<TimelineData> t = TimelineOf(*r.timeline, "plan " + item.strategy);
+    if (std::any_of(r.timeline->begin(), r.timeline->end(),
+                    [](const TimelinePoint& p) { return p.host_bytes >= 0; })) {
+      for (const TimelinePoint& p : *r.timeline)
+        t->host_bytes.push_back(std::max<int64_t>(0, p.host_bytes));
+    }
+    item.timeline = std::move(t);
+  }
+  if (r.offloaded) {
+    item.offload = true;
+    item.offloaded = *r.offloaded;
+    item.predicted_host_peak_bytes = r.predicted_host_peak_bytes.value_or(-1);
+    item.predicted_stall_seconds = r.predicted_stall_seconds.value_or(-1);
+    if (r.offload && r.offload->is_object()) {
+      auto number = [&](const char* key) {
+        const auto it = r.offload->find(key);
+        return it != r.offload->end() && it->is_number() ? it->get<double>() : -1.0;
+      };
+      const double host_budget = number("host_budget_bytes");
+      item.host_budget_bytes = host_budget < 0 ? -1 : static_cast<int64_t>(host_budget);
+      item.device_to_host_bytes_per_second = number("device_to_host_bytes_per_second");
+      item.host_to_device_bytes_per_second = number("host_to_device_bytes_per_second");
+    }
+  }
 }
 
 void ReadAnalysisFields(const AnalysisReport& r, Item& item) {
@@ -262,6 +286,38 @@ const char* SourceKindName(SourceKind k) {
   return "?";
 }
 
+std::vector<LinkCopy> LinkOccupancy(const TrainingGraph& g, const Schedule& s,
+                                    const StreamTimeline& t) {
+  // Where a time falls on the step axis: in the first step that ends at or after it.
+  auto at = [&](double seconds) {
+    const auto it = std::lower_bound(t.step_end.begin(), t.step_end.end(), seconds);
+    if (it == t.step_end.end()) return static_cast<double>(t.step_end.size());
+    const size_t i = static_cast<size_t>(it - t.step_end.begin());
+    const double begin = i == 0 ? 0.0 : t.step_end[i - 1];
+    const double length = t.step_end[i] - begin;
+    return static_cast<double>(i) + (length > 0 ? (seconds - begin) / length : 1.0);
+  };
+  std::vector<LinkCopy> out;
+  out.reserve(t.copies.size());
+  for (const StreamTimeline::Copy& c : t.copies) {
+    LinkCopy l;
+    l.to_host = c.to_host;
+    const Buffer& from = s.buffers[c.from];
+    l.name = from.tensor != kNone && from.tensor < static_cast<TensorId>(g.tensors.size())
+                 ? g.tensors[from.tensor].name
+                 : from.name;
+    l.bytes = from.bytes;
+    l.start_step = c.start_step;
+    l.wait_step = c.wait_step;
+    l.begin_seconds = c.begin;
+    l.end_seconds = c.end;
+    l.begin_step = at(c.begin);
+    l.end_step = std::max(l.begin_step, at(c.end));
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
 std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy policy) {
   // Per category, the simulator replays the schedule restricted to that category's buffers:
   // the bytes (and their accounting under `policy`) are Simulate's, not the GUI's.
@@ -319,6 +375,21 @@ std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const LifetimeMarks& mark
     else
       forward_of.emplace(s.buffers[b.buffer].tensor, b.buffer);
   }
+  // An offloaded storage's row: its device buffer (the first allocated of its tensor's device
+  // activation buffers); its host buffer and its prefetched buffer hold the same tensor.
+  std::unordered_map<TensorId, BufferId> device_of;
+  for (const Buffer& buf : s.buffers)
+    if (buf.host && buf.tensor != kNone) device_of.emplace(buf.tensor, kNone);
+  auto holds_offloaded = [&](BufferId b) {
+    const Buffer& buf = s.buffers[b];
+    return buf.tensor != kNone && (buf.host || buf.category == MemoryCategory::kActivation) &&
+           device_of.count(buf.tensor);
+  };
+  for (const BufferSpan& b : buffer_spans) {  // in allocation order
+    if (!holds_offloaded(b.buffer) || s.buffers[b.buffer].host || b.recomputed) continue;
+    BufferId& row = device_of[s.buffers[b.buffer].tensor];
+    if (row == kNone) row = b.buffer;
+  }
   std::vector<LifetimeSpan> spans;
   for (const BufferSpan& b : buffer_spans) {
     LifetimeSpan sp;
@@ -327,6 +398,14 @@ std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const LifetimeMarks& mark
     sp.begin = b.alloc_step;
     sp.end = b.free_step < 0 ? n - 1 : b.free_step;  // alive to the end of the step
     sp.recomputed = b.recomputed;
+    sp.host = s.buffers[b.buffer].host;
+    if (holds_offloaded(b.buffer)) {
+      const BufferId device = device_of[s.buffers[b.buffer].tensor];
+      sp.offloaded = true;
+      if (device != kNone) sp.row = device;
+      sp.prefetched = !sp.host && device != kNone && device != b.buffer &&
+                      s.steps[b.alloc_step].phase == Phase::kPrefetch;
+    }
     if (holds_dropped(b.buffer)) {
       const TensorId t = s.buffers[b.buffer].tensor;
       auto it = forward_of.find(t);
@@ -388,6 +467,10 @@ std::vector<StorageDecision> SelectiveStorages(const TrainingGraph& g, const Sch
                                                const std::vector<TensorId>& recomputed) {
   const GraphFacts f = ComputeGraphFacts(g);
   const std::unordered_set<TensorId> dropped(recomputed.begin(), recomputed.end());
+  // An offload plan's storages: those with a host buffer in the schedule.
+  std::unordered_set<TensorId> on_host;
+  for (const Buffer& b : s.buffers)
+    if (b.host) on_host.insert(b.tensor);
   const int32_t n = static_cast<int32_t>(s.steps.size());
   // The storages: saved activations (a backward op saves them) and every dropped one.
   std::unordered_map<TensorId, size_t> index;
@@ -401,6 +484,7 @@ std::vector<StorageDecision> SelectiveStorages(const TrainingGraph& g, const Sch
     d.name = g.tensors[r.tensor].name;
     d.saved = saved;
     d.recomputed = dropped.count(r.tensor) > 0;
+    d.offloaded = on_host.count(r.tensor) > 0;
     index.emplace(r.tensor, out.size());
     out.push_back(std::move(d));
   }
@@ -415,7 +499,7 @@ std::vector<StorageDecision> SelectiveStorages(const TrainingGraph& g, const Sch
     const int32_t end = b.free_step < 0 ? n - 1 : b.free_step;
     if (b.recomputed) {
       if (d.recomputed) d.recompute_spans.emplace_back(b.alloc_step, end);
-    } else if (!have_forward[it->second]) {
+    } else if (!have_forward[it->second] && !buf.host) {
       have_forward[it->second] = 1;
       d.bytes = buf.bytes;
       d.forward_begin = b.alloc_step;
@@ -441,6 +525,9 @@ SelectiveCounts CountSelective(const std::vector<StorageDecision>& storages) {
         ++c.recomputed_unsaved;
         c.recomputed_unsaved_bytes += d.bytes;
       }
+    } else if (d.offloaded) {
+      ++c.offloaded;
+      c.offloaded_bytes += d.bytes;
     } else if (d.saved) {
       ++c.kept;
       c.kept_bytes += d.bytes;
@@ -482,6 +569,7 @@ TimelineData TimelineFromSchedule(const TrainingGraph& g, const Schedule& s,
     d.nodes.push_back(s.steps[i].node == kNone ? std::string() : g.nodes[s.steps[i].node].name);
   }
   d.by_category = ReplayByCategory(s);
+  d.host_bytes = t.host_bytes_during;
   return d;
 }
 

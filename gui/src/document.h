@@ -38,6 +38,23 @@ const char* SourceKindName(SourceKind k);
 
 using CategoryBytes = std::array<int64_t, kNumMemoryCategories>;
 
+// One copy of an offload plan on its copy stream (StreamTimeline::Copy, SimulateStreams'), for
+// the link's occupancy: its direction, the storage, when its stream moves it, and where that
+// falls on the step axis (a fraction into the step whose compute time it is).
+struct LinkCopy {
+  bool to_host = false;  // device to host (the offload); else host to device (the prefetch)
+  std::string name;      // the storage's tensor
+  int64_t bytes = 0;
+  size_t start_step = 0;
+  int64_t wait_step = -1;
+  double begin_seconds = 0, end_seconds = 0;
+  double begin_step = 0, end_step = 0;
+};
+// The copies of a stream replay of `s` on the step axis: a time in step i's compute (from the
+// end of step i-1 to step_end[i]) falls at i plus the fraction of it passed.
+std::vector<LinkCopy> LinkOccupancy(const TrainingGraph& g, const Schedule& s,
+                                    const StreamTimeline& t);
+
 // Bytes alive over a schedule, one entry per step (the simulator's "during" value: after the
 // step's allocations, before its frees).
 struct TimelineData {
@@ -54,6 +71,11 @@ struct TimelineData {
   // (SimulateReserved's reserved_during); empty elsewhere.
   std::vector<int64_t> reserved;
   int64_t reserved_peak_bytes = -1;
+  // Offload plans: pinned host bytes per step (MemoryTimeline::host_bytes_during, or the plan
+  // JSON's "host_bytes"; empty without host memory), and the copies on the link (empty when the
+  // item has no schedule to replay the streams of).
+  std::vector<int64_t> host_bytes;
+  std::vector<LinkCopy> copies;
 
   size_t size() const { return bytes.size(); }
   bool has_categories() const { return !by_category.empty(); }
@@ -99,6 +121,7 @@ struct StorageDecision {
   int64_t bytes = 0;        // its forward buffer's size in the schedule
   bool saved = false;       // a backward op saves it (or a view of it): a saved activation
   bool recomputed = false;  // dropped after the forward, recomputed in the backward
+  bool offloaded = false;   // moved to pinned host memory and back (an offload plan)
   int32_t forward_begin = 0, forward_end = 0;                // steps, inclusive
   std::vector<std::pair<int32_t, int32_t>> recompute_spans;  // each recompute, until it is freed
   int recompute_count() const { return static_cast<int>(recompute_spans.size()); }
@@ -120,6 +143,7 @@ struct SelectiveCounts {
   int64_t kept = 0, kept_bytes = 0;
   int64_t recomputed_saved = 0, recomputed_saved_bytes = 0;
   int64_t recomputed_unsaved = 0, recomputed_unsaved_bytes = 0;
+  int64_t offloaded = 0, offloaded_bytes = 0;  // saved activations an offload plan moves to host
   int64_t recomputes = 0;  // recompute spans in all: a storage can be recomputed more than once
   int64_t recomputed() const { return recomputed_saved + recomputed_unsaved; }
 };
@@ -186,6 +210,16 @@ struct Item {
   std::vector<std::string> recomputed;
   std::vector<TensorId> recomputed_ids;
   std::vector<StorageDecision> storages;
+  // Offload plans (the plan JSON's "offloaded", "predicted_host_peak_bytes", "offload"...): the
+  // storages moved to pinned host memory, by name; their bytes (their host buffers', when the
+  // item has a schedule), the host peak and budget, the link's rates, and the stall.
+  bool offload = false;  // the plan offloads or was planned by `offload`
+  std::vector<std::string> offloaded;
+  int64_t offloaded_bytes = -1;
+  int64_t predicted_host_peak_bytes = -1;
+  int64_t host_budget_bytes = -1;  // <= 0 in the file: no limit
+  double predicted_stall_seconds = -1;
+  double device_to_host_bytes_per_second = -1, host_to_device_bytes_per_second = -1;
 
   // Predictions for a CUDA device (`--device cuda`; models opened beside a CUDA run): the
   // caching allocator model's reserved peak beside the allocated one (baseline_peak_bytes,
@@ -342,6 +376,14 @@ struct LifetimeSpan {
   bool dropped = false;     // a span of a storage a selective plan drops: forward or recomputed
   int recompute_count = 0;  // dropped storages: how many times the backward recomputes it
   bool kept = false;        // the forward span of a saved activation a selective plan keeps
+  // Offload (plan.h): a span of a storage an offload plan moves to pinned host memory, which
+  // shares the row of its device buffer: the device span (allocation to the offload's wait),
+  // the host span (`host`: the host buffer, from the offload's start to the prefetch's wait;
+  // pinned host memory, never device memory), and the prefetched device span (`prefetched`:
+  // from the prefetch's start until it is freed).
+  bool offloaded = false;
+  bool host = false;
+  bool prefetched = false;
 };
 // What the lifetimes mark, by tensor.
 struct LifetimeMarks {
@@ -358,7 +400,9 @@ struct LifetimeOptions {
   int32_t last_step = -1;           // -1: the last step
 };
 // The largest rows' spans (every span of each chosen row), ordered by first step. A row is a
-// buffer, or a dropped storage: its forward buffer with its recomputed buffers (same tensor).
+// buffer, or a dropped storage: its forward buffer with its recomputed buffers (same tensor), or
+// an offloaded storage (a tensor with a host buffer in the schedule): its device buffer with its
+// host buffer and its prefetched buffer.
 std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const LifetimeMarks& marks,
                                     const LifetimeOptions& options = {});
 std::vector<LifetimeSpan> Lifetimes(const Schedule& s, const std::vector<TensorId>& bottlenecks,

@@ -140,9 +140,10 @@ void LifetimeView::paintEvent(QPaintEvent*) {
   // (forward, then each recompute) joined by a dashed line over the steps it is not held.
   QFontMetrics fm(font());
   const QColor selective = SelectiveColor();
-  std::vector<char> row_dropped(rows(), 0);
+  std::vector<char> row_dropped(rows(), 0), row_offloaded(rows(), 0);
   std::vector<std::vector<const LifetimeSpan*>> dropped_spans(rows());
   for (size_t k = 0; k < spans_.size(); ++k) {
+    if (spans_[k].offloaded) row_offloaded[span_row_[k]] = 1;
     if (!spans_[k].dropped) continue;
     row_dropped[span_row_[k]] = 1;
     dropped_spans[span_row_[k]].push_back(&spans_[k]);
@@ -150,7 +151,7 @@ void LifetimeView::paintEvent(QPaintEvent*) {
   for (int r = 0; r < rows(); ++r) {
     const Buffer& b = schedule_->buffers[row_of_[r]];
     QString label = QStringLiteral("%1  %2").arg(BytesQ(b.bytes), Q(b.name));
-    p.setPen(row_dropped[r] ? selective : QColor(Qt::black));
+    p.setPen(row_dropped[r] ? selective : row_offloaded[r] ? HostColor() : QColor(Qt::black));
     p.drawText(QRect(6, kTop + r * kRowHeight, kLabelWidth - 10, kRowHeight),
                Qt::AlignLeft | Qt::AlignVCenter,
                fm.elidedText(label, Qt::ElideMiddle, kLabelWidth - 10));
@@ -170,10 +171,36 @@ void LifetimeView::paintEvent(QPaintEvent*) {
       p.drawLine(QPointF(a, y), QPointF(b, y));
     }
   }
-  for (size_t k = 0; k < spans_.size(); ++k) {
+  // Host spans last: drawn over the device copy they overlap while the copy is in flight.
+  std::vector<size_t> order(spans_.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::stable_partition(order.begin(), order.end(), [&](size_t k) { return !spans_[k].host; });
+  const QColor host = HostColor();
+  for (size_t k : order) {
     const LifetimeSpan& s = spans_[k];
     QRectF r = barRect(s, span_row_[k]);
     QColor c = CategoryColor(s.category);
+    if (s.host) {
+      // Pinned host memory, not the device's: the lower half of the row, hatched, outlined.
+      r.setTop(r.center().y() - 1);
+      p.fillRect(r, host.lighter(160));
+      p.fillRect(r, QBrush(host, Qt::FDiagPattern));
+      p.setPen(QPen(host, 1.5));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5));
+      continue;
+    }
+    if (s.offloaded) {
+      // The device copy before the offload and after the prefetch: outlined in the host color,
+      // the prefetched one marked where it comes back.
+      p.fillRect(r, c);
+      p.setPen(QPen(host, 1.5));
+      p.setBrush(Qt::NoBrush);
+      p.drawRect(r.adjusted(0.5, 0.5, -0.5, -0.5));
+      if (s.prefetched && s.begin >= first_)
+        p.fillRect(QRectF(r.left(), r.top() - 1, 3, r.height() + 2), host);
+      continue;
+    }
     if (s.dropped && s.recomputed) {
       // Recomputed in the backward: the selective color, hatched.
       p.fillRect(r, selective.lighter(140));
@@ -250,6 +277,27 @@ void LifetimeView::paintEvent(QPaintEvent*) {
     p.fillRect(r, Qt::gray);
     p.fillRect(r, QBrush(Qt::white, Qt::BDiagPattern));
   });
+  if (std::any_of(spans_.begin(), spans_.end(), [](const LifetimeSpan& s) { return s.host; })) {
+    // An offloaded storage: its device copy, then pinned host memory, then prefetched back.
+    legend(
+        QStringLiteral("offloaded: pinned host memory"),
+        [&](QRectF r) {
+          QRectF dev(r.left(), r.top(), 10, r.height()),
+              back(r.right() - 10, r.top(), 10, r.height());
+          QRectF on_host(dev.right() - 2, r.center().y() - 1, back.left() - dev.right() + 4,
+                         r.bottom() - r.center().y() + 1);
+          p.fillRect(dev, CategoryColor(MemoryCategory::kActivation));
+          p.fillRect(back, CategoryColor(MemoryCategory::kActivation));
+          p.setPen(QPen(host, 1.5));
+          p.setBrush(Qt::NoBrush);
+          p.drawRect(dev);
+          p.drawRect(back);
+          p.fillRect(on_host, host.lighter(160));
+          p.fillRect(on_host, QBrush(host, Qt::FDiagPattern));
+          p.drawRect(on_host);
+        },
+        44);
+  }
   if (std::any_of(spans_.begin(), spans_.end(), [](const LifetimeSpan& s) { return s.dropped; })) {
     // A dropped storage: forward span, dropped, the gap, recomputed in the backward.
     legend(
@@ -286,7 +334,24 @@ QString LifetimeView::describeSpan(const LifetimeSpan& s) const {
   if (s.bottleneck)
     text += QStringLiteral("<br><span style='color:#c01010'>bottleneck tensor</span>");
   if (s.checkpoint) text += QStringLiteral("<br>checkpoint (kept across segments)");
-  if (s.dropped) {
+  if (s.offloaded) {
+    text += QStringLiteral("<br><span style='color:%1'><b>offloaded</b>: %2</span>")
+                .arg(HostColor().name(),
+                     s.host ? QStringLiteral("pinned host memory (not device memory), from the "
+                                             "offload's start to the prefetch's wait")
+                     : s.prefetched
+                         ? QStringLiteral("prefetched back to the device for the backward")
+                         : QStringLiteral("the device copy, freed once the offload completes"));
+    QStringList spans;
+    for (const LifetimeSpan& o : spans_) {
+      if (o.row == s.row && o.offloaded)
+        spans << QStringLiteral("%1 %2–%3")
+                     .arg(o.host ? QStringLiteral("host") : QStringLiteral("device"))
+                     .arg(o.begin)
+                     .arg(o.end);
+    }
+    text += QStringLiteral("<br>steps: %1").arg(spans.join(QStringLiteral(", ")));
+  } else if (s.dropped) {
     text += QStringLiteral("<br><span style='color:%1'><b>%2</b>: %3</span>")
                 .arg(SelectiveColor().name(), RecomputedText(s.recompute_count),
                      s.recomputed

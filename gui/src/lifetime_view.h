@@ -1,7 +1,10 @@
 // Tensor lifetimes as a Gantt chart: the largest buffers as bars over the schedule steps,
 // colored by category; bottleneck tensors outlined, checkpoints marked, recomputed spans
 // hatched. A storage a selective plan drops is one row: its forward span outlined, a dashed
-// gap, then each recomputed span in the backward. Painted directly (a chart library would
+// gap, then each recomputed span in the backward. A storage an offload plan moves to pinned host
+// memory is one row too: its device span outlined in the host color, its host span (pinned host
+// memory, never device memory) hatched in the lower half of the row, then its prefetched device
+// span. Painted directly (a chart library would
 // draw thousands of bars slowly).
 #pragma once
 

@@ -16,6 +16,7 @@
 #ifdef MEMPLAN_GUI_HAVE_PLANNER
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "memplan/cuda_device.h"
 #include "memplan/plan_report.h"
 #include "memplan/planner.h"
@@ -39,10 +40,34 @@ std::mutex sweep_mutex;
 // Sweeps are slow and do not depend on the budget: one per (analysis, strategy).
 std::map<std::pair<const Analysis*, std::string>, std::vector<ParetoPoint>> sweep_cache;
 
+// An offload plan's fields (plan.h) as the plan has them, and the link's occupancy: the copies
+// of the planner's stream replay (SimulateStreams over ScheduleStepSeconds at the cost model's
+// seconds) on `t`'s steps.
+void ReadOffload(const Plan& p, const TrainingGraph& g, const CostModel& cost, Item& item,
+                 TimelineData& t) {
+  if (p.offloaded.empty() && p.strategy != "offload") return;
+  item.offload = true;
+  item.offloaded.clear();
+  for (const OffloadChoice& c : p.offloaded) item.offloaded.push_back(g.tensors[c.tensor].name);
+  item.offloaded_bytes = 0;
+  for (const Buffer& b : p.schedule.buffers)
+    if (b.host) item.offloaded_bytes += b.bytes;
+  item.predicted_host_peak_bytes = p.predicted_host_peak_bytes;
+  item.host_budget_bytes = p.host_budget_bytes;
+  item.predicted_stall_seconds = p.predicted_stall_seconds;
+  item.device_to_host_bytes_per_second = p.link.device_to_host_bytes_per_second;
+  item.host_to_device_bytes_per_second = p.link.host_to_device_bytes_per_second;
+  if (p.offloaded.empty()) return;
+  const StreamTimeline streams = SimulateStreams(
+      p.schedule, ScheduleStepSeconds(PredictNodeSeconds(g, cost), p.schedule), p.link);
+  t.copies = LinkOccupancy(g, p.schedule, streams);
+}
+
 // `g`: the graph the plan's schedule runs (the model at the plan's micro-batch size); `a`: the
 // analysis of the whole batch.
 Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<const Analysis>& a,
-                  const std::string& model_path, const std::optional<CudaDevice>& cuda) {
+                  const std::string& model_path, const std::optional<CudaDevice>& cuda,
+                  const CostModel& cost) {
   Item item;
   item.kind = SourceKind::kPlan;
   item.path = model_path;
@@ -86,15 +111,17 @@ Item ItemFromPlan(const Plan& p, const TrainingGraph& g, const std::shared_ptr<c
   item.breakdown = p.timeline.breakdown_at_peak;
   item.notes = p.notes;
   for (TensorId t : a->bottlenecks) item.bottlenecks.push_back(g.tensors[t].name);
-  item.timeline = std::make_shared<TimelineData>(
+  auto timeline = std::make_shared<TimelineData>(
       TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+  ReadOffload(p, g, cost, item, *timeline);
   if (cuda) {
     // The reserved bytes per step, as PredictDeviceMemory replays the plan's schedule.
-    auto t = std::make_shared<TimelineData>(*item.timeline);
     const ReservedTimeline r = SimulateReserved(p.schedule, cuda->allocator());
-    t->reserved = r.reserved_during;
-    t->reserved_peak_bytes = r.reserved_peak_bytes;
-    item.timeline = std::move(t);
+    timeline->reserved = r.reserved_during;
+    timeline->reserved_peak_bytes = r.reserved_peak_bytes;
+  }
+  item.timeline = std::move(timeline);
+  if (cuda) {
     const DeviceMemory m = PredictDeviceMemory(p.schedule, *cuda);
     item.predicted_for = cuda->device;
     item.allocator_mode = m.allocator_mode;
@@ -118,8 +145,12 @@ bool OffersStrategy(const std::string& name) {
 // its series. Cached: sweeps are slow and do not depend on the budget.
 std::vector<ParetoPoint> CachedSweep(const std::shared_ptr<const Analysis>& analysis,
                                      const TrainingGraph& g, const CostModel& cost,
-                                     PlanOptions options, const std::string& strategy) {
-  auto key = std::make_pair(analysis.get(), strategy);
+                                     PlanOptions options, const std::string& strategy,
+                                     int64_t host_budget = 0) {
+  // Offload's sweep depends on the host budget asked for too (0: the default).
+  auto key = std::make_pair(analysis.get(), strategy == "offload" || options.auto_offload
+                                                ? strategy + "@" + std::to_string(host_budget)
+                                                : strategy);
   {
     std::lock_guard<std::mutex> lock(sweep_mutex);
     auto it = sweep_cache.find(key);
@@ -177,6 +208,12 @@ Item MakePlanItem(const PlanRequest& r) {
   request.plan.strategy = r.strategy;
   request.search_smallest = false;  // a slider move re-plans: only the plan is shown
   request.cuda = cuda;  // on a GPU the budget bounds reserved memory, as on the command line
+  // Offload, as `memplan plan` sets it: the link of the device, and the host budget (a given one
+  // also lets `auto` try offload).
+  request.plan.link = DefaultLinkRates(cuda ? "cuda" : "cpu");
+  request.plan.host_budget_bytes =
+      r.host_budget_bytes > 0 ? r.host_budget_bytes : cli::DefaultHostBudget();
+  request.plan.auto_offload = r.host_budget_bytes > 0;
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
     LoadOptions o;
     o.batch = batch;
@@ -188,9 +225,9 @@ Item MakePlanItem(const PlanRequest& r) {
     return at;
   };
   const Plan plan = PlanForBudget(g, graph_at_batch, cost, request).plan;
-  Item item = plan.batch == g.batch
-                  ? ItemFromPlan(plan, g, r.analysis, r.model_path, cuda)
-                  : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis, r.model_path, cuda);
+  Item item = plan.batch == g.batch ? ItemFromPlan(plan, g, r.analysis, r.model_path, cuda, cost)
+                                    : ItemFromPlan(plan, graph_at_batch(plan.batch), r.analysis,
+                                                   r.model_path, cuda, cost);
   if (!r.sweep) return item;
   PlanOptions options = request.plan;
   options.budget_bytes = r.budget_bytes;
@@ -218,9 +255,10 @@ Item MakePlanItem(const PlanRequest& r) {
   }
   // The Pareto curve: the chosen strategy's sweep and, when the planner offers it and it was
   // not the one chosen, `selective`'s as a series of its own.
-  item.sweep = CachedSweep(r.analysis, g, cost, options, r.strategy);
+  item.sweep = CachedSweep(r.analysis, g, cost, options, r.strategy, r.host_budget_bytes);
   if (r.strategy != kSelective && OffersStrategy(kSelective)) {
-    std::vector<ParetoPoint> selective = CachedSweep(r.analysis, g, cost, options, kSelective);
+    std::vector<ParetoPoint> selective =
+        CachedSweep(r.analysis, g, cost, options, kSelective, r.host_budget_bytes);
     item.sweep.insert(item.sweep.end(), selective.begin(), selective.end());
   }
   return item;
@@ -285,6 +323,13 @@ Item WithPlanSchedule(const std::string& path, Item file,
     file.schedule = std::make_shared<Schedule>(p.schedule);
     auto timeline = std::make_shared<TimelineData>(
         TimelineFromSchedule(g, p.schedule, p.timeline, "plan " + p.strategy));
+    // The link's occupancy at the rates the plan's seconds were predicted with.
+    CostModel cost;
+    if (j.contains("time_model") && j["time_model"].contains("rates"))
+      cost.node_seconds = RooflineNodeSeconds(MachineRatesFromJson(j["time_model"]["rates"]));
+    const double file_stall = file.predicted_stall_seconds;
+    ReadOffload(p, g, cost, file, *timeline);
+    if (file_stall >= 0) file.predicted_stall_seconds = file_stall;  // the file's numbers stay
     if (cuda) {
       const ReservedTimeline r = SimulateReserved(p.schedule, cuda->allocator());
       timeline->reserved = r.reserved_during;

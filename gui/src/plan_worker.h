@@ -26,6 +26,10 @@ struct PlanRequest {
   // with ModelOptions::device).
   std::string device;
   std::string allocator_mode;  // ModelOptions::allocator_mode
+  // Offload: the pinned host memory a plan may hold (`memplan plan --host-budget`; a given one
+  // also lets `auto` try offload); <= 0: the machine's default as the command line computes it
+  // (DefaultHostBudget).
+  int64_t host_budget_bytes = 0;
 };
 
 // Whether this build can re-plan (the planner library was linked in).

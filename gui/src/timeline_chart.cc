@@ -5,6 +5,7 @@
 #include <QLegendMarker>
 #include <QLineSeries>
 #include <QMouseEvent>
+#include <QPainter>
 #include <QRubberBand>
 #include <QScatterSeries>
 #include <QToolTip>
@@ -148,6 +149,7 @@ void TimelineChart::rebuild() {
     c->addAxis(axis_y_, Qt::AlignLeft);
   }
   plotted_peak_ = 0;
+  plotted_host_peak_ = -1;
   plotted_points_ = 0;
   c->setTitle(title_);
   const int64_t n = steps();
@@ -169,6 +171,10 @@ void TimelineChart::rebuild() {
     if (static_cast<int64_t>(primary_->reserved.size()) == n) {
       for (int64_t i = first; i <= last; ++i)
         max_bytes = std::max(max_bytes, primary_->reserved[i]);
+    }
+    if (static_cast<int64_t>(primary_->host_bytes.size()) == n) {
+      for (int64_t i = first; i <= last; ++i)
+        max_bytes = std::max(max_bytes, primary_->host_bytes[i]);
     }
   }
   for (const Mark& m : marks_) max_bytes = std::max(max_bytes, m.bytes);
@@ -216,8 +222,9 @@ void TimelineChart::rebuild() {
       }
   }
   if (phase_source && !phase_source->phases.empty()) {
-    for (Phase p : {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward,
-                    Phase::kRecompute, Phase::kOptimizer, Phase::kCommunication}) {
+    for (Phase p :
+         {Phase::kSetup, Phase::kForward, Phase::kLoss, Phase::kBackward, Phase::kRecompute,
+          Phase::kOptimizer, Phase::kCommunication, Phase::kOffload, Phase::kPrefetch}) {
       auto* upper = new QLineSeries;
       int64_t i = first;
       while (i <= last) {
@@ -245,7 +252,7 @@ void TimelineChart::rebuild() {
       attach(area);
       // The one-step phases need no legend entry.
       if (compact_legend_ || p == Phase::kSetup || p == Phase::kLoss || p == Phase::kOptimizer ||
-          p == Phase::kCommunication) {
+          p == Phase::kCommunication || p == Phase::kOffload || p == Phase::kPrefetch) {
         for (QLegendMarker* m : c->legend()->markers(area)) m->setVisible(false);
       }
     }
@@ -346,6 +353,28 @@ void TimelineChart::rebuild() {
     attach(line);
   }
 
+  // Offload plans: the pinned host memory, a kind of memory of its own (never in the device's
+  // stack), on the same byte axis.
+  if (primary_ && static_cast<int64_t>(primary_->host_bytes.size()) == n) {
+    std::vector<int64_t> slice(primary_->host_bytes.begin() + first,
+                               primary_->host_bytes.begin() + last + 1);
+    std::vector<size_t> idx = DownsampleIndices(slice, max_points_);
+    auto* line = new QLineSeries;
+    QList<QPointF> pts;
+    int64_t host_peak = 0;
+    for (size_t k : idx) {
+      pts.append(
+          QPointF(static_cast<double>(k + first), static_cast<double>(slice[k]) / unit.divisor));
+      plotted_host_peak_ = std::max(plotted_host_peak_, static_cast<double>(slice[k]));
+    }
+    for (int64_t b : primary_->host_bytes) host_peak = std::max(host_peak, b);
+    line->replace(pts);
+    plotted_points_ += pts.size();
+    line->setName(QStringLiteral("pinned host memory · peak %1").arg(BytesQ(host_peak)));
+    line->setPen(QPen(HostColor(), 2, Qt::DashLine));
+    attach(line);
+  }
+
   for (const Overlay& o : overlays_) {
     if (!o.data || o.data->size() == 0) continue;
     const size_t m = o.data->size();
@@ -416,6 +445,8 @@ QString TimelineChart::describeStep(int64_t step) const {
     lines << QStringLiteral("alive: <b>%1</b>%2")
                  .arg(BytesQ(t.bytes[step]),
                       step == t.peak_step ? QStringLiteral(" (peak)") : QString());
+    if (step < static_cast<int64_t>(t.host_bytes.size()))
+      lines << QStringLiteral("pinned host memory: %1").arg(BytesQ(t.host_bytes[step]));
     if (t.has_categories()) {
       std::vector<std::pair<int64_t, MemoryCategory>> parts;
       for (MemoryCategory c : kStackOrder) {
@@ -510,6 +541,104 @@ void TimelineChart::mouseReleaseEvent(QMouseEvent* e) {
 void TimelineChart::mouseDoubleClickEvent(QMouseEvent* e) {
   resetRange();
   e->accept();
+}
+
+namespace {
+constexpr int kLaneHeight = 18;
+constexpr int kLaneTop = 20;  // the title
+}  // namespace
+
+LinkLanes::LinkLanes(QWidget* parent) : QWidget(parent) {
+  setMouseTracking(true);
+  setAutoFillBackground(true);
+  QPalette p = palette();
+  p.setColor(QPalette::Window, Qt::white);
+  setPalette(p);
+  setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
+}
+
+QSize LinkLanes::sizeHint() const { return QSize(600, kLaneTop + 2 * kLaneHeight + 6); }
+
+void LinkLanes::setCopies(std::vector<LinkCopy> copies, const QString& title) {
+  copies_ = std::move(copies);
+  title_ = title;
+  update();
+}
+
+void LinkLanes::setRange(int64_t first, int64_t last) {
+  first_ = first;
+  last_ = last;
+  update();
+}
+
+void LinkLanes::setPlotArea(double left, double right) {
+  left_ = left;
+  right_ = right;
+  update();
+}
+
+int LinkLanes::bars() const {
+  int n = 0;
+  for (const LinkCopy& c : copies_) n += !barRect(c).isNull();
+  return n;
+}
+
+// The chart plots step i centred on i: a copy's step positions (i + the fraction passed) sit
+// half a step to the left on its axis.
+QRectF LinkLanes::barRect(const LinkCopy& c) const {
+  const double lo = first_ - 0.5, hi = last_ + 0.5;
+  const double a = std::max(c.begin_step - 0.5, lo), b = std::min(c.end_step - 0.5, hi);
+  if (b < a || right_ <= left_ || hi <= lo) return {};
+  auto x = [&](double v) { return left_ + (v - lo) / (hi - lo) * (right_ - left_); };
+  const double y = kLaneTop + (c.to_host ? 0 : kLaneHeight) + 2;
+  return QRectF(x(a), y, std::max(2.0, x(b) - x(a)), kLaneHeight - 4);
+}
+
+void LinkLanes::paintEvent(QPaintEvent*) {
+  QPainter p(this);
+  p.fillRect(rect(), Qt::white);
+  p.setPen(Qt::black);
+  p.drawText(QRectF(left_, 2, std::max(0.0, width() - left_), kLaneTop - 4),
+             Qt::AlignLeft | Qt::AlignVCenter, title_);
+  for (int lane = 0; lane < 2; ++lane) {
+    const QRectF band(left_, kLaneTop + lane * kLaneHeight, std::max(0.0, right_ - left_),
+                      kLaneHeight);
+    p.fillRect(band, lane ? QColor(0, 0, 0, 12) : QColor(0, 0, 0, 6));
+    p.setPen(Qt::black);
+    p.drawText(QRectF(0, band.top(), std::max(0.0, left_ - 6), kLaneHeight),
+               Qt::AlignRight | Qt::AlignVCenter,
+               lane ? QStringLiteral("→ device") : QStringLiteral("→ host"));
+  }
+  for (const LinkCopy& c : copies_) {
+    const QRectF r = barRect(c);
+    if (r.isNull()) continue;
+    const QColor color = c.to_host ? HostColor() : PrefetchColor();
+    p.fillRect(r, color);
+    p.setPen(QPen(color.darker(140), 1));
+    p.drawRect(r);
+  }
+}
+
+QString LinkLanes::describeCopy(const LinkCopy& c) const {
+  return QStringLiteral(
+             "<b>%1</b> %2<br>%3 · %4–%5 s on its copy stream<br>started at step %6, "
+             "waited for at step %7")
+      .arg(c.to_host ? QStringLiteral("offload") : QStringLiteral("prefetch"),
+           Q(c.name).toHtmlEscaped(), BytesQ(c.bytes))
+      .arg(c.begin_seconds, 0, 'g', 4)
+      .arg(c.end_seconds, 0, 'g', 4)
+      .arg(c.start_step)
+      .arg(c.wait_step);
+}
+
+void LinkLanes::mouseMoveEvent(QMouseEvent* e) {
+  for (const LinkCopy& c : copies_) {
+    const QRectF r = barRect(c);
+    if (r.isNull() || !r.adjusted(-1, -1, 1, 1).contains(e->position())) continue;
+    QToolTip::showText(e->globalPosition().toPoint(), describeCopy(c), this);
+    return;
+  }
+  QToolTip::hideText();
 }
 
 }  // namespace memplan::gui

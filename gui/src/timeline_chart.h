@@ -60,6 +60,8 @@ class TimelineChart : public QChartView {
 
   // What was drawn: the top of the stack's highest point in bytes, and the points drawn.
   double plottedPeakBytes() const { return plotted_peak_; }
+  // Offload plans: the highest point of the pinned host memory series drawn (-1: none drawn).
+  double plottedHostPeakBytes() const { return plotted_host_peak_; }
   size_t plottedPointCount() const { return plotted_points_; }
   const std::shared_ptr<const TimelineData>& primary() const { return primary_; }
 
@@ -92,10 +94,40 @@ class TimelineChart : public QChartView {
   size_t max_points_ = 3000;
   int64_t first_ = 0, last_ = -1;
   double plotted_peak_ = 0;
+  double plotted_host_peak_ = -1;
   size_t plotted_points_ = 0;
   QRubberBand* rubber_ = nullptr;
   QPoint press_pos_;
   bool dragging_ = false;
+};
+
+// The link's occupancy under a timeline of an offload plan: one lane per copy stream (device to
+// host, host to device), a bar per copy over the steps its stream moves it (LinkCopy's step
+// positions, from the planner's stream replay). Aligned with a TimelineChart's plot area.
+class LinkLanes : public QWidget {
+  Q_OBJECT
+ public:
+  explicit LinkLanes(QWidget* parent = nullptr);
+  void setCopies(std::vector<LinkCopy> copies, const QString& title);
+  // The steps shown and where the chart's plot area is, in this widget's x coordinates.
+  void setRange(int64_t first, int64_t last);
+  void setPlotArea(double left, double right);
+  const std::vector<LinkCopy>& copies() const { return copies_; }
+  // The bars drawn: the copies that fall in the steps shown.
+  int bars() const;
+  QString describeCopy(const LinkCopy& c) const;
+  QSize sizeHint() const override;
+
+ protected:
+  void paintEvent(QPaintEvent*) override;
+  void mouseMoveEvent(QMouseEvent* e) override;
+
+ private:
+  QRectF barRect(const LinkCopy& c) const;
+  std::vector<LinkCopy> copies_;
+  QString title_;
+  int64_t first_ = 0, last_ = 0;
+  double left_ = 0, right_ = 0;
 };
 
 }  // namespace memplan::gui

@@ -7,7 +7,9 @@
 namespace memplan::gui {
 
 QString StorageDecisionText(const StorageDecision& d) {
-  return d.recomputed ? RecomputedText(d.recompute_count()) : QStringLiteral("kept");
+  return d.recomputed  ? RecomputedText(d.recompute_count())
+         : d.offloaded ? QStringLiteral("offloaded")
+                       : QStringLiteral("kept");
 }
 
 StorageModel::StorageModel(QObject* parent)
@@ -37,6 +39,12 @@ Cell StorageModel::cell(const StorageDecision& row, int column) const {
                 : QStringLiteral(
                       "no backward op saves it: dropped so that the recomputations reading it "
                       "recompute it too, instead of keeping it alive until then");
+      } else if (row.offloaded) {
+        c.sort = -1;
+        c.color = HostColor();
+        c.tooltip = QStringLiteral(
+            "copied to pinned host memory after its last forward reader, prefetched back before "
+            "the backward that reads it");
       } else {
         c.tooltip = QStringLiteral("saved from the forward until its last saver's backward");
       }

@@ -94,6 +94,27 @@ std::vector<SummaryRow> SummaryRows(const ItemPtr& base, const ItemPtr& plan, co
       row(QStringLiteral("Predicted recompute time"),
           DurationText(plan->predicted_recompute_seconds), plan);
     }
+    if (plan->offload) {
+      // As `memplan plan` prints an offload plan: what moved to pinned host memory, its peak
+      // there against the host budget, and the copies' stall.
+      row(QStringLiteral("Offloaded to host memory"),
+          QStringLiteral("%1 storages%2")
+              .arg(plan->offloaded.size())
+              .arg(plan->offloaded_bytes >= 0
+                       ? QStringLiteral(" (%1)").arg(BytesQ(plan->offloaded_bytes))
+                       : QString()),
+          plan);
+      row(QStringLiteral("Host peak"),
+          QStringLiteral("%1 of a host budget of %2")
+              .arg(BytesQ(plan->predicted_host_peak_bytes), plan->host_budget_bytes > 0
+                                                                ? BytesQ(plan->host_budget_bytes)
+                                                                : QStringLiteral("no limit")),
+          plan, QStringLiteral("pinned host memory, not counted in the device's peak"));
+      if (plan->predicted_stall_seconds >= 0) {
+        row(QStringLiteral("Predicted copy stall"), DurationText(plan->predicted_stall_seconds),
+            plan, QStringLiteral("what the step waits for copies its compute does not hide"));
+      }
+    }
     if (IsSelective(*plan)) {
       if (!plan->storages.empty()) {
         // As `memplan plan` prints them.

@@ -84,12 +84,18 @@ void LifetimesPage::refresh(const ItemPtr& item, const ItemPtr& fallback) {
   marks.checkpoints = shown->checkpoint_ids;
   marks.recomputed = shown->recomputed_ids;
   for (const StorageDecision& d : shown->storages) {
-    if (d.saved && !d.recomputed) marks.kept.push_back(d.tensor);
+    if (d.saved && !d.recomputed && !d.offloaded) marks.kept.push_back(d.tensor);
   }
   QString title = QStringLiteral("Largest tensors of %1 over the schedule").arg(ItemLabel(*shown));
+  if (shown->offload) {
+    title += QStringLiteral(": %1 storages offloaded to pinned host memory (%2), host peak %3")
+                 .arg(shown->offloaded.size())
+                 .arg(BytesQ(shown->offloaded_bytes), BytesQ(shown->predicted_host_peak_bytes));
+  }
   if (IsSelective(*shown) && !shown->storages.empty()) {
     const SelectiveCounts c = CountSelective(shown->storages);
-    title += QStringLiteral(": %1 of %2 saved activations kept, %3 tensors recomputed")
+    title += (shown->offload ? QStringLiteral("; ") : QStringLiteral(": ")) +
+             QStringLiteral("%1 of %2 saved activations kept, %3 tensors recomputed")
                  .arg(c.kept)
                  .arg(c.saved)
                  .arg(c.recomputed());
@@ -107,7 +113,11 @@ void LifetimesPage::refresh(const ItemPtr& item, const ItemPtr& fallback) {
                            .arg(c.recomputed_unsaved)
                            .arg(BytesQ(c.recomputed_unsaved_bytes))
                      : QString())
-            .arg(c.recomputes));
+            .arg(c.recomputes) +
+        (c.offloaded > 0 ? QStringLiteral("; %1 offloaded to pinned host memory (%2)")
+                               .arg(c.offloaded)
+                               .arg(BytesQ(c.offloaded_bytes))
+                         : QString()));
     storage_model_->setRows(shown->storages);
     storage_box_->show();
   } else {

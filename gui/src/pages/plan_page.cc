@@ -9,6 +9,7 @@
 #include <QFutureWatcher>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QLineEdit>
 #include <QLineSeries>
 #include <QPainter>
 #include <QProgressBar>
@@ -28,6 +29,7 @@
 
 #include "common.h"
 #include "document_set.h"
+#include "memplan/parse.h"
 #include "models/strategy_model.h"
 #include "pages/page_util.h"
 #include "plan_worker.h"
@@ -54,6 +56,22 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
                      ? QStringLiteral("fits")
                      : QStringLiteral("<span style='color:#c01010'>does not fit</span>"),
                  Q(PercentText(item->overhead))));
+    if (item->offload) {
+      // Offload: what moves to pinned host memory, its peak against the host budget, the stall,
+      // and the planner's own words on its choice.
+      QString text = plan_status_->text();
+      text += QStringLiteral(
+                  "<br>Offloaded %1 storages (%2) to pinned host memory; host peak %3 "
+                  "of a host budget of %4; %5 s of copies not hidden (stall).")
+                  .arg(item->offloaded.size())
+                  .arg(BytesQ(item->offloaded_bytes), BytesQ(item->predicted_host_peak_bytes),
+                       item->host_budget_bytes > 0 ? BytesQ(item->host_budget_bytes)
+                                                   : QStringLiteral("no limit"))
+                  .arg(item->predicted_stall_seconds, 0, 'g', 3);
+      for (const std::string& note : item->notes)
+        text += QStringLiteral("<br><i>%1</i>").arg(Q(note).toHtmlEscaped());
+      plan_status_->setText(text);
+    }
     emit planned(std::move(item));
   });
   connect(plan_worker_, &PlanWorker::failed, this, [this](const QString& m) {
@@ -68,6 +86,15 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   strategy_combo_->addItems(PlannerAvailable() ? PlannerStrategies()
                                                : QStringList{QStringLiteral("auto")});
   controls->addWidget(strategy_combo_);
+  controls->addWidget(new QLabel(QStringLiteral("Host budget")));
+  host_budget_ = new QLineEdit;
+  host_budget_->setPlaceholderText(QStringLiteral("default"));
+  host_budget_->setToolTip(QStringLiteral(
+      "offload: the pinned host memory a plan may hold (a size: 512MiB, 8GB); empty: the memory "
+      "available now, less 10% and 1 GiB, as memplan plan --host-budget. A given one also lets "
+      "auto try offload."));
+  host_budget_->setMaximumWidth(110);
+  controls->addWidget(host_budget_);
   controls->addWidget(new QLabel(QStringLiteral("Budget")));
   budget_slider_ = new QSlider(Qt::Horizontal);
   budget_slider_->setRange(5, 100);  // percent of the baseline peak
@@ -147,6 +174,9 @@ PlanPage::PlanPage(const DocumentSet& docs, QWidget* parent) : QWidget(parent), 
   connect(strategy_combo_, &QComboBox::currentIndexChanged, this, [debounce] {
     if (PlannerAvailable()) debounce->start();
   });
+  connect(host_budget_, &QLineEdit::editingFinished, this, [debounce] {
+    if (PlannerAvailable()) debounce->start();
+  });
   connect(save_plan_, &QPushButton::clicked, this, &PlanPage::savePlan);
   connect(pareto_y_, &QComboBox::currentIndexChanged, this,
           [this] { refreshPareto(docs_.planItem()); });
@@ -164,6 +194,9 @@ bool PlanPage::waitForIdle(int timeout_ms) {
   }
   return !busy();
 }
+
+void PlanPage::setHostBudgetText(const QString& text) { host_budget_->setText(text); }
+QString PlanPage::hostBudgetText() const { return host_budget_->text(); }
 
 int PlanPage::sliderPercent() const { return budget_slider_->value(); }
 QString PlanPage::budgetText() const { return budget_label_->text(); }
@@ -478,6 +511,22 @@ void PlanPage::requestPlan(int64_t budget_bytes, const QString& strategy) {
   }
   requested_budget_ = budget_bytes;
   PlanRequest r = baseRequest();
+  // The host budget: the command line's reading of a size (ParseBytes, as --host-budget).
+  const std::string host = host_budget_->text().trimmed().toStdString();
+  if (!host.empty()) {
+    try {
+      r.host_budget_bytes = ParseBytes(host);
+    } catch (const MemplanError& e) {
+      plan_status_->setText(QStringLiteral("<span style='color:#c01010'>Host budget: %1</span>")
+                                .arg(QString::fromStdString(e.what()).toHtmlEscaped()));
+      return;
+    }
+    if (r.host_budget_bytes <= 0) {
+      plan_status_->setText(QStringLiteral(
+          "<span style='color:#c01010'>Host budget: must be more than 0 bytes</span>"));
+      return;
+    }
+  }
   r.budget_bytes = budget_bytes;
   r.strategy = strategy.toStdString();
   r.sweep = true;

@@ -12,6 +12,7 @@
 class QChartView;
 class QComboBox;
 class QLabel;
+class QLineEdit;
 class QProgressBar;
 class QPushButton;
 class QSlider;
@@ -34,6 +35,10 @@ class PlanPage : public QWidget {
   void requestPlan(int64_t budget_bytes, const QString& strategy);
   bool busy() const;
   bool waitForIdle(int timeout_ms);
+  // Offload's host budget as typed (a size: "512MiB", "8GB"); empty: the machine's default, as
+  // `memplan plan` computes it. Read by the command line's parser (ParseBytes).
+  void setHostBudgetText(const QString& text);
+  QString hostBudgetText() const;
 
   TimelineChart* chart() const { return plan_chart_; }
   StrategyModel* strategyModel() const { return strategies_model_; }
@@ -72,6 +77,7 @@ class PlanPage : public QWidget {
   const DocumentSet& docs_;
   PlanWorker* plan_worker_ = nullptr;
   QComboBox* strategy_combo_ = nullptr;
+  QLineEdit* host_budget_ = nullptr;
   QSlider* budget_slider_ = nullptr;
   QLabel* budget_label_ = nullptr;
   QLabel* plan_status_ = nullptr;

@@ -1,5 +1,6 @@
 #include "timeline_page.h"
 
+#include <QChart>
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -35,8 +36,26 @@ TimelinePage::TimelinePage(const DocumentSet& docs, QWidget* parent)
   v->addLayout(controls);
 
   auto* split = new QSplitter(Qt::Horizontal);
+  // The chart and, for offload plans, the link's two copy streams under it on the same steps.
+  auto* charts = new QWidget;
+  auto* cv = new QVBoxLayout(charts);
+  cv->setContentsMargins(0, 0, 0, 0);
+  cv->setSpacing(0);
   chart_ = new TimelineChart;
-  split->addWidget(chart_);
+  cv->addWidget(chart_, 1);
+  link_ = new LinkLanes;
+  link_->hide();
+  cv->addWidget(link_);
+  split->addWidget(charts);
+  auto place_lanes = [this] {
+    const QRectF area = chart_->chart()->plotArea();
+    const QPoint a = chart_->mapFromScene(chart_->chart()->mapToScene(area.topLeft()));
+    const QPoint b = chart_->mapFromScene(chart_->chart()->mapToScene(area.topRight()));
+    link_->setPlotArea(a.x() + chart_->x(), b.x() + chart_->x());
+  };
+  connect(chart_->chart(), &QChart::plotAreaChanged, this, place_lanes);
+  connect(chart_, &TimelineChart::rangeChanged, link_,
+          [this](qint64 a, qint64 b) { link_->setRange(a, b); });
   auto* side = new QWidget;
   auto* sv = new QVBoxLayout(side);
   sv->setContentsMargins(0, 0, 0, 0);
@@ -229,6 +248,20 @@ void TimelinePage::showSelected() {
   chart_->setMarks(std::move(marks));
   chart_->setOverlays(std::move(overlays));
   chart_->setBudget(budget);
+  // An offload plan: its copies on the link, under the steps that run beside them.
+  if (primary == item->timeline && !primary->copies.empty()) {
+    link_->setCopies(primary->copies,
+                     QStringLiteral("Link occupancy: %1 copies, %2 s of copies not hidden (stall)")
+                         .arg(primary->copies.size())
+                         .arg(item->predicted_stall_seconds < 0
+                                  ? QStringLiteral("?")
+                                  : QString::number(item->predicted_stall_seconds, 'g', 3)));
+    link_->setRange(chart_->rangeFirst(), chart_->rangeLast());
+    link_->show();
+  } else {
+    link_->setCopies({}, QString());
+    link_->hide();
+  }
   range_label_->setText(QStringLiteral("%1 steps").arg(primary->size()));
   selectStep(selected_step_ >= 0 ? selected_step_ : primary->peak_step);
 }

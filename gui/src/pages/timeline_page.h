@@ -17,6 +17,7 @@ namespace memplan::gui {
 
 class AliveModel;
 class DocumentSet;
+class LinkLanes;
 class TimelineChart;
 
 class TimelinePage : public QWidget {
@@ -32,6 +33,8 @@ class TimelinePage : public QWidget {
   ItemPtr selectedItem() const;
 
   TimelineChart* chart() const { return chart_; }
+  // An offload plan's link occupancy under the chart (hidden for other items).
+  LinkLanes* linkLanes() const { return link_; }
   AliveModel* aliveModel() const { return alive_model_; }
   QSortFilterProxyModel* aliveProxy() const { return alive_proxy_; }
   // The open profile's memory on the chosen item's steps (its timeline is null when none is
@@ -48,6 +51,7 @@ class TimelinePage : public QWidget {
   const DocumentSet& docs_;
   QComboBox* combo_ = nullptr;
   TimelineChart* chart_ = nullptr;
+  LinkLanes* link_ = nullptr;
   QLabel* alive_label_ = nullptr;
   AliveModel* alive_model_ = nullptr;
   QSortFilterProxyModel* alive_proxy_ = nullptr;
