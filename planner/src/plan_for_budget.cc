@@ -196,10 +196,12 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     // On a CUDA device with the budget on reserved memory: the strategies plan the allocated
     // peak, so their budget is lowered by what the reserved peak overshoots (a few rounds).
     PlanOptions inner = plan_options;
+    int64_t too_high = 0;  // the lowest inner budget whose plan overshot the reserved budget
     for (int round = 0;
          round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0;
          ++round) {
       const int64_t over = out.plan.budget_needed_bytes() - plan_options.budget_bytes;
+      too_high = inner.budget_bytes;
       inner.budget_bytes -= std::max<int64_t>(over, 512);
       if (inner.budget_bytes < 1) break;
       Plan p = PlanBatch(g, at_batch, cost, inner, k);
@@ -207,6 +209,24 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       OnDevice(p, options);
       if (p.feasible || p.budget_needed_bytes() < out.plan.budget_needed_bytes())
         out.plan = std::move(p);
+    }
+    // Lowered by a whole overshoot, the inner budget may be lower than the reserved budget
+    // needs (the overshoot is the plan's, and another plan fragments less): twice, the inner
+    // budget halfway back up, kept when its plan fits too and is faster.
+    for (int round = 0; round < 2 && too_high > 0 && out.plan.feasible; ++round) {
+      const int64_t mid = inner.budget_bytes + (too_high - inner.budget_bytes) / 2;
+      if (too_high - inner.budget_bytes < (1 << 20)) break;
+      PlanOptions at = plan_options;
+      at.budget_bytes = mid;
+      Plan p = PlanBatch(g, at_batch, cost, at, k);
+      p.budget_bytes = plan_options.budget_bytes;
+      OnDevice(p, options);
+      if (p.feasible) {
+        inner.budget_bytes = mid;
+        if (StepSeconds(p) < StepSeconds(out.plan)) out.plan = std::move(p);
+      } else {
+        too_high = mid;
+      }
     }
     if (!out.smallest_searched && !out.plan.feasible) search_smallest();
     // 5. A named strategy that does not fit: whether `auto` finds a plan that does.
