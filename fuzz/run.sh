@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make fuzz: writes the seed corpora, replays fuzz/regressions/<target>/, then runs each
-# libFuzzer target for FUZZ_SECONDS (default 60) on one core. Exit 1 if any target found a
-# crash, a leak, a timeout or an out-of-memory; the inputs are under BUILD/fuzz/artifacts/.
+# libFuzzer target for FUZZ_SECONDS (default 60) on one core, FUZZ_JOBS targets at a time
+# (default 1; make fuzz runs one per core). Exit 1 if any target found a crash, a leak, a timeout
+# or an out-of-memory; the inputs are under BUILD/fuzz/artifacts/.
 #   bash fuzz/run.sh [BUILD_DIR]      FUZZ_SECONDS=600 FUZZ_TARGETS="onnx plan" bash fuzz/run.sh
 # Extra libFuzzer flags go in FUZZ_FLAGS (e.g. FUZZ_FLAGS=-runs=1000000).
 # MEMPLAN_FUZZ_STRICT=1 also counts "internal error" exceptions as findings (fuzz_common.h).
@@ -10,6 +11,7 @@ src=$(cd "$(dirname "$0")" && pwd)
 build=$(cd "${1:-build-fuzz}" && pwd)
 work=$build/fuzz
 seconds=${FUZZ_SECONDS:-60}
+jobs=${FUZZ_JOBS:-1}
 targets=${FUZZ_TARGETS:-onnx plan document cli}
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
@@ -32,27 +34,38 @@ dict_of() {
   esac
 }
 
+# One target: libFuzzer's output in fuzz_T.log, its exit status in fuzz_T.rc.
+fuzz_one() {
+  local t=$1
+  local corpus=$work/corpus/$t artifacts=$work/artifacts/$t
+  mkdir -p "$corpus" "$artifacts"
+  local regressions=()
+  if compgen -G "$src/regressions/$t/*" > /dev/null; then regressions=("$src/regressions/$t"); fi
+  # Inputs are read from every directory; new ones are written to the first.
+  "$work/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
+    -dict="$(dict_of "$t")" -artifact_prefix="$artifacts/" -close_fd_mask=1 -print_final_stats=1 \
+    ${FUZZ_FLAGS:-} "$corpus" "$work/seeds/$t" "${regressions[@]}" > "$work/fuzz_$t.log" 2>&1
+  echo $? > "$work/fuzz_$t.rc"
+}
+
+for t in $targets; do
+  echo "fuzz: $t for ${seconds}s (log $work/fuzz_$t.log)"
+  rm -f "$work/fuzz_$t.rc"
+  fuzz_one "$t" &
+  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n; done
+done
+wait
+
 failed=()
 for t in $targets; do
-  bin=$work/fuzz_$t
-  corpus=$work/corpus/$t
-  artifacts=$work/artifacts/$t
-  mkdir -p "$corpus" "$artifacts"
-  regressions=()
-  if compgen -G "$src/regressions/$t/*" > /dev/null; then regressions=("$src/regressions/$t"); fi
   log=$work/fuzz_$t.log
-  echo "fuzz: $t for ${seconds}s (log $log)"
-  # Inputs are read from every directory; new ones are written to the first.
-  "$bin" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=2048 \
-    -dict="$(dict_of "$t")" -artifact_prefix="$artifacts/" -close_fd_mask=1 -print_final_stats=1 \
-    ${FUZZ_FLAGS:-} "$corpus" "$work/seeds/$t" "${regressions[@]}" > "$log" 2>&1
-  rc=$?
+  rc=$(cat "$work/fuzz_$t.rc" 2> /dev/null || echo 1)
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  echo "fuzz: $t: ${runs:-?} executions, exit $rc, corpus $(ls "$corpus" | wc -l) inputs"
-  if [ $rc -ne 0 ]; then
+  echo "fuzz: $t: ${runs:-?} executions, exit $rc, corpus $(ls "$work/corpus/$t" | wc -l) inputs"
+  if [ "$rc" -ne 0 ]; then
     failed+=("$t")
     grep -E -A30 "ERROR: (AddressSanitizer|LeakSanitizer|libFuzzer)|runtime error|internal error" "$log" | head -60
-    ls -l "$artifacts"
+    ls -l "$work/artifacts/$t"
   fi
 done
 

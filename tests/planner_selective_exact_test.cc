@@ -12,6 +12,7 @@
 
 #include "memplan/planner.h"
 #include "planner_toy_graphs.h"
+#include "testing/sanitizer.h"
 
 namespace memplan {
 namespace {
@@ -147,14 +148,19 @@ TEST(SelectiveExact, AFittingPlainStepIsProvenAtOnce) {
   EXPECT_EQ(r.iterations, 0);
 }
 
+// Under AddressSanitizer (testing/sanitizer.h) the brute forces take 9-long chains, not 12, and
+// the first 4 random DAGs, not 12: every subset's replay and relaxation, and two exact searches
+// per budget, took 86 s of ASan's test time on CI's two cores. The plain build runs the full sizes.
+constexpr int kBruteForceChain = testing::UnlessSanitized(12, 9);
+
 TEST(SelectiveExact, ChainEqualsBruteForce) {
-  ExpectExactEqualsBruteForce(testing::ReluChain(12), ToySeconds());
+  ExpectExactEqualsBruteForce(testing::ReluChain(kBruteForceChain), ToySeconds());
 }
 
 TEST(SelectiveExact, ChainRooflineEqualsBruteForce) {
   CostModel bytes = testing::ToyCosts();
   bytes.node_seconds = nullptr;
-  ExpectExactEqualsBruteForce(testing::ReluChain(12), bytes);
+  ExpectExactEqualsBruteForce(testing::ReluChain(kBruteForceChain), bytes);
 }
 
 TEST(SelectiveExact, ResidualEqualsBruteForce) {
@@ -163,14 +169,15 @@ TEST(SelectiveExact, ResidualEqualsBruteForce) {
 
 TEST(SelectiveExact, RandomDagsEqualBruteForce) {
   int tried = 0;
-  for (uint32_t seed = 1; seed <= 12; ++seed) {
+  for (uint32_t seed = 1; seed <= testing::UnlessSanitized(12u, 4u); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     TrainingGraph g = testing::RandomDag(seed, 10);
     if (DroppableStorages(g).size() > 12) continue;
     ++tried;
     ExpectExactEqualsBruteForce(g, ToySeconds());
   }
-  EXPECT_GE(tried, 6) << "too few random DAGs small enough for brute force";
+  EXPECT_GE(tried, testing::UnlessSanitized(6, 2))
+      << "too few random DAGs small enough for brute force";
 }
 
 }  // namespace

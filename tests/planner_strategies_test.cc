@@ -12,6 +12,7 @@
 #include "memplan/planner.h"
 #include "planner_toy_graphs.h"
 #include "testing/graph_builder.h"
+#include "testing/sanitizer.h"
 
 namespace memplan {
 namespace {
@@ -24,6 +25,7 @@ using testing::LoadSum;
 using testing::RandomDag;
 using testing::Residual;
 using testing::ToyCosts;
+using testing::UnlessSanitized;
 
 struct Segmentation {
   std::vector<NodeId> cuts;
@@ -118,10 +120,13 @@ void ExpectSectionsMatchBruteForce(const TrainingGraph& raw, const CostModel& co
   }
 }
 
+// Under AddressSanitizer (testing/sanitizer.h) the brute forces take shorter chains and fewer
+// random DAGs: 2^P replays of every segmentation run 10-30x slower there (the five tests took
+// 92 s of ASan's test time on CI's two cores). The plain build runs the full sizes.
 TEST(PlannerBruteForce, SectionsAreTheFewest) {
-  ExpectSectionsMatchBruteForce(Chain(12), ToyCosts());
+  ExpectSectionsMatchBruteForce(Chain(UnlessSanitized(12, 9)), ToyCosts());
   ExpectSectionsMatchBruteForce(Residual(), ToyCosts());
-  for (uint32_t seed = 1; seed <= 4; ++seed) {
+  for (uint32_t seed = 1; seed <= UnlessSanitized(4u, 2u); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     TrainingGraph g = RandomDag(seed, 10);
     if (g.tensors[g.loss].producer <= 14) ExpectSectionsMatchBruteForce(g, ToyCosts());
@@ -129,7 +134,7 @@ TEST(PlannerBruteForce, SectionsAreTheFewest) {
 }
 
 TEST(PlannerBruteForce, ChainOptimal) {
-  ExpectOptimalMatchesBruteForce(Chain(14), CostModel{}, "optimal");
+  ExpectOptimalMatchesBruteForce(Chain(UnlessSanitized(14, 10)), CostModel{}, "optimal");
 }
 TEST(PlannerBruteForce, ChainToyCostsOptimal) {
   ExpectOptimalMatchesBruteForce(Chain(12), ToyCosts(), "optimal");
@@ -180,7 +185,7 @@ TEST(PlannerMargin, SegmentedPlansKeepTheLargestPassThroughGradientFree) {
 }
 
 TEST(PlannerBruteForce, RandomDagsOptimal) {
-  for (uint32_t seed = 1; seed <= 8; ++seed) {
+  for (uint32_t seed = 1; seed <= UnlessSanitized(8u, 3u); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     TrainingGraph g = RandomDag(seed, 10);
     if (g.tensors[g.loss].producer > 14) continue;
@@ -192,11 +197,12 @@ TEST(PlannerBruteForce, RandomDagsOptimal) {
 // plain step's peak moves there, and the segment tables follow GradientFlow all the same.
 TEST(PlannerBruteForce, OptimalAndSectionsWithGradientsSetToNone) {
   const GradientLifetime none = GradientLifetime::kNone;
-  ExpectOptimalMatchesBruteForce(testing::ReluChain(12, none), ToyCosts(), "optimal");
+  const int k = UnlessSanitized(12, 9);
+  ExpectOptimalMatchesBruteForce(testing::ReluChain(k, none), ToyCosts(), "optimal");
   ExpectOptimalMatchesBruteForce(Residual(none), ToyCosts(), "optimal");
-  ExpectSectionsMatchBruteForce(testing::ReluChain(12, none), ToyCosts());
+  ExpectSectionsMatchBruteForce(testing::ReluChain(k, none), ToyCosts());
   ExpectSectionsMatchBruteForce(Residual(none), ToyCosts());
-  for (uint32_t seed = 1; seed <= 8; ++seed) {
+  for (uint32_t seed = 1; seed <= UnlessSanitized(8u, 3u); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     TrainingGraph g = RandomDag(seed, 10, none);
     if (g.tensors[g.loss].producer > 14) continue;
@@ -206,9 +212,9 @@ TEST(PlannerBruteForce, OptimalAndSectionsWithGradientsSetToNone) {
 
 TEST(PlannerBruteForce, MilpMatchesOnSmallGraphs) {
   if (!MilpAvailable()) GTEST_SKIP() << "built without COIN-OR CBC";
-  ExpectOptimalMatchesBruteForce(Chain(10), ToyCosts(), "milp");
+  ExpectOptimalMatchesBruteForce(Chain(UnlessSanitized(10, 8)), ToyCosts(), "milp");
   ExpectOptimalMatchesBruteForce(Residual(), ToyCosts(), "milp");
-  for (uint32_t seed = 1; seed <= 3; ++seed) {
+  for (uint32_t seed = 1; seed <= UnlessSanitized(3u, 1u); ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
     TrainingGraph g = RandomDag(seed, 9);
     if (g.tensors[g.loss].producer > 12) continue;
