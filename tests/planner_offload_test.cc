@@ -222,6 +222,34 @@ TEST(OffloadStrategy, ASlowLinkRecomputesInstead) {
   EXPECT_LE(p.predicted_peak_bytes, 904);
 }
 
+TEST(OffloadStrategy, CopiesQueuedOnTheLinkArePricedBehindEachOther) {
+  TrainingGraph g = testing::ReluChain(6);
+  // 1 s nodes, a 25 B/s link: 100 B take 4 s each way. Forward steps end at Mul 1, Relu_i i+1,
+  // loss 8; h_i's last forward reader is Relu_{i+1} (end i+2). Alone, h1 and h2 are hidden
+  // (windows of 5 s and 4 s behind them, 12 s and 10 s of backward before Relu_1's and
+  // Relu_2's); the device-to-host stream then holds 8 s of copies, the whole forward, so a third
+  // copy adds its 4 s to the step: dearer than 1 s of recompute (priced alone, h3, with a 3 s
+  // window, would tie with its recompute). The budget takes three storages off the peak
+  // (1004 B): two offloaded at most, the rest recomputed; here the answer is the recompute-only
+  // plan (4 s: recomputing h3 needs its chain), which the offloads do not beat.
+  Plan p = MakePlan(g, OneSecondNodes(),
+                    OffloadOptions(704, {.device_to_host_bytes_per_second = 25,
+                                         .host_to_device_bytes_per_second = 25}));
+  EXPECT_TRUE(p.feasible);
+  EXPECT_LE(p.predicted_peak_bytes, 704);
+  EXPECT_LE(p.offloaded.size(), 2u);
+  EXPECT_FALSE(p.recomputed.empty());
+  // Never slower than the recompute-only plan for the same budget.
+  PlanOptions o = OffloadOptions(704, {});
+  o.strategy = "selective";
+  Plan selective = MakePlan(g, OneSecondNodes(), o);
+  ASSERT_TRUE(selective.feasible);
+  EXPECT_LE(p.predicted_overhead_seconds(), selective.predicted_overhead_seconds());
+  std::printf("offload %zu offloaded, %zu recomputed, %.3g s; selective %.3g s\n",
+              p.offloaded.size(), p.recomputed.size(), p.predicted_overhead_seconds(),
+              selective.predicted_overhead_seconds());
+}
+
 TEST(OffloadStrategy, AHostBudgetTooSmallForAStorageRecomputesInstead) {
   TrainingGraph g = testing::ReluChain(6);
   Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(904, kFastLink, /*host_budget=*/50));

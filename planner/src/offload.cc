@@ -5,22 +5,31 @@
 // step time (recompute seconds + the copy streams' stall) with the device peak within the budget
 // and the pinned host bytes within the host budget. A heuristic in four phases:
 //   1. Greedy: replay; while the device peak exceeds the budget, take the storages alive at the
-//      peak that a plan may still drop (and, at a peak in the backward, offloaded storages
-//      prefetched but not read there, recomputed instead), best bytes per second of added step time
-//      first (each priced as the cheaper of its recompute, the forward seconds of its producer, and
-//      its offload, the transfer time its windows do not hide: the forward after its last reader
-//      for the device-to-host copy, the backward before its first reader for the prefetch, and
-//      what the link's queue adds), until their bytes cover the excess; replay again.
+//      peak that a plan may still drop, best bytes per second of added step time first (each
+//      priced as the cheaper of its recompute, the forward seconds of its producer, and its
+//      offload, the transfer time its windows do not hide: the forward after its last reader
+//      for the device-to-host copy, the backward before the work that first reads it for the
+//      prefetch, and what the copies already taken, this round's included, queue ahead of it),
+//      until their bytes cover the excess; replay again. Offloaded storages at the peak are
+//      decided again: at a peak in the backward, those prefetched but not read there are
+//      recomputed instead; at a peak in the forward, those whose device copy waits for its
+//      device-to-host copy get their wait moved before the peak's node (the compute stream
+//      stalls for the rest of the copy) or are recomputed instead, whichever costs less.
 //   2. Placement (PlaceOffloads) on every replay: each device-to-host copy, in the order they
 //      start, is waited for after the first forward node by whose end the copy stream will have
-//      finished it; each prefetch starts at the latest backward node from which the
-//      host-to-device stream, working back from the last storage needed, finishes it before its
-//      first reader.
+//      finished it (or earlier, as phase 1 moved it); each prefetch starts at the latest
+//      backward node from which the host-to-device stream, working back from the last storage
+//      needed, finishes it before the backward work that first reads it: its first saver's,
+//      or, for a storage a recomputed chain reads, the work that chain is recomputed for.
 //   3. The recompute-only plan of `selective` for the same budget: the answer is whichever of
 //      the two fits with the least predicted overhead, so `offload` is never slower than it.
+//      When neither fits, phase 1 runs again from selective's recomputed storages (offloading
+//      what selective keeps at its peak) and the smallest peak is the answer.
 //   4. When selective's plan is the answer: offload instead of recompute the storages whose
-//      copies the windows hide better than recompute costs (most seconds saved first), the
-//      largest prefix of them (all, half, a quarter, ...) that still fits and is faster.
+//      copies the windows hide better than recompute costs (most seconds saved first, each
+//      priced behind those before it), the largest prefix of them (all, half, a quarter, ...)
+//      that fits, is faster and peaks no higher than selective's plan, then each other one
+//      alone on top (24 replays at most) under the same rule.
 // Every number in the plan comes from the replay (Simulate, SimulateStreams), none from the
 // estimates above.
 #include <algorithm>
