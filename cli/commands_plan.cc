@@ -452,6 +452,9 @@ int RunPlan(const Args& a) {
   };
   CostModel cost;
   const TimeModel time = TimeModelFor(a, g, cost);
+  // Offload: the link measured with the device's rates, unless given.
+  if (request.cuda && !a.has("link-rate") && time.rates.link.device_to_host_bytes_per_second > 0)
+    options.link = time.rates.link;
   BudgetPlan result;
   {
     ProgressTicker ticker("memplan plan: still planning (--strategy " + options.strategy +

@@ -512,6 +512,26 @@ TEST(PlannerTime, ClassRatesRoundTripAndAnOldFileWithoutThemTakesTheGeneralRates
             std::string::npos);
 }
 
+// CUDA's offload link (memplan calibrate, the rates cache) travels with the rates; a file
+// without it has none (the planner then takes DefaultLinkRates).
+TEST(PlannerTime, LinkRatesRoundTripAndAFileWithoutThemHasNone) {
+  MachineRates r = Rates(2e11, 3e10, 4e-6);
+  EXPECT_FALSE(MachineRatesToJson(r).contains("link"));
+  r.link = {.device_to_host_bytes_per_second = 2.4e10, .host_to_device_bytes_per_second = 2.6e10};
+  const nlohmann::json j = MachineRatesToJson(r);
+  MachineRates q = MachineRatesFromJson(nlohmann::json::parse(j.dump()));
+  EXPECT_DOUBLE_EQ(q.link.device_to_host_bytes_per_second, 2.4e10);
+  EXPECT_DOUBLE_EQ(q.link.host_to_device_bytes_per_second, 2.6e10);
+  nlohmann::json bad = j;
+  bad["link"]["host_to_device_bytes_per_second"] = 0;
+  EXPECT_NE(
+      ErrorOf([&] { MachineRatesFromJson(bad); }).find("link.host_to_device_bytes_per_second"),
+      std::string::npos);
+  bad["link"] = 5;
+  EXPECT_NE(ErrorOf([&] { MachineRatesFromJson(bad); }).find("\"link\" must be an object"),
+            std::string::npos);
+}
+
 TEST(PlannerTime, DefaultRatesAreTheDocumentedOnes) {
   MachineRates cpu = DefaultMachineRates("cpu");
   EXPECT_DOUBLE_EQ(cpu.flops_per_second, 100e9);

@@ -200,6 +200,23 @@ void MeasureFreshMemory(const c10::Device& device, const at::TensorOptions& opti
   }
 }
 
+// CUDA: offload's link, a 64 MiB copy between pinned host memory and the device each way.
+void MeasureLink(const c10::Device& device, MachineRates& r) {
+  try {
+    c10::AutoGradMode no_grad(false);
+    const int64_t bytes = int64_t{64} << 20;
+    at::Tensor host = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).pinned_memory(true));
+    at::Tensor dev = at::empty({bytes}, at::TensorOptions().dtype(at::kByte).device(device));
+    const double to_host = SecondsPerCall(device, 3, [&] { host.copy_(dev); });
+    const double to_device = SecondsPerCall(device, 3, [&] { dev.copy_(host); });
+    r.link.device_to_host_bytes_per_second = static_cast<double>(bytes) / to_host;
+    r.link.host_to_device_bytes_per_second = static_cast<double>(bytes) / to_device;
+  } catch (const c10::Error& e) {
+    throw MemplanError("measuring the host link of " + r.device + ": " +
+                       e.what_without_backtrace());
+  }
+}
+
 }  // namespace
 
 std::string MachineRatesKey(const std::string& device) {
@@ -243,6 +260,7 @@ MachineRates MeasureMachineRates(const std::string& device_name) {
   }
   MeasureClassRates(device, options, r);
   if (device.is_cpu()) MeasureFreshMemory(device, options, r);
+  if (device.is_cuda()) MeasureLink(device, r);
   return r;
 }
 

@@ -59,6 +59,10 @@ nlohmann::json MachineRatesToJson(const MachineRates& r) {
   if (!classes.empty()) j["classes"] = classes;
   j["fresh_bytes_per_second"] = r.fresh_bytes_per_second;
   j["fresh_threshold_bytes"] = r.fresh_threshold_bytes;
+  if (r.link.device_to_host_bytes_per_second > 0 || r.link.host_to_device_bytes_per_second > 0) {
+    j["link"] = {{"device_to_host_bytes_per_second", r.link.device_to_host_bytes_per_second},
+                 {"host_to_device_bytes_per_second", r.link.host_to_device_bytes_per_second}};
+  }
   return j;
 }
 
@@ -123,6 +127,14 @@ MachineRates MachineRatesFromJson(const nlohmann::json& j) {
     if (threshold > 9e18)
       throw MemplanError("machine rates: \"fresh_threshold_bytes\" is too large");
     r.fresh_threshold_bytes = static_cast<int64_t>(threshold);
+  }
+  auto link = j.find("link");
+  if (link != j.end()) {
+    if (!link->is_object()) throw MemplanError("machine rates: \"link\" must be an object");
+    r.link.device_to_host_bytes_per_second =
+        Rate(*link, "device_to_host_bytes_per_second", false, "link.");
+    r.link.host_to_device_bytes_per_second =
+        Rate(*link, "host_to_device_bytes_per_second", false, "link.");
   }
   auto measured = j.find("measured");
   if (measured != j.end()) {

@@ -53,6 +53,9 @@ struct MachineRates {
   // allocator, a file written before it was measured).
   double fresh_bytes_per_second = 0;
   int64_t fresh_threshold_bytes = 0;
+  // CUDA: the device-host link, copies of pinned memory each way (offload's copies); 0: not
+  // measured (DefaultLinkRates then).
+  LinkRates link{};
   // The rates that price a node of class `c`.
   double FlopsPerSecond(ComputeClass c) const;
   double BytesPerSecond(ComputeClass c) const;
