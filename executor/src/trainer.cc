@@ -492,6 +492,23 @@ void Trainer::Forward(size_t segment, bool grad, bool recompute) {
   }
 }
 
+// `fn` runs before the backward of `n`: a pre-hook on the autograd functions of its outputs, which
+// the engine runs before the rest of the node's backward. Hooks left in a graph that outlives
+// this trainer find nobody.
+void Trainer::BeforeBackwardOf(const Node& n, std::function<void(Trainer&)> fn) {
+  std::set<torch::autograd::Node*> hooked;
+  for (TensorId o : n.outputs) {
+    if (o == kNone || !values_[o].defined()) continue;
+    const auto grad_fn = values_[o].grad_fn();
+    if (!grad_fn || !hooked.insert(grad_fn.get()).second) continue;
+    std::weak_ptr<Trainer*> owner = hook_owner_;
+    grad_fn->add_pre_hook(std::make_unique<PreHook>([owner, fn] {
+      std::shared_ptr<Trainer*> t = owner.lock();
+      if (t && *t) fn(**t);
+    }));
+  }
+}
+
 void Trainer::Backward(size_t segment) {
   std::vector<at::Tensor> roots, grads;
   if (segment + 1 == segments_.size()) {

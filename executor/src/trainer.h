@@ -126,6 +126,7 @@ class Trainer {
   void GatherParameters(size_t b);
   void ReleaseParameters(size_t b);
   void HookBackwardGathers(const Node& n);
+  void BeforeBackwardOf(const Node& n, std::function<void(Trainer&)> fn);
   void StartBackwardCall(size_t segment);
   void BackwardReached(int64_t key);
   void FollowDataParallelSteps(Schedule& s);

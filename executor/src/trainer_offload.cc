@@ -66,18 +66,8 @@ void Trainer::AfterForwardStep(const Node& n) {
   for (TensorId r : offload_start_after_[n.id]) StartOffload(r);
   for (TensorId r : offload_wait_after_[n.id]) FinishOffload(r);
   if (prefetch_before_[n.id].empty() || !at::GradMode::is_enabled()) return;
-  std::set<torch::autograd::Node*> hooked;
-  for (TensorId o : n.outputs) {
-    if (o == kNone || !values_[o].defined()) continue;
-    const auto fn = values_[o].grad_fn();
-    if (!fn || !hooked.insert(fn.get()).second) continue;
-    std::weak_ptr<Trainer*> owner = hook_owner_;
-    const NodeId id = n.id;
-    fn->add_pre_hook(std::make_unique<PreHook>([owner, id] {
-      std::shared_ptr<Trainer*> t = owner.lock();
-      if (t && *t) (*t)->PrefetchBefore(id);
-    }));
-  }
+  const NodeId id = n.id;
+  BeforeBackwardOf(n, [id](Trainer& t) { t.PrefetchBefore(id); });
 }
 
 namespace {

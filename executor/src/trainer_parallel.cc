@@ -237,18 +237,8 @@ void Trainer::ReleaseParameters(size_t b) {
 // schedule's releases and gathers up to its step.
 void Trainer::HookBackwardGathers(const Node& n) {
   if (key_backward_[n.id] < 0) return;
-  std::set<torch::autograd::Node*> hooked;
-  for (TensorId o : n.outputs) {
-    if (o == kNone || !values_[o].defined()) continue;
-    const auto fn = values_[o].grad_fn();
-    if (!fn || !hooked.insert(fn.get()).second) continue;
-    std::weak_ptr<Trainer*> owner = hook_owner_;
-    const int64_t key = key_backward_[n.id];
-    fn->add_pre_hook(std::make_unique<PreHook>([owner, key] {
-      std::shared_ptr<Trainer*> t = owner.lock();
-      if (t && *t) (*t)->BackwardReached(key);
-    }));
-  }
+  const int64_t key = key_backward_[n.id];
+  BeforeBackwardOf(n, [key](Trainer& t) { t.BackwardReached(key); });
 }
 
 // Shard gradients and parameters: a segment's backward call starts at the first of its
