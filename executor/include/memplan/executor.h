@@ -136,10 +136,10 @@ struct RankStats {
 struct RunResult {
   std::string device;  // e.g. "cpu (LibTorch 2.14.1, 2 threads)"
   std::vector<StepStats> steps;
-  int64_t measured_peak_bytes = 0;  // the steady-state step's peak (the last step)
+  int64_t measured_peak_bytes = 0;       // the steady-state step's peak (the last step)
   int64_t measured_host_peak_bytes = 0;  // offload: the last step's pinned host peak
-  int64_t max_peak_bytes = 0;       // the highest over all steps
-  int64_t persistent_bytes = 0;     // alive between steps (parameters, gradients, state, batch)
+  int64_t max_peak_bytes = 0;            // the highest over all steps
+  int64_t persistent_bytes = 0;  // alive between steps (parameters, gradients, state, batch)
   std::vector<TraceEvent> trace;
   std::optional<Profile> profile;  // RunOptions::profile
   // Parameter name -> its gradient after the last step's backward (keep_gradients).
