@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -605,15 +606,36 @@ TEST(ExecutorPlans, GptPlanGivesThePlainStepsGradients) {
   }
 }
 
+// A hand-built graph's plain step (two steps, gradients kept) and the options that ran it, to
+// run plans of the same graph beside it.
+struct PlainStep {
+  TrainingGraph g;
+  RunOptions o;
+  RunResult plain;
+};
+PlainStep RunPlain(const GraphBuilder& b, int64_t batch) {
+  PlainStep s{b.Load({batch}), Options(b, 2), {}};
+  s.o.keep_gradients = true;
+  s.plain = RunTraining(s.g, s.o);
+  return s;
+}
+
+// DropoutMlp's step on a batch of 8 equals its step on 2 micro-batches of 4 with `plan` applied.
+void ExpectMicroBatchesGiveTheFullBatchsStep(
+    const std::function<void(const TrainingGraph&, RunOptions&)>& plan, const std::string& what) {
+  GraphBuilder b = DropoutMlp();
+  PlainStep full = RunPlain(b, 8);
+  TrainingGraph micro = b.Load({/*batch=*/4});
+  full.o.micro_batches = 2;
+  plan(micro, full.o);
+  ExpectSameStep(full.plain, RunTraining(micro, full.o), "2 micro-batches, " + what);
+}
+
 // Selective recompute (plan.h): a dropped storage is recomputed without autograd when the
 // backward reads it, through saved-tensor hooks. The math is the plain step's: same losses and
 // gradients, the forward's dropout masks, batch-norm statistics updated once.
 TEST(ExecutorSelective, EachDroppedTensorGivesThePlainStepsGradients) {
-  GraphBuilder b = SmallCnn();
-  TrainingGraph g = b.Load({/*batch=*/4});
-  RunOptions o = Options(b, 2);
-  o.keep_gradients = true;
-  RunResult plain = RunTraining(g, o);
+  auto [g, o, plain] = RunPlain(SmallCnn(), 4);
   const std::vector<TensorId> candidates = RecomputableTensors(g);
   ASSERT_GE(candidates.size(), 6u);  // conv, BN, relu, dropout outputs and the masks' kin
   for (TensorId t : candidates) {
@@ -627,14 +649,9 @@ TEST(ExecutorSelective, EachDroppedTensorGivesThePlainStepsGradients) {
 }
 
 TEST(ExecutorSelective, MicroBatchesWithDroppedTensorsGiveTheFullBatchsStep) {
-  GraphBuilder b = DropoutMlp();
-  RunOptions o = Options(b, 2);
-  o.keep_gradients = true;
-  RunResult full = RunTraining(b.Load({/*batch=*/8}), o);
-  TrainingGraph micro = b.Load({/*batch=*/4});
-  o.micro_batches = 2;
-  o.recomputed = RecomputableTensors(micro);
-  ExpectSameStep(full, RunTraining(micro, o), "2 micro-batches, every candidate recomputed");
+  ExpectMicroBatchesGiveTheFullBatchsStep(
+      [](const TrainingGraph& g, RunOptions& o) { o.recomputed = RecomputableTensors(g); },
+      "every candidate recomputed");
 }
 
 TEST(ExecutorSelective, SegmentsAndDroppedTensorsAreRefused) {
@@ -707,11 +724,7 @@ std::vector<OffloadChoice> OffloadEach(const std::vector<TensorId>& roots, NodeI
 }
 
 TEST(ExecutorOffload, EachOffloadedTensorGivesThePlainStepsGradients) {
-  GraphBuilder b = SmallCnn();
-  TrainingGraph g = b.Load({/*batch=*/4});
-  RunOptions o = Options(b, 2);
-  o.keep_gradients = true;
-  RunResult plain = RunTraining(g, o);
+  auto [g, o, plain] = RunPlain(SmallCnn(), 4);
   const std::vector<TensorId> candidates = RecomputableTensors(g);
   ASSERT_GE(candidates.size(), 6u);
   const NodeId last = static_cast<NodeId>(g.nodes.size()) - 1;
@@ -729,11 +742,7 @@ TEST(ExecutorOffload, EachOffloadedTensorGivesThePlainStepsGradients) {
 }
 
 TEST(ExecutorOffload, OffloadAndRecomputeCombine) {
-  GraphBuilder b = SmallCnn();
-  TrainingGraph g = b.Load({/*batch=*/4});
-  RunOptions o = Options(b, 2);
-  o.keep_gradients = true;
-  RunResult plain = RunTraining(g, o);
+  auto [g, o, plain] = RunPlain(SmallCnn(), 4);
   const std::vector<TensorId> candidates = RecomputableTensors(g);
   // Alternate: a recompute then reads offloaded storages (its inputs) from their prefetched copy.
   for (size_t first : {size_t{0}, size_t{1}}) {
@@ -749,14 +758,11 @@ TEST(ExecutorOffload, OffloadAndRecomputeCombine) {
 }
 
 TEST(ExecutorOffload, MicroBatchesWithOffloadedTensorsGiveTheFullBatchsStep) {
-  GraphBuilder b = DropoutMlp();
-  RunOptions o = Options(b, 2);
-  o.keep_gradients = true;
-  RunResult full = RunTraining(b.Load({/*batch=*/8}), o);
-  TrainingGraph micro = b.Load({/*batch=*/4});
-  o.micro_batches = 2;
-  o.offloaded = OffloadEach(RecomputableTensors(micro), 0);
-  ExpectSameStep(full, RunTraining(micro, o), "2 micro-batches, every candidate offloaded");
+  ExpectMicroBatchesGiveTheFullBatchsStep(
+      [](const TrainingGraph& g, RunOptions& o) {
+        o.offloaded = OffloadEach(RecomputableTensors(g), 0);
+      },
+      "every candidate offloaded");
 }
 
 // On CPU the link is emulated: a copy completes B / rate after it starts (copies of a direction
