@@ -12,6 +12,7 @@
 #include "memplan/executor.h"
 #include "memplan/planner.h"
 #include "testing/corpus.h"
+#include "testing/executor_steps.h"
 
 namespace memplan {
 namespace {
@@ -43,14 +44,7 @@ TEST_P(PlanBudget, MeasuredPeakIsWithinTheBudget) {
   ASSERT_TRUE(plan.feasible) << c.model << " " << c.strategy << ": no plan fits " << po.budget_bytes
                              << " B, above the smallest budget " << smallest;
 
-  TrainingGraph g = at_batch(plan.batch);
-  RunOptions o;
-  o.random_weights = true;
-  o.steps = 2;  // the second step is the steady state
-  o.segments = plan.segments;
-  o.recomputed = plan.recomputed;
-  o.micro_batches = plan.micro_batches;
-  RunResult r = RunTraining(g, o);
+  RunResult r = testing::RunSteps(at_batch(plan.batch), &plan);
   std::printf(
       "budget %-14s batch %3lld %-8s %3d%%  budget %12lld  predicted %12lld  measured %12lld  "
       "(%lld x %lld, %d sections)\n",
@@ -90,12 +84,12 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, PlanBudget, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.model) + "_b" +
-                                  std::to_string(i.param.batch) + "_" + i.param.strategy + "_" +
-                                  std::to_string(i.param.percent);
-                         });
+std::string CaseName(const ::testing::TestParamInfo<Case>& i) {
+  return std::string(i.param.model) + "_b" + std::to_string(i.param.batch) + "_" +
+         i.param.strategy + "_" + std::to_string(i.param.percent);
+}
+
+INSTANTIATE_TEST_SUITE_P(Corpus, PlanBudget, ::testing::ValuesIn(Cases()), CaseName);
 
 // Offload plans (issue 24) at 35% and 50% of the plain step's peak (micro-batched where the
 // planner needs to be), run for real: the device
@@ -114,15 +108,7 @@ TEST_P(OffloadBudget, MeasuredPeaksAreTheReplayedPeaks) {
   po.budget_bytes = baseline * c.percent / 100;
   po.host_budget_bytes = int64_t{8} << 30;
   Plan plan = PlanMicroBatched(at_batch, c.batch, CostModel{}, po);
-  TrainingGraph g = at_batch(plan.batch);
-  RunOptions o;
-  o.random_weights = true;
-  o.steps = 2;  // the second step is the steady state
-  o.recomputed = plan.recomputed;
-  o.offloaded = plan.offloaded;
-  o.micro_batches = plan.micro_batches;
-  o.emulate_link = false;
-  RunResult r = RunTraining(g, o);
+  RunResult r = testing::RunSteps(at_batch(plan.batch), &plan);
   std::printf(
       "offload %-14s batch %3lld %3d%%: budget %12lld (%s, %lld x %lld), %zu offloaded, %zu "
       "recomputed; device predicted %12lld measured %12lld; host predicted %12lld measured "
@@ -151,12 +137,7 @@ std::vector<Case> OffloadCases() {
   return cases;
 }
 
-INSTANTIATE_TEST_SUITE_P(Corpus, OffloadBudget, ::testing::ValuesIn(OffloadCases()),
-                         [](const ::testing::TestParamInfo<Case>& i) {
-                           return std::string(i.param.model) + "_b" +
-                                  std::to_string(i.param.batch) + "_" +
-                                  std::to_string(i.param.percent);
-                         });
+INSTANTIATE_TEST_SUITE_P(Corpus, OffloadBudget, ::testing::ValuesIn(OffloadCases()), CaseName);
 
 }  // namespace
 }  // namespace memplan

@@ -17,6 +17,7 @@
 #include "memplan/executor.h"
 #include "memplan/plan.h"
 #include "testing/corpus.h"
+#include "testing/executor_steps.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -814,13 +815,7 @@ TEST(ExecutorOffload, MeasuredPeaksAreTheReplayedPeaks) {
                          {"half recomputed, half offloaded", odd, OffloadEach(even, 0)}};
     for (const Mix& m : mixes) {
       Plan p = ReplayOffload(g, m.recomputed, m.offloaded, {.strategy = "offload"}, {});
-      RunOptions o;
-      o.random_weights = true;
-      o.steps = 2;
-      o.recomputed = m.recomputed;
-      o.offloaded = m.offloaded;
-      o.emulate_link = false;
-      RunResult r = RunTraining(g, o);
+      RunResult r = testing::RunSteps(g, &p);
       std::printf(
           "offload %-14s batch %lld, %s: device predicted %lld measured %lld, host predicted "
           "%lld measured %lld, plain %lld\n",

@@ -1,5 +1,6 @@
 // Helpers of the executor suites that measure corpus models: two training steps (the second is
-// the steady state) of a graph, with a plan's segments, recomputed tensors and micro-batches.
+// the steady state) of a graph, with a plan's segments, recomputed and offloaded tensors (copies
+// at once: the link's time is not what these suites measure) and micro-batches.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,8 @@ inline RunResult RunSteps(const TrainingGraph& g, const Plan* plan = nullptr) {
   if (plan) {
     o.segments = plan->segments;
     o.recomputed = plan->recomputed;
+    o.offloaded = plan->offloaded;
+    o.emulate_link = false;
     o.micro_batches = plan->micro_batches;
   }
   return RunTraining(g, o);
