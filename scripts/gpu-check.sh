@@ -30,7 +30,7 @@
 #                       when it runs from a bundle)
 #   --device DEV        run: cuda (default), cuda:K or cpu (a dry run: two small models)
 #   --out DIR           run: where the results go (default: $OUT, else gpu-check-out)
-#   --parts LIST        run: smoke,profile,accuracy,peers,nccl (default: all; the budget check
+#   --parts LIST        run: smoke,profile,offload,accuracy,peers,nccl (default: all; the budget check
 #                       comes with accuracy; nccl: 2 data-parallel ranks where 2 GPUs are visible)
 #   --specs LIST        run: accuracy models as model:batch,... ; --peer-specs likewise for peers
 #   --peers LIST        run: eager,checkpoint,sac,compile (cpu: eager,checkpoint,sac)
@@ -48,7 +48,7 @@ MAX_OUT_FILES=8
 
 DO_BUNDLE=0; DO_RUN=0
 TORCH=2.11.0; PYTHON=""; MEMPLAN=""; MODELS=""; MODELS_DIR=""
-DEVICE=cuda; OUTDIR=${OUT:-}; PARTS=smoke,profile,accuracy,peers,nccl; SPECS=""; PEER_SPECS=""; PEERS=""
+DEVICE=cuda; OUTDIR=${OUT:-}; PARTS=smoke,profile,offload,accuracy,peers,nccl; SPECS=""; PEER_SPECS=""; PEERS=""
 TIME_LIMIT=480
 die() { echo "gpu-check: $*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
@@ -234,6 +234,23 @@ PYEOF
       --device "$DEVICE" --random-weights --profile "$R/$m-profile.json" \
       --trace-events "$R/$m-trace-events.json" --json "$R/$m-profile-run.json" >/dev/null ||
       echo "gpu-check: profile failed (exit $?)"
+  fi
+  # Offload (issue 24): the profile model planned with --strategy offload at 50% and 35% of its
+  # plain peak and run: the log has each plan's predicted peak, host peak and stall beside the
+  # run's measured step time, reserved peak and copy stall (the plan's budget held or not).
+  if [[ ,$PARTS, == *,offload,* ]] && [ "$(left)" -gt 60 ]; then
+    m=${PROFILE_SPEC%%:*}; bs=${PROFILE_SPEC#*:}
+    for pct in 50 35; do
+      [ "$(left)" -gt 30 ] || break
+      stamp "offload: $m batch $bs at $pct%"
+      timeout -k 5 "$(left)" "$M" plan "$MD/$m.onnx" --batch "$bs" --budget "$pct%" --strategy offload \
+        --host-budget 32GiB --device "$DEVICE" --json "$R/offload-$pct-plan.json" |
+        grep -E "^(plan peak|offloaded|link|recompute|micro-batch) " || true
+      [ -f "$R/offload-$pct-plan.json" ] &&
+      timeout -k 5 "$(left)" "$M" run "$MD/$m.onnx" --plan "$R/offload-$pct-plan.json" --steps "$STEPS" \
+        --device "$DEVICE" --random-weights --json "$R/offload-$pct-run.json" | tail -7 ||
+        echo "gpu-check: offload at $pct% failed (exit $?)"
+    done
   fi
   if [[ ,$PARTS, == *,accuracy,* ]] && [ "$(left)" -gt 30 ]; then
     stamp "accuracy and budget check: $SPECS"
