@@ -167,8 +167,11 @@ double ForwardBackwardSeconds(const TrainingGraph& g, const CostModel& cost) {
 }
 
 // PlanMicroBatched, or with `smallest` the plan that fits the smallest budget at each k tried.
+// `whole` (not with `smallest`): MakePlan's plan of the whole batch under `options`, already
+// made by the caller, taken as the plan at k = 1 instead of planning it again.
 Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
-                  const PlanOptions& options, int64_t micro_batches, bool smallest) {
+                  const PlanOptions& options, int64_t micro_batches, bool smallest,
+                  const Plan* whole = nullptr) {
   auto start = std::chrono::steady_clock::now();
   if (batch <= 0) throw MemplanError("batch must be positive");
   if (micro_batches > 0 && batch % micro_batches != 0) {
@@ -201,7 +204,7 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     if (smallest) {
       p = SmallestPeakPlan(micro, cost, o);
     } else {
-      p = MakePlan(micro, cost, o);
+      p = k == 1 && whole ? *whole : MakePlan(micro, cost, o);
       // `auto` without a fitting plan at this k: the smallest peak tells whether a larger k
       // helps. A named strategy keeps its own answer: it is never replaced by another's.
       if (!p.feasible && options.budget_bytes > 0 && is_auto) p = SmallestPeakPlan(micro, cost, o);
@@ -264,6 +267,12 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
 Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
                       const PlanOptions& options, int64_t micro_batches) {
   return MicroBatched(graph_at_batch, batch, cost, options, micro_batches, /*smallest=*/false);
+}
+
+Plan planner::PlanMicroBatchedAfter(const GraphAtBatch& graph_at_batch, int64_t batch,
+                                    const CostModel& cost, const PlanOptions& options,
+                                    const Plan& whole) {
+  return MicroBatched(graph_at_batch, batch, cost, options, 0, /*smallest=*/false, &whole);
 }
 
 Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch,

@@ -16,7 +16,8 @@ Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostM
                const PlanOptions& o, int64_t k) {
   Plan plan = k > 1 ? PlanMicroBatched(at_batch, g.batch, cost, o, k) : MakePlan(g, cost, o);
   if (!plan.feasible && k == 0 && g.batch > 1) {
-    Plan split = PlanMicroBatched(at_batch, g.batch, cost, o, 0);
+    // Its plan at k = 1 is `plan` (at_batch(g.batch) is g): not planned again.
+    Plan split = planner::PlanMicroBatchedAfter(at_batch, g.batch, cost, o, plan);
     if (split.feasible) plan = std::move(split);
   }
   return plan;

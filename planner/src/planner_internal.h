@@ -121,6 +121,10 @@ Plan RunMilp(Context& ctx, const PlanOptions& o);
 Plan RunSelective(Context& ctx, const PlanOptions& o);
 Plan RunOffload(Context& ctx, const PlanOptions& o);
 Plan RunStrategy(Context& ctx, const PlanOptions& o);  // dispatch, including auto
+// PlanMicroBatched(graph_at_batch, batch, cost, options, 0) whose plan at one micro-batch is
+// `whole`, MakePlan's plan of graph_at_batch(batch) under `options` (made by the caller).
+Plan PlanMicroBatchedAfter(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
+                           const PlanOptions& options, const Plan& whole);
 // The smallest peak `optimal` reaches over its candidates.
 Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o);
 
