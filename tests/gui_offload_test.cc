@@ -135,13 +135,7 @@ TEST(GuiOffload, LifetimesTimelineAndLinkShowTheOffloadPlan) {
 // the default host budget it offloads; a size that is not one is refused.
 TEST(GuiOffload, PlanExplorerReplansWithAHostBudget) {
   if (!PlannerAvailable()) GTEST_SKIP() << "built without the planner library";
-  testing::GraphBuilder b;
-  b.Input("x", {-1, 32}).Param("w1", {32, 32}).Param("w2", {32, 10});
-  b.Node("MatMul", {"x", "w1"}, {"h0"});
-  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Relu", "Sigmoid", "Tanh"};
-  for (int i = 0; i < 6; ++i)
-    b.Node(ops[i], {"h" + std::to_string(i)}, {"h" + std::to_string(i + 1)});
-  b.Node("MatMul", {"h6", "w2"}, {"logits"}).Output("logits");
+  testing::GraphBuilder b = testing::ActivationChainMlp();
   const std::string model = ::testing::TempDir() + "gui_offload_mlp.onnx";
   b.Save(model);
   MainWindow window;

@@ -555,13 +555,7 @@ TEST(GuiPlanExplorer, SelectiveIsASeriesOfItsOwn) {
     GTEST_SKIP() << "the planner does not offer `selective` yet";
   // x [64, 32] -> MatMul -> Relu, Sigmoid, Tanh, Relu, Sigmoid, Tanh -> MatMul -> cross entropy:
   // saved activations (8 KiB each) outweigh the parameters.
-  testing::GraphBuilder b;
-  b.Input("x", {-1, 32}).Param("w1", {32, 32}).Param("w2", {32, 10});
-  b.Node("MatMul", {"x", "w1"}, {"h0"});
-  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Relu", "Sigmoid", "Tanh"};
-  for (int i = 0; i < 6; ++i)
-    b.Node(ops[i], {"h" + std::to_string(i)}, {"h" + std::to_string(i + 1)});
-  b.Node("MatMul", {"h6", "w2"}, {"logits"}).Output("logits");
+  testing::GraphBuilder b = testing::ActivationChainMlp();
   const QString model = TempPath("selective_mlp.onnx");
   b.Save(model.toStdString());
   MainWindow window;

@@ -218,6 +218,17 @@ GraphBuilder AttentionBlock() {
   return b;
 }
 
+GraphBuilder ActivationChainMlp() {
+  GraphBuilder b;
+  b.Input("x", {-1, 32}).Param("w1", {32, 32}).Param("w2", {32, 10});
+  b.Node("MatMul", {"x", "w1"}, {"h0"});
+  const char* ops[] = {"Relu", "Sigmoid", "Tanh", "Relu", "Sigmoid", "Tanh"};
+  for (int i = 0; i < 6; ++i)
+    b.Node(ops[i], {"h" + std::to_string(i)}, {"h" + std::to_string(i + 1)});
+  b.Node("MatMul", {"h6", "w2"}, {"logits"}).Output("logits");
+  return b;
+}
+
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32})

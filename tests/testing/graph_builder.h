@@ -80,6 +80,11 @@ GraphBuilder AttentionBlock();
 // 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
 GraphBuilder TwoLayerMlp();
 
+// x[N,32] -> MatMul(w1[32,32]) -> Relu, Sigmoid, Tanh, Relu, Sigmoid, Tanh -> MatMul(w2[32,10])
+// -> logits[N,10]: six saved activations of N x 128 bytes (8 KiB each at N = 64), which outweigh
+// the parameters (5,376 bytes).
+GraphBuilder ActivationChainMlp();
+
 // Appends GELU as TorchScript exports it before opset 20, from `x` to `y`:
 // Div(x, divisor) -> gelu_d -> Erf -> gelu_e -> Add(1) -> gelu_a -> Mul(x, ·) -> gelu_m ->
 // Mul(0.5) -> y. With divisor √2 it is erf-GELU.
