@@ -53,7 +53,7 @@ int CopyLink::Start(Direction d, const at::Tensor& dst, const at::Tensor& src) {
     ready.block(copy);
     {
       c10::cuda::CUDAStreamGuard guard(copy);
-      const_cast<at::Tensor&>(dst).copy_(src, /*non_blocking=*/true);
+      dst.copy_(src, /*non_blocking=*/true);
     }
     // The device side is used on the copy stream: the caching allocator must not hand its
     // block out again before the copy is done, whichever stream frees it.
@@ -65,7 +65,7 @@ int CopyLink::Start(Direction d, const at::Tensor& dst, const at::Tensor& src) {
   }
 #endif
   const Clock::time_point start = Clock::now();
-  const_cast<at::Tensor&>(dst).copy_(src);
+  dst.copy_(src);
   const double bytes = static_cast<double>(src.nbytes());
   Clock::time_point done = std::max(start, free_at_[d]);
   if (rate_[d] > 0) {

@@ -13,6 +13,13 @@ void Trainer::FollowOffloadSteps(const Schedule& s) {
   offload_start_after_.assign(nn, {});
   offload_wait_after_.assign(nn, {});
   prefetch_before_.assign(nn, {});
+  // Per step, the node of the next backward step with one (kNone: none follows).
+  std::vector<NodeId> next_backward(s.steps.size() + 1, kNone);
+  for (size_t i = s.steps.size(); i-- > 0;) {
+    const memplan::Step& st = s.steps[i];
+    next_backward[i] =
+        st.phase == Phase::kBackward && st.node != kNone ? st.node : next_backward[i + 1];
+  }
   NodeId forward_node = kNone;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const memplan::Step& st = s.steps[i];
@@ -22,14 +29,10 @@ void Trainer::FollowOffloadSteps(const Schedule& s) {
       const TensorId root = g_.tensors[s.buffers[st.copy_from].tensor].storage;
       (st.copy_wait ? offload_wait_after_ : offload_start_after_)[forward_node].push_back(root);
     } else if (st.phase == Phase::kPrefetch && !st.copy_wait) {
-      const TensorId root = g_.tensors[s.buffers[st.copy_to].tensor].storage;
-      for (size_t j = i + 1; j < s.steps.size(); ++j) {
-        if (s.steps[j].phase == Phase::kBackward && s.steps[j].node != kNone) {
-          prefetch_before_[s.steps[j].node].push_back(root);
-          break;
-        }
-      }
-      // None: the backward's first read starts it (Prefetched).
+      // None follows: the backward's first read starts it (Prefetched).
+      const NodeId m = next_backward[i + 1];
+      if (m != kNone)
+        prefetch_before_[m].push_back(g_.tensors[s.buffers[st.copy_to].tensor].storage);
     }
   }
   offload_device_.assign(nt, at::Tensor());
