@@ -61,6 +61,13 @@ struct Location {
 
 class Trainer;
 
+// Where a tensor sits in its storage (offset in elements from the storage's start).
+struct TensorGeometry {
+  std::vector<int64_t> sizes, strides;
+  int64_t offset = 0;
+  at::ScalarType dtype = at::kFloat;
+};
+
 // Runs before an autograd function: what `fn` is given to run (shard parameters' gathers,
 // offload's prefetches).
 class PreHook final : public torch::autograd::FunctionPreHook {
@@ -248,12 +255,7 @@ class Trainer {
   std::unordered_map<const c10::StorageImpl*, TensorId> offload_storage_;
   // Per tensor sharing an offloaded storage: its geometry in the storage (offset in elements
   // from the storage's start), to read it again from the prefetched copy.
-  struct Geometry {
-    std::vector<int64_t> sizes, strides;
-    int64_t offset = 0;
-    at::ScalarType dtype = at::kFloat;
-  };
-  std::vector<Geometry> offload_geometry_;
+  std::vector<TensorGeometry> offload_geometry_;
   std::unique_ptr<CopyLink> link_;
   HostMemory* host_memory_ = nullptr;
 

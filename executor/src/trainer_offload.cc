@@ -74,6 +74,12 @@ void Trainer::AfterForwardStep(const Node& n) {
 }
 
 namespace {
+// A tensor of `geo` on `storage` (the prefetched copy of a storage, or a view of it).
+at::Tensor OnStorage(const at::Tensor& storage_of, const TensorGeometry& geo) {
+  return at::empty({0}, storage_of.options().dtype(geo.dtype))
+      .set_(storage_of.storage(), geo.offset, geo.sizes, geo.strides);
+}
+
 // The bytes of `t`'s whole storage.
 at::Tensor StorageBytes(const at::Tensor& t) {
   const int64_t n = static_cast<int64_t>(t.storage().nbytes());
@@ -117,12 +123,10 @@ void Trainer::StartPrefetch(TensorId root) {
   if (prefetch_state_[root] != 0 || !host_copy_[root].defined()) return;
   ProfileGuard scope(profiling_, Scope(Phase::kPrefetch));
   c10::AutoGradMode no_grad(false);
-  const Geometry& geo = offload_geometry_[root];
   at::Tensor bytes =
       at::empty({host_copy_[root].numel()}, at::TensorOptions().dtype(at::kByte).device(device_));
   prefetch_ticket_[root] = link_->Start(CopyLink::kToDevice, bytes, host_copy_[root]);
-  recomputed_[root] = at::empty({0}, bytes.options().dtype(geo.dtype))
-                          .set_(bytes.storage(), geo.offset, geo.sizes, geo.strides);
+  recomputed_[root] = OnStorage(bytes, offload_geometry_[root]);
   prefetch_state_[root] = 1;
 }
 
@@ -151,9 +155,7 @@ at::Tensor Trainer::OffloadedView(TensorId t) {
                        "' was released before a recompute read it");
   }
   if (t == root) return base;
-  const Geometry& geo = offload_geometry_[t];
-  return at::empty({0}, base.options().dtype(geo.dtype))
-      .set_(base.storage(), geo.offset, geo.sizes, geo.strides);
+  return OnStorage(base, offload_geometry_[t]);
 }
 
 // The micro-batch's backward is over: nothing of its offloads is left.
