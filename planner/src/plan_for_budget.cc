@@ -202,8 +202,14 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
          round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0;
          ++round) {
       const int64_t over = out.plan.budget_needed_bytes() - plan_options.budget_bytes;
-      too_high = inner.budget_bytes;
-      inner.budget_bytes -= std::max<int64_t>(over, 512);
+      // A plan may sit well under its inner budget (its peak is where no decision helps, the
+      // reserved overshoot is fragmentation): lowering from the budget would replan the same
+      // plan, so lower from the allocated peak the plan needs.
+      too_high =
+          std::min(inner.budget_bytes, out.plan.predicted_peak_bytes + out.plan.margin_bytes);
+      // Reserved memory grows by pages (2 MiB, the small pool's): a smaller step rarely frees one.
+      const int64_t step = out.plan.budget_of == "reserved" ? (int64_t{2} << 20) : 512;
+      inner.budget_bytes = too_high - std::max(over, step);
       if (inner.budget_bytes < 1) break;
       Plan p = PlanBatch(g, at_batch, cost, inner, k);
       p.budget_bytes = plan_options.budget_bytes;
