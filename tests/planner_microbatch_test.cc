@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "memplan/planner.h"
+#include "planner_toy_graphs.h"
 #include "testing/corpus.h"
 #include "testing/graph_builder.h"
 
@@ -91,6 +92,38 @@ TEST(MicroBatching, ImpossibleBudgetReturnsTheSmallestPeak) {
   Plan p = PlanMicroBatched(Chain(), 4, {}, o);
   EXPECT_FALSE(p.feasible);
   EXPECT_EQ(p.micro_batches, 4);  // the smallest peak splits the batch the most
+}
+
+TEST(PeakLowerBound, IsThePersistentBytesAndTheLargestForwardWorkingSet) {
+  // Batch 4: persistent x 1600 + w1 40000 + w2 4000 + target 32 = 45632 B. The largest forward
+  // working set is Relu's y1 + y2 (1600 + 1600; MatMul2 reads y2 and writes logits: 1760).
+  EXPECT_EQ(PeakLowerBound(Chain()(4)), 45632 + 3200);
+}
+
+TEST(PeakLowerBound, ReluChainHoldsTwoActivationsAtEachRelu) {
+  // x 100 + w 100 persistent; each Relu reads and writes a 100 B storage.
+  EXPECT_EQ(PeakLowerBound(testing::ReluChain(6, GradientLifetime::kNone)), 400);
+}
+
+// Gradients set to None, so that what the strategies drop is most of the step.
+TEST(PeakLowerBound, NoStrategyPlansBelowIt) {
+  std::vector<TrainingGraph> graphs = {testing::ReluChain(6, GradientLifetime::kNone),
+                                       testing::Residual(GradientLifetime::kNone)};
+  for (uint32_t seed = 1; seed <= 4; ++seed)
+    graphs.push_back(testing::RandomDag(seed, 14, GradientLifetime::kNone));
+  for (const TrainingGraph& g : graphs) {
+    const int64_t bound = PeakLowerBound(g);
+    for (const std::string& strategy : StrategyNames()) {
+      // manual needs checkpoints; milp's solver proves the same segmentations optimal's does.
+      if (strategy == "manual" || strategy == "milp") continue;
+      PlanOptions o;
+      o.strategy = strategy;
+      o.link = {.device_to_host_bytes_per_second = 1e12, .host_to_device_bytes_per_second = 1e12};
+      o.host_budget_bytes = int64_t{1} << 30;
+      const Plan p = SmallestPeakPlan(g, {}, o);
+      EXPECT_GE(p.predicted_peak_bytes, bound) << strategy << " on " << g.nodes.size() << " nodes";
+    }
+  }
 }
 
 TEST(MicroBatching, CountMustDivideTheBatch) {

@@ -222,14 +222,18 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     best = plan_at(micro_batches);
   } else if (smallest) {
     // A smaller micro-batch never needs more memory: the largest k reaches the least, unless
-    // splitting changes nothing (then k = 1, which costs nothing).
+    // splitting changes nothing (then k = 1, which costs nothing). The whole batch is planned
+    // only when its lower bound leaves it a chance.
     const std::vector<int64_t> ks = Divisors(batch);
-    best = plan_at(ks.front());
-    if (ks.size() > 1) {
-      Plan last = plan_at(ks.back());
-      if (last.predicted_peak_bytes + last.margin_bytes <
-          best.predicted_peak_bytes + best.margin_bytes)
-        best = std::move(last);
+    if (ks.size() == 1) {
+      best = plan_at(ks.front());
+    } else {
+      best = plan_at(ks.back());
+      const int64_t least = best.predicted_peak_bytes + best.margin_bytes;
+      if (least >= PeakLowerBound(graph_at_batch(batch))) {
+        Plan whole = plan_at(ks.front());
+        if (whole.predicted_peak_bytes + whole.margin_bytes <= least) best = std::move(whole);
+      }
     }
   } else {
     // A smaller micro-batch never needs more memory, so feasibility is monotone in k: try
@@ -273,6 +277,31 @@ Plan planner::PlanMicroBatchedAfter(const GraphAtBatch& graph_at_batch, int64_t 
                                     const CostModel& cost, const PlanOptions& options,
                                     const Plan& whole) {
   return MicroBatched(graph_at_batch, batch, cost, options, 0, /*smallest=*/false, &whole);
+}
+
+int64_t PeakLowerBound(const TrainingGraph& g) {
+  int64_t persistent = 0;
+  for (const Tensor& t : g.tensors)
+    if (t.is_persistent() && !t.is_view()) persistent += t.bytes;
+  int64_t working = 0;
+  std::vector<TensorId> storages;
+  for (const Node& n : g.nodes) {
+    storages.clear();
+    for (const std::vector<TensorId>* side : {&n.inputs, &n.outputs}) {
+      for (TensorId t : *side) {
+        // Values known at analysis time may never be materialised.
+        if (t == kNone || g.tensors[t].value) continue;
+        const TensorId root = g.tensors[t].storage;
+        if (!g.tensors[root].is_persistent()) storages.push_back(root);
+      }
+    }
+    std::sort(storages.begin(), storages.end());
+    storages.erase(std::unique(storages.begin(), storages.end()), storages.end());
+    int64_t bytes = n.forward_workspace_bytes;
+    for (TensorId t : storages) bytes += g.tensors[t].bytes;
+    working = std::max(working, bytes);
+  }
+  return persistent + working;
 }
 
 Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch,

@@ -329,6 +329,13 @@ Plan PlanMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const C
 Plan SmallestPeakMicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch,
                               const CostModel& cost, const PlanOptions& options,
                               int64_t micro_batches = 0);
+// A peak that no plan of g on one device goes below at g's batch, whatever it keeps,
+// recomputes or offloads: the persistent tensors (parameters, constants, the batch) and, at the
+// forward node where they are largest, the storages its forward reads and writes and its
+// workspace, which the device holds together whenever that node runs. Exact bytes (the CUDA
+// caching allocator's rounding only adds). SmallestPeakMicroBatched skips the whole batch when
+// the largest micro-batch count already reaches under it.
+int64_t PeakLowerBound(const TrainingGraph& g);
 // Turns a plan made on the micro-batch graph `micro` into a k-micro-batch plan: the rest of the
 // batch's inputs are resident from the setup step; FLOPs are scaled to the whole step.
 void ApplyMicroBatches(Plan& p, const TrainingGraph& micro, int64_t micro_batches,
