@@ -211,6 +211,46 @@ TEST(PlanForBudget, AFittingBudgetNeedsNoSplit) {
   EXPECT_EQ(r.smallest_budget_bytes(), 130032);
 }
 
+// x[N,25] * w -> h0 -> Relu x4 -> sum, gradients set to None: activations dominate.
+GraphAtBatch WideReluChain() {
+  return [](int64_t batch) {
+    GraphBuilder b;
+    b.Input("x", {-1, 25}).Param("w", {25}).Node("Mul", {"x", "w"}, {"h0"});
+    for (int i = 1; i <= 4; ++i)
+      b.Node("Relu", {"h" + std::to_string(i - 1)}, {"h" + std::to_string(i)});
+    LoadOptions o;
+    o.batch = batch;
+    o.loss = LossKind::kSum;
+    o.grads = GradientLifetime::kNone;
+    return b.Output("h4").Load(o);
+  };
+}
+
+// Batch 8: no plan of the whole batch goes below x 800 + w 100 + a Relu's 800 + 800 = 2500 B, so
+// at 2400 B the whole batch is never planned; the split found is the one the search from k = 1
+// finds (PlanMicroBatched).
+TEST(PlanForBudget, ABudgetUnderTheWholeBatchsBoundIsMetBySplitting) {
+  ASSERT_EQ(PeakLowerBound(WideReluChain()(8)), 2500);
+  BudgetPlanOptions o;
+  o.budget = ParseBudget("--budget", "2400B");
+  o.plan.strategy = "none";
+  const BudgetPlan r = PlanForBudget(WideReluChain()(8), WideReluChain(), {}, o);
+  PlanOptions from_one;
+  from_one.strategy = "none";
+  from_one.budget_bytes = 2400;
+  const Plan expected = PlanMicroBatched(WideReluChain(), 8, {}, from_one);
+  ASSERT_TRUE(expected.feasible);
+  EXPECT_TRUE(r.plan.feasible);
+  EXPECT_GT(r.plan.micro_batches, 1);
+  EXPECT_EQ(r.plan.micro_batches, expected.micro_batches);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, expected.predicted_peak_bytes);
+  // Nothing fits at 100 B: the answer is the strategy's on the whole batch, as for any budget.
+  o.budget = ParseBudget("--budget", "100B");
+  const BudgetPlan none_fits = PlanForBudget(WideReluChain()(8), WideReluChain(), {}, o);
+  EXPECT_FALSE(none_fits.plan.feasible);
+  EXPECT_EQ(none_fits.plan.micro_batches, 1);
+}
+
 // --strategy none at a budget only micro-batches meet: the plan is still `none`, split in two
 // (130432 B, above), never another strategy's plan.
 TEST(PlanForBudget, ANamedStrategyIsKeptWhenTheBatchIsSplit) {

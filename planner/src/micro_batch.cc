@@ -169,9 +169,11 @@ double ForwardBackwardSeconds(const TrainingGraph& g, const CostModel& cost) {
 // PlanMicroBatched, or with `smallest` the plan that fits the smallest budget at each k tried.
 // `whole` (not with `smallest`): MakePlan's plan of the whole batch under `options`, already
 // made by the caller, taken as the plan at k = 1 instead of planning it again.
+// With `whole_cannot_fit` (not with `smallest`), the caller knows that no plan of the whole
+// batch fits: k = 1 is never planned, and when no k fits the answer is the largest k's.
 Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
                   const PlanOptions& options, int64_t micro_batches, bool smallest,
-                  const Plan* whole = nullptr) {
+                  const Plan* whole = nullptr, bool whole_cannot_fit = false) {
   auto start = std::chrono::steady_clock::now();
   if (batch <= 0) throw MemplanError("batch must be positive");
   if (micro_batches > 0 && batch % micro_batches != 0) {
@@ -240,11 +242,13 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     // k = 1, then the largest k, then bisect the divisors between them for the smallest k
     // that fits. At most 2 + log2(#divisors) plans (a 64-bit batch has < 110,000 divisors).
     const std::vector<int64_t> ks = Divisors(batch);
-    best = plan_at(ks.front());
-    if (!best.feasible && ks.size() > 1) {
+    whole_cannot_fit = whole_cannot_fit && ks.size() > 1;
+    if (!whole_cannot_fit) best = plan_at(ks.front());
+    if ((whole_cannot_fit || !best.feasible) && ks.size() > 1) {
       Plan last = plan_at(ks.back());
       if (!last.feasible) {
-        if (last.predicted_peak_bytes < best.predicted_peak_bytes) best = std::move(last);
+        if (whole_cannot_fit || last.predicted_peak_bytes < best.predicted_peak_bytes)
+          best = std::move(last);
       } else {
         size_t lo = 0, hi = ks.size() - 1;  // ks[lo] does not fit, ks[hi] fits
         best = std::move(last);
@@ -279,10 +283,17 @@ Plan planner::PlanMicroBatchedAfter(const GraphAtBatch& graph_at_batch, int64_t 
   return MicroBatched(graph_at_batch, batch, cost, options, 0, /*smallest=*/false, &whole);
 }
 
+Plan planner::PlanMicroBatchedBeyondWhole(const GraphAtBatch& graph_at_batch, int64_t batch,
+                                          const CostModel& cost, const PlanOptions& options) {
+  return MicroBatched(graph_at_batch, batch, cost, options, 0, /*smallest=*/false, nullptr,
+                      /*whole_cannot_fit=*/true);
+}
+
 int64_t PeakLowerBound(const TrainingGraph& g) {
   int64_t persistent = 0;
   for (const Tensor& t : g.tensors)
     if (t.is_persistent() && !t.is_view()) persistent += t.bytes;
+  persistent += g.library_workspace_bytes;  // allocated at setup, kept
   int64_t working = 0;
   std::vector<TensorId> storages;
   for (const Node& n : g.nodes) {

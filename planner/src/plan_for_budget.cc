@@ -14,6 +14,12 @@ namespace {
 // falling back to the fewest micro-batches that fit.
 Plan PlanBatch(const TrainingGraph& g, const GraphAtBatch& at_batch, const CostModel& cost,
                const PlanOptions& o, int64_t k) {
+  if (k == 0 && g.batch > 1 && o.budget_bytes > 0 && PeakLowerBound(g) > o.budget_bytes) {
+    // No plan of the whole batch fits: the splits first, and the whole batch's plan (the
+    // answer when none fits) only when none does.
+    Plan split = planner::PlanMicroBatchedBeyondWhole(at_batch, g.batch, cost, o);
+    return split.feasible ? split : MakePlan(g, cost, o);
+  }
   Plan plan = k > 1 ? PlanMicroBatched(at_batch, g.batch, cost, o, k) : MakePlan(g, cost, o);
   if (!plan.feasible && k == 0 && g.batch > 1) {
     // Its plan at k = 1 is `plan` (at_batch(g.batch) is g): not planned again.

@@ -125,6 +125,11 @@ Plan RunStrategy(Context& ctx, const PlanOptions& o);  // dispatch, including au
 // `whole`, MakePlan's plan of graph_at_batch(batch) under `options` (made by the caller).
 Plan PlanMicroBatchedAfter(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
                            const PlanOptions& options, const Plan& whole);
+// PlanMicroBatched(k = 0) for a budget that no plan of the whole batch fits (its PeakLowerBound
+// is above it): the fewest micro-batches that fit, k = 1 never planned; when none fits, the plan
+// at the largest k (infeasible).
+Plan PlanMicroBatchedBeyondWhole(const GraphAtBatch& graph_at_batch, int64_t batch,
+                                 const CostModel& cost, const PlanOptions& options);
 // The smallest peak `optimal` reaches over its candidates.
 Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o);
 
