@@ -43,6 +43,51 @@ void OnDevice(Plan& p, const BudgetPlanOptions& options) {
   p.feasible = p.budget_bytes <= 0 || p.budget_needed_bytes() <= p.budget_bytes;
 }
 
+// On a CUDA device with the budget on reserved memory, a plan of PlanBatch(..., k) that
+// overshoots it: the strategies plan the allocated peak, so their budget is lowered by what the
+// reserved peak overshoots (a few rounds), then raised halfway back while the plan still fits.
+Plan FitReserved(Plan plan, const TrainingGraph& g, const GraphAtBatch& at_batch,
+                 const CostModel& cost, const PlanOptions& plan_options, int64_t k,
+                 const BudgetPlanOptions& options) {
+  if (!options.cuda) return plan;
+  PlanOptions inner = plan_options;
+  int64_t too_high = 0;  // the lowest inner budget whose plan overshot the reserved budget
+  for (int round = 0; round < 4 && !plan.feasible && plan_options.budget_bytes > 0; ++round) {
+    const int64_t over = plan.budget_needed_bytes() - plan_options.budget_bytes;
+    // A plan may sit well under its inner budget (its peak is where no decision helps, the
+    // reserved overshoot is fragmentation): lowering from the budget would replan the same
+    // plan, so lower from the allocated peak the plan needs.
+    too_high = std::min(inner.budget_bytes, plan.predicted_peak_bytes + plan.margin_bytes);
+    // Reserved memory grows by pages (2 MiB, the small pool's): a smaller step rarely frees one.
+    const int64_t step = plan.budget_of == "reserved" ? (int64_t{2} << 20) : 512;
+    inner.budget_bytes = too_high - std::max(over, step);
+    if (inner.budget_bytes < 1) break;
+    Plan p = PlanBatch(g, at_batch, cost, inner, k);
+    p.budget_bytes = plan_options.budget_bytes;
+    OnDevice(p, options);
+    if (p.feasible || p.budget_needed_bytes() < plan.budget_needed_bytes()) plan = std::move(p);
+  }
+  // Lowered by a whole overshoot, the inner budget may be lower than the reserved budget
+  // needs (the overshoot is the plan's, and another plan fragments less): twice, the inner
+  // budget halfway back up, kept when its plan fits too and is faster.
+  for (int round = 0; round < 2 && too_high > 0 && plan.feasible; ++round) {
+    const int64_t mid = inner.budget_bytes + (too_high - inner.budget_bytes) / 2;
+    if (too_high - inner.budget_bytes < (1 << 20)) break;
+    PlanOptions at = plan_options;
+    at.budget_bytes = mid;
+    Plan p = PlanBatch(g, at_batch, cost, at, k);
+    p.budget_bytes = plan_options.budget_bytes;
+    OnDevice(p, options);
+    if (p.feasible) {
+      inner.budget_bytes = mid;
+      if (StepSeconds(p) < StepSeconds(plan)) plan = std::move(p);
+    } else {
+      too_high = mid;
+    }
+  }
+  return plan;
+}
+
 // A plan judged against `budget` (the smallest-peak plan was searched with another one).
 void JudgeAgainst(Plan& p, int64_t budget, const BudgetPlanOptions& options) {
   p.budget_bytes = budget;
@@ -200,45 +245,20 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     // checkpointing alone does not fit, split the batch (gradient accumulation).
     out.plan = PlanBatch(g, at_batch, cost, plan_options, k);
     OnDevice(out.plan, options);
-    // On a CUDA device with the budget on reserved memory: the strategies plan the allocated
-    // peak, so their budget is lowered by what the reserved peak overshoots (a few rounds).
-    PlanOptions inner = plan_options;
-    int64_t too_high = 0;  // the lowest inner budget whose plan overshot the reserved budget
-    for (int round = 0;
-         round < 4 && options.cuda && !out.plan.feasible && plan_options.budget_bytes > 0;
-         ++round) {
-      const int64_t over = out.plan.budget_needed_bytes() - plan_options.budget_bytes;
-      // A plan may sit well under its inner budget (its peak is where no decision helps, the
-      // reserved overshoot is fragmentation): lowering from the budget would replan the same
-      // plan, so lower from the allocated peak the plan needs.
-      too_high =
-          std::min(inner.budget_bytes, out.plan.predicted_peak_bytes + out.plan.margin_bytes);
-      // Reserved memory grows by pages (2 MiB, the small pool's): a smaller step rarely frees one.
-      const int64_t step = out.plan.budget_of == "reserved" ? (int64_t{2} << 20) : 512;
-      inner.budget_bytes = too_high - std::max(over, step);
-      if (inner.budget_bytes < 1) break;
-      Plan p = PlanBatch(g, at_batch, cost, inner, k);
-      p.budget_bytes = plan_options.budget_bytes;
-      OnDevice(p, options);
-      if (p.feasible || p.budget_needed_bytes() < out.plan.budget_needed_bytes())
-        out.plan = std::move(p);
-    }
-    // Lowered by a whole overshoot, the inner budget may be lower than the reserved budget
-    // needs (the overshoot is the plan's, and another plan fragments less): twice, the inner
-    // budget halfway back up, kept when its plan fits too and is faster.
-    for (int round = 0; round < 2 && too_high > 0 && out.plan.feasible; ++round) {
-      const int64_t mid = inner.budget_bytes + (too_high - inner.budget_bytes) / 2;
-      if (too_high - inner.budget_bytes < (1 << 20)) break;
-      PlanOptions at = plan_options;
-      at.budget_bytes = mid;
-      Plan p = PlanBatch(g, at_batch, cost, at, k);
-      p.budget_bytes = plan_options.budget_bytes;
-      OnDevice(p, options);
-      if (p.feasible) {
-        inner.budget_bytes = mid;
+    const int64_t first_split = out.plan.micro_batches;
+    out.plan = FitReserved(std::move(out.plan), g, at_batch, cost, plan_options, k, options);
+    // A budget lowered for one split's fragmentation may have pushed the batch into more
+    // micro-batches than the reserved budget needs: a split between the first one and the
+    // chosen one, fitted on its own, may fit too (the fewest that does, kept when faster).
+    if (options.cuda && k == 0 && out.plan.feasible && out.plan.micro_batches > first_split) {
+      for (int64_t d : Divisors(g.batch)) {
+        if (d <= first_split || d >= out.plan.micro_batches) continue;
+        Plan p = PlanBatch(g, at_batch, cost, plan_options, d);
+        OnDevice(p, options);
+        p = FitReserved(std::move(p), g, at_batch, cost, plan_options, d, options);
+        if (!p.feasible) continue;
         if (StepSeconds(p) < StepSeconds(out.plan)) out.plan = std::move(p);
-      } else {
-        too_high = mid;
+        break;
       }
     }
     if (!out.smallest_searched && !out.plan.feasible) search_smallest();
