@@ -38,11 +38,13 @@ int main(int argc, char** argv) {
   }
   try {
     LoadOptions lo;
-    lo.batch = std::atoll(argv[2]);
+    const int64_t rank_batch = std::atoll(argv[2]);
+    lo.batch = rank_batch;
     lo.optimizer = ParseOptimizer(argv[3]);
     lo.grads =
         GradientLifetime::kKept;  // data-parallel ranks keep their buckets (SteppedGradients)
     const int64_t micro = argc > 8 ? std::atoll(argv[8]) : 1;
+    lo.batch = rank_batch / micro;  // the executor runs the graph of one micro-batch
     TrainingGraph g = LoadTrainingGraph(argv[1], lo);
 
     RunOptions o;
@@ -75,14 +77,26 @@ int main(int argc, char** argv) {
       };
     }
 
-    // The per-rank prediction: the plan (one micro-batch), rewritten for the layout.
+    // The per-rank prediction: the plan, rewritten for the layout. With micro-batches, as
+    // `memplan plan --devices N --micro-batches K` makes it: planned on the micro-batch graph
+    // with the rest of the rank's batch resident, then rewritten for the ranks.
     int64_t predicted = 0;
+    PlanOptions po;
+    po.strategy = argc > 11 ? argv[11] : "none";
     if (micro == 1) {
-      PlanOptions po;
-      po.strategy = argc > 11 ? argv[11] : "none";
       Plan p = MakePlan(g, {}, po);
       o.segments = p.segments;
       ApplyDataParallel(p, g, o.distributed.layout);
+      predicted = Simulate(p.schedule).peak_bytes;
+    } else {
+      const GraphAtBatch at_batch = [&](int64_t batch) {
+        LoadOptions at = lo;
+        at.batch = batch;
+        return LoadTrainingGraph(argv[1], at);
+      };
+      Plan p = PlanMicroBatched(at_batch, rank_batch, {}, po, micro);
+      o.segments = p.segments;
+      ApplyDataParallel(p, at_batch(p.batch), o.distributed.layout);
       predicted = Simulate(p.schedule).peak_bytes;
     }
 
