@@ -39,7 +39,6 @@ int main(int argc, char** argv) {
   try {
     LoadOptions lo;
     const int64_t rank_batch = std::atoll(argv[2]);
-    lo.batch = rank_batch;
     lo.optimizer = ParseOptimizer(argv[3]);
     lo.grads =
         GradientLifetime::kKept;  // data-parallel ranks keep their buckets (SteppedGradients)

@@ -126,6 +126,38 @@ double RelativeError(const std::vector<float>& a, const std::vector<float>& b) {
   return norm > 0 ? std::sqrt(diff / norm) : std::sqrt(diff);
 }
 
+// The reference the ranks are compared with: 3 steps of one process on the whole batch of 8.
+RunResult OneProcessOnTheBatchOf8(const std::string& model, const std::string& optimizer) {
+  RunOptions o;
+  o.random_weights = true;
+  o.steps = 3;
+  o.learning_rate = 0.05;
+  o.keep_gradients = true;
+  LoadOptions lo;
+  lo.batch = 8;
+  lo.optimizer = ParseOptimizer(optimizer);
+  return RunTraining(LoadTrainingGraph(model, lo), o);
+}
+
+// A rank's OUT.json against one process on the whole batch: every step's loss and every trained
+// parameter within 1e-5 (relative).
+void ExpectTrainsLikeOneProcess(const nlohmann::json& rank, const RunResult& one) {
+  const int r = rank["rank"].get<int>();
+  ASSERT_EQ(rank["loss"].size(), one.steps.size());
+  for (size_t s = 0; s < one.steps.size(); ++s) {
+    const double l = rank["loss"][s].get<double>();
+    EXPECT_LE(std::abs(l - one.steps[s].loss), 1e-5 * std::abs(one.steps[s].loss))
+        << "rank " << r << " step " << s + 1 << ": " << l << " vs one process "
+        << one.steps[s].loss;
+  }
+  ASSERT_EQ(rank["parameters"].size(), one.parameters.size());
+  for (const auto& [name, want] : one.parameters) {
+    const std::vector<float> got = rank["parameters"][name].get<std::vector<float>>();
+    ASSERT_EQ(got.size(), want.size()) << name;
+    EXPECT_LE(RelativeError(got, want), 1e-5) << "rank " << r << " parameter " << name;
+  }
+}
+
 struct RankRun {
   std::vector<nlohmann::json> ranks;  // each rank's OUT.json
   std::string errors;
@@ -184,35 +216,12 @@ TEST_P(DistributedExactness, RanksTrainLikeOneProcessOnTheWholeBatch) {
   const std::string model = dir + "/mlp.onnx";
   Mlp().Save(model);
 
-  RunOptions o;
-  o.random_weights = true;
-  o.steps = 3;
-  o.learning_rate = 0.05;
-  o.keep_gradients = true;
-  LoadOptions lo;
-  lo.batch = 8;
-  lo.optimizer = ParseOptimizer(optimizer);
-  const RunResult one = RunTraining(LoadTrainingGraph(model, lo), o);
+  const RunResult one = OneProcessOnTheBatchOf8(model, optimizer);
 
   RankRun run = RunRanks(model, world, 8, optimizer, shard, 8192, 3, dir);
   ASSERT_TRUE(run.ok) << run.errors;
   ASSERT_EQ(run.ranks.size(), static_cast<size_t>(world));
-  for (const nlohmann::json& rank : run.ranks) {
-    const int r = rank["rank"].get<int>();
-    ASSERT_EQ(rank["loss"].size(), 3u);
-    for (size_t s = 0; s < 3; ++s) {
-      const double l = rank["loss"][s].get<double>();
-      EXPECT_LE(std::abs(l - one.steps[s].loss), 1e-5 * std::abs(one.steps[s].loss))
-          << "rank " << r << " step " << s + 1 << ": " << l << " vs one process "
-          << one.steps[s].loss;
-    }
-    ASSERT_EQ(rank["parameters"].size(), one.parameters.size());
-    for (const auto& [name, want] : one.parameters) {
-      const std::vector<float> got = rank["parameters"][name].get<std::vector<float>>();
-      ASSERT_EQ(got.size(), want.size()) << name;
-      EXPECT_LE(RelativeError(got, want), 1e-5) << "rank " << r << " parameter " << name;
-    }
-  }
+  for (const nlohmann::json& rank : run.ranks) ExpectTrainsLikeOneProcess(rank, one);
   double worst_loss = 0, worst_parameter = 0;
   for (const nlohmann::json& rank : run.ranks) {
     for (size_t s = 0; s < 3; ++s) {
@@ -266,31 +275,14 @@ TEST_P(DistributedMicroBatches, ShardedRanksAccumulateLikeOneProcess) {
   const ScratchDir scratch("micro_" + shard);
   const std::string model = scratch.path + "/mlp.onnx";
   Mlp().Save(model);
-  RunOptions o;
-  o.random_weights = true;
-  o.steps = 3;
-  o.learning_rate = 0.05;
-  o.keep_gradients = true;
-  LoadOptions lo;
-  lo.batch = 8;
-  lo.optimizer = ParseOptimizer("adam");
-  const RunResult one = RunTraining(LoadTrainingGraph(model, lo), o);
+  const RunResult one = OneProcessOnTheBatchOf8(model, "adam");
 
   RankRun run = RunRanks(model, 2, 8, "adam", shard, 8192, 3, scratch.path, "none", "", 2);
   ASSERT_TRUE(run.ok) << run.errors;
   ASSERT_EQ(run.ranks.size(), 2u);
   for (const nlohmann::json& rank : run.ranks) {
     const int r = rank["rank"].get<int>();
-    ASSERT_EQ(rank["loss"].size(), 3u);
-    for (size_t s = 0; s < 3; ++s) {
-      const double l = rank["loss"][s].get<double>();
-      EXPECT_LE(std::abs(l - one.steps[s].loss), 1e-5 * std::abs(one.steps[s].loss))
-          << "rank " << r << " step " << s + 1 << ": " << l << " vs " << one.steps[s].loss;
-    }
-    for (const auto& [name, want] : one.parameters) {
-      EXPECT_LE(RelativeError(rank["parameters"][name].get<std::vector<float>>(), want), 1e-5)
-          << "rank " << r << " parameter " << name;
-    }
+    ExpectTrainsLikeOneProcess(rank, one);
     const double measured = rank["measured_peak_bytes"].get<double>();
     const double predicted = rank["predicted_peak_bytes"].get<double>();
     ASSERT_GT(predicted, 0);

@@ -183,15 +183,19 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
   }
   const bool is_auto = planner::IsAutoStrategy(options.strategy);
   int64_t baseline = 0;
+  int64_t whole_lower_bound = 0;
   double whole_step_seconds = -1;
   auto plan_at = [&](int64_t k) {
     TrainingGraph micro = graph_at_batch(batch / k);
     micro.grads = SteppedGradients(micro.grads, 1, k);
-    // The whole batch's peak and step seconds, from one load of its graph (none at k = 1).
+    // The whole batch's peak, lower bound and step seconds, from one load of its graph (none
+    // at k = 1).
     if (baseline == 0 || (k > 1 && whole_step_seconds < 0)) {
       const TrainingGraph whole = k == 1 ? micro : graph_at_batch(batch);
-      if (baseline == 0)
+      if (baseline == 0) {
         baseline = Simulate(BuildTrainingSchedule(whole), options.simulator).peak_bytes;
+        whole_lower_bound = PeakLowerBound(whole);
+      }
       whole_step_seconds = ForwardBackwardSeconds(whole, cost);
     }
     // The other micro-batches' inputs stay resident through the step (ApplyMicroBatches): the
@@ -230,9 +234,9 @@ Plan MicroBatched(const GraphAtBatch& graph_at_batch, int64_t batch, const CostM
     if (ks.size() == 1) {
       best = plan_at(ks.front());
     } else {
-      best = plan_at(ks.back());
+      best = plan_at(ks.back());  // loads the whole batch's graph too: its lower bound is known
       const int64_t least = best.predicted_peak_bytes + best.margin_bytes;
-      if (least >= PeakLowerBound(graph_at_batch(batch))) {
+      if (least >= whole_lower_bound) {
         Plan whole = plan_at(ks.front());
         if (whole.predicted_peak_bytes + whole.margin_bytes <= least) best = std::move(whole);
       }

@@ -49,37 +49,40 @@ void OnDevice(Plan& p, const BudgetPlanOptions& options) {
 Plan FitReserved(Plan plan, const TrainingGraph& g, const GraphAtBatch& at_batch,
                  const CostModel& cost, const PlanOptions& plan_options, int64_t k,
                  const BudgetPlanOptions& options) {
-  if (!options.cuda) return plan;
-  PlanOptions inner = plan_options;
+  if (!options.cuda || plan_options.budget_bytes <= 0) return plan;
+  // The strategies' plan against `inner` bytes, judged against the budget on the device.
+  auto plan_within = [&](int64_t inner) {
+    PlanOptions at = plan_options;
+    at.budget_bytes = inner;
+    Plan p = PlanBatch(g, at_batch, cost, at, k);
+    p.budget_bytes = plan_options.budget_bytes;
+    OnDevice(p, options);
+    return p;
+  };
+  int64_t inner = plan_options.budget_bytes;
   int64_t too_high = 0;  // the lowest inner budget whose plan overshot the reserved budget
-  for (int round = 0; round < 4 && !plan.feasible && plan_options.budget_bytes > 0; ++round) {
+  for (int round = 0; round < 4 && !plan.feasible; ++round) {
     const int64_t over = plan.budget_needed_bytes() - plan_options.budget_bytes;
     // A plan may sit well under its inner budget (its peak is where no decision helps, the
     // reserved overshoot is fragmentation): lowering from the budget would replan the same
     // plan, so lower from the allocated peak the plan needs.
-    too_high = std::min(inner.budget_bytes, plan.predicted_peak_bytes + plan.margin_bytes);
+    too_high = std::min(inner, plan.predicted_peak_bytes + plan.margin_bytes);
     // Reserved memory grows by pages (2 MiB, the small pool's): a smaller step rarely frees one.
     const int64_t step = plan.budget_of == "reserved" ? (int64_t{2} << 20) : 512;
-    inner.budget_bytes = too_high - std::max(over, step);
-    if (inner.budget_bytes < 1) break;
-    Plan p = PlanBatch(g, at_batch, cost, inner, k);
-    p.budget_bytes = plan_options.budget_bytes;
-    OnDevice(p, options);
+    inner = too_high - std::max(over, step);
+    if (inner < 1) break;
+    Plan p = plan_within(inner);
     if (p.feasible || p.budget_needed_bytes() < plan.budget_needed_bytes()) plan = std::move(p);
   }
   // Lowered by a whole overshoot, the inner budget may be lower than the reserved budget
   // needs (the overshoot is the plan's, and another plan fragments less): twice, the inner
   // budget halfway back up, kept when its plan fits too and is faster.
   for (int round = 0; round < 2 && too_high > 0 && plan.feasible; ++round) {
-    const int64_t mid = inner.budget_bytes + (too_high - inner.budget_bytes) / 2;
-    if (too_high - inner.budget_bytes < (1 << 20)) break;
-    PlanOptions at = plan_options;
-    at.budget_bytes = mid;
-    Plan p = PlanBatch(g, at_batch, cost, at, k);
-    p.budget_bytes = plan_options.budget_bytes;
-    OnDevice(p, options);
+    if (too_high - inner < (1 << 20)) break;
+    const int64_t mid = inner + (too_high - inner) / 2;
+    Plan p = plan_within(mid);
     if (p.feasible) {
-      inner.budget_bytes = mid;
+      inner = mid;
       if (StepSeconds(p) < StepSeconds(plan)) plan = std::move(p);
     } else {
       too_high = mid;
