@@ -174,6 +174,28 @@ TEST(CudaDevice, ConvSignatureIsTheExecutorsGeometry) {
   EXPECT_FALSE(CudnnConvGeometry(ConvNode(g), g.tensors));
 }
 
+// torch.nn.Dropout on CUDA runs the fused native_dropout, which saves a bool mask (1 B per
+// element) where the CPU's at::dropout saves a float noise (4 B): [8,10] is 80 B, not 320 B.
+TEST(CudaDevice, ADropoutSavesNativeDropoutsBoolMask) {
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 100}).Param("w", {100, 10});
+  b.Node("MatMul", {"x", "w"}, {"h"});
+  b.Node("Constant", {}, {"ratio"}).Attr("value_float", 0.5);
+  b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{1});
+  b.Node("Dropout", {"h", "ratio", "train"}, {"d", "unread mask"});
+  b.Output("d");
+  TrainingGraph g = b.Load({/*batch=*/8});
+  auto dropout = [](const TrainingGraph& g) -> const Node& {
+    return g.node(g.tensor(g.FindTensor("d")).producer);
+  };
+  ASSERT_EQ(dropout(g).saved_extras.size(), 1u);
+  EXPECT_EQ(dropout(g).saved_extras[0].bytes, 320);
+  PrepareGraphForCuda(g, CudaDevice{});
+  ASSERT_EQ(dropout(g).saved_extras.size(), 1u);
+  EXPECT_EQ(dropout(g).saved_extras[0].bytes, 80);
+  EXPECT_EQ(dropout(g).saved_extras[0].dtype, DType::kBool);
+}
+
 // Without a device file: x + y + w = 2048 + 4096 + 1152 = 7296 B per pass. The backward step holds
 // the input's gradient, the weight's (1152 B: 1536 in blocks) and the workspace together:
 // max(7680 - 1536, 7680) = 7680 B in 512-byte blocks. The CPU keeps oneDNN's rules.

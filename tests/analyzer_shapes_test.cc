@@ -260,8 +260,10 @@ TEST(OpFacts, DropoutTrainsOnlyWhenItsOpsetSaysSo) {
 }
 
 // The rule as loading applies it: an inactive Dropout is the identity (output 0 is its input,
-// no mask is saved), an active one saves its mask (1 byte per element).
-TEST(OpFacts, OnlyAnActiveDropoutSavesAMask) {
+// nothing is saved); an active one saves what torch.nn.Dropout saves on the CPU, its float noise
+// (4 bytes per element: torch.nn.functional.dropout's one saved tensor is float32 of the input's
+// shape, listed with saved_tensors_hooks on LibTorch 2.14's CPU).
+TEST(OpFacts, OnlyAnActiveDropoutSavesItsNoise) {
   auto load = [](int64_t opset, bool with_mode, int64_t mode, double ratio) {
     GraphBuilder b;
     b.Opset(opset).Input("x", {-1, 100}).Param("w", {100, 10});
@@ -293,9 +295,38 @@ TEST(OpFacts, OnlyAnActiveDropoutSavesAMask) {
     EXPECT_EQ(g.tensor(g.FindTensor("d")).is_view(), !c.active) << c.what;
     ASSERT_EQ(dropout.saved_extras.size(), c.active ? 1u : 0u) << c.what;
     if (c.active) {
-      EXPECT_EQ(dropout.saved_extras[0].bytes, 2 * 10) << c.what;  // [2,10] bools
+      EXPECT_EQ(dropout.saved_extras[0].bytes, 2 * 10 * 4) << c.what;  // [2,10] floats
     }
+    EXPECT_EQ(dropout.outputs.size(), 1u) << c.what;  // no mask asked for
   }
+}
+
+// A mask the graph reads is ONNX's bool output: made, and kept for the backward in the noise's
+// place. A mask output that nothing reads (exports name it all the same) is not made: PyTorch's
+// dropout returns none.
+TEST(OpFacts, ADropoutMaskIsMadeOnlyWhenRead) {
+  auto load = [](bool mask_read) {
+    GraphBuilder b;
+    b.Input("x", {-1, 100}).Param("w", {100, 10});
+    b.Node("MatMul", {"x", "w"}, {"h"});
+    b.Node("Constant", {}, {"ratio"}).Attr("value_float", 0.5);
+    b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{1});
+    b.Node("Dropout", {"h", "ratio", "train"}, {"d", "mask"});
+    b.Output("d");
+    if (mask_read) b.Output("mask");
+    return b.Load(RulesOnly(/*batch=*/2));
+  };
+  const TrainingGraph read = load(true), unread = load(false);
+  const Node& with_mask = read.node(read.tensor(read.FindTensor("d")).producer);
+  const Node& without = unread.node(unread.tensor(unread.FindTensor("d")).producer);
+  ASSERT_EQ(with_mask.outputs.size(), 2u);
+  EXPECT_EQ(with_mask.saved_extras.size(), 0u);
+  EXPECT_EQ(with_mask.saved_for_backward, std::vector<TensorId>{with_mask.outputs[1]});
+  EXPECT_EQ(read.tensor(with_mask.outputs[1]).bytes, 2 * 10);  // [2,10] bools
+  EXPECT_EQ(without.outputs.size() < 2 || without.outputs[1] == kNone, true);
+  EXPECT_TRUE(without.saved_for_backward.empty());
+  ASSERT_EQ(without.saved_extras.size(), 1u);
+  EXPECT_EQ(without.saved_extras[0].bytes, 2 * 10 * 4);
 }
 
 TEST(OpFacts, ACastToItsOwnTypeIsTheIdentity) {

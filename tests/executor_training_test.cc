@@ -249,8 +249,9 @@ TEST(ExecutorTraining, GradientLifetimesMeasureAsPredicted) {
   }
 }
 
-// An inference-mode Dropout is the identity, but the mask it is asked for is a real tensor:
-// [64, 1000] bools are 64,000 B, in the analyzer's schedule and in the executor alike.
+// An inference-mode Dropout is the identity, but the mask it is asked for (here a graph output)
+// is a real tensor: [64, 1000] bools are 64,000 B, in the analyzer's schedule and in the executor
+// alike.
 TEST(ExecutorTraining, InactiveDropoutMaskIsAllocatedAsTheAnalyzerCounts) {
   GraphBuilder b;
   b.Input("x", {-1, 1000}).Param("w", {10, 1000}).Param("bias", {10});
@@ -259,7 +260,7 @@ TEST(ExecutorTraining, InactiveDropoutMaskIsAllocatedAsTheAnalyzerCounts) {
   b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{0});
   b.Node("Dropout", {"r", "ratio", "train"}, {"d", "mask"});
   b.Node("Gemm", {"d", "w", "bias"}, {"y"}).Attr("transB", int64_t{1});
-  b.Output("y");
+  b.Output("y").Output("mask");
   TrainingGraph g = b.Load({/*batch=*/64});
   const Node* dropout = nullptr;
   const Node* relu = nullptr;
@@ -324,6 +325,50 @@ TEST(ExecutorTraining, InactiveDropoutsAreTheIdentity) {
     }
     EXPECT_GE(after_relu, 0) << c.what;
     EXPECT_EQ(during_dropout - after_relu, 0) << c.what;
+  }
+}
+
+// A training Dropout runs what torch.nn.Dropout runs. On the CPU that is at::dropout's noise: a
+// float tensor of the input's shape, scaled, times the input, and mul keeps the noise for the
+// backward. [64, 1000] floats: the forward makes the noise and d, 256,000 B each, and both stay
+// (d for the Gemm's weight gradient; r stays too, MatMul's backward has no use for it but Relu's
+// has). A mask the graph reads is ONNX's bool mask instead: 64,000 B beside d. Either way, the
+// analyzer's schedule predicts the step's peak.
+TEST(ExecutorTraining, ATrainingDropoutKeepsTorchNnDropoutsNoiseOnTheCpu) {
+  for (bool mask_read : {false, true}) {
+    GraphBuilder b;
+    b.Input("x", {-1, 250}).Param("w1", {250, 1000}).Param("w", {10, 1000}).Param("bias", {10});
+    b.Node("MatMul", {"x", "w1"}, {"h"});
+    b.Node("Relu", {"h"}, {"r"});
+    b.Node("Constant", {}, {"ratio"}).Attr("value_float", 0.5);
+    b.Node("Constant", {}, {"train"}).Attr("value_int", int64_t{1});
+    b.Node("Dropout", {"r", "ratio", "train"}, {"d", "mask"});
+    b.Node("Gemm", {"d", "w", "bias"}, {"y"}).Attr("transB", int64_t{1});
+    b.Output("y");
+    if (mask_read) b.Output("mask");
+    TrainingGraph g = b.Load({/*batch=*/64});
+    const NodeId dropout = g.tensors[g.FindTensor("d")].producer;
+    const NodeId relu = g.tensors[g.FindTensor("r")].producer;
+    RunOptions o = Options(b, 1);
+    o.trace = true;
+    RunResult r = RunTraining(g, o);
+    int64_t after_relu = -1, during_dropout = -1, after_dropout = -1;
+    for (const TraceEvent& e : r.trace) {
+      if (e.phase != "forward") continue;
+      if (e.node == relu) after_relu = e.bytes_after;
+      if (e.node == dropout) {
+        during_dropout = e.peak_during;
+        after_dropout = e.bytes_after;
+      }
+    }
+    const int64_t kept = mask_read ? 64000 + 256000 : 256000 + 256000;
+    EXPECT_GE(after_relu, 0) << mask_read;
+    // The ONNX path scales its masked copy with the mask alive: a 12 B scalar temporary.
+    EXPECT_NEAR(during_dropout - after_relu, kept, mask_read ? 12 : 0) << mask_read;
+    EXPECT_EQ(after_dropout - after_relu, kept) << mask_read;
+    const MemoryTimeline t = Simulate(BuildTrainingSchedule(g));
+    EXPECT_GE(r.steps[0].peak_bytes - t.peak_bytes, 0) << mask_read;
+    EXPECT_LE(r.steps[0].peak_bytes - t.peak_bytes, 12) << mask_read;  // the loss's scalar tail
   }
 }
 

@@ -9,6 +9,7 @@
 #include "memplan/device_name.h"
 #include "memplan/json_read.h"
 #include "memplan/spatial_attrs.h"
+#include "op_rules.h"
 
 namespace memplan {
 namespace {
@@ -110,6 +111,10 @@ ConvWorkspace EstimateConvWorkspace(const Node& n, const std::vector<Tensor>& t)
 
 void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d) {
   g.library_workspace_bytes = LibraryWorkspaceBytes(g, d);
+  for (Node& n : g.nodes) {
+    const OpRule* r = FindOpRule(n.op_type);
+    if (r && r->saves_on_cuda) ApplySaves(n, g.tensors, *r, r->saves_on_cuda);
+  }
   for (Node& n : g.nodes) {
     const std::optional<ConvGeometry> geometry = CudnnConvGeometry(n, g.tensors);
     if (n.op_type != "Conv") continue;

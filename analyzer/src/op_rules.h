@@ -98,7 +98,12 @@ struct OpRule {
   FlopsFn flops = nullptr;       // required
   double backward_factor = 1.0;  // backward FLOPs / forward FLOPs
   SaveFn saves = nullptr;        // nullptr: saves nothing
-  uint32_t nondiff_inputs = 0;   // bit i set: input i never receives a gradient
+  // What the op's CUDA kernel saves where it differs from the CPU's (PrepareGraphForCuda).
+  SaveFn saves_on_cuda = nullptr;
+  // Bit o: the kernel makes output o only when something reads it (Dropout's mask: PyTorch's
+  // dropout returns none). An export names such an output all the same; the loader drops it.
+  uint32_t outputs_made_when_read = 0;
+  uint32_t nondiff_inputs = 0;  // bit i set: input i never receives a gradient
   ViewKind view = ViewKind::kNone;
   bool grad_is_view = false;  // backward hands back a view of the incoming gradient
   // Backward hands back the incoming gradient expanded to the input's shape (sum's backward):
@@ -152,6 +157,10 @@ struct OpRule {
   // decides per node: depthwise convolutions, batch norm without batch statistics, random ops).
   ComputeClass compute = ComputeClass::kMemory;
 };
+
+// Sets n's saved_for_backward and saved_extras from `saves` (the rule's, or its saves_on_cuda):
+// nothing when n has no backward or runs as the identity.
+void ApplySaves(Node& n, const std::vector<Tensor>& t, const OpRule& r, SaveFn saves);
 
 // Runs the node's ValidateFn (if its op has a rule and the rule one).
 void ValidateNode(const Node& node, std::vector<Tensor>& tensors);

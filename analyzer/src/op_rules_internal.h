@@ -153,7 +153,7 @@ using SaveRule = std::remove_pointer_t<SaveFn>;
 SaveRule SavesInputs01, SavesInput0, SavesOutput0, SavesBothInputs, SavesInputAndOutput;
 SaveRule SavesOtherOperand, SavesMatMul, SavesGemm, SavesDiv, SavesPow, SavesWhere;
 SaveRule SavesGather, SavesGatherND, SavesRmsNorm, SavesSwish, SavesAttention, SavesScatter,
-    SavesScatterND, SavesTopK, SavesMaxPool, SavesDropout;
+    SavesScatterND, SavesTopK, SavesMaxPool, SavesDropout, SavesDropoutOnCuda;
 SaveRule SavesBatchNorm, SavesLayerNorm, SavesInstanceNorm, SavesCrossEntropy;
 
 // ---- op_workspaces.cc ----

@@ -254,6 +254,8 @@ std::vector<OpRule> MakeRules() {
        .infer = InferDropout,
        .flops = ElementwiseFlops,
        .saves = SavesDropout,
+       .saves_on_cuda = SavesDropoutOnCuda,
+       .outputs_made_when_read = Bits({1}),
        .nondiff_inputs = Bits({1, 2}),
        .random = Randomness::kInTraining,
        .identity_in_training = DropoutIsIdentity},

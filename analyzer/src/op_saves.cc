@@ -146,9 +146,21 @@ void SavesInstanceNorm(const Node& n, const std::vector<Tensor>& t, const std::v
   s.extras.push_back({"save_invstd", DType::kFloat32, {nc}, nc * 4});
 }
 // Only an active Dropout saves (an inactive one is the identity: FinishTrainingGraph asks no
-// rule).
+// rule). A mask the graph reads is ONNX's bool output, and backward keeps it. Otherwise the
+// executor runs what torch.nn.Dropout runs on the CPU (at::dropout's _dropout: a noise tensor
+// of x's dtype, bernoulli then scaled, times x), and mul's backward keeps that noise.
 void SavesDropout(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
                   SaveSpec& s) {
+  if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
+    s.outputs = {1};
+  } else {
+    const Tensor& x = t[n.inputs[0]];
+    s.extras.push_back({"noise", x.dtype, x.shape, x.bytes});
+  }
+}
+// On CUDA torch.nn.Dropout runs the fused native_dropout, which keeps a bool mask.
+void SavesDropoutOnCuda(const Node& n, const std::vector<Tensor>& t, const std::vector<bool>&,
+                        SaveSpec& s) {
   if (n.outputs.size() > 1 && n.outputs[1] != kNone) {
     s.outputs = {1};
   } else {

@@ -244,8 +244,44 @@ std::vector<bool> TrainableInitializers(const TrainingGraph& g) {
   return out;
 }
 
+void ApplySaves(Node& n, const std::vector<Tensor>& t, const OpRule& r, SaveFn saves) {
+  n.saved_for_backward.clear();
+  n.saved_extras.clear();
+  if (!n.has_backward || !saves || IsIdentityInTraining(r, n, t)) return;
+  std::vector<bool> needs(n.inputs.size(), false);
+  for (size_t s = 0; s < n.inputs.size(); ++s)
+    needs[s] = n.inputs[s] != kNone && t[n.inputs[s]].has_gradient && IsDiffSlot(r, s);
+  SaveSpec spec;
+  saves(n, t, needs, spec);
+  for (int i : spec.inputs) {
+    if (i < static_cast<int>(n.inputs.size()) && n.inputs[i] != kNone)
+      n.saved_for_backward.push_back(n.inputs[i]);
+  }
+  for (int o : spec.outputs) {
+    if (o < static_cast<int>(n.outputs.size()) && n.outputs[o] != kNone)
+      n.saved_for_backward.push_back(n.outputs[o]);
+  }
+  std::sort(n.saved_for_backward.begin(), n.saved_for_backward.end());
+  n.saved_for_backward.erase(std::unique(n.saved_for_backward.begin(), n.saved_for_backward.end()),
+                             n.saved_for_backward.end());
+  n.saved_extras = spec.extras;
+}
+
 void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
   AppendLoss(g, opt);
+  // Outputs a kernel makes only when read, and nothing reads, are not made at all.
+  std::vector<bool> read(g.tensors.size(), false);
+  for (const Node& n : g.nodes)
+    for (TensorId i : n.inputs)
+      if (i != kNone) read[i] = true;
+  for (TensorId o : g.outputs) read[o] = true;
+  for (Node& n : g.nodes) {
+    const OpRule* r = FindOpRule(n.op_type);
+    for (size_t o = 0; r && o < n.outputs.size() && o < 32; ++o) {
+      if (n.outputs[o] != kNone && (r->outputs_made_when_read >> o & 1u) && !read[n.outputs[o]])
+        n.outputs[o] = kNone;
+    }
+  }
   int64_t total = 0;
   const Tensor* largest = nullptr;
   for (Tensor& t : g.tensors) {
@@ -326,29 +362,7 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     const OpRule* r = FindOpRule(n.op_type);
     n.forward_flops = r->flops(n, g.tensors);
     n.backward_flops = n.has_backward ? r->backward_factor * n.forward_flops : 0;
-    n.saved_for_backward.clear();
-    n.saved_extras.clear();
-    if (n.has_backward && r->saves && !IsIdentityInTraining(*r, n, g.tensors)) {
-      std::vector<bool> needs(n.inputs.size(), false);
-      for (size_t s = 0; s < n.inputs.size(); ++s) {
-        needs[s] = n.inputs[s] != kNone && g.tensors[n.inputs[s]].has_gradient && IsDiffSlot(*r, s);
-      }
-      SaveSpec spec;
-      r->saves(n, g.tensors, needs, spec);
-      for (int i : spec.inputs) {
-        if (i < static_cast<int>(n.inputs.size()) && n.inputs[i] != kNone)
-          n.saved_for_backward.push_back(n.inputs[i]);
-      }
-      for (int o : spec.outputs) {
-        if (o < static_cast<int>(n.outputs.size()) && n.outputs[o] != kNone)
-          n.saved_for_backward.push_back(n.outputs[o]);
-      }
-      std::sort(n.saved_for_backward.begin(), n.saved_for_backward.end());
-      n.saved_for_backward.erase(
-          std::unique(n.saved_for_backward.begin(), n.saved_for_backward.end()),
-          n.saved_for_backward.end());
-      n.saved_extras = spec.extras;
-    }
+    ApplySaves(n, g.tensors, *r, r->saves);
     n.gradient_passes_through = r->grad_is_view;
     n.inputs_read_through_view = r->inputs_read_through_view ? r->inputs_read_through_view(n) : 0;
     n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors) : 0;

@@ -4,7 +4,8 @@
 // Lowering choices that the analyzer's saved-tensor rules rely on:
 //   Conv -> convolution (saves input, weight); Gemm -> addmm with transposed views;
 //   BatchNormalization -> native_batch_norm (saves input, weight, save_mean, save_invstd);
-//   LayerNormalization -> native_layer_norm; Dropout -> native_dropout (bool mask);
+//   LayerNormalization -> native_layer_norm; Dropout -> native_dropout's bool mask on CUDA,
+//   at::dropout's noise on the CPU;
 //   MaxPool -> max_pool*_with_indices (input + int64 indices); GlobalAveragePool -> mean;
 //   Clip -> clamp with scalar bounds; cross-entropy -> log_softmax + nll_loss.
 #include <torch/csrc/autograd/custom_function.h>
@@ -527,26 +528,33 @@ Outs GlobalMaxPool(const OpCall& c) { return {at::amax(c.x(0), SpatialDims(c.x(0
 // ---- dropout ----
 
 // y = x * mask * scale, saving only the bool mask: native_dropout's memory and backward, with a
-// mask drawn by the caller.
+// mask drawn by the caller. The mask is copied into the result first: the CPU's x * mask would
+// make a copy of the mask in x's dtype beside it (a temporary the size of x).
+at::Tensor TimesMask(const at::Tensor& x, const at::Tensor& mask, double scale) {
+  at::Tensor y = at::empty_like(x);
+  y.copy_(mask);
+  return y.mul_(x).mul_(scale);
+}
 struct MaskedScale : public torch::autograd::Function<MaskedScale> {
   static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
                             const at::Tensor& mask, double scale) {
     // A saved variable, not saved_data: saved-tensor hooks (selective recompute) must see it.
     ctx->save_for_backward({mask});
     ctx->saved_data["scale"] = scale;
-    return x.mul(mask).mul_(scale);
+    return TimesMask(x, mask, scale);
   }
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grad) {
     at::Tensor mask = ctx->get_saved_variables()[0];
     double scale = ctx->saved_data["scale"].toDouble();
-    return {grad[0].mul(mask).mul_(scale), at::Tensor(), at::Tensor()};
+    return {TimesMask(grad[0], mask, scale), at::Tensor(), at::Tensor()};
   }
 };
 
-// The keep-mask, row r of the batch axis from its own seed (see OpCall::random_seed).
-at::Tensor DropoutMask(const OpCall& c, const at::Tensor& x, double keep) {
-  at::Tensor mask = at::empty(x.sizes(), x.options().dtype(at::kBool));
+// The keep-mask (1 kept, 0 dropped) in `dtype`, row r of the batch axis from its own seed (see
+// OpCall::random_seed).
+at::Tensor DropoutMask(const OpCall& c, const at::Tensor& x, double keep, at::ScalarType dtype) {
+  at::Tensor mask = at::empty(x.sizes(), x.options().dtype(dtype));
   auto gen = at::globalContext().defaultGenerator(x.device());
   const bool rows = x.dim() > 0 && c.batch_rows > 0 && x.size(0) == c.batch_rows;
   const int64_t n = rows ? x.size(0) : 1;
@@ -565,10 +573,16 @@ Outs Dropout(const OpCall& c) {
   const at::Tensor& x = c.x(0);
   double ratio = c.has(1) ? ToDouble(c.in[1]) : c.attr_float("ratio", 0.5);
   if (DropoutActive(c)) {
-    double keep = 1.0 - ratio;
-    at::Tensor mask = DropoutMask(c, x, keep);
-    at::Tensor y = MaskedScale::apply(x, mask, keep == 0 ? 0.0 : 1.0 / keep);
-    return {y, mask};
+    const double keep = 1.0 - ratio;
+    if (c.want(1) || !x.is_cpu()) {  // ONNX's mask, or CUDA's native_dropout: a bool mask
+      at::Tensor mask = DropoutMask(c, x, keep, at::kBool);
+      return {MaskedScale::apply(x, mask, keep == 0 ? 0.0 : 1.0 / keep), mask};
+    }
+    // torch.nn.Dropout on the CPU (at::dropout's _dropout): noise of x's dtype, scaled in place,
+    // times x; mul's backward keeps the noise (op_saves.cc's SavesDropout).
+    at::Tensor noise = DropoutMask(c, x, keep, x.scalar_type());
+    if (keep > 0) noise.div_(keep);
+    return {x * noise};
   }
   Outs o = {x};  // inference (or ratio 0): the identity, an alias as the analyzer's view rule
   if (c.want(1)) o.push_back(at::ones(x.sizes(), x.options().dtype(at::kBool)));

@@ -120,7 +120,8 @@ ConvWorkspace EstimateConvWorkspace(const Node& n, const std::vector<Tensor>& t)
 // forward and backward workspace, replacing the CPU's; and the cuBLAS workspaces
 // (library_workspace_bytes). The backward step holds the input's and the weight's gradients and
 // the workspace together, so its workspace is max(data - weight gradient, filter) bytes (in
-// 512-byte blocks): the true peak of the two calls.
+// 512-byte blocks): the true peak of the two calls. Ops whose CUDA kernel saves other tensors
+// than the CPU's get the CUDA saves (Dropout: native_dropout's bool mask).
 void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d);
 // Per NodeId: max(16 MiB, x / 2) for g's cuDNN convolutions that d has not measured, else 0.
 std::vector<int64_t> ConvWorkspaceMargins(const TrainingGraph& g, const CudaDevice& d);
