@@ -50,11 +50,15 @@ Plan FitReserved(Plan plan, const TrainingGraph& g, const GraphAtBatch& at_batch
                  const CostModel& cost, const PlanOptions& plan_options, int64_t k,
                  const BudgetPlanOptions& options) {
   if (!options.cuda || plan_options.budget_bytes <= 0) return plan;
+  // PlanBatch split the batch: no plan of the whole batch fits the budget, nor any lower inner
+  // budget, so the rounds plan the splits alone (the whole batch's search is the costliest).
+  const bool splits_only = k == 0 && plan.micro_batches > 1;
   // The strategies' plan against `inner` bytes, judged against the budget on the device.
   auto plan_within = [&](int64_t inner) {
     PlanOptions at = plan_options;
     at.budget_bytes = inner;
-    Plan p = PlanBatch(g, at_batch, cost, at, k);
+    Plan p = splits_only ? planner::PlanMicroBatchedBeyondWhole(at_batch, g.batch, cost, at)
+                         : PlanBatch(g, at_batch, cost, at, k);
     p.budget_bytes = plan_options.budget_bytes;
     OnDevice(p, options);
     return p;
