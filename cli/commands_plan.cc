@@ -446,9 +446,19 @@ int RunPlan(const Args& a) {
   TrainingGraph g = on_device(LoadTrainingGraph(a.positional[0], load_options));
   // Micro-batches' convolutions are smaller: the whole batch's margins cover them.
   if (request.cuda) request.cuda->conv_margin_bytes = ConvWorkspaceMargins(g, *request.cuda);
+  // Planning asks for a micro-batch's graph again and again (each split, each reserved round):
+  // loaded once per batch.
+  std::map<int64_t, TrainingGraph> loaded;
   const GraphAtBatch graph_at_batch = [&](int64_t batch) {
     if (batch == g.batch) return g;
-    return on_device(LoadTrainingGraph(a.positional[0], load_options.AtBatch(g, batch)));
+    auto it = loaded.find(batch);
+    if (it == loaded.end()) {
+      it = loaded
+               .emplace(batch, on_device(LoadTrainingGraph(a.positional[0],
+                                                           load_options.AtBatch(g, batch))))
+               .first;
+    }
+    return it->second;
   };
   CostModel cost;
   const TimeModel time = TimeModelFor(a, g, cost);

@@ -93,7 +93,7 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
     MemoryCategory c = t.category == TensorCategory::kInput       ? MemoryCategory::kInput
                        : t.category == TensorCategory::kParameter ? MemoryCategory::kParameter
                                                                   : MemoryCategory::kConstant;
-    p.storage[t.id] = s.AddBuffer({t.name, t.bytes, c, t.id});
+    p.storage[t.id] = s.AddBuffer({s.named ? t.name : "", t.bytes, c, t.id});
     p.setup.allocs.push_back(p.storage[t.id]);
   }
   if (g.library_workspace_bytes > 0) {
@@ -107,12 +107,14 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
     if (!t.has_gradient) continue;  // never receives a gradient: PyTorch leaves .grad empty
     // Gradients set to None between steps are born in the backward (GradientFlow).
     if (g.grads == GradientLifetime::kKept) {
-      p.param_grad[pid] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, pid});
+      p.param_grad[pid] =
+          s.AddBuffer({s.named ? "grad " + t.name : "", t.bytes, MemoryCategory::kGradient, pid});
       p.setup.allocs.push_back(p.param_grad[pid]);
     }
     if (mult > 0) {
-      BufferId st = s.AddBuffer({std::string(OptimizerName(g.optimizer)) + " state " + t.name,
-                                 mult * t.bytes, MemoryCategory::kOptimizerState, pid});
+      BufferId st =
+          s.AddBuffer({s.named ? std::string(OptimizerName(g.optimizer)) + " state " + t.name : "",
+                       mult * t.bytes, MemoryCategory::kOptimizerState, pid});
       p.setup.allocs.push_back(st);
     }
   }
@@ -121,7 +123,7 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
 
 void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
   if (n.forward_workspace_bytes <= 0) return;
-  BufferId w = s.AddBuffer({n.name + ":forward workspace", n.forward_workspace_bytes,
+  BufferId w = s.AddBuffer({s.named ? n.name + ":forward workspace" : "", n.forward_workspace_bytes,
                             MemoryCategory::kTemporary, kNone});
   step.allocs.push_back(w);
   step.frees.push_back(w);
@@ -211,8 +213,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
   std::unordered_map<BufferId, int>& grad_readers = readers_;
   const OpRule* rule = FindOpRule(n.op_type);
   if (n.outputs[0] == g.loss) {
-    BufferId seed = s.AddBuffer(
-        {"grad " + g.tensors[g.loss].name, 4, MemoryCategory::kActivationGradient, g.loss});
+    BufferId seed = s.AddBuffer({s.named ? "grad " + g.tensors[g.loss].name : "", 4,
+                                 MemoryCategory::kActivationGradient, g.loss});
     grad[g.loss] = seed;
     grad_readers[seed] = 1;
     step.allocs.push_back(seed);
@@ -240,7 +242,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       // gradient, contiguous, which replaces the view.
       broadcast_[i] = false;
       const BufferId old = grad[i];
-      grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
+      grad[i] = s.AddBuffer(
+          {s.named ? "grad " + t.name : "", t.bytes, MemoryCategory::kActivationGradient, i});
       grad_readers[grad[i]] = 1;
       step.allocs.push_back(grad[i]);
       if (--grad_readers[old] == 0) step.frees.push_back(old);
@@ -255,7 +258,7 @@ void GradientFlow::Backward(const Node& n, Step& step) {
         ++grad_readers[out_grad];
       } else {
         param_held_[i] =
-            s.AddBuffer({(born ? "grad " : "grad contributions ") + t.name, t.bytes,
+            s.AddBuffer({s.named ? (born ? "grad " : "grad contributions ") + t.name : "", t.bytes,
                          born ? MemoryCategory::kGradient : MemoryCategory::kTemporary, i});
         grad_readers[param_held_[i]] = 1;
         step.allocs.push_back(param_held_[i]);
@@ -267,7 +270,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       // A later contribution, added in place to the held one; after the last, AccumulateGrad
       // runs and the held buffer goes.
       if (!view || (out != kNone && g.tensors[out].numel() != t.numel())) {
-        BufferId tmp = s.AddBuffer({"new grad " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+        BufferId tmp = s.AddBuffer(
+            {s.named ? "new grad " + t.name : "", t.bytes, MemoryCategory::kTemporary, i});
         step.allocs.push_back(tmp);
         step.frees.push_back(tmp);
       }
@@ -286,7 +290,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
       if (view && GradViewIsDense(g, *rule, n, i, out_broadcast)) {
         ++grad_readers[out_grad];
       } else {
-        const BufferId b = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kGradient, i});
+        const BufferId b =
+            s.AddBuffer({s.named ? "grad " + t.name : "", t.bytes, MemoryCategory::kGradient, i});
         grad_readers[b] = 1;
         step.allocs.push_back(b);
       }
@@ -295,7 +300,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     if (t.category == TensorCategory::kParameter || grad[i] != kNone) {
       // Accumulated into an existing buffer: a temporary unless it is a view.
       if (!view) {
-        BufferId tmp = s.AddBuffer({"new grad " + t.name, t.bytes, MemoryCategory::kTemporary, i});
+        BufferId tmp = s.AddBuffer(
+            {s.named ? "new grad " + t.name : "", t.bytes, MemoryCategory::kTemporary, i});
         step.allocs.push_back(tmp);
         step.frees.push_back(tmp);
       }
@@ -313,7 +319,8 @@ void GradientFlow::Backward(const Node& n, Step& step) {
           out_broadcast && (t.shape == o.shape || !rule->grad_reduces_broadcast_inputs);
       broadcast_[i] = t.numel() > 1 && (expands || keeps);
     } else {
-      grad[i] = s.AddBuffer({"grad " + t.name, t.bytes, MemoryCategory::kActivationGradient, i});
+      grad[i] = s.AddBuffer(
+          {s.named ? "grad " + t.name : "", t.bytes, MemoryCategory::kActivationGradient, i});
       grad_readers[grad[i]] = 1;
       step.allocs.push_back(grad[i]);
     }
@@ -331,16 +338,17 @@ void GradientFlow::Backward(const Node& n, Step& step) {
                                                 : !IsContiguousLayout(o.shape, st));
   }
   if ((rule->copies_broadcast_grad && out_broadcast) || out_strided) {
-    BufferId c =
-        s.AddBuffer({n.name + (out_strided ? ":contiguous copy of the strided incoming gradient"
-                                           : ":contiguous copy of the broadcast incoming gradient"),
-                     g.tensors[out].bytes, MemoryCategory::kTemporary, kNone});
+    BufferId c = s.AddBuffer(
+        {s.named ? n.name + (out_strided ? ":contiguous copy of the strided incoming gradient"
+                                         : ":contiguous copy of the broadcast incoming gradient")
+                 : "",
+         g.tensors[out].bytes, MemoryCategory::kTemporary, kNone});
     step.allocs.push_back(c);
     step.frees.push_back(c);
   }
   if (n.backward_workspace_bytes > 0) {
-    BufferId w = s.AddBuffer({n.name + ":backward workspace", n.backward_workspace_bytes,
-                              MemoryCategory::kTemporary, kNone});
+    BufferId w = s.AddBuffer({s.named ? n.name + ":backward workspace" : "",
+                              n.backward_workspace_bytes, MemoryCategory::kTemporary, kNone});
     step.allocs.push_back(w);
     step.frees.push_back(w);
   }

@@ -13,8 +13,9 @@ class SelectiveBuilder {
  public:
   SelectiveBuilder(const TrainingGraph& g, const GraphFacts& f,
                    const std::vector<TensorId>& recomputed,
-                   const std::vector<OffloadChoice>& offloaded)
+                   const std::vector<OffloadChoice>& offloaded, bool named)
       : g_(g), f_(f), dropped_(f.root.size(), false), offload_of_(f.root.size(), -1) {
+    s_.named = named;
     for (TensorId t : recomputed) {
       if (t < 0 || t >= static_cast<TensorId>(g.tensors.size())) {
         throw MemplanError("selective recompute: tensor id " + std::to_string(t) +
@@ -65,13 +66,14 @@ class SelectiveBuilder {
     forward_buffer_.assign(f_.root.size(), kNone);
     for (size_t r = 0; r < f_.root.size(); ++r) {
       const Tensor& t = g_.tensors[f_.root[r].tensor];
-      forward_buffer_[r] = s_.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
+      forward_buffer_[r] =
+          s_.AddBuffer({s_.named ? t.name : "", t.bytes, MemoryCategory::kActivation, t.id});
     }
     extras_.resize(num_nodes);
     for (const Node& n : g_.nodes) {
       for (const SavedExtra& e : n.saved_extras) {
-        extras_[n.id].push_back(
-            s_.AddBuffer({n.name + ":" + e.name, e.bytes, MemoryCategory::kSavedExtra, kNone}));
+        extras_[n.id].push_back(s_.AddBuffer(
+            {s_.named ? n.name + ":" + e.name : "", e.bytes, MemoryCategory::kSavedExtra, kNone}));
       }
     }
     last_recompute_read_.assign(f_.root.size(), -1);
@@ -90,7 +92,7 @@ class SelectiveBuilder {
     for (size_t r = 0; r < f_.root.size(); ++r) {
       if (offload_of_[r] < 0) continue;
       const Tensor& t = g_.tensors[f_.root[r].tensor];
-      Buffer host{t.name + " (host)", t.bytes, MemoryCategory::kActivation, t.id};
+      Buffer host{s_.named ? t.name + " (host)" : "", t.bytes, MemoryCategory::kActivation, t.id};
       host.host = true;
       host_buffer_[r] = s_.AddBuffer(std::move(host));
       offload_roots_.push_back(static_cast<int32_t>(r));
@@ -266,22 +268,22 @@ class SelectiveBuilder {
     for (int32_t o : f_.produced[p.id]) {
       const Tensor& ot = g_.tensors[f_.root[o].tensor];
       if (dropped_[o] && materialized_[o] == kNone) {
-        BufferId b =
-            s_.AddBuffer({ot.name + " (recomputed)", ot.bytes, MemoryCategory::kActivation, ot.id});
+        BufferId b = s_.AddBuffer({s_.named ? ot.name + " (recomputed)" : "", ot.bytes,
+                                   MemoryCategory::kActivation, ot.id});
         materialized_[o] = b;
         chain_.push_back(o);
         step.allocs.push_back(b);
       } else {
         // Computed again but already held (kept, or recomputed earlier): a discarded copy.
-        BufferId b = s_.AddBuffer(
-            {ot.name + " (recomputed, discarded)", ot.bytes, MemoryCategory::kTemporary, ot.id});
+        BufferId b = s_.AddBuffer({s_.named ? ot.name + " (recomputed, discarded)" : "", ot.bytes,
+                                   MemoryCategory::kTemporary, ot.id});
         step.allocs.push_back(b);
         step.frees.push_back(b);
       }
     }
     for (const SavedExtra& e : p.saved_extras) {
-      BufferId b = s_.AddBuffer(
-          {p.name + ":" + e.name + " (no grad)", e.bytes, MemoryCategory::kTemporary, kNone});
+      BufferId b = s_.AddBuffer({s_.named ? p.name + ":" + e.name + " (no grad)" : "", e.bytes,
+                                 MemoryCategory::kTemporary, kNone});
       step.allocs.push_back(b);
       step.frees.push_back(b);
     }
@@ -300,8 +302,8 @@ class SelectiveBuilder {
   // Starts the prefetch of offloaded root r: its device buffer, the host-to-device copy.
   void StartPrefetch(int32_t r) {
     const Tensor& t = g_.tensors[f_.root[r].tensor];
-    prefetched_[r] =
-        s_.AddBuffer({t.name + " (prefetched)", t.bytes, MemoryCategory::kActivation, t.id});
+    prefetched_[r] = s_.AddBuffer(
+        {s_.named ? t.name + " (prefetched)" : "", t.bytes, MemoryCategory::kActivation, t.id});
     Step step = CopyStep(Phase::kPrefetch, host_buffer_[r], prefetched_[r], false);
     step.allocs.push_back(prefetched_[r]);
     backward_.push_back(std::move(step));
@@ -355,8 +357,8 @@ class SelectiveBuilder {
 
 Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
                                 const std::vector<TensorId>& recomputed,
-                                const std::vector<OffloadChoice>& offloaded) {
-  return SelectiveBuilder(g, f, recomputed, offloaded).Build();
+                                const std::vector<OffloadChoice>& offloaded, bool named) {
+  return SelectiveBuilder(g, f, recomputed, offloaded, named).Build();
 }
 
 }  // namespace memplan

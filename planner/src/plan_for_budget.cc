@@ -207,6 +207,8 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   }
   BudgetPlan out;
   PlanOptions plan_options = options.plan;
+  planner::SelectiveMemo memo;  // every plan below searches each selective point once
+  if (!plan_options.selective_memo) plan_options.selective_memo = &memo;
   // 1. The budget: a size, or a percentage of the one-device plain step's peak at the whole batch.
   plan_options.budget_bytes = options.budget.bytes;
   int64_t baseline = 0;

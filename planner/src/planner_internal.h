@@ -23,6 +23,21 @@ inline bool IsAutoStrategy(const std::string& strategy) {
 // The budgets a sweep plans for: `count` evenly spaced from `baseline` down to `least`.
 std::vector<int64_t> SweepBudgetLadder(int64_t baseline, int64_t least, int count);
 
+// The points of one graph's selective trajectory (selective_search.cc), which do not depend on
+// the budget: each is the search's next point below the one before, from the plain step, until
+// the search is stuck. A plan for a budget stops at the first point within it; a lower budget
+// goes on from where the last stopped.
+struct SelectiveTrajectory {
+  std::vector<std::vector<char>> dropped;  // per point, from the plain step's
+  std::vector<int64_t> peak;               // per point
+  std::vector<char> alt;                   // the incremental lineage after the last point
+  bool stuck = false;                      // nothing lowers the last point's peak
+};
+// PlanOptions::selective_memo: by graph (ModelFingerprint) and the options the search reads.
+struct SelectiveMemo {
+  std::map<std::string, SelectiveTrajectory> trajectories;
+};
+
 class Context {
  public:
   Context(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);

@@ -100,7 +100,7 @@ Point Search::Replay(std::vector<char> dropped) {
   ++replays_;
   Point p;
   p.dropped = std::move(dropped);
-  const Schedule s = BuildSelectiveSchedule(g_, f_, Ids(p.dropped));
+  const Schedule s = BuildSelectiveSchedule(g_, f_, Ids(p.dropped), {}, /*named=*/false);
   MemoryTimeline t = Simulate(s, sim_);
   p.x = Index(s);
   p.bytes = std::move(t.bytes_during);
@@ -211,13 +211,43 @@ Plan RunSelective(Context& ctx, const PlanOptions& o) {
   Point alt = cur;
   int num_points = 1;
   bool stuck = false;
-  // 1. The trajectory, until a point fits.
+  // 1. The trajectory, until a point fits. Its points do not depend on the budget: those another
+  // plan of this graph searched are taken from the memo, and new ones added to it.
   Point prev;
-  while (o.budget_bytes > 0 && cur.peak > o.budget_bytes) {
+  SelectiveTrajectory* memo = nullptr;
+  if (o.selective_memo) {
+    memo = &o.selective_memo->trajectories[ctx.fingerprint() + " policy " +
+                                           std::to_string(static_cast<int>(o.simulator.policy)) +
+                                           " step " + std::to_string(step) + " replays " +
+                                           std::to_string(search.optional_per_point())];
+    if (memo->dropped.empty()) {
+      memo->dropped.push_back(cur.dropped);
+      memo->peak.push_back(cur.peak);
+      memo->alt = alt.dropped;
+    }
+  }
+  if (memo && o.budget_bytes > 0 && cur.peak > o.budget_bytes && memo->dropped.size() > 1) {
+    size_t j = 1;  // the first point within the budget, or the last one searched
+    while (j + 1 < memo->dropped.size() && memo->peak[j] > o.budget_bytes) ++j;
+    prev = search.Replay(memo->dropped[j - 1]);
+    cur = search.Replay(memo->dropped[j]);
+    num_points = static_cast<int>(j) + 1;
+    if (cur.peak > o.budget_bytes) {
+      stuck = memo->stuck;
+      if (!stuck) alt = search.Replay(memo->alt);
+    }
+  }
+  while (o.budget_bytes > 0 && cur.peak > o.budget_bytes && !stuck) {
     Point next = search.Next(cur, alt, cur.peak - step);
+    if (memo) memo->alt = alt.dropped;
     if (next.peak >= cur.peak) {
       stuck = true;
+      if (memo) memo->stuck = true;
       break;
+    }
+    if (memo) {
+      memo->dropped.push_back(next.dropped);
+      memo->peak.push_back(next.peak);
     }
     prev = std::move(cur);
     cur = std::move(next);

@@ -129,6 +129,7 @@ class Search {
   bool saved(int32_t r) const { return f_.root[r].first_saver != kNone; }
   // Replays a point may spend on c, d (per point) and the escapes (4x).
   void set_optional_per_point(int n) { optional_per_point_ = n; }
+  int optional_per_point() const { return optional_per_point_; }
   bool rich() const { return optional_per_point_ >= kRich; }
 
   Point Replay(std::vector<char> dropped);

@@ -95,6 +95,9 @@ struct Step {
 struct Schedule {
   std::vector<Buffer> buffers;
   std::vector<Step> steps;
+  // Buffer names are most of what building a schedule allocates: a planner's search, which
+  // replays thousands of schedules and prints none, builds them without (every name "").
+  bool named = true;
 
   BufferId AddBuffer(Buffer b);
   std::string StepLabel(const TrainingGraph& g, size_t step) const;

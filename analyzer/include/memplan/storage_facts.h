@@ -75,6 +75,7 @@ struct OffloadChoice {
 
 Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
                                 const std::vector<TensorId>& recomputed,
-                                const std::vector<OffloadChoice>& offloaded = {});
+                                const std::vector<OffloadChoice>& offloaded = {},
+                                bool named = true);  // Schedule::named
 
 }  // namespace memplan

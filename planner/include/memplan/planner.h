@@ -28,6 +28,9 @@
 #include "memplan/plan.h"
 
 namespace memplan {
+namespace planner {
+struct SelectiveMemo;  // planner_internal.h
+}  // namespace planner
 
 // The rates of one machine (a device and the LibTorch that drives it) for the roofline time
 // model (RooflineSeconds). The executor measures them (memplan/machine_rates.h) and the
@@ -214,6 +217,10 @@ struct PlanOptions {
   // that a run must execute is not offloaded unless asked; the command line sets it with
   // --host-budget).
   bool auto_offload = false;
+  // The selective search's trajectories, shared by the plans of one request (PlanForBudget sets
+  // it): a budget's trajectory is the start of a lower budget's, so each point is searched once.
+  // nullptr: none (every plan searches from the plain step).
+  planner::SelectiveMemo* selective_memo = nullptr;
 };
 
 // One function per strategy family. Each returns a replayed plan; `feasible` says whether its
