@@ -18,6 +18,7 @@
 #include <set>
 
 #include "memplan/planner.h"
+#include "planner_internal.h"
 #include "planner_toy_graphs.h"
 #include "testing/corpus.h"
 #include "testing/sanitizer.h"
@@ -370,6 +371,55 @@ TEST(SelectiveBruteForce, LeanSearchGap) {
       "worst "
       "%.3f), %d budgets not fit\n",
       graphs.size(), budgets, worst, sum / static_cast<double>(graphs.size()), misses);
+}
+
+// ---- One trajectory for every budget ----
+
+// The search's trajectory does not depend on the budget: a plan that takes its points from a
+// memo another plan of the graph filled (PlanForBudget shares one per request), whatever the
+// order of the budgets, is the plan its own search from the plain step makes. Budgets that fit,
+// that stop early on the memo's points, that go on beyond them, and 1 B (the search gets stuck).
+// The trajectory's length where the plan stopped, from its note ("... (N points of the search").
+int SearchPoints(const Plan& p) {
+  for (const std::string& note : p.notes) {
+    const size_t at = note.find(" points of the search");
+    if (at == std::string::npos) continue;
+    const size_t open = note.rfind('(', at);
+    return std::stoi(note.substr(open + 1, at - open - 1));
+  }
+  return -1;
+}
+
+TEST(SelectiveMemo, PlansFromASharedTrajectoryAreTheFreshSearchesPlans) {
+  std::vector<std::pair<std::string, TrainingGraph>> graphs = {
+      {"chain(24)", testing::ReluChain(24)}, {"residual", testing::Residual()}};
+  for (uint32_t seed = 1; seed <= 3; ++seed)
+    graphs.push_back({"random dag " + std::to_string(seed), testing::RandomDag(seed, 16)});
+  for (const auto& [name, g] : graphs) {
+    const int64_t base = Selective(g, ToySeconds(), int64_t{1} << 40).timeline.peak_bytes;
+    const int64_t least = Selective(g, ToySeconds(), 1).timeline.peak_bytes;
+    ASSERT_LT(least, base) << name;
+    planner::SelectiveMemo memo;
+    // Percent of the way from the least peak the search reaches up to the plain step's.
+    for (int percent : {80, 50, 65, 30, -1, 90, 40, 100, 10}) {
+      SCOPED_TRACE(name + " at " + std::to_string(percent) + "%");
+      PlanOptions o;
+      o.strategy = "selective";
+      o.budget_bytes = percent < 0 ? 1 : least + (base - least) * percent / 100;
+      const Plan fresh = MakePlan(g, ToySeconds(), o);
+      o.selective_memo = &memo;
+      const Plan shared = MakePlan(g, ToySeconds(), o);
+      EXPECT_EQ(shared.recomputed, fresh.recomputed);
+      EXPECT_EQ(shared.timeline.peak_bytes, fresh.timeline.peak_bytes);
+      EXPECT_EQ(shared.feasible, fresh.feasible);
+      EXPECT_EQ(SearchPoints(shared), SearchPoints(fresh));  // it stopped at the same point
+      EXPECT_GT(SearchPoints(fresh), 0);
+    }
+    ASSERT_EQ(memo.trajectories.size(), 1u) << name;
+    const planner::SelectiveTrajectory& t = memo.trajectories.begin()->second;
+    EXPECT_TRUE(t.stuck) << name;  // 1 B fits no plan
+    EXPECT_GE(t.dropped.size(), 3u) << name;
+  }
 }
 
 // ---- Plan JSON ----
