@@ -2,7 +2,9 @@
 // layout in one call.
 #include <algorithm>
 #include <cstdio>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "memplan/planner.h"
 #include "planner_internal.h"
@@ -268,6 +270,30 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
         if (!p.feasible) continue;
         if (StepSeconds(p) < StepSeconds(out.plan)) out.plan = std::move(p);
         break;
+      }
+    }
+    // `auto` chooses among the strategies by their allocated peak: on the device, the one it chose
+    // may fragment past the reserved budget where one it passed over fits. Each then fitted on its
+    // own, the fastest that fits kept, so that auto fits wherever a named strategy does.
+    if (options.cuda && !out.plan.feasible && planner::IsAutoStrategy(plan_options.strategy) &&
+        plan_options.budget_bytes > 0) {
+      std::vector<std::string> named = {"optimal", "sections", "sqrt", "bottleneck", "speed"};
+      if (static_cast<int64_t>(g.nodes.size()) <= plan_options.auto_selective_max_nodes) {
+        named.push_back("selective");
+        if (plan_options.auto_offload) named.push_back("offload");
+      }
+      for (const std::string& strategy : named) {
+        PlanOptions one = plan_options;
+        one.strategy = strategy;
+        Plan p = PlanBatch(g, at_batch, cost, one, k);
+        OnDevice(p, options);
+        p = FitReserved(std::move(p), g, at_batch, cost, one, k, options);
+        if (p.feasible && (!out.plan.feasible || StepSeconds(p) < StepSeconds(out.plan))) {
+          p.notes.push_back("auto: " + strategy +
+                            " fitted the reserved budget on its own (the strategy auto chose by "
+                            "the allocated peak did not)");
+          out.plan = std::move(p);
+        }
       }
     }
     if (!out.smallest_searched && !out.plan.feasible) search_smallest();
