@@ -257,6 +257,9 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     out.plan = PlanBatch(g, at_batch, cost, plan_options, k);
     OnDevice(out.plan, options);
     const int64_t first_split = out.plan.micro_batches;
+    const bool auto_overshot = options.cuda && !out.plan.feasible &&
+                               planner::IsAutoStrategy(plan_options.strategy) &&
+                               plan_options.budget_bytes > 0;
     out.plan = FitReserved(std::move(out.plan), g, at_batch, cost, plan_options, k, options);
     // A budget lowered for one split's fragmentation may have pushed the batch into more
     // micro-batches than the reserved budget needs: a split between the first one and the
@@ -273,10 +276,10 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       }
     }
     // `auto` chooses among the strategies by their allocated peak: on the device, the one it chose
-    // may fragment past the reserved budget where one it passed over fits. Each then fitted on its
-    // own, the fastest that fits kept, so that auto fits wherever a named strategy does.
-    if (options.cuda && !out.plan.feasible && planner::IsAutoStrategy(plan_options.strategy) &&
-        plan_options.budget_bytes > 0) {
+    // may fragment past the reserved budget where one it passed over fits, or fit it only at a
+    // lowered inner budget, slower than another's own plan. Each is then fitted on its own, the
+    // fastest that fits kept, so that auto fits wherever a named strategy does, no slower.
+    if (auto_overshot) {
       std::vector<std::string> named = {"optimal", "sections", "sqrt", "bottleneck", "speed"};
       if (static_cast<int64_t>(g.nodes.size()) <= plan_options.auto_selective_max_nodes) {
         named.push_back("selective");
