@@ -280,12 +280,7 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     // lowered inner budget, slower than another's own plan. Each is then fitted on its own, the
     // fastest that fits kept, so that auto fits wherever a named strategy does, no slower.
     if (auto_overshot) {
-      std::vector<std::string> named = {"optimal", "sections", "sqrt", "bottleneck", "speed"};
-      if (static_cast<int64_t>(g.nodes.size()) <= plan_options.auto_selective_max_nodes) {
-        named.push_back("selective");
-        if (plan_options.auto_offload) named.push_back("offload");
-      }
-      for (const std::string& strategy : named) {
+      for (const std::string& strategy : planner::AutoStrategies(g, plan_options)) {
         PlanOptions one = plan_options;
         one.strategy = strategy;
         Plan p = PlanBatch(g, at_batch, cost, one, k);

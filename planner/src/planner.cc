@@ -162,17 +162,11 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
     best.notes.push_back("auto: the plain step fits the budget");
     return best;
   }
-  std::vector<Plan (*)(Context&, const PlanOptions&)> runs = {RunOptimal, RunSections, RunSqrt,
-                                                              RunBottleneck, RunSpeed};
-  if (SelectiveInAuto(ctx, o)) runs.push_back(RunSelective);
-  if (o.auto_offload && SelectiveInAuto(ctx, o)) runs.push_back(RunOffload);
-  if (MilpAvailable() && o.auto_milp_max_nodes > 0 &&
-      static_cast<int>(ctx.graph().nodes.size()) <= o.auto_milp_max_nodes) {
-    runs.push_back(RunMilp);
-  }
   std::vector<PlanCandidate> candidates = {CandidateOf(best)};
-  for (auto run : runs) {
-    Plan p = run(ctx, o);
+  for (const std::string& strategy : AutoStrategies(ctx.graph(), o)) {
+    PlanOptions one = o;
+    one.strategy = strategy;
+    Plan p = RunStrategy(ctx, one);
     candidates.push_back(CandidateOf(p));
     if (Better(p, best)) best = std::move(p);
   }
@@ -184,6 +178,18 @@ Plan RunAuto(Context& ctx, const PlanOptions& o) {
 }
 
 }  // namespace
+
+std::vector<std::string> AutoStrategies(const TrainingGraph& g, const PlanOptions& o) {
+  std::vector<std::string> s = {"optimal", "sections", "sqrt", "bottleneck", "speed"};
+  const int64_t nodes = static_cast<int64_t>(g.nodes.size());
+  if (nodes <= o.auto_selective_max_nodes) {
+    s.push_back("selective");
+    if (o.auto_offload) s.push_back("offload");
+  }
+  if (MilpAvailable() && o.auto_milp_max_nodes > 0 && nodes <= o.auto_milp_max_nodes)
+    s.push_back("milp");
+  return s;
+}
 
 Plan RunStrategy(Context& ctx, const PlanOptions& o) {
   const std::string& s = o.strategy;

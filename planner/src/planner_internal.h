@@ -136,6 +136,8 @@ Plan RunMilp(Context& ctx, const PlanOptions& o);
 Plan RunSelective(Context& ctx, const PlanOptions& o);
 Plan RunOffload(Context& ctx, const PlanOptions& o);
 Plan RunStrategy(Context& ctx, const PlanOptions& o);  // dispatch, including auto
+// The strategies `auto` runs on g (RunAuto; PlanForBudget fits each to a reserved budget).
+std::vector<std::string> AutoStrategies(const TrainingGraph& g, const PlanOptions& o);
 // PlanMicroBatched(graph_at_batch, batch, cost, options, 0) whose plan at one micro-batch is
 // `whole`, MakePlan's plan of graph_at_batch(batch) under `options` (made by the caller).
 Plan PlanMicroBatchedAfter(const GraphAtBatch& graph_at_batch, int64_t batch, const CostModel& cost,
