@@ -251,14 +251,17 @@ def memplan_help(a, cmd):
     return p.stdout
 
 
-def memplan_plan(a, path, n, grads, bucket):
-    """memplan's predicted per-rank peak (no checkpoints) and its plan JSON, or (None, error)."""
+def memplan_plan(a, path, n, grads, bucket, runtime=None):
+    """memplan's predicted per-rank peak (no checkpoints) and its plan JSON, or (None, error).
+    runtime "fsdp2": the prediction for FSDP2's own buffers (`--runtime fsdp2`)."""
     fd, out = tempfile.mkstemp(suffix=".plan.json")
     os.close(fd)
     cmd = [a.memplan, "plan", path, "--batch", str(a.batch * n), "--strategy", "none",
            "--budget", "1000GiB", "--json", out]
     if n > 1:
         cmd += ["--devices", str(n), "--shard", "parameters", "--bucket-size", bucket]
+        if runtime:
+            cmd += ["--runtime", runtime]
     if a.memplan_grads:
         cmd += ["--grads", grads]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -400,6 +403,7 @@ def main():
 
     import torch
     a.memplan_grads = "--grads" in memplan_help(a, "plan")
+    a.memplan_runtime = "--runtime" in memplan_help(a, "plan")
     saved = {}
     if a.measured:
         with open(a.measured) as f:
@@ -436,8 +440,9 @@ def main():
         f"parameter tensor); {grads_note}.",
         "",
         "| model | ranks | grads | measured MiB (max rank) | rank peaks MiB | peak reached | at step start MiB "
-        "| memplan 25MiB buckets | err | memplan 1B buckets | err | err beyond 1 rank's |",
-        "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|",
+        "| memplan 25MiB buckets | err | memplan 1B buckets | err | err beyond 1 rank's "
+        "| memplan --runtime fsdp2 | err | err, nearest rank | ranks within 3% |",
+        "|---|---:|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     print("\n".join(header), flush=True)
     rows, notes, unit_tables, traces, goals = [], [], [], [], []
@@ -458,7 +463,8 @@ def main():
                         res[0]["wall_s"] = time.time() - t0
                 measured["runs"][key] = res
                 if isinstance(res, dict):
-                    row = f"| {name} | {n} | {grads} | FAILED | – | – | – | – | – | – | – | – |"
+                    row = (f"| {name} | {n} | {grads} | FAILED | – | – | – | – | – | – | – | – "
+                           "| – | – | – | – |")
                     notes.append(f"{name}, {n} ranks, grads {grads}: {res['error']}")
                     rows.append(row)
                     print(row, flush=True)
@@ -491,6 +497,17 @@ def main():
                             f"{mib(pred)} MiB at {pj.get('peak_event', '?')} (parameters "
                             f"{mib(bd.get('parameters'))}, gradients {mib(bd.get('gradients'))}, "
                             f"activations {mib(bd.get('activations'))} MiB)")
+                # memplan's prediction of FSDP2 itself: its runtime's buffers, FSDP2's units.
+                fsdp2 = (None, "–")
+                if n > 1 and a.memplan_runtime:
+                    pred, pj = memplan_plan(a, path, n, grads, "1B", runtime="fsdp2")
+                    if pred is None:
+                        notes.append(f"{name}, {n} ranks: memplan plan --runtime fsdp2 failed: {pj}")
+                    else:
+                        near = min(peaks, key=lambda p: abs(p - pred))
+                        fsdp2 = (pred, f"{100 * (pred - meas) / meas:+.1f}%",
+                                 f"{100 * (pred - near) / near:+.1f}%",
+                                 sum(abs(pred - p) <= 0.03 * p for p in peaks))
                 # The sharding's own error: memplan's change from one rank to N (FSDP2's units)
                 # against FSDP2's change from the one-process run, as a share of FSDP2's peak;
                 # it leaves out where the one-process runs already differ (PyTorch eager and
@@ -505,7 +522,9 @@ def main():
                        f"{', '.join(mib(p) for p in peaks)} | {phase} | "
                        f"{mib(max(max(steady(x['start_bytes'])) for x in res))} | "
                        f"{mib(preds[0][0])} | {preds[0][1]} | {mib(preds[1][0])} | {preds[1][1]} | "
-                       f"{beyond} |")
+                       f"{beyond} | {mib(fsdp2[0])} | {fsdp2[1]} | "
+                       f"{fsdp2[2] if fsdp2[0] is not None else '–'} | "
+                       f"{f'{fsdp2[3]} of {n}' if fsdp2[0] is not None else '–'} |")
                 rows.append(row)
                 print(row, flush=True)
                 notes.append(f"{name}, {n} ranks, grads {grads}: wall {res[0]['wall_s']:.0f} s, "

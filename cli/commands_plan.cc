@@ -346,6 +346,11 @@ CLI::App* AddPlanCommand(CLI::App& app) {
            "cheapest that fits)");
   AddValue(*sub, "bucket-size", "SIZE",
            "with --devices: the gradient buckets' size (default 25MiB, as DDP)");
+  AddValue(*sub, "runtime", "memplan|fsdp2",
+           "with --shard parameters: whose runtime the per-rank peak is for: memplan's executor "
+           "(default; in-place collectives) or PyTorch FSDP2's fully_shard (its all-gather "
+           "outputs and held reduce-scatter inputs, and on cpu Gloo's staging copies); a "
+           "prediction only, memplan run refuses it");
   AddValue(*sub, "link-bandwidth", "SIZE/s",
            "with --devices: the link's bandwidth for the predicted communication seconds (default "
            "5GB/s)");
@@ -410,9 +415,26 @@ int RunPlan(const Args& a) {
                        " needs --devices N with N > 1 (one device has nothing to shard)");
   }
   request.layout.bucket_bytes = a.get_bytes("bucket-size", request.layout.bucket_bytes);
+  if (a.has("runtime")) {
+    request.layout.runtime = ParseShardRuntime(a.get("runtime"));
+    if (request.layout.runtime != ShardRuntime::kMemplan &&
+        (request.layout.shard != ShardMode::kParameters || request.shard_auto)) {
+      throw MemplanError("--runtime " + PrintableText(a.get("runtime")) +
+                         " goes with --shard parameters (FSDP2 shards parameters)");
+    }
+    // FSDP2 reduce-scatters in every backward; its gradient accumulation is not modelled.
+    if (request.layout.runtime == ShardRuntime::kFsdp2) {
+      if (request.micro_batches > 1)
+        throw MemplanError("--runtime fsdp2 predicts one micro-batch; drop --micro-batches");
+      request.micro_batches = 1;
+    }
+  }
   if (a.has("link-bandwidth"))
     request.layout.link_bytes_per_second = BytesPerSecond(a, "link-bandwidth", "10GB/s");
   request.cuda = CudaDeviceFromArgs(a);
+  // FSDP2 on the CPU runs Gloo, whose collectives stage through a copy; NCCL's do not.
+  request.layout.staged_collectives =
+      request.layout.runtime == ShardRuntime::kFsdp2 && !request.cuda;
   // Offload: the link and the host budget.
   options.link = DefaultLinkRates(request.cuda ? "cuda" : "cpu");
   if (a.has("link-rate")) {

@@ -220,6 +220,12 @@ int RunRun(const Args& a) {
     // The graph runs at the plan's micro-batch size; --batch names the whole batch.
     micro_batches = PlanMicroBatches(plan_json);
     dist.layout = PlanLayout(plan_json);
+    if (dist.layout.runtime != ShardRuntime::kMemplan) {
+      throw MemplanError("the plan '" + a.get("plan") + "' predicts PyTorch's " +
+                         ShardRuntimeName(dist.layout.runtime) +
+                         " runtime, which memplan's executor does not run; re-plan without "
+                         "--runtime to run it with memplan");
+    }
     if (dist.layout.devices != ranks) {
       throw MemplanError(
           "the plan '" + a.get("plan") + "' is for " + std::to_string(dist.layout.devices) +

@@ -689,6 +689,141 @@ TEST(Parallel, FlatGradientAtReduceIsBornAfterTheBucketsReleaseBesideItsGradient
             base + 200);
 }
 
+// The first step allocating a buffer whose name contains `name` (from step `from` on).
+size_t StepAllocating(const Plan& p, const std::string& name, size_t from = 0) {
+  for (size_t i = from; i < p.schedule.steps.size(); ++i) {
+    for (BufferId b : p.schedule.steps[i].allocs) {
+      if (p.schedule.buffers[b].name.find(name) != std::string::npos) return i;
+    }
+  }
+  ADD_FAILURE() << "no step allocates " << name;
+  return 0;
+}
+
+ParallelLayout Fsdp2(ParallelLayout l, bool staged) {
+  l.runtime = ShardRuntime::kFsdp2;
+  l.staged_collectives = staged;
+  return l;
+}
+
+TEST(Parallel, Fsdp2HoldsAForwardAllGatherOutputUntilTheNextGatherIsCopiedOut) {
+  // Chain on 2 ranks, 100 B buckets: bucket 0 = w0, bucket 1 = w1, 104 B each (25 floats padded
+  // to 26). Up to the forward's gather of bucket 1 memplan's runtime and FSDP2's differ by
+  // bucket 0's all-gather output O0 (104 B), which FSDP2 still holds. Let B be memplan's bytes
+  // while it gathers bucket 1 (its gathered parameters included):
+  //   FSDP2's gather step: B + 104 (O0), with Gloo's staging copy B + 208;
+  //   its copy-out allocates O1 beside O0: B + 208, then frees O0: B + 104 after.
+  // After Mul(w1), the pass's last forward node, O1 goes too: the loss runs as in memplan's.
+  TrainingGraph g = Chain();
+  const ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  const Plan mine = Parallel(g, l);
+  const size_t m1 = StepAllocating(mine, "bucket 1 gathered");
+  const int64_t b = mine.timeline.bytes_during[m1];
+  for (bool staged : {false, true}) {
+    const Plan fsdp2 = Parallel(g, Fsdp2(l, staged));
+    const MemoryTimeline& t = fsdp2.timeline;
+    const size_t g1 = StepAllocating(fsdp2, "bucket 1 gathered");
+    EXPECT_EQ(t.bytes_during[g1], b + (staged ? 208 : 104)) << staged;
+    EXPECT_EQ(t.bytes_after[g1], b + 104) << staged;
+    ASSERT_EQ(StepAllocating(fsdp2, "bucket 1 all-gather output"), g1 + 1);
+    EXPECT_EQ(t.bytes_during[g1 + 1], b + 208) << staged;
+    EXPECT_EQ(t.bytes_after[g1 + 1], b + 104) << staged;
+    const std::string loss = NodeProducing(g, g.tensors[g.loss].name);
+    EXPECT_EQ(t.bytes_during[StepOfNode(fsdp2, g, Phase::kLoss, loss)],
+              mine.timeline.bytes_during[StepOfNode(mine, g, Phase::kLoss, loss)])
+        << staged;
+  }
+}
+
+TEST(Parallel, Fsdp2CopiesOutAPrefetchedBucketRightBeforeItsFirstBackwardStep) {
+  // Chain's backward on 2 ranks, 100 B buckets: Mul(w1)'s backward gathers bucket 1 and
+  // prefetches bucket 0; Mul(w0)'s is bucket 0's first. FSDP2 copies each gathered bucket out
+  // into its unsharded parameters while the all-gather output is alive, then frees the output:
+  // a 104 B transient, right after bucket 1's gather and right before Mul(w0)'s backward, each
+  // 104 B above memplan's bytes at that point; before Mul(w0)'s, FSDP2 also still holds bucket
+  // 1's reduce-scatter input (104 B, the next test). Gloo's staging copy adds 104 B to each
+  // gather.
+  TrainingGraph g = Chain();
+  const ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  const Plan mine = Parallel(g, l);
+  const size_t loss_bwd = StepOfNode(mine, g, Phase::kBackward, NodeProducing(g, "h2")) - 3;
+  const size_t m1 = StepAllocating(mine, "bucket 1 gathered", loss_bwd);
+  const size_t m0 = StepAllocating(mine, "bucket 0 gathered", loss_bwd);
+  ASSERT_EQ(m0, m1 + 1);  // the prefetch
+  const size_t mul0 = StepOfNode(mine, g, Phase::kBackward, NodeProducing(g, "h0"));
+  for (bool staged : {false, true}) {
+    const Plan fsdp2 = Parallel(g, Fsdp2(l, staged));
+    const MemoryTimeline& t = fsdp2.timeline;
+    const size_t g1 = StepAllocating(fsdp2, "bucket 1 gathered", loss_bwd);
+    EXPECT_EQ(t.bytes_during[g1], mine.timeline.bytes_during[m1] + (staged ? 104 : 0));
+    ASSERT_EQ(StepAllocating(fsdp2, "bucket 1 all-gather output", g1), g1 + 1);
+    EXPECT_EQ(t.bytes_during[g1 + 1], mine.timeline.bytes_during[m1] + 104);
+    EXPECT_EQ(t.bytes_after[g1 + 1], mine.timeline.bytes_after[m1]);
+    EXPECT_EQ(StepAllocating(fsdp2, "bucket 0 gathered", g1), g1 + 2);
+    EXPECT_EQ(t.bytes_during[g1 + 2], mine.timeline.bytes_during[m0] + (staged ? 104 : 0));
+    const size_t f0 = StepOfNode(fsdp2, g, Phase::kBackward, NodeProducing(g, "h0"));
+    ASSERT_EQ(StepAllocating(fsdp2, "bucket 0 all-gather output", g1), f0 - 1);
+    EXPECT_EQ(t.bytes_during[f0 - 1], mine.timeline.bytes_after[mul0 - 1] + 104 + 104);
+  }
+}
+
+TEST(Parallel, Fsdp2HoldsAReduceScatterInputUntilTheNextReduceScatter) {
+  // Chain on 2 ranks, 100 B buckets, FSDP2's order, gradient shards kept. memplan's runtime
+  // reduces bucket 1 in one step from Y bytes: the flat gradient (104) beside w1's gradient
+  // (100), both freed: Y + 104 during, Y - 100 after. FSDP2's: the flat gradient allocated
+  // and w1's gradient freed (Y + 104, then Y + 4), then the reduce-scatter's output (52 B, added
+  // into the kept shard and freed) with Gloo's staging copy of the input (104): Y + 160, and the
+  // flat gradient stays (Y + 4) until bucket 0's reduce-scatter starts. After the backward,
+  // nothing is held: the optimizer sees memplan's bytes.
+  TrainingGraph g = Chain();
+  const ParallelLayout l = Layout(2, ShardMode::kParameters, 100);
+  const Plan mine = Parallel(g, l);
+  const Plan fsdp2 = Parallel(g, Fsdp2(l, /*staged=*/true));
+  const size_t m = StepAllocating(mine, "bucket 1 flat gradients");
+  const int64_t y = mine.timeline.bytes_after[m - 1];
+  EXPECT_EQ(mine.timeline.bytes_during[m], y + 104);
+  EXPECT_EQ(mine.timeline.bytes_after[m], y - 100);
+  const size_t f = StepAllocating(fsdp2, "bucket 1 flat gradients");
+  const MemoryTimeline& t = fsdp2.timeline;
+  EXPECT_EQ(t.bytes_after[f - 1], y);
+  EXPECT_EQ(t.bytes_during[f], y + 104);
+  EXPECT_EQ(t.bytes_after[f], y + 4);
+  EXPECT_EQ(t.bytes_during[f + 1], y + 160);
+  EXPECT_EQ(t.bytes_after[f + 1], y + 4);
+  // Bucket 0's reduce-scatter first frees bucket 1's input: a step of its own.
+  const size_t f0 = StepAllocating(fsdp2, "bucket 0 flat gradients");
+  EXPECT_EQ(t.bytes_after[f0 - 1], t.bytes_after[f0 - 2] - 104);
+  EXPECT_EQ(t.bytes_after.back(), mine.timeline.bytes_after.back());
+  EXPECT_EQ(t.bytes_during.back(), mine.timeline.bytes_during.back());
+}
+
+TEST(Parallel, Fsdp2IsAPredictionOfShardParametersWithOneMicroBatch) {
+  TrainingGraph g = Chain();
+  for (ShardMode m : {ShardMode::kNone, ShardMode::kOptimizer, ShardMode::kGradients}) {
+    Plan p = Plain(g);
+    try {
+      ApplyDataParallel(p, g, Fsdp2(Layout(2, m, 100), false));
+      FAIL() << ShardModeName(m);
+    } catch (const MemplanError& e) {
+      EXPECT_NE(std::string(e.what()).find("--shard parameters"), std::string::npos) << e.what();
+    }
+  }
+  // The plan JSON carries the runtime, and a plan read back replays FSDP2's buffers.
+  const Plan p = Parallel(g, Fsdp2(Layout(2, ShardMode::kParameters, 100), true));
+  const nlohmann::json j = PlanToJson(p, g);
+  EXPECT_EQ(j["layout"]["runtime"], "fsdp2");
+  EXPECT_EQ(j["layout"]["staged_collectives"], true);
+  EXPECT_EQ(PlanLayout(j).runtime, ShardRuntime::kFsdp2);
+  EXPECT_EQ(PlanFromJson(j, g).timeline.bytes_during, p.timeline.bytes_during);
+  EXPECT_FALSE(
+      PlanToJson(Parallel(g, Layout(2, ShardMode::kParameters, 100)), g)["layout"].contains(
+          "runtime"));
+  nlohmann::json bad = j;
+  bad["layout"]["runtime"] = "deepspeed";
+  EXPECT_THROW(PlanLayout(bad), MemplanError);
+  EXPECT_EQ(ParseShardRuntime("memplan"), ShardRuntime::kMemplan);
+}
+
 TEST(Parallel, ShardParametersGathersAgainInEachSegmentsRecompute) {
   // Chain with a checkpoint after Mul(w0): segments {Mul(w0)} and {Relu, Mul(w1), loss}.
   // Passes: forward of segment 0 (gathers bucket 0), forward of segment 1 (bucket 1), backward

@@ -33,6 +33,18 @@ ShardMode ParseShardMode(const std::string& name) {
                      "' (one of none, optimizer, gradients, parameters)");
 }
 
+const char* ShardRuntimeName(ShardRuntime r) {
+  return r == ShardRuntime::kFsdp2 ? "fsdp2" : "memplan";
+}
+
+ShardRuntime ParseShardRuntime(const std::string& name) {
+  for (ShardRuntime r : {ShardRuntime::kMemplan, ShardRuntime::kFsdp2}) {
+    if (name == ShardRuntimeName(r)) return r;
+  }
+  throw MemplanError("unknown sharding runtime '" + PrintableText(name) +
+                     "' (one of memplan, fsdp2)");
+}
+
 bool FlatGradientAtReduce(const ParallelLayout& layout) {
   if (layout.shard != ShardMode::kGradients && layout.shard != ShardMode::kParameters) return false;
   return layout.flat_gradient_at_reduce.value_or(layout.shard == ShardMode::kParameters);
@@ -51,6 +63,12 @@ void CheckLayout(const ParallelLayout& layout) {
   if (layout.bucket_bytes < 1)
     throw MemplanError("the bucket size must be at least 1 byte (got " +
                        std::to_string(layout.bucket_bytes) + ")");
+  if (layout.runtime == ShardRuntime::kFsdp2 &&
+      (layout.shard != ShardMode::kParameters || !FlatGradientAtReduce(layout))) {
+    throw MemplanError(
+        "the fsdp2 runtime predicts fully_shard, which shards parameters: plan it with --shard "
+        "parameters (and FSDP2's gradient order)");
+  }
 }
 
 int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
@@ -238,7 +256,8 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
                                     const std::vector<ParameterBucket>& buckets,
                                     const std::vector<int>& bucket_of,
                                     const std::vector<char>& overridden,
-                                    const std::vector<std::vector<int>>& touch) {
+                                    const std::vector<std::vector<int>>& touch,
+                                    const ParallelLayout& layout) {
   std::vector<int> segment_of(g.nodes.size(), 0);
   for (size_t k = 0; k < segments.size(); ++k) {
     for (NodeId n : segments[k]) segment_of[n] = static_cast<int>(k);
@@ -312,14 +331,44 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
   }
   // 4. The gather steps, and the releases: a forward or recompute pass releases a bucket with
   // its last reader's step; a backward call once that step (its last accumulation) is done.
+  // FSDP2's runtime adds its copy-outs and all-gather outputs (plan.h).
+  const bool fsdp2 = layout.runtime == ShardRuntime::kFsdp2;
+  std::vector<size_t> pass_end(np, SIZE_MAX);  // fsdp2: a forward or recompute pass's last step
+  std::vector<std::vector<size_t>> copied_out_before(nsteps);  // fsdp2, backward prefetches
+  if (fsdp2) {
+    for (size_t i = 0; i < nsteps; ++i) {
+      if (pass[i] >= 0 && s.steps[i].phase != Phase::kLoss) pass_end[pass[i]] = i;
+    }
+    for (size_t at = 0; at < np * nb; ++at) {
+      if (first[at] != SIZE_MAX && gather_at[at] != first[at])
+        copied_out_before[first[at]].push_back(at);
+    }
+  }
+  std::vector<BufferId> held_output(np, kNone);  // fsdp2: the forward's last all-gather output
+  auto copy_out = [&](size_t at) {
+    const size_t b = at % nb, pi = at / nb;
+    Step c;
+    c.phase = Phase::kCommunication;
+    const std::string name = "bucket " + std::to_string(b) + " all-gather output";
+    const BufferId o = s.AddBuffer({name, buckets[b].bytes, MemoryCategory::kTemporary, kNone});
+    c.allocs.push_back(o);
+    if (backward_pass[pi]) {
+      c.frees.push_back(o);  // freed at its copy-out
+    } else {
+      if (held_output[pi] != kNone) c.frees.push_back(held_output[pi]);
+      held_output[pi] = o;
+    }
+    return c;
+  };
   std::vector<int64_t> gathers(nb, 0);
   std::vector<BufferId> gathered(np * nb, kNone);
   std::vector<Step> out;
-  out.reserve(nsteps + 2 * np * nb);
+  out.reserve(nsteps + 3 * np * nb);
   for (size_t i = 0; i < nsteps; ++i) {
     std::vector<BufferId> released;
     if (pass[i] >= 0) {
       const size_t row = static_cast<size_t>(pass[i]) * nb;
+      for (size_t at : copied_out_before[i]) out.push_back(copy_out(at));
       for (size_t at : gathered_before[i]) {
         const size_t b = at % nb;
         Step gather;
@@ -328,7 +377,15 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
             s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters", buckets[b].bytes,
                          MemoryCategory::kParameter, kNone, static_cast<int32_t>(b)});
         gather.allocs.push_back(gathered[at]);
+        if (fsdp2 && layout.staged_collectives) {
+          const BufferId staging =
+              s.AddBuffer({"bucket " + std::to_string(b) + " all-gather staging", buckets[b].bytes,
+                           MemoryCategory::kTemporary, kNone});
+          gather.allocs.push_back(staging);
+          gather.frees.push_back(staging);
+        }
         out.push_back(std::move(gather));
+        if (fsdp2 && gather_at[at] == first[at]) out.push_back(copy_out(at));
         ++gathers[b];
       }
       for (size_t b = 0; b < nb; ++b) {
@@ -336,6 +393,10 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
       }
     }
     out.push_back(std::move(s.steps[i]));
+    if (pass[i] >= 0 && pass_end[pass[i]] == i && held_output[pass[i]] != kNone) {
+      out.back().frees.push_back(held_output[pass[i]]);  // FSDP2's root post-forward
+      held_output[pass[i]] = kNone;
+    }
     if (released.empty()) continue;
     if (backward_pass[static_cast<size_t>(pass[i])]) {
       Step release;
@@ -544,6 +605,13 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
     tail_comm.push_back(std::move(c));
   }
   const bool fsdp2_order = FlatGradientAtReduce(layout) && early;
+  const bool fsdp2_buffers = layout.runtime == ShardRuntime::kFsdp2;
+  if (fsdp2_buffers && !fsdp2_order) {
+    throw MemplanError(
+        "the fsdp2 runtime is predicted for one micro-batch (FSDP2's reduce-scatter in each "
+        "backward); plan it with --micro-batches 1");
+  }
+  BufferId held_input = kNone;  // fsdp2: the last reduce-scatter input, freed by the next
   std::vector<std::vector<BufferId>> pending(buckets.size());
   std::vector<char> has_grad(g.tensors.size(), 0);
   auto reduce = [&](size_t i, const std::vector<char>& group) {
@@ -552,6 +620,36 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
       Step c;
       c.phase = Phase::kCommunication;
       c.node = kNone;
+      if (fsdp2_buffers) {
+        // FSDP2 holds the previous reduce-scatter input until this one starts (plan.h).
+        if (held_input != kNone) {
+          Step f;
+          f.phase = Phase::kCommunication;
+          f.frees.push_back(held_input);
+          push(std::move(f));
+        }
+        c.allocs.push_back(flat_grad[b]);
+        c.frees = std::move(pending[b]);
+        push(std::move(c));
+        Step rs;
+        rs.phase = Phase::kCommunication;
+        const std::string name = "bucket " + std::to_string(b);
+        const int64_t shard = buckets[b].bytes / layout.devices;
+        const BufferId out = shards_freed ? grad_shard[b]
+                                          : s.AddBuffer({name + " reduce-scatter output", shard,
+                                                         MemoryCategory::kTemporary, kNone});
+        rs.allocs.push_back(out);
+        if (!shards_freed) rs.frees.push_back(out);  // added into the kept shard
+        if (layout.staged_collectives) {
+          const BufferId staging = s.AddBuffer({name + " reduce-scatter staging", buckets[b].bytes,
+                                                MemoryCategory::kTemporary, kNone});
+          rs.allocs.push_back(staging);
+          rs.frees.push_back(staging);
+        }
+        push(std::move(rs));
+        held_input = flat_grad[b];
+        continue;
+      }
       if (fsdp2_order) {
         c.allocs.push_back(flat_grad[b]);
         for (BufferId f : pending[b]) c.frees.push_back(f);
@@ -564,6 +662,12 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
   const std::vector<char> every_bucket(buckets.size(), 1);
   for (size_t i = 0; i < s.steps.size(); ++i) {
     if (i + 1 == s.steps.size()) {
+      if (held_input != kNone) {  // FSDP2 frees it as the backward ends
+        Step f;
+        f.phase = Phase::kCommunication;
+        f.frees.push_back(held_input);
+        push(std::move(f));
+      }
       for (Step& c : tail_comm) push(std::move(c));
     }
     Step& st = s.steps[i];
@@ -669,7 +773,7 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
   // 4b. Shard parameters: the gather spans.
   std::vector<int64_t> gathers;
   if (zero3) {
-    gathers = AddGatherSpans(s, g, segments, buckets, bucket_of, overridden, touch);
+    gathers = AddGatherSpans(s, g, segments, buckets, bucket_of, overridden, touch, layout);
     for (int64_t& k : gathers) k *= std::max<int64_t>(1, micro_batches);
   }
 

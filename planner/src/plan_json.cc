@@ -78,6 +78,10 @@ json LayoutToJson(const Plan& p, const TrainingGraph& g) {
     layout["gradient_shards"] = GradientLifetimeName(p.layout.gradient_shards);
   if (p.layout.shard == ShardMode::kGradients || p.layout.shard == ShardMode::kParameters)
     layout["flat_gradient_at_reduce"] = FlatGradientAtReduce(p.layout);
+  if (p.layout.runtime != ShardRuntime::kMemplan) {
+    layout["runtime"] = ShardRuntimeName(p.layout.runtime);
+    layout["staged_collectives"] = p.layout.staged_collectives;
+  }
   return layout;
 }
 
@@ -495,6 +499,22 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
           "the plan's layout \"flat_gradient_at_reduce\" must be true or false; re-plan with "
           "`memplan plan`");
     l.flat_gradient_at_reduce = x.get<bool>();
+  }
+  if (v.contains("runtime")) {
+    const nlohmann::json& x = v["runtime"];
+    if (!x.is_string())
+      throw MemplanError(
+          "the plan's layout \"runtime\" must be \"memplan\" or \"fsdp2\"; re-plan with "
+          "`memplan plan`");
+    l.runtime = ParseShardRuntime(x.get<std::string>());
+  }
+  if (v.contains("staged_collectives")) {
+    const nlohmann::json& x = v["staged_collectives"];
+    if (!x.is_boolean())
+      throw MemplanError(
+          "the plan's layout \"staged_collectives\" must be true or false; re-plan with "
+          "`memplan plan`");
+    l.staged_collectives = x.get<bool>();
   }
   return l;
 }

@@ -200,6 +200,24 @@
 //     in-place all-reduce above into the gathered buffer, with no temporary (the rank's shard is
 //     persistent). A selective plan does not combine with it yet (its recompute runs inside the
 //     backward); planning one is a clear error.
+//   - FSDP2's buffers (ParallelLayout::runtime kFsdp2: what fully_shard allocates beyond the
+//     above, from torch/distributed/fsdp/_fully_shard, torch 2.14, and measured under its
+//     c10 allocator). A gather first all-gathers into a flat output O_b (P_b), then copies out
+//     into the unsharded parameters (the gathered buffer above, P_b). In a forward or recompute
+//     pass, O_b outlives the copy-out until the next bucket's gather has been copied out (FSDP2's
+//     all_gather_state), and the pass's last O_b until the pass ends. In a backward call, O_b is
+//     freed at its copy-out, which for a prefetched bucket comes right before its first backward
+//     step. In the schedule: the gather step allocates the gathered buffer (standing for O_b
+//     while the collective runs); a copy-out step follows, in a forward or recompute pass
+//     allocating "bucket B all-gather output" and freeing the previous one, in a backward call a
+//     P_b temporary (the unsharded copy made while O_b is alive). A bucket's reduce-scatter
+//     (post-backward, after its release) first frees the previous bucket's reduce-scatter input,
+//     which FSDP2 holds until then (reduce_scatter_states; the last one until the backward
+//     ends), then allocates the flat gradient (its input) while the parameters' gradients are
+//     alive and frees them, then allocates the reduce-scatter output (S_b: the new gradient
+//     shard, or with kept shards a temporary added into it). With staged_collectives each
+//     collective also allocates and frees a P_b staging copy (the gather step; the
+//     reduce-scatter's output step).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -217,6 +235,10 @@ enum class ShardMode { kNone, kOptimizer, kGradients, kParameters };
 const char* ShardModeName(ShardMode m);  // "none", "optimizer", "gradients", "parameters"
 // Throws MemplanError naming the value and the accepted ones.
 ShardMode ParseShardMode(const std::string& name);
+enum class ShardRuntime { kMemplan, kFsdp2 };
+const char* ShardRuntimeName(ShardRuntime r);  // "memplan", "fsdp2"
+// Throws MemplanError naming the value and the accepted ones.
+ShardRuntime ParseShardRuntime(const std::string& name);
 
 struct ParallelLayout {
   int64_t devices = 1;  // N ranks; 1: the one-device step (no layout in the plan JSON)
@@ -252,6 +274,15 @@ struct ParallelLayout {
   // The plan JSON's layout writes the resolved value ("flat_gradient_at_reduce"); a file without
   // it was planned with false.
   std::optional<bool> flat_gradient_at_reduce;
+  // Whose runtime the per-rank peak is predicted for (shard parameters, one micro-batch; see
+  // "FSDP2's buffers" above). kMemplan: memplan's executor, whose collectives work in place.
+  // kFsdp2: PyTorch's fully_shard at its defaults, with its own communication buffers. A
+  // prediction only: memplan's executor refuses such a plan (it runs kMemplan).
+  ShardRuntime runtime = ShardRuntime::kMemplan;
+  // kFsdp2: each all-gather and reduce-scatter stages through a temporary as large as the whole
+  // gathered (reduced) tensor, as ProcessGroupGloo's all_gather_into_tensor and
+  // reduce_scatter_tensor do (measured; NCCL has none). The CLI sets it for --device cpu.
+  bool staged_collectives = false;
 };
 // Whether `layout` runs FSDP2's gradient order (ParallelLayout::flat_gradient_at_reduce): its
 // explicit choice, else true for shard parameters; false for other modes, which have no lazy
