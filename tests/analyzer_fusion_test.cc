@@ -274,27 +274,46 @@ TEST(Fusion, FusedAttentionKeepsNoProbabilities) {
   EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3})), 6528);
 }
 
-TEST(Fusion, FusedAttentionHoldsTheFlashKernelsPerThreadBlocks) {
+// The fused attention node of AttentionBlock at `batch`, loaded with LibTorch's default thread
+// count (what the workspace rules read) set to `threads`.
+Node FusedAttentionAt(int64_t batch, const char* threads) {
   const char* before = std::getenv("OMP_NUM_THREADS");
   const std::string saved = before ? before : "";
-  ::setenv("OMP_NUM_THREADS", "2", 1);  // the rule reads LibTorch's default thread count
-  TrainingGraph g = testing::AttentionBlock().Load({.batch = 3});
+  ::setenv("OMP_NUM_THREADS", threads, 1);
+  TrainingGraph g = testing::AttentionBlock().Load({.batch = batch});
   if (before) {
     ::setenv("OMP_NUM_THREADS", saved.c_str(), 1);
   } else {
     ::unsetenv("OMP_NUM_THREADS");
   }
-  const Node* a = nullptr;
   for (const Node& n : g.nodes)
-    if (n.op_type == "memplan.ScaledDotProductAttention") a = &n;
-  ASSERT_NE(a, nullptr);
+    if (n.op_type == "memplan.ScaledDotProductAttention") return n;
+  ADD_FAILURE() << "no fused attention";
+  return Node{};
+}
+
+TEST(Fusion, FusedAttentionHoldsTheFlashKernelsPerThreadBlocks) {
+  const Node a = FusedAttentionAt(3, "2");
   // q [3,2,16,4], K^T [3,2,4,16]: qSplit = kvSplit = 16 (under 32 rows, 512 keys). The contiguous
   // copy of K (1,536 B) and, per thread, 16 x 16 scores + 16 maxima + 16 sums + 16 x 4 outputs =
   // 352 floats: 1536 + 2 x 1408 = 4,352 B.
-  EXPECT_EQ(a->forward_workspace_bytes, 4352);
-  // Its backward: two float 16 x 16 blocks per thread and one float per row of a query block,
-  // 2 x 2 x 1024 + 64 = 4,160 B.
-  EXPECT_EQ(a->backward_workspace_bytes, 4160);
+  EXPECT_EQ(a.forward_workspace_bytes, 4352);
+  // Its backward: two float 16 x 16 blocks per thread (2 x 2 x 1024 B), and one float per row of
+  // a query block (64 B) in each chunk of the parallel loop over batch x heads, all alive at
+  // once: 6 items on 2 threads are 2 chunks of 3. 4096 + 2 x 64 = 4,224 B.
+  EXPECT_EQ(a.backward_workspace_bytes, 4224);
+}
+
+TEST(Fusion, FusedAttentionBackwardHoldsOneRowBlockPerParallelChunk) {
+  // Four threads: the per-thread blocks are 4 x 2 x 1024 = 8,192 B, whatever the batch.
+  // Batch 1: 1 x 2 heads = 2 items, on min(4, 2) = 2 threads: 2 chunks of 1, 2 x 64 B:
+  // 8192 + 128 = 8,320 B.
+  EXPECT_EQ(FusedAttentionAt(1, "4").backward_workspace_bytes, 8320);
+  // Batch 3: 6 items on 4 threads: chunks of ceil(6 / 4) = 2, so 3 chunks (the fourth thread has
+  // none): 8192 + 3 x 64 = 8,384 B.
+  EXPECT_EQ(FusedAttentionAt(3, "4").backward_workspace_bytes, 8384);
+  // One thread: one chunk, 2 x 1024 + 64 = 2,112 B.
+  EXPECT_EQ(FusedAttentionAt(3, "1").backward_workspace_bytes, 2112);
 }
 
 TEST(Fusion, AttentionWithDropoutOrATrainedMaskIsNotFused) {

@@ -375,9 +375,18 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const int64_t rows = q[2], keys = kt[3];
   const int64_t q_split = std::min<int64_t>(rows, rows >= 768 ? 256 : rows >= 192 ? 64 : 32);
   const int64_t kv_split = std::min<int64_t>(keys, 512);
-  // And one float per row of a query block, whatever the thread count (measured: 68 B at
-  // qSplit 17, 128 B at 32, 256 B at 64, with one and two threads).
-  return Threads() * 2 * q_split * kv_split * 4 + 4 * q_split;
+  // And one float per row of a query block (the row sums of grad_out * out) in each chunk of
+  // at::parallel_for over batch x heads, allocated inside the chunk: the threads' chunks run at
+  // once, so as many as there are chunks are alive together (OpenMP splits n items among
+  // min(threads, n) threads into chunks of ceil(n / that), the last ones possibly empty).
+  // Measured on LibTorch 2.14.1, hf_vit_dynamo b4 (qSplit 17, 4 x 4 heads), two threads: two
+  // 68 B blocks from two threads alive together at the attention backward's peak; one where one
+  // thread's chunk ends before the other's starts (a loaded machine): counted as all at once.
+  const int64_t items = std::max<int64_t>(1, q[0] * q[1]);
+  const int64_t threads = std::min(Threads(), items);
+  const int64_t per_chunk = (items + threads - 1) / threads;
+  const int64_t chunks = (items + per_chunk - 1) / per_chunk;
+  return Threads() * 2 * q_split * kv_split * 4 + chunks * 4 * q_split;
 }
 // Its forward copies K^T into a contiguous K (unless K^T is a transposed view of one): saved for
 // the backward where autograd records (an extra), a temporary where it does not (a plan's early
