@@ -437,7 +437,10 @@ def main():
         f"every module owning parameters, then the root; default prefetch and resharding. "
         f"memplan: `plan --batch {a.batch}xN --devices N --shard parameters --strategy none`, "
         f"bucket sharding at its default --bucket-size 25MiB and at 1B (one bucket per "
-        f"parameter tensor); {grads_note}.",
+        f"parameter tensor); {grads_note}. memplan --runtime fsdp2: the same plan at --bucket-size "
+        f"1B (FSDP2's units) with `--runtime fsdp2`, memplan's prediction of FSDP2's own buffers "
+        f"(plan.h); 'err, nearest rank' is against the rank whose peak is nearest, 'ranks within "
+        f"3%' counts the ranks whose peak it predicts within 3%.",
         "",
         "| model | ranks | grads | measured MiB (max rank) | rank peaks MiB | peak reached | at step start MiB "
         "| memplan 25MiB buckets | err | memplan 1B buckets | err | err beyond 1 rank's "
