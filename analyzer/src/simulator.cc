@@ -16,7 +16,10 @@ int64_t AccountedBytes(int64_t bytes, AllocatorPolicy policy) {
   return bytes;
 }
 
-MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
+namespace {
+
+// Simulate; `at_peak`: also what is alive at the peak (breakdown_at_peak, alive_at_peak).
+MemoryTimeline Replay(const Schedule& s, const SimulatorOptions& options, bool at_peak) {
   MemoryTimeline t;
   std::vector<char> alive(s.buffers.size(), 0);
   std::vector<int64_t> size(s.buffers.size());
@@ -91,6 +94,7 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
     }
     t.bytes_after.push_back(current);
   }
+  if (!at_peak) return t;
   // What is alive at the peak: replay up to it.
   std::fill(alive.begin(), alive.end(), 0);
   for (int32_t i = 0; i <= t.peak_step && i < static_cast<int32_t>(s.steps.size()); ++i) {
@@ -106,6 +110,16 @@ MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
   std::stable_sort(t.alive_at_peak.begin(), t.alive_at_peak.end(),
                    [&](BufferId a, BufferId b) { return size[a] > size[b]; });
   return t;
+}
+
+}  // namespace
+
+MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options) {
+  return Replay(s, options, /*at_peak=*/true);
+}
+
+MemoryTimeline SimulateBytes(const Schedule& s, const SimulatorOptions& options) {
+  return Replay(s, options, /*at_peak=*/false);
 }
 
 StreamTimeline SimulateStreams(const Schedule& s, const std::vector<double>& step_seconds,

@@ -73,7 +73,11 @@ namespace memplan::planner {
 namespace selective {
 
 Search::Search(Context& ctx, const PlanOptions& o)
-    : g_(ctx.graph()), f_(ctx.facts()), seconds_(ctx.node_seconds()), sim_(o.simulator) {
+    : g_(ctx.graph()),
+      f_(ctx.facts()),
+      seconds_(ctx.node_seconds()),
+      sim_(o.simulator),
+      builder_(g_, f_, /*named=*/false) {
   const size_t num_roots = f_.root.size();
   last_saver_.assign(num_roots, kNone);
   for (const Node& n : g_.nodes) {
@@ -100,8 +104,8 @@ Point Search::Replay(std::vector<char> dropped) {
   ++replays_;
   Point p;
   p.dropped = std::move(dropped);
-  const Schedule s = BuildSelectiveSchedule(g_, f_, Ids(p.dropped), {}, /*named=*/false);
-  MemoryTimeline t = Simulate(s, sim_);
+  const Schedule& s = builder_.Build(Ids(p.dropped));
+  MemoryTimeline t = SimulateBytes(s, sim_);
   p.x = Index(s);
   p.bytes = std::move(t.bytes_during);
   p.peak = t.peak_bytes;

@@ -16,59 +16,74 @@
 
 namespace memplan::planner::selective {
 
-// Range add and range max over [0, n) (steps of a timeline).
+// Range add and range max over [0, n) (steps of a timeline). Bottom-up, without recursion: the
+// search asks it millions of times. Leaves at [size_, size_ + n); each inner node v holds the
+// max of its children plus add_[v], the adds that covered all of its range.
 class MaxTree {
  public:
-  explicit MaxTree(const std::vector<int64_t>& values)
-      : n_(static_cast<int>(values.size())),
-        max_(4 * std::max<size_t>(1, values.size()), 0),
-        add_(max_.size(), 0) {
-    if (n_ > 0) Build(1, 0, n_ - 1, values);
+  explicit MaxTree(const std::vector<int64_t>& values) : n_(static_cast<int>(values.size())) {
+    while (size_ < n_) size_ *= 2;
+    // Leaves past n hold INT64_MIN: no add ever covers them, and any real leaf beats them.
+    max_.assign(2 * static_cast<size_t>(size_), INT64_MIN);
+    add_.assign(size_, 0);
+    std::copy(values.begin(), values.end(), max_.begin() + size_);
+    for (int v = size_ - 1; v >= 1; --v) max_[v] = std::max(max_[2 * v], max_[2 * v + 1]);
   }
   void Add(int lo, int hi, int64_t delta) {
     lo = std::max(lo, 0);
     hi = std::min(hi, n_ - 1);
-    if (lo <= hi && delta != 0) Add(1, 0, n_ - 1, lo, hi, delta);
+    if (lo > hi || delta == 0) return;
+    const int first = lo + size_, last = hi + size_;
+    for (int l = first, r = last + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) Apply(l++, delta);
+      if (r & 1) Apply(--r, delta);
+    }
+    Pull(first);
+    Pull(last);
   }
   int64_t Max(int lo, int hi) const {
     lo = std::max(lo, 0);
     hi = std::min(hi, n_ - 1);
-    return lo <= hi ? Max(1, 0, n_ - 1, lo, hi) : INT64_MIN;
+    if (lo > hi) return INT64_MIN;
+    // The nodes covering [lo, hi] taken from the left lie under node l - 1, those from the right
+    // under node r: each level up adds that node's own adds to what was taken so far.
+    int64_t left = INT64_MIN, right = INT64_MIN;
+    bool have_left = false, have_right = false;
+    int l = lo + size_, r = hi + size_ + 1;
+    while (l < r) {
+      if (l & 1) {
+        left = have_left ? std::max(left, max_[l]) : max_[l];
+        have_left = true;
+        ++l;
+      }
+      if (r & 1) {
+        --r;
+        right = have_right ? std::max(right, max_[r]) : max_[r];
+        have_right = true;
+      }
+      l /= 2;
+      r /= 2;
+      if (have_left) left += add_[l - 1];
+      if (have_right) right += add_[r];
+    }
+    for (int v = (l - 1) / 2; have_left && v >= 1; v /= 2) left += add_[v];
+    for (int v = r / 2; have_right && v >= 1; v /= 2) right += add_[v];
+    return std::max(left, right);
   }
   int64_t Max() const { return n_ > 0 ? max_[1] : INT64_MIN; }
 
  private:
-  void Build(int v, int l, int r, const std::vector<int64_t>& values) {
-    if (l == r) {
-      max_[v] = values[l];
-      return;
-    }
-    const int m = (l + r) / 2;
-    Build(2 * v, l, m, values);
-    Build(2 * v + 1, m + 1, r, values);
-    max_[v] = std::max(max_[2 * v], max_[2 * v + 1]);
+  void Apply(int v, int64_t delta) {
+    max_[v] += delta;
+    if (v < size_) add_[v] += delta;
   }
-  void Add(int v, int l, int r, int lo, int hi, int64_t d) {
-    if (lo <= l && r <= hi) {
-      max_[v] += d;
-      add_[v] += d;
-      return;
-    }
-    const int m = (l + r) / 2;
-    if (lo <= m) Add(2 * v, l, m, lo, hi, d);
-    if (hi > m) Add(2 * v + 1, m + 1, r, lo, hi, d);
-    max_[v] = std::max(max_[2 * v], max_[2 * v + 1]) + add_[v];
-  }
-  int64_t Max(int v, int l, int r, int lo, int hi) const {
-    if (lo <= l && r <= hi) return max_[v];
-    const int m = (l + r) / 2;
-    int64_t best = INT64_MIN;
-    if (lo <= m) best = std::max(best, Max(2 * v, l, m, lo, hi));
-    if (hi > m) best = std::max(best, Max(2 * v + 1, m + 1, r, lo, hi));
-    return best + add_[v];
+  // Recomputes the ancestors of leaf v.
+  void Pull(int v) {
+    for (v /= 2; v >= 1; v /= 2) max_[v] = std::max(max_[2 * v], max_[2 * v + 1]) + add_[v];
   }
 
   int n_;
+  int size_ = 1;
   std::vector<int64_t> max_, add_;
 };
 
@@ -247,6 +262,8 @@ class Search {
   const GraphFacts& f_;
   const std::vector<double>& seconds_;
   SimulatorOptions sim_;
+  // The replays' schedules, without buffer names, each built in the memory of the last.
+  SelectiveScheduleBuilder builder_;
   std::vector<NodeId> last_saver_;  // per root: the latest node whose backward saves it
   std::vector<int64_t> bytes_;      // per root: accounted bytes
   std::vector<int32_t> droppable_;  // roots not produced by the loss

@@ -181,6 +181,9 @@ struct MemoryTimeline {
 // Replays a schedule. Throws MemplanError if a buffer is allocated while alive, or freed
 // while dead (a broken schedule is a bug in its builder, reported with the step).
 MemoryTimeline Simulate(const Schedule& s, const SimulatorOptions& options = {});
+// Simulate without what is alive at the peak (breakdown_at_peak and alive_at_peak stay empty),
+// for the thousands of replays of a planner's search, which reads only the bytes.
+MemoryTimeline SimulateBytes(const Schedule& s, const SimulatorOptions& options = {});
 
 // The link between device memory and pinned host memory: one copy stream per direction (a GPU
 // has a copy engine each way), each moving a copy at its rate. Offloading a storage of B bytes

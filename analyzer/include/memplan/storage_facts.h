@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "memplan/analyzer.h"
@@ -77,5 +78,26 @@ Schedule BuildSelectiveSchedule(const TrainingGraph& g, const GraphFacts& f,
                                 const std::vector<TensorId>& recomputed,
                                 const std::vector<OffloadChoice>& offloaded = {},
                                 bool named = true);  // Schedule::named
+
+// BuildSelectiveSchedule for many drop sets of one graph (a planner's search replays
+// thousands): what no drop set changes (the persistent, forward and saved-extra buffers, the
+// gradient flow) is worked out once, and each schedule reuses the memory of the one before.
+class SelectiveScheduleBuilder {
+ public:
+  SelectiveScheduleBuilder(const TrainingGraph& g, const GraphFacts& f, bool named = true);
+  ~SelectiveScheduleBuilder();
+  SelectiveScheduleBuilder(SelectiveScheduleBuilder&&) noexcept;
+  SelectiveScheduleBuilder& operator=(SelectiveScheduleBuilder&&) noexcept;
+
+  // BuildSelectiveSchedule(g, f, recomputed, offloaded, named); valid until the next call.
+  const Schedule& Build(const std::vector<TensorId>& recomputed,
+                        const std::vector<OffloadChoice>& offloaded = {});
+  // The schedule the last Build made, moved out.
+  Schedule Take();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 }  // namespace memplan
