@@ -90,10 +90,17 @@ def fc_heavy():
     return FcHeavy()
 
 
+# Held out (no test uses it): export_models.py's GPT, wider and shallower than the corpus's gpt,
+# with a 24 MiB embedding unit.
+GPT_WIDE = dict(vocab=16384, seq_len=64, d_model=384, n_heads=6, n_layers=3)
+
+
 def spec_of(name):
     import export_models
     if name == "fc_heavy":
         return export_models.Spec("fc_heavy", fc_heavy, export_models._image_dummy(FC_HEAVY_IMAGE))
+    if name == "gpt_wide":
+        return export_models._gpt("gpt_wide", **GPT_WIDE)
     return export_models.SPECS[name]
 
 
