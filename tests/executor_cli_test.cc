@@ -180,6 +180,21 @@ TEST(RunCli, RejectsAPlanForAnotherModelOrBatch) {
   EXPECT_FALSE(Exists(out));
 }
 
+// A plan of FSDP2's runtime predicts fully_shard's buffers, which memplan's executor does not
+// allocate: running it is refused, naming the way to a plan memplan runs.
+TEST(RunCli, RefusesAPlanOfFsdp2sRuntime) {
+  std::string gpt = testing::CorpusModel("gpt");
+  std::string plan = Tmp("fsdp2_plan.json"), out = Tmp("fsdp2.json");
+  Result p = Cli("plan " + gpt + " --batch 4 --strategy none --budget 10GiB --devices 2 --shard " +
+                 "parameters --runtime fsdp2 --json " + plan);
+  ASSERT_EQ(p.code, 0) << p.out;
+  Result r = Cli("run " + gpt + " --plan " + plan + " --steps 1 --random-weights --json " + out);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("fsdp2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("without --runtime"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(out));
+}
+
 // A run says what its plan promised: the budget and whether the measurement held it, the
 // recompute time predicted beside the measured one; and it warns before training when the
 // plan said it does not fit, or when an option changes the memory that was planned.
