@@ -39,15 +39,16 @@ TEST(TrainingMemory, ChainPeakIsFirstWeightGradient) {
   Analysis a = Analyze(Chain().Load(Kept()));
   // Persistent: x 400 + w1 40000 + w2 4000 + target 8 + grads 44000 = 88408 B.
   // The peak is MatMul1's backward: y2 and grad y2 are gone; grad y1 (400 B) is read, and
-  // the new gradient of w1 (40000 B) is alive before it is added into w1's gradient.
-  EXPECT_EQ(a.timeline.peak_bytes, 88408 + 400 + 40000);
+  // the new gradient of w1 (40000 B) is alive before it is added into w1's gradient. The loss
+  // (4 B) and the seed gradient (4 B) live until the backward call returns: + 8 B.
+  EXPECT_EQ(a.timeline.peak_bytes, 88408 + 400 + 40000 + 8);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kParameter), 44000);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kInput), 408);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 40000);
-  // grad y1 (400 B) is still alive: MatMul1's backward reads it.
-  EXPECT_EQ(Category(a.timeline, MemoryCategory::kActivationGradient), 400);
-  EXPECT_EQ(Category(a.timeline, MemoryCategory::kActivation), 0);
+  // grad y1 (400 B) is still alive: MatMul1's backward reads it; so is the seed (4 B).
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kActivationGradient), 400 + 4);
+  EXPECT_EQ(Category(a.timeline, MemoryCategory::kActivation), 4);  // the loss
 }
 
 TEST(TrainingMemory, ChainForwardKeepsOnlySavedActivations) {
@@ -57,16 +58,19 @@ TEST(TrainingMemory, ChainForwardKeepsOnlySavedActivations) {
   EXPECT_EQ(a.timeline.bytes_after[2], 88408 + 400);
   // During the loss: y2 400 + logits 40 + loss 4 + log-probabilities 40.
   EXPECT_EQ(a.timeline.bytes_during[4], 88408 + 400 + 40 + 4 + 40);
-  // After the loss: logits and the loss value are dead, log-probabilities stay for backward.
-  EXPECT_EQ(a.timeline.bytes_after[4], 88408 + 400 + 40);
+  // After the loss: logits are dead, log-probabilities stay for backward, and the loss value
+  // (4 B) stays until the backward call through it returns.
+  EXPECT_EQ(a.timeline.bytes_after[4], 88408 + 400 + 40 + 4);
 }
 
 TEST(TrainingMemory, ChainBackwardOfLossHoldsItsWorkspace) {
   Analysis a = Analyze(Chain().Load(Kept()));
-  // Loss backward: + seed 4 + grad logits 40 + grad of log-probabilities 40 (workspace).
-  EXPECT_EQ(a.timeline.bytes_during[5], 88408 + 400 + 40 + 4 + 40 + 40);
-  // MatMul2 backward: grad y2 400 and the new grad of w2 4000 join y2 and grad logits.
-  EXPECT_EQ(a.timeline.bytes_during[6], 88408 + 400 + 40 + 400 + 4000);
+  // Loss backward: + seed 4 + grad logits 40 + grad of log-probabilities 40 (workspace), beside
+  // the loss 4.
+  EXPECT_EQ(a.timeline.bytes_during[5], 88408 + 400 + 40 + 4 + 40 + 40 + 4);
+  // MatMul2 backward: grad y2 400 and the new grad of w2 4000 join y2 and grad logits (and the
+  // loss and the seed, 8 B, held until the backward call returns).
+  EXPECT_EQ(a.timeline.bytes_during[6], 88408 + 400 + 40 + 400 + 4000 + 8);
 }
 
 TEST(TrainingMemory, AdamAddsTwoStatesPerParameter) {
@@ -84,8 +88,9 @@ TEST(TrainingMemory, BatchScalesActivationsNotParameters) {
   b4.batch = 4;
   Analysis a = Analyze(Chain().Load(Kept(b4)));
   // Batch 4: x 1600 + target 32; activations x4; params and grads unchanged.
-  // Peak: persistent 1600 + 44000 + 32 + 44000 = 89632; + grad y1 1600 + new grad w1 40000.
-  EXPECT_EQ(a.timeline.peak_bytes, 89632 + 1600 + 40000);
+  // Peak: persistent 1600 + 44000 + 32 + 44000 = 89632; + grad y1 1600 + new grad w1 40000
+  // + the loss and the seed 8.
+  EXPECT_EQ(a.timeline.peak_bytes, 89632 + 1600 + 40000 + 8);
 }
 
 // A residual block: b is read by MatMul w2 and by the Add (a skip connection).
@@ -108,18 +113,19 @@ TEST(TrainingMemory, SkipConnectionAccumulatesGradient) {
   // MatMul w2's backward then adds a second gradient into b's through a 400 B temporary.
   // The peak is MatMul w2's backward: b 400 + grad d (= grad c = grad b) 400 + that
   // temporary 400 + the new grad of w2 40000 = 41200. MatMul w1's backward holds less:
-  // grad a 400 + the new grad of w1 40000.
-  EXPECT_EQ(a.timeline.peak_bytes, 168408 + 41200);
+  // grad a 400 + the new grad of w1 40000. The loss and the seed (8 B) are alive throughout.
+  EXPECT_EQ(a.timeline.peak_bytes, 168408 + 41200 + 8);
   size_t add_backward = 0;
   for (size_t i = 0; i < a.schedule.steps.size(); ++i) {
     const Step& s = a.schedule.steps[i];
     if (s.phase == Phase::kBackward && a.graph.nodes[s.node].op_type == "Add") add_backward = i;
   }
   ASSERT_GT(add_backward, 0u);
-  // During Add's backward: b (saved by Relu and MatMul w2) 400 + grad d 400; nothing new.
-  EXPECT_EQ(a.timeline.bytes_during[add_backward], 168408 + 2 * 400);
+  // During Add's backward: b (saved by Relu and MatMul w2) 400 + grad d 400 + the loss and the
+  // seed 8; nothing new.
+  EXPECT_EQ(a.timeline.bytes_during[add_backward], 168408 + 2 * 400 + 8);
   // During MatMul w2's backward: b, the shared gradient, the temporary, the new grad of w2.
-  EXPECT_EQ(a.timeline.bytes_during[add_backward + 1], 168408 + 400 + 400 + 400 + 40000);
+  EXPECT_EQ(a.timeline.bytes_during[add_backward + 1], 168408 + 400 + 400 + 400 + 40000 + 8);
 }
 
 TEST(TrainingMemory, SharedWeightHasOneGradient) {
@@ -363,8 +369,9 @@ TEST(TrainingMemory, WeightReadThroughATransposeIsTrained) {
   // Forward: y [1,4] 16 B and the loss 4 B: 308 B. The peak is MatMul's backward: the seed
   // (4 B; grad y is a broadcast view of it), mm's contiguous copy of grad y (16 B) and wt's
   // new gradient x^T grad y [8,4] (128 B), before Transpose hands it on to be added into w's
-  // gradient: 288 + 4 + 16 + 128 = 436 B.
-  EXPECT_EQ(a.timeline.peak_bytes, 436);
+  // gradient, beside the loss (4 B, held until the backward call returns): 288 + 4 + 16 + 128
+  // + 4 = 440 B.
+  EXPECT_EQ(a.timeline.peak_bytes, 440);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kParameter), 128);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 128);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kInput), 32);
@@ -384,10 +391,11 @@ TEST(GradientsSetToNone, AreBornInTheBackwardAndDieAfterTheOptimizer) {
   // Persistent without gradients: x 400 + w1 40000 + w2 4000 + target 8 = 44408.
   EXPECT_EQ(a.timeline.bytes_after[0], 44408);
   // MatMul2's backward: y2 400 (saved) + grad logits 40 + grad y2 400 + w2's gradient 4000,
-  // which becomes .grad (no temporary) and stays.
-  EXPECT_EQ(a.timeline.bytes_during[6], 44408 + 400 + 40 + 400 + 4000);
-  // The peak is MatMul1's backward: w2's gradient 4000 + grad y1 400 + w1's 40000.
-  EXPECT_EQ(a.timeline.peak_bytes, 44408 + 4000 + 400 + 40000);
+  // which becomes .grad (no temporary) and stays; the loss and the seed (8 B) stay until the
+  // backward call returns.
+  EXPECT_EQ(a.timeline.bytes_during[6], 44408 + 400 + 40 + 400 + 4000 + 8);
+  // The peak is MatMul1's backward: w2's gradient 4000 + grad y1 400 + w1's 40000 + 8.
+  EXPECT_EQ(a.timeline.peak_bytes, 44408 + 4000 + 400 + 40000 + 8);
   EXPECT_EQ(a.timeline.peak_step, 8);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 0);
@@ -395,7 +403,7 @@ TEST(GradientsSetToNone, AreBornInTheBackwardAndDieAfterTheOptimizer) {
   EXPECT_EQ(a.timeline.bytes_during[9], 44408 + 44000);
   EXPECT_EQ(a.timeline.bytes_after[9], 44408);
   // Kept gradients cost 44000 B more from the setup on: their peak is 40000 B higher.
-  EXPECT_EQ(Analyze(Chain().Load(Kept())).timeline.peak_bytes, 44408 + 44000 + 400 + 40000);
+  EXPECT_EQ(Analyze(Chain().Load(Kept())).timeline.peak_bytes, 44408 + 44000 + 400 + 40000 + 8);
 }
 
 TEST(GradientsSetToNone, ASharedWeightsFirstContributionBecomesItsGradient) {
@@ -410,8 +418,8 @@ TEST(GradientsSetToNone, ASharedWeightsFirstContributionBecomesItsGradient) {
   // contribution (from MatMul(r, w), 40000 B) until the second arrives (MatMul(x, w), a
   // 40000 B temporary added into it), then AccumulateGrad takes the sum as .grad. The peak is
   // that second backward: head's gradient 4000 + the held sum 40000 + grad h1 400 + the
-  // temporary 40000.
-  EXPECT_EQ(a.timeline.peak_bytes, 44408 + 4000 + 40000 + 400 + 40000);
+  // temporary 40000 + the loss and the seed 8 (held until the backward call returns).
+  EXPECT_EQ(a.timeline.peak_bytes, 44408 + 4000 + 40000 + 400 + 40000 + 8);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kGradient), 44000);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 40000);
   const TensorId w = a.graph.FindTensor("w");
@@ -424,10 +432,10 @@ TEST(GradientsSetToNone, AGradientThroughATransposeIsTakenInTheWeightsLayout) {
   o.loss = LossKind::kSum;
   Analysis a = Analyze(TransposedWeight().Load(o));
   // Persistent: x 32 + w 128 = 160 B. MatMul's backward: the seed 4 + mm's contiguous copy of
-  // grad y 16 + grad wt [8,4] 128 = 308, the peak. mm computes wt's gradient in wt's own
-  // (transposed) layout, so Transpose's backward hands w a contiguous one, which AccumulateGrad
+  // grad y 16 + grad wt [8,4] 128 + the loss 4 = 312, the peak. mm computes wt's gradient in wt's
+  // own (transposed) layout, so Transpose's backward hands w a contiguous one, which AccumulateGrad
   // takes as .grad: no new buffer; grad wt's 128 B live through the optimizer step.
-  EXPECT_EQ(a.timeline.peak_bytes, 160 + 4 + 16 + 128);
+  EXPECT_EQ(a.timeline.peak_bytes, 160 + 4 + 16 + 128 + 4);
   EXPECT_EQ(a.timeline.bytes_during.back(), 160 + 128);
   EXPECT_EQ(BuffersOf(a.schedule, a.graph.FindTensor("w"), MemoryCategory::kGradient), 0);
 }
@@ -440,9 +448,10 @@ TEST(GradientsSetToNone, AGradientThroughAReshapeIsTakenAsItIs) {
   o.loss = LossKind::kSum;
   Analysis a = Analyze(b.Load(o));
   // Persistent: x 32 + w 128 + shape 16 = 176 B. MatMul's backward: seed 4 + copy 16 + grad wr
-  // 128 = 324, the peak. Reshape's backward hands w a contiguous view of grad wr, which
-  // AccumulateGrad takes as .grad: no new buffer, grad wr's storage lives through the optimizer.
-  EXPECT_EQ(a.timeline.peak_bytes, 176 + 4 + 16 + 128);
+  // 128 + the loss 4 = 328, the peak. Reshape's backward hands w a contiguous view of grad wr,
+  // which AccumulateGrad takes as .grad: no new buffer, grad wr's storage lives through the
+  // optimizer.
+  EXPECT_EQ(a.timeline.peak_bytes, 176 + 4 + 16 + 128 + 4);
   EXPECT_EQ(a.timeline.bytes_during.back(), 176 + 128);
   EXPECT_EQ(BuffersOf(a.schedule, a.graph.FindTensor("w"), MemoryCategory::kGradient), 0);
 }
@@ -502,8 +511,9 @@ TEST(TrainingMemory, SumLossGradientIsCopiedByMatMul) {
   Analysis a = SumLossAnalysis(b);
   // Persistent: x 60 + w 80 + w's gradient 80 = 220 B. MatMul's backward: the seed (4 B;
   // grad y is a broadcast view of it), the new gradient of w (80 B) and the contiguous copy
-  // of grad y (3x4x4 = 48 B): 220 + 4 + 80 + 48 = 352 B (the forward reaches 220 + 48 + 4).
-  EXPECT_EQ(a.timeline.peak_bytes, 352);
+  // of grad y (3x4x4 = 48 B), beside the loss (4 B, held until the backward call returns):
+  // 220 + 4 + 80 + 48 + 4 = 356 B (the forward reaches 220 + 48 + 4).
+  EXPECT_EQ(a.timeline.peak_bytes, 356);
   EXPECT_EQ(Category(a.timeline, MemoryCategory::kTemporary), 80 + 48);
   EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
 }
@@ -514,8 +524,8 @@ TEST(TrainingMemory, SumLossGradientThroughAViewIsCopiedByMatMul) {
   b.Input("x", {-1, 5}).Param("w", {5, 4}).Node("MatMul", {"x", "w"}, {"y"});
   b.Node("Transpose", {"y"}, {"yt"}).Attr("perm", std::vector<int64_t>{1, 0}).Output("yt");
   Analysis a = SumLossAnalysis(b);
-  // As above (yt is a view of y, its gradient a view of the seed): 220 + 4 + 80 + 48 = 352 B.
-  EXPECT_EQ(a.timeline.peak_bytes, 352);
+  // As above (yt is a view of y, its gradient a view of the seed): 220 + 4 + 80 + 48 + 4 = 356 B.
+  EXPECT_EQ(a.timeline.peak_bytes, 356);
   EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
 }
 
@@ -527,9 +537,10 @@ TEST(TrainingMemory, SumLossGradientIsReadInPlaceByRelu) {
   b.Node("Relu", {"h"}, {"y"}).Output("y");
   Analysis a = SumLossAnalysis(b);
   // Persistent 220 B. Forward: h 48 + y 48 (Relu saves y) = 316 B. Relu's backward: grad h
-  // (48 B) beside y and the seed: 220 + 48 + 4 + 48 = 320 B. MatMul's backward: grad h and
-  // the new gradient of w: 220 + 48 + 80 = 348 B, the peak.
-  EXPECT_EQ(a.timeline.peak_bytes, 348);
+  // (48 B) beside y, the seed and the loss: 220 + 48 + 4 + 48 + 4 = 324 B. MatMul's backward:
+  // grad h and the new gradient of w, beside the loss and the seed (both held until the
+  // backward call returns): 220 + 48 + 80 + 8 = 356 B, the peak.
+  EXPECT_EQ(a.timeline.peak_bytes, 356);
   EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 0);
 }
 
@@ -540,19 +551,20 @@ TEST(TrainingMemory, SumLossGradientSummedWithAnotherIsNotCopied) {
   through_add.Input("x", {-1, 5}).Param("w", {5, 4}).Param("p", {3, 4});
   through_add.Node("MatMul", {"x", "w"}, {"h"}).Node("Add", {"h", "p"}, {"y"}).Output("y");
   // Persistent: x 60 + w 80 + p 48 + their gradients 128 = 316 B. MatMul's backward: the
-  // seed 4 + w's new gradient 80 + the copy of grad h 48 = 448 B (Add's backward adds the view
-  // into p's gradient in place).
+  // seed 4 + w's new gradient 80 + the copy of grad h 48 + the loss 4 = 452 B (Add's backward
+  // adds the view into p's gradient in place).
   Analysis a = SumLossAnalysis(through_add);
-  EXPECT_EQ(a.timeline.peak_bytes, 316 + 4 + 80 + 48);
+  EXPECT_EQ(a.timeline.peak_bytes, 316 + 4 + 80 + 48 + 4);
   EXPECT_EQ(BytesNamed(a.schedule, "broadcast"), 48);
 
   GraphBuilder summed;
   summed.Input("x", {-1, 5}).Param("w", {5, 4});
   summed.Node("MatMul", {"x", "w"}, {"h"}).Node("Add", {"h", "h"}, {"y"}).Output("y");
   // h's two gradients (both views of the seed) are summed into a new 48 B tensor, which
-  // MatMul reads as it is: 220 (x, w, w's gradient) + 48 + w's new gradient 80 = 348 B.
+  // MatMul reads as it is: 220 (x, w, w's gradient) + 48 + w's new gradient 80 + the loss and
+  // the seed 8 = 356 B.
   Analysis s = SumLossAnalysis(summed);
-  EXPECT_EQ(s.timeline.peak_bytes, 220 + 48 + 80);
+  EXPECT_EQ(s.timeline.peak_bytes, 220 + 48 + 80 + 8);
   EXPECT_EQ(BytesNamed(s.schedule, "broadcast"), 0);
 }
 

@@ -33,13 +33,14 @@ TEST(MicroBatching, TwoMicroBatchesHalveTheActivationGradient) {
   o.strategy = "none";
   Plan p = PlanMicroBatched(Chain(), /*batch=*/4, {}, o, /*micro_batches=*/2);
   // Micro-batch of 2: x 800 + params 44000 + target 16 + grads 44000 = 88816 persistent.
-  // Peak at MatMul1's backward: grad y1 800 + the new grad of w1 40000 = 129616.
-  // The other micro-batch's x 800 and target 16 stay resident: 129616 + 816 = 130432.
+  // Peak at MatMul1's backward: grad y1 800 + the new grad of w1 40000 + the loss and the seed
+  // 8 (held until the backward call returns) = 129624.
+  // The other micro-batch's x 800 and target 16 stay resident: 129624 + 816 = 130440.
   EXPECT_EQ(p.micro_batches, 2);
   EXPECT_EQ(p.batch, 2);
-  EXPECT_EQ(p.predicted_peak_bytes, 130432);
-  // The plain step at batch 4 (88408 + 1224 persistent, + grad y1 1600 + 40000).
-  EXPECT_EQ(p.baseline_peak_bytes, 131232);
+  EXPECT_EQ(p.predicted_peak_bytes, 130440);
+  // The plain step at batch 4 (88408 + 1224 persistent, + grad y1 1600 + 40000 + 8).
+  EXPECT_EQ(p.baseline_peak_bytes, 131240);
 }
 
 // With gradients set to None, the first micro-batch's backward creates them and the later ones
@@ -58,12 +59,12 @@ TEST(MicroBatching, WithGradientsSetToNoneLaterMicroBatchesHoldTheGradients) {
   PlanOptions o;
   o.strategy = "none";
   Plan p = PlanMicroBatched(none, /*batch=*/4, {}, o, /*micro_batches=*/2);
-  // As TwoMicroBatchesHalveTheActivationGradient: 130432 B.
-  EXPECT_EQ(p.predicted_peak_bytes, 130432);
+  // As TwoMicroBatchesHalveTheActivationGradient: 130440 B.
+  EXPECT_EQ(p.predicted_peak_bytes, 130440);
   // The whole batch's plain step with gradients set to None: persistent x 1600 + params 44000
   // + target 32 = 45632; the peak is MatMul1's backward, w2's gradient 4000 + grad y1 1600 +
-  // w1's gradient 40000: 91232 B, less than the split.
-  EXPECT_EQ(p.baseline_peak_bytes, 45632 + 4000 + 1600 + 40000);
+  // w1's gradient 40000 + the loss and the seed 8: 91240 B, less than the split.
+  EXPECT_EQ(p.baseline_peak_bytes, 45632 + 4000 + 1600 + 40000 + 8);
   // So a search that may split keeps the whole batch when it fits.
   o.budget_bytes = 100000;
   Plan searched = PlanMicroBatched(none, /*batch=*/4, {}, o, /*micro_batches=*/0);
@@ -74,15 +75,15 @@ TEST(MicroBatching, WithGradientsSetToNoneLaterMicroBatchesHoldTheGradients) {
 TEST(MicroBatching, SearchSplitsOnlyWhenCheckpointingCannotFit) {
   PlanOptions o;
   o.strategy = "optimal";
-  // At batch 4 no segmentation goes below 131232 B (persistent + grad y1 + new grad w1 are
-  // alive whatever is recomputed); two micro-batches reach 130432 B.
+  // At batch 4 no segmentation goes below 131240 B (persistent + grad y1 + new grad w1 are
+  // alive whatever is recomputed); two micro-batches reach 130440 B.
   o.budget_bytes = 131000;
   Plan p = PlanMicroBatched(Chain(), 4, {}, o);
   EXPECT_TRUE(p.feasible);
   EXPECT_EQ(p.micro_batches, 2);
-  EXPECT_EQ(p.predicted_peak_bytes, 130432);
+  EXPECT_EQ(p.predicted_peak_bytes, 130440);
   // A budget the plain step meets needs no split.
-  o.budget_bytes = 131232;
+  o.budget_bytes = 131240;
   EXPECT_EQ(PlanMicroBatched(Chain(), 4, {}, o).micro_batches, 1);
 }
 
@@ -184,11 +185,12 @@ TEST(MicroBatching, SearchFindsTheFewestMicroBatchesThatFit) {
 }
 
 // PlanForBudget, the entry point of `memplan plan` and the GUI, on Chain() at batch 4:
-//   plain step 131232 B = persistent 89632 (x 1600 + w1 40000 + w2 4000 + target 32 + their
-//   gradients 44000) + grad y1 1600 + the new grad of w1 40000. Checkpointing cannot go lower.
-//   2 micro-batches of 2: 130432 B (above). 4 micro-batches of 1: persistent 88408 (x 400 +
-//   params 44000 + target 8 + grads 44000) + grad y1 400 + grad w1 40000 = 128808, plus the
-//   other three micro-batches' x and target 3 x 408 = 1224: 130032 B.
+//   plain step 131240 B = persistent 89632 (x 1600 + w1 40000 + w2 4000 + target 32 + their
+//   gradients 44000) + grad y1 1600 + the new grad of w1 40000 + the loss and the seed 8 (held
+//   until the backward call returns). Checkpointing cannot go lower.
+//   2 micro-batches of 2: 130440 B (above). 4 micro-batches of 1: persistent 88408 (x 400 +
+//   params 44000 + target 8 + grads 44000) + grad y1 400 + grad w1 40000 + 8 = 128816, plus the
+//   other three micro-batches' x and target 3 x 408 = 1224: 130040 B.
 BudgetPlan PlanChainForBudget(const std::string& budget, int64_t micro_batches = 0,
                               bool sweep = false) {
   BudgetPlanOptions o;
@@ -200,15 +202,15 @@ BudgetPlan PlanChainForBudget(const std::string& budget, int64_t micro_batches =
 }
 
 TEST(PlanForBudget, AFittingBudgetNeedsNoSplit) {
-  BudgetPlan r = PlanChainForBudget("131232B");
-  EXPECT_EQ(r.budget_bytes, 131232);
+  BudgetPlan r = PlanChainForBudget("131240B");
+  EXPECT_EQ(r.budget_bytes, 131240);
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 1);
-  EXPECT_EQ(r.plan.predicted_peak_bytes, 131232);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 131240);
   // The smallest budget is searched whether or not the plan fits: 4 micro-batches of 1.
   EXPECT_TRUE(r.smallest_searched);
   EXPECT_EQ(r.smallest.micro_batches, 4);
-  EXPECT_EQ(r.smallest_budget_bytes(), 130032);
+  EXPECT_EQ(r.smallest_budget_bytes(), 130040);
 }
 
 // x[N,25] * w -> h0 -> Relu x4 -> sum, gradients set to None: activations dominate.
@@ -252,7 +254,7 @@ TEST(PlanForBudget, ABudgetUnderTheWholeBatchsBoundIsMetBySplitting) {
 }
 
 // --strategy none at a budget only micro-batches meet: the plan is still `none`, split in two
-// (130432 B, above), never another strategy's plan.
+// (130440 B, above), never another strategy's plan.
 TEST(PlanForBudget, ANamedStrategyIsKeptWhenTheBatchIsSplit) {
   BudgetPlanOptions o;
   o.budget = ParseBudget("--budget", "131000B");
@@ -261,11 +263,11 @@ TEST(PlanForBudget, ANamedStrategyIsKeptWhenTheBatchIsSplit) {
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.strategy, "none");
   EXPECT_EQ(r.plan.micro_batches, 2);
-  EXPECT_EQ(r.plan.predicted_peak_bytes, 130432);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 130440);
   EXPECT_EQ(r.smallest.strategy, "none");
 }
 
-// Nothing fits (50%: 65616 B, below the parameters and gradients): the plan and the smallest
+// Nothing fits (50%: 65620 B, below the parameters and gradients): the plan and the smallest
 // budget are still the named strategy's own, and no other strategy fits either.
 TEST(PlanForBudget, ANamedStrategyThatCannotFitKeepsItsName) {
   BudgetPlanOptions o;
@@ -294,53 +296,53 @@ TEST(MicroBatching, ASplitIsPricedAtLeastAtTheOpsFixedCosts) {
 }
 
 TEST(PlanForBudget, SplitsTheBatchWhenCheckpointingCannotFit) {
-  // 131000 B: below the plain step's 131232, above 2 micro-batches' 130432.
+  // 131000 B: below the plain step's 131240, above 2 micro-batches' 130440.
   BudgetPlan r = PlanChainForBudget("131000B");
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 2);
   EXPECT_EQ(r.plan.batch, 2);
-  EXPECT_EQ(r.plan.predicted_peak_bytes, 130432);
-  EXPECT_EQ(r.plan.baseline_peak_bytes, 131232);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 130440);
+  EXPECT_EQ(r.plan.baseline_peak_bytes, 131240);
 }
 
 TEST(PlanForBudget, OneMicroBatchNeverSplits) {
   BudgetPlan r = PlanChainForBudget("131000B", /*micro_batches=*/1);
   EXPECT_FALSE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 1);
-  // The smallest answer is then the whole batch's smallest peak: 131232 B.
+  // The smallest answer is then the whole batch's smallest peak: 131240 B.
   EXPECT_EQ(r.smallest.micro_batches, 1);
-  EXPECT_EQ(r.smallest_budget_bytes(), 131232);
+  EXPECT_EQ(r.smallest_budget_bytes(), 131240);
 }
 
 TEST(PlanForBudget, AGivenMicroBatchCountIsKept) {
   BudgetPlan r = PlanChainForBudget("131000B", /*micro_batches=*/4);
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 4);
-  EXPECT_EQ(r.plan.predicted_peak_bytes, 130032);
+  EXPECT_EQ(r.plan.predicted_peak_bytes, 130040);
   EXPECT_THROW(PlanChainForBudget("131000B", /*micro_batches=*/3),
                MemplanError);  // 3 does not divide 4
 }
 
 TEST(PlanForBudget, NothingFitsGivesTheSmallestPeakOverMicroBatches) {
-  // 50% of the plain step: 131232 / 2 = 65616 B, below the parameters and gradients alone
+  // 50% of the plain step: 131240 / 2 = 65620 B, below the parameters and gradients alone
   // (88000 B) at any split.
   BudgetPlan r = PlanChainForBudget("50%");
-  EXPECT_EQ(r.budget_bytes, 65616);
+  EXPECT_EQ(r.budget_bytes, 65620);
   EXPECT_FALSE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 1);  // the strategy's answer on the whole batch
-  EXPECT_EQ(r.plan.budget_bytes, 65616);
-  // The smallest peak: 4 micro-batches of 1, 130032 B.
+  EXPECT_EQ(r.plan.budget_bytes, 65620);
+  // The smallest peak: 4 micro-batches of 1, 130040 B.
   EXPECT_EQ(r.smallest.micro_batches, 4);
-  EXPECT_EQ(r.smallest_budget_bytes(), 130032);
+  EXPECT_EQ(r.smallest_budget_bytes(), 130040);
 }
 
 // The sweep answers as the plan does, micro-batches allowed: checkpointing cannot go below the
-// plain step's 131232 B, 4 micro-batches of 1 reach 130032 B (2 of 2: 130432 B, above).
+// plain step's 131240 B, 4 micro-batches of 1 reach 130040 B (2 of 2: 130440 B, above).
 TEST(PlanForBudget, SweepWithoutABudgetPlansTheSmallestFeasibleBudget) {
   BudgetPlan r = PlanChainForBudget("", 0, /*sweep=*/true);
-  EXPECT_EQ(r.sweep.baseline_peak_bytes, 131232);
-  EXPECT_EQ(r.sweep.min_budget_bytes, 130032);
-  EXPECT_EQ(r.budget_bytes, 130032);
+  EXPECT_EQ(r.sweep.baseline_peak_bytes, 131240);
+  EXPECT_EQ(r.sweep.min_budget_bytes, 130040);
+  EXPECT_EQ(r.budget_bytes, 130040);
   EXPECT_TRUE(r.plan.feasible);
   EXPECT_EQ(r.plan.micro_batches, 4);
   ASSERT_FALSE(r.sweep.points.empty());
@@ -351,7 +353,7 @@ TEST(PlanForBudget, SweepWithoutABudgetPlansTheSmallestFeasibleBudget) {
 // With the batch kept whole, the sweep stops where checkpointing does.
 TEST(PlanForBudget, SweepOfTheWholeBatchStopsAtItsSmallestPeak) {
   BudgetPlan r = PlanChainForBudget("", 1, /*sweep=*/true);
-  EXPECT_EQ(r.sweep.min_budget_bytes, 131232);
+  EXPECT_EQ(r.sweep.min_budget_bytes, 131240);
   EXPECT_EQ(r.plan.micro_batches, 1);
 }
 

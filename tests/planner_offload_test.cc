@@ -3,10 +3,11 @@
 // its plan JSON.
 //
 // ReluChain(3): input x [1, 25] (100 B), parameter w (100 B), h0 = Mul(x, w), h_i = Relu(h_{i-1})
-// for i = 1..3, a sum loss (4 B; its seed gradient is handed on as a view). Persistent
-// P = x + w + grad w = 300 B. Mul saves only x; each Relu saves its output; h0 is saved by
-// nobody. Nodes: 0 Mul, 1..3 Relu_i, 4 loss. The plain step's peak is Relu_3's backward:
-// P 300 + h1, h2, h3 300 + seed 4 + grad h2 100 = 704 B.
+// for i = 1..3, a sum loss (4 B; its seed gradient is handed on as a view; both live until the
+// backward call returns). Persistent P = x + w + grad w = 300 B. Mul saves only x; each Relu
+// saves its output; h0 is saved by nobody. Nodes: 0 Mul, 1..3 Relu_i, 4 loss. The plain step's
+// peak is Relu_3's backward: P 300 + h1, h2, h3 300 + the loss and the seed 8 + grad h2 100
+// = 708 B.
 //
 // Times: every node's forward 1 s, its backward 2 s (ScheduleStepSeconds). Forward steps end at
 // Mul 1, Relu_1 2, Relu_2 3, Relu_3 4, loss 5; the backward work starts at loss 5, Relu_3 7,
@@ -51,7 +52,7 @@ int StepOf(const Schedule& s, Phase phase, bool wait, const std::string& buffer)
 TEST(OffloadSchedule, NothingOffloadedIsThePlainStepWithoutStall) {
   TrainingGraph g = testing::ReluChain(3);
   Plan p = Offload(g, {});
-  EXPECT_EQ(p.predicted_peak_bytes, 704);
+  EXPECT_EQ(p.predicted_peak_bytes, 708);
   EXPECT_EQ(p.predicted_host_peak_bytes, 0);
   EXPECT_EQ(p.predicted_stall_seconds, 0);
 }
@@ -60,10 +61,11 @@ TEST(OffloadSchedule, TheDeviceCopyLeavesAtItsWaitAndComesBackForItsReader) {
   TrainingGraph g = testing::ReluChain(3);
   // h1 (last forward reader Relu_2) is freed on the device after the loss's forward step, and
   // prefetched before Relu_1's backward, its only reader there. Relu_3's backward:
-  // P 300 + h2, h3 200 + seed 4 + grad h2 100 = 604 B (the loss step: P + h1, h2, h3 + 4 = 604 B).
-  // Relu_1's backward: P 300 + grad h1 100 + h1 (prefetched) 100 + grad h0 100 = 600 B.
+  // P 300 + h2, h3 200 + the loss and the seed 8 + grad h2 100 = 608 B (the loss step:
+  // P + h1, h2, h3 + 4 = 604 B). Relu_1's backward: P 300 + grad h1 100 + h1 (prefetched) 100
+  // + grad h0 100 + 8 = 608 B.
   Plan p = Offload(g, {{.tensor = T(g, "h1"), .free_after = 4, .prefetch_at = 1}});
-  EXPECT_EQ(p.predicted_peak_bytes, 604);
+  EXPECT_EQ(p.predicted_peak_bytes, 608);
   // One 100 B storage in pinned host memory from its offload to its prefetch.
   EXPECT_EQ(p.predicted_host_peak_bytes, 100);
   EXPECT_TRUE(p.feasible);
@@ -81,10 +83,10 @@ TEST(OffloadSchedule, AnEarlierPrefetchHidesItsCopyButOverlapsTheBackward) {
   TrainingGraph g = testing::ReluChain(3);
   // The prefetch starts before Relu_2's backward at 9 and ends at 11, when Relu_1 needs it: no
   // stall. h1 is then back during Relu_2's backward: P 300 + h2 100 + grad h2 100 + h1 100
-  // + grad h1 100 = 700 B, the peak (Relu_3's backward: 604 B).
+  // + grad h1 100 + the loss and the seed 8 = 708 B, the peak (Relu_3's backward: 608 B).
   Plan p = Offload(g, {{.tensor = T(g, "h1"), .free_after = 4, .prefetch_at = 2}});
   EXPECT_DOUBLE_EQ(p.predicted_stall_seconds, 0.0);
-  EXPECT_EQ(p.predicted_peak_bytes, 700);
+  EXPECT_EQ(p.predicted_peak_bytes, 708);
 }
 
 TEST(OffloadSchedule, WaitingRightAfterTheLastReaderStallsTheWholeCopy) {
@@ -136,10 +138,10 @@ TEST(OffloadSchedule, RefusesAStorageNoBackwardSavesAndOneNamedTwice) {
 TEST(OffloadSchedule, HostBuffersAreNotDeviceMemoryForTheCachingAllocator) {
   TrainingGraph g = testing::ReluChain(3);
   Plan p = Offload(g, {{.tensor = T(g, "h1"), .free_after = 4, .prefetch_at = 1}});
-  // One 512 B block per buffer. Relu_3's backward: x, w, grad w, h2, h3, seed, grad h2 = 7
-  // blocks = 3584 B (the loss step too: x, w, grad w, h1, h2, h3, the loss = 7); h1's host copy,
-  // alive during Relu_3's backward, would make it 8.
-  EXPECT_EQ(SimulateReserved(p.schedule, {}).allocated_peak_bytes, 3584);
+  // One 512 B block per buffer. Relu_3's backward: x, w, grad w, h2, h3, seed, grad h2, the loss
+  // = 8 blocks = 4096 B (the loss step: x, w, grad w, h1, h2, h3, the loss = 7); h1's host copy,
+  // alive during Relu_3's backward, would make it 9.
+  EXPECT_EQ(SimulateReserved(p.schedule, {}).allocated_peak_bytes, 4096);
 }
 
 TEST(OffloadStreams, AWaitWithoutItsStartIsABrokenSchedule) {
@@ -175,8 +177,9 @@ TEST(OffloadStreams, AStepWithoutCopiesTakesItsOwnSecondsOnly) {
 
 // ---- The `offload` strategy ----
 // ReluChain(6): nodes 0 Mul, i Relu_i, 7 loss; plain peak (Relu_6's backward) P 300 + h1..h6
-// 600 + seed 4 + grad h5 100 = 1004 B. A budget of 904 B needs one 100 B storage off the device
-// at Relu_6's backward. Every node's forward takes 1 s: recomputing a storage costs 1 s.
+// 600 + the loss and the seed 8 + grad h5 100 = 1008 B. A budget of 908 B needs one 100 B storage
+// off the device at Relu_6's backward. Every node's forward takes 1 s: recomputing a storage costs
+// 1 s.
 
 PlanOptions OffloadOptions(int64_t budget, LinkRates link, int64_t host_budget = 0) {
   PlanOptions o;
@@ -199,12 +202,12 @@ constexpr LinkRates kFastLink{.device_to_host_bytes_per_second = 1e12,
 TEST(OffloadStrategy, AFastLinkOffloadsInsteadOfRecomputing) {
   TrainingGraph g = testing::ReluChain(6);
   // 100 B cross a 1 TB/s link in 1e-10 s, hidden behind 1 s nodes: offloading is free, recompute
-  // is 1 s. One storage off the device at the peak: 1004 - 100 = 904 B; 100 B on the host.
-  Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(904, kFastLink));
+  // is 1 s. One storage off the device at the peak: 1008 - 100 = 908 B; 100 B on the host.
+  Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(908, kFastLink));
   EXPECT_TRUE(p.feasible);
   EXPECT_EQ(p.offloaded.size(), 1u);
   EXPECT_TRUE(p.recomputed.empty());
-  EXPECT_EQ(p.predicted_peak_bytes, 904);
+  EXPECT_EQ(p.predicted_peak_bytes, 908);
   EXPECT_EQ(p.predicted_host_peak_bytes, 100);
   EXPECT_DOUBLE_EQ(p.predicted_stall_seconds, 0.0);
   EXPECT_DOUBLE_EQ(p.predicted_recompute_seconds, 0.0);
@@ -214,12 +217,12 @@ TEST(OffloadStrategy, ASlowLinkRecomputesInstead) {
   TrainingGraph g = testing::ReluChain(6);
   // 100 B at 1 B/s: 100 s each way, against 1 s of recompute.
   Plan p = MakePlan(g, OneSecondNodes(),
-                    OffloadOptions(904, {.device_to_host_bytes_per_second = 1,
+                    OffloadOptions(908, {.device_to_host_bytes_per_second = 1,
                                          .host_to_device_bytes_per_second = 1}));
   EXPECT_TRUE(p.feasible);
   EXPECT_TRUE(p.offloaded.empty());
   EXPECT_FALSE(p.recomputed.empty());
-  EXPECT_LE(p.predicted_peak_bytes, 904);
+  EXPECT_LE(p.predicted_peak_bytes, 908);
 }
 
 TEST(OffloadStrategy, CopiesQueuedOnTheLinkArePricedBehindEachOther) {
@@ -230,17 +233,17 @@ TEST(OffloadStrategy, CopiesQueuedOnTheLinkArePricedBehindEachOther) {
   // Relu_2's); the device-to-host stream then holds 8 s of copies, the whole forward, so a third
   // copy adds its 4 s to the step: dearer than 1 s of recompute (priced alone, h3, with a 3 s
   // window, would tie with its recompute). The budget takes three storages off the peak
-  // (1004 B): two offloaded at most, the rest recomputed; here the answer is the recompute-only
+  // (1008 B): two offloaded at most, the rest recomputed; here the answer is the recompute-only
   // plan (4 s: recomputing h3 needs its chain), which the offloads do not beat.
   Plan p = MakePlan(g, OneSecondNodes(),
-                    OffloadOptions(704, {.device_to_host_bytes_per_second = 25,
+                    OffloadOptions(708, {.device_to_host_bytes_per_second = 25,
                                          .host_to_device_bytes_per_second = 25}));
   EXPECT_TRUE(p.feasible);
-  EXPECT_LE(p.predicted_peak_bytes, 704);
+  EXPECT_LE(p.predicted_peak_bytes, 708);
   EXPECT_LE(p.offloaded.size(), 2u);
   EXPECT_FALSE(p.recomputed.empty());
   // Never slower than the recompute-only plan for the same budget.
-  PlanOptions o = OffloadOptions(704, {});
+  PlanOptions o = OffloadOptions(708, {});
   o.strategy = "selective";
   Plan selective = MakePlan(g, OneSecondNodes(), o);
   ASSERT_TRUE(selective.feasible);
@@ -252,7 +255,7 @@ TEST(OffloadStrategy, CopiesQueuedOnTheLinkArePricedBehindEachOther) {
 
 TEST(OffloadStrategy, AHostBudgetTooSmallForAStorageRecomputesInstead) {
   TrainingGraph g = testing::ReluChain(6);
-  Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(904, kFastLink, /*host_budget=*/50));
+  Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(908, kFastLink, /*host_budget=*/50));
   EXPECT_TRUE(p.feasible);
   EXPECT_TRUE(p.offloaded.empty());
   EXPECT_EQ(p.predicted_host_peak_bytes, 0);
@@ -260,7 +263,7 @@ TEST(OffloadStrategy, AHostBudgetTooSmallForAStorageRecomputesInstead) {
 
 TEST(OffloadJson, APlanWritesItsOffloadAndReadsBackTheSamePeaks) {
   TrainingGraph g = testing::ReluChain(6);
-  Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(904, kFastLink));
+  Plan p = MakePlan(g, OneSecondNodes(), OffloadOptions(908, kFastLink));
   ASSERT_EQ(p.offloaded.size(), 1u);
   nlohmann::json j = PlanToJson(p, g);
   const std::string name = g.tensors[p.offloaded[0].tensor].name;
@@ -272,7 +275,7 @@ TEST(OffloadJson, APlanWritesItsOffloadAndReadsBackTheSamePeaks) {
   EXPECT_LT(s["free_step"].get<int>(), s["prefetch_step"].get<int>());
   EXPECT_LT(s["prefetch_step"].get<int>(), s["ready_step"].get<int>());
   Plan back = PlanFromJson(j, g);
-  EXPECT_EQ(back.predicted_peak_bytes, 904);
+  EXPECT_EQ(back.predicted_peak_bytes, 908);
   EXPECT_EQ(back.predicted_host_peak_bytes, 100);
   ASSERT_EQ(back.offloaded.size(), 1u);
   EXPECT_EQ(back.offloaded[0].tensor, p.offloaded[0].tensor);
@@ -283,7 +286,7 @@ TEST(OffloadJson, AnOffloadPlanThatOffloadsNothingStillSaysSo) {
   // The slow link: the strategy recomputes; its JSON still names what it offloads (nothing)
   // and its host peak (0 B), and reads back as the same plan.
   Plan p = MakePlan(g, OneSecondNodes(),
-                    OffloadOptions(904, {.device_to_host_bytes_per_second = 1,
+                    OffloadOptions(908, {.device_to_host_bytes_per_second = 1,
                                          .host_to_device_bytes_per_second = 1}));
   nlohmann::json j = PlanToJson(p, g);
   EXPECT_EQ(j["offloaded"], nlohmann::json::array());
@@ -295,7 +298,7 @@ TEST(OffloadJson, APlanWithoutOffloadWritesNoOffloadFields) {
   TrainingGraph g = testing::ReluChain(6);
   PlanOptions o;
   o.strategy = "selective";
-  o.budget_bytes = 904;
+  o.budget_bytes = 908;
   nlohmann::json j = PlanToJson(MakePlan(g, OneSecondNodes(), o), g);
   EXPECT_FALSE(j.contains("offloaded"));
   EXPECT_FALSE(j.contains("predicted_host_peak_bytes"));

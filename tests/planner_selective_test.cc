@@ -4,9 +4,9 @@
 // (fits as replayed, monotone peak over a budget sweep, planning time, versus `optimal`).
 //
 // ReluChain(6): input x [1, 25] (100 B), parameter w (100 B), h0 = Mul(x, w), h_i = Relu(h_{i-1})
-// for i = 1..6, a sum loss (4 B; its seed gradient is handed on as a view). Persistent
-// P = x + w + grad w = 300 B. Mul saves only x; each Relu saves its output; h0 is saved by
-// nobody (freed after Relu_1). Nodes: 0 Mul, i Relu_i, 7 loss.
+// for i = 1..6, a sum loss (4 B; its seed gradient is handed on as a view; both live until the
+// backward call returns). Persistent P = x + w + grad w = 300 B. Mul saves only x; each Relu saves
+// its output; h0 is saved by nobody (freed after Relu_1). Nodes: 0 Mul, i Relu_i, 7 loss.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -42,40 +42,40 @@ int CountRecomputeSteps(const Schedule& s) {
 
 TEST(SelectiveSchedule, NothingDroppedIsThePlainStep) {
   TrainingGraph g = testing::ReluChain(6);
-  // Relu_6's backward: P 300 + saved h1..h6 600 + seed 4 + grad h5 100 = 1004 B.
-  EXPECT_EQ(Replay(g, {}).predicted_peak_bytes, 1004);
+  // Relu_6's backward: P 300 + saved h1..h6 600 + the loss and the seed 8 + grad h5 100 = 1008 B.
+  EXPECT_EQ(Replay(g, {}).predicted_peak_bytes, 1008);
 }
 
 TEST(SelectiveSchedule, OneDroppedTensorIsRecomputedOnceBeforeItsSaver) {
   TrainingGraph g = testing::ReluChain(6);
   // h3 is freed after Relu_4's forward. Relu_6's backward: P 300 + h1, h2, h4, h5, h6 500
-  // + seed 4 + grad h5 100 = 904 B. Before Relu_3's backward h3 is recomputed from h2:
-  // P 300 + h1, h2 200 + grad h3 100 + h3 100 = 700, + grad h2 = 800 B.
+  // + the loss and the seed 8 + grad h5 100 = 908 B. Before Relu_3's backward h3 is recomputed
+  // from h2: P 300 + h1, h2 200 + grad h3 100 + h3 100 + 8 = 708, + grad h2 = 808 B.
   Plan p = Replay(g, {"h3"});
-  EXPECT_EQ(p.predicted_peak_bytes, 904);
+  EXPECT_EQ(p.predicted_peak_bytes, 908);
   EXPECT_EQ(CountRecomputeSteps(p.schedule), 1);
   EXPECT_DOUBLE_EQ(p.recompute_flops, g.nodes[3].forward_flops);
 }
 
 TEST(SelectiveSchedule, ADroppedChainIsRecomputedTogetherAndHeldUntilItsSavers) {
   TrainingGraph g = testing::ReluChain(6);
-  // Relu_6's backward: P 300 + h1, h2, h5, h6 400 + seed 4 + grad h5 100 = 804 B. Before
-  // Relu_4's backward h3 then h4 are recomputed; h3 waits for Relu_3's backward. Relu_4's
-  // backward: P 300 + h1, h2 200 + grad h4 100 + h3, h4 200 + grad h3 100 = 900 B.
+  // Relu_6's backward: P 300 + h1, h2, h5, h6 400 + the loss and the seed 8 + grad h5 100
+  // = 808 B. Before Relu_4's backward h3 then h4 are recomputed; h3 waits for Relu_3's backward.
+  // Relu_4's backward: P 300 + h1, h2 200 + grad h4 100 + h3, h4 200 + grad h3 100 + 8 = 908 B.
   Plan p = Replay(g, {"h3", "h4"});
-  EXPECT_EQ(p.predicted_peak_bytes, 900);
+  EXPECT_EQ(p.predicted_peak_bytes, 908);
   EXPECT_EQ(CountRecomputeSteps(p.schedule), 2);
 }
 
 TEST(SelectiveSchedule, AKeptInputOfARecomputeLivesUntilTheRecompute) {
   TrainingGraph g = testing::ReluChain(6);
   // Dropping h1 keeps h0 (saved by nobody) alive for the recompute of Relu_1: nothing saved.
-  // Relu_6's backward: P 300 + h0, h2..h6 600 + seed 4 + grad h5 100 = 1004 B.
-  EXPECT_EQ(Replay(g, {"h1"}).predicted_peak_bytes, 1004);
+  // Relu_6's backward: P 300 + h0, h2..h6 600 + the loss and the seed 8 + grad h5 100 = 1008 B.
+  EXPECT_EQ(Replay(g, {"h1"}).predicted_peak_bytes, 1008);
   // Dropping h0 too recomputes Mul then Relu_1; h0 dies after the chain:
-  // P 300 + h2..h6 500 + seed 4 + grad h5 100 = 904 B.
+  // P 300 + h2..h6 500 + 8 + grad h5 100 = 908 B.
   Plan p = Replay(g, {"h0", "h1"});
-  EXPECT_EQ(p.predicted_peak_bytes, 904);
+  EXPECT_EQ(p.predicted_peak_bytes, 908);
   EXPECT_EQ(CountRecomputeSteps(p.schedule), 2);
 }
 
@@ -113,10 +113,10 @@ std::vector<std::string> Names(const TrainingGraph& g, const std::vector<TensorI
 
 TEST(SelectivePlanner, AFittingPlainStepRecomputesNothing) {
   TrainingGraph g = testing::ReluChain(6);
-  Plan p = Selective(g, {}, 1004);
+  Plan p = Selective(g, {}, 1008);
   EXPECT_TRUE(p.feasible);
   EXPECT_TRUE(p.recomputed.empty());
-  EXPECT_EQ(p.predicted_peak_bytes, 1004);
+  EXPECT_EQ(p.predicted_peak_bytes, 1008);
   EXPECT_EQ(p.predicted_recompute_seconds, 0);
   EXPECT_EQ(p.strategy, "selective");
 }
@@ -124,37 +124,37 @@ TEST(SelectivePlanner, AFittingPlainStepRecomputesNothing) {
 TEST(SelectivePlanner, DropsTheCheapestSavedActivation) {
   TrainingGraph g = testing::ReluChain(6);
   // Relu_3 (node 3) is the cheapest op; every other op takes 5 s. One 100 B activation less
-  // at Relu_6's backward is enough: dropping h3 gives 904 B (OneDroppedTensor... above) for 1 s.
-  Plan p = Selective(g, testing::Seconds({{"Relu_3", 1}}, 5), 904);
+  // at Relu_6's backward is enough: dropping h3 gives 908 B (OneDroppedTensor... above) for 1 s.
+  Plan p = Selective(g, testing::Seconds({{"Relu_3", 1}}, 5), 908);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h3"}));
-  EXPECT_EQ(p.predicted_peak_bytes, 904);
+  EXPECT_EQ(p.predicted_peak_bytes, 908);
   EXPECT_DOUBLE_EQ(p.predicted_recompute_seconds, 1);
   EXPECT_DOUBLE_EQ(p.recompute_flops, g.nodes[3].forward_flops);
 }
 
 TEST(SelectivePlanner, DropsTwoApartRatherThanAChain) {
   TrainingGraph g = testing::ReluChain(6);
-  // Relu_2 and Relu_4 cost 1 s, every other op 5 s. 804 B needs two activations less at
-  // Relu_6's backward: P 300 + h1, h3, h5, h6 400 + seed 4 + grad h5 100 = 804 B. Recomputing
-  // h4 before Relu_4's backward: P 300 + h1, h3 200 + h4 100 + grad h4, grad h3 200 = 800 B;
-  // h2 before Relu_2's likewise (h1 + h2 + grads: 700 B). 2 s in all.
-  Plan p = Selective(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 804);
+  // Relu_2 and Relu_4 cost 1 s, every other op 5 s. 808 B needs two activations less at
+  // Relu_6's backward: P 300 + h1, h3, h5, h6 400 + the loss and the seed 8 + grad h5 100
+  // = 808 B. Recomputing h4 before Relu_4's backward: P 300 + h1, h3 200 + h4 100 + grad h4,
+  // grad h3 200 + 8 = 808 B; h2 before Relu_2's likewise (h1 + h2 + grads + 8: 708 B). 2 s in all.
+  Plan p = Selective(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 808);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h2", "h4"}));
-  EXPECT_EQ(p.predicted_peak_bytes, 804);
+  EXPECT_EQ(p.predicted_peak_bytes, 808);
   EXPECT_DOUBLE_EQ(p.predicted_recompute_seconds, 2);
 }
 
 TEST(SelectivePlanner, DropsAnUnsavedInputWithItsConsumer) {
   TrainingGraph g = testing::ReluChain(6);
   // Mul and Relu_1 take 0.5 s, the other Relus 5 s. Dropping h1 alone keeps h0 (saved by
-  // nobody) alive for its recompute: still 1004 B (AKeptInputOfARecompute... above). Dropping
-  // h0 with it: 904 B for Mul + Relu_1 = 1 s, cheaper than any other Relu's 5 s.
-  Plan p = Selective(g, testing::Seconds({{"Mul_0", 0.5}, {"Relu_1", 0.5}}, 5), 904);
+  // nobody) alive for its recompute: still 1008 B (AKeptInputOfARecompute... above). Dropping
+  // h0 with it: 908 B for Mul + Relu_1 = 1 s, cheaper than any other Relu's 5 s.
+  Plan p = Selective(g, testing::Seconds({{"Mul_0", 0.5}, {"Relu_1", 0.5}}, 5), 908);
   ASSERT_TRUE(p.feasible);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h0", "h1"}));
-  EXPECT_EQ(p.predicted_peak_bytes, 904);
+  EXPECT_EQ(p.predicted_peak_bytes, 908);
   EXPECT_DOUBLE_EQ(p.predicted_recompute_seconds, 1);
 }
 
@@ -162,7 +162,7 @@ TEST(SelectivePlanner, WithoutAFitReturnsTheSmallestPeakItReaches) {
   TrainingGraph g = testing::ReluChain(6);
   Plan p = Selective(g, {}, 1);
   EXPECT_FALSE(p.feasible);
-  EXPECT_LT(p.predicted_peak_bytes, 1004);
+  EXPECT_LT(p.predicted_peak_bytes, 1008);
   // The persistent 300 B, the seed and one activation with its gradient at least.
   EXPECT_GE(p.predicted_peak_bytes, 300 + 4 + 100 + 100);
   EXPECT_EQ(ReplaySelective(g, p.recomputed, {.budget_bytes = 1}).predicted_peak_bytes,
@@ -425,8 +425,8 @@ TEST(SelectiveMemo, PlansFromASharedTrajectoryAreTheFreshSearchesPlans) {
 // ---- Plan JSON ----
 
 Plan SelectiveChainPlan(const TrainingGraph& g) {
-  // As DropsTwoApartRatherThanAChain: h2 and h4 dropped, 804 B.
-  Plan p = Selective(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 804);
+  // As DropsTwoApartRatherThanAChain: h2 and h4 dropped, 808 B.
+  Plan p = Selective(g, testing::Seconds({{"Relu_2", 1}, {"Relu_4", 1}}, 5), 808);
   EXPECT_EQ(Names(g, p.recomputed), (std::vector<std::string>{"h2", "h4"}));
   return p;
 }
@@ -443,14 +443,14 @@ TEST(SelectiveJson, RoundTripReplaysTheRecomputedTensors) {
   EXPECT_EQ(q.recomputed, p.recomputed);
   EXPECT_TRUE(q.segments.empty());
   // Rebuilt by ReplaySelective, not read from the file: the same schedule and peak.
-  EXPECT_EQ(q.predicted_peak_bytes, 804);
+  EXPECT_EQ(q.predicted_peak_bytes, 808);
   EXPECT_EQ(q.schedule.steps.size(), p.schedule.steps.size());
   EXPECT_DOUBLE_EQ(q.recompute_flops, p.recompute_flops);
   EXPECT_DOUBLE_EQ(q.predicted_recompute_seconds, p.predicted_recompute_seconds);
   EXPECT_EQ(q.feasible, p.feasible);
   // Edited peaks in the file change nothing: the replay decides.
   j["predicted_peak_bytes"] = 1;
-  EXPECT_EQ(PlanFromJson(j, g).predicted_peak_bytes, 804);
+  EXPECT_EQ(PlanFromJson(j, g).predicted_peak_bytes, 808);
 }
 
 TEST(SelectiveJson, SegmentedPlansWriteAnEmptyListAndOldPlansLackIt) {

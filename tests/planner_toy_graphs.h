@@ -98,11 +98,13 @@ inline TrainingGraph RandomDag(uint32_t seed, int num_ops,
   return LoadSum(b, grads);
 }
 
-// Heterogeneous toy costs: activations of 100..700 B, ops of 10..90 FLOPs.
+// Heterogeneous toy costs: activations of 100..700 B, ops of 10..90 FLOPs. The loss scalar keeps
+// its 4 B (held, with its seed gradient, until the backward call returns).
 inline CostModel ToyCosts() {
   CostModel c;
   c.tensor_bytes = [](const Tensor& t) {
-    if (t.category != TensorCategory::kActivation && t.category != TensorCategory::kOutput)
+    if ((t.category != TensorCategory::kActivation && t.category != TensorCategory::kOutput) ||
+        t.shape.empty())
       return t.bytes;
     return int64_t{100} * static_cast<int64_t>(1 + std::hash<std::string>{}(t.name) % 7);
   };

@@ -216,7 +216,10 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     BufferId seed = s.AddBuffer({s.named ? "grad " + g.tensors[g.loss].name : "", 4,
                                  MemoryCategory::kActivationGradient, g.loss});
     grad[g.loss] = seed;
-    grad_readers[seed] = 1;
+    // Read by the loss node's backward and held by the backward call's root until it returns.
+    grad_readers[seed] = 2;
+    seed_ = seed;
+    root_holds_seed_ = true;
     step.allocs.push_back(seed);
   }
   const TensorId out = n.outputs[0];
@@ -356,6 +359,12 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     if (o == kNone || grad[o] == kNone) continue;
     if (--grad_readers[grad[o]] == 0) step.frees.push_back(grad[o]);
   }
+}
+
+void GradientFlow::EndBackwardCall(std::vector<BufferId>& frees) {
+  if (!root_holds_seed_) return;
+  root_holds_seed_ = false;
+  if (--readers_[seed_] == 0) frees.push_back(seed_);
 }
 
 void GradientFlow::Finish(Step& optimizer) {

@@ -123,6 +123,9 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       views_forward[last_reader].push_back(v);
   }
 
+  // The loss's storage: held until the backward call through it (the last segment's) returns.
+  const int32_t loss_root = g.loss == kNone ? -1 : f.root_of[g.loss];
+
   // 1. Forward: segments 0..K-2 without autograd, the last one as the plain step.
   for (const Node& n : g.nodes) {
     const int k = seg_of[n.id];
@@ -134,7 +137,9 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       const Tensor& t = g.tensors[root.tensor];
       BufferId b = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
       step.allocs.push_back(b);
-      if (k == last) {
+      if (r == loss_root) {
+        free_at_segment_end[last].push_back(b);
+      } else if (k == last) {
         if (root.first_saver != kNone) {
           free_backward[root.first_saver].push_back(b);
           handed_forward[root.last_reader].push_back(b);
@@ -240,6 +245,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       s.steps.push_back(std::move(step));
     }
     deferred.insert(deferred.end(), free_at_segment_end[k].begin(), free_at_segment_end[k].end());
+    if (k == last) flow.EndBackwardCall(deferred);
     if (deferred.empty() && views_at_segment_end[k].empty()) continue;
     if (s.steps.size() == first_step) {
       Step step;  // a segment without recompute or backward steps still ends somewhere

@@ -53,6 +53,10 @@ class SelectiveScheduleBuilder::Impl {
       if (!n.has_backward) continue;
       flow_[id] = RecordFlow(flow_schedule, [&](Step& step) { flow.Backward(n, step); });
     }
+    // The backward call through the loss returns after the last backward step: the seed gradient
+    // and the loss's storage die there (GradientFlow::EndBackwardCall).
+    flow_end_ = RecordFlow(flow_schedule, [&](Step& step) { flow.EndBackwardCall(step.frees); });
+    loss_root_ = g_.loss == kNone ? -1 : f_.root_of[g_.loss];
     flow_finish_ = RecordFlow(flow_schedule, [&](Step& step) { flow.Finish(step); });
     flow_buffers_ = std::move(flow_schedule.buffers);
     flow_id_.assign(flow_buffers_.size(), kNone);
@@ -148,6 +152,11 @@ class SelectiveScheduleBuilder::Impl {
       const BufferId b = forward_buffer_[r];
       const bool saved = !dropped_[r] && root.first_saver != kNone;
       const int read = last_recompute_read_[r];
+      if (static_cast<int32_t>(r) == loss_root_ && !dropped_[r] && offload_of_[r] < 0 &&
+          num_backward_ > 0) {
+        backward(num_backward_ - 1).frees.push_back(b);
+        continue;
+      }
       if (offload_of_[r] >= 0) {
         if (prefetched_[r] == kNone || prefetch_state_[r] != 2) {
           throw MemplanError("offload: no backward step reads '" + g_.tensors[root.tensor].name +
@@ -198,6 +207,7 @@ class SelectiveScheduleBuilder::Impl {
         wait.frees.push_back(forward_buffer_[r]);
       }
     }
+    if (num_backward_ > 0) AddFlow(flow_end_, backward(num_backward_ - 1));
     Step& optimizer = AddBackwardStep();
     optimizer.phase = Phase::kOptimizer;
     AddFlow(flow_finish_, optimizer);
@@ -443,6 +453,9 @@ class SelectiveScheduleBuilder::Impl {
   std::vector<Buffer> flow_buffers_;           // the gradient flow's, in the order it adds them
   std::vector<FlowStep> flow_;                 // per node with a backward
   FlowStep flow_finish_;                       // the optimizer step's
+  // The end of the backward call through the loss: the seed gradient goes, and the loss's storage.
+  FlowStep flow_end_;
+  int32_t loss_root_ = -1;
 
   // Per schedule.
   std::vector<BufferId> flow_id_;         // per flow buffer: its id in s_

@@ -13,7 +13,11 @@
 // the node's step. A forward workspace lives only during its node's step, in every mode. Gradient
 // buffers follow GradientFlow exactly as in the plain step, except that the gradients of tensors
 // read after b are held to the segment's end; their bytes at backward step n are plain(n) + the
-// held ones whose plain free came at a node above n. Everything produced before a is a checkpoint,
+// held ones whose plain free came at a node above n. The last segment's backward is the backward
+// call through the loss, which holds the loss and the seed gradient until it returns: the loss's
+// storage is alive from its producer to the segment's end, and the seed from the loss node's
+// backward to the segment's end (the plain replay below lets go of it at once, so that its own
+// free is where its readers put it). Everything produced before a is a checkpoint,
 // a constant during the segment; it is the DP's part. So every quantity below is a sum over
 // storages and nodes of [a, b), computed for all b of a given a in one sweep with a max segment
 // tree for the backward steps.
@@ -183,6 +187,9 @@ struct SegmentSweep {
     NodeId freed;
     int64_t bytes;
   };
+  int32_t loss_root = -1;     // the loss's storage
+  NodeId seed_freed = kNone;  // the backward node whose step frees the seed in the plain replay
+  int64_t seed_bytes = 0;
   std::vector<Pin> pins;  // held gradients: tensors read after their segment
   std::vector<std::vector<int32_t>> pin_start, pin_end;
   // Scratch.
@@ -219,6 +226,7 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f,
     if (!g.nodes[n].has_backward) continue;
     Step step;
     flow.Backward(g.nodes[n], step);
+    flow.EndBackwardCall(step.frees);  // the seed as its readers alone hold it (see above)
     for (BufferId b : step.allocs) running += acc(scratch.buffers[b].bytes);
     grad_during[n] = running;
     for (BufferId b : step.frees) {
@@ -229,6 +237,11 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f,
     grad_after[n] = running;
   }
   freed_at.resize(scratch.buffers.size(), kNone);
+  w.loss_root = g.loss == kNone ? -1 : f.root_of[g.loss];
+  if (flow.seed() != kNone) {
+    w.seed_freed = freed_at[flow.seed()];
+    w.seed_bytes = acc(scratch.buffers[flow.seed()].bytes);
+  }
   Step optimizer;
   flow.Finish(optimizer);
   int64_t optimizer_bytes = c.persistent + running;
@@ -328,12 +341,18 @@ void SegmentCosts::ComputeRow(size_t i) const {
       if (root.producer < a) continue;
       fwd_cur -= root_bytes[r];
       if (root.last_reader > root.producer) border -= root_bytes[r];
-      if (root.first_saver == kNone) {
+      if (r == w.loss_root) {
+        w.tree.Add(0, num_nodes - a, root_bytes[r]);  // held to the end of the backward call
+      } else if (root.first_saver == kNone) {
         rec_cur -= root_bytes[r];
       } else {
         w.tree.Add(root.first_saver - a, num_nodes - a, root_bytes[r]);
       }
     }
+    // The seed, held to the end of the backward call through the loss (only the last segment
+    // holds the loss node) beyond its plain free.
+    if (n == f.loss_node && w.seed_freed != kNone && w.seed_freed > a)
+      w.tree.Add(0, w.seed_freed - a, w.seed_bytes);
     for (int32_t p : w.pin_start[n]) {
       const SegmentSweep::Pin& pin = w.pins[p];
       if (w.pin_count[pin.buffer]++ == 0) {

@@ -132,10 +132,19 @@ class GradientFlow {
   // incoming gradient, and frees its outputs' gradients once every tensor sharing the buffer
   // has been consumed.
   void Backward(const Node& n, Step& step);
+  // The backward call through the loss has returned. Autograd's engine holds the seed gradient,
+  // ones_like(loss), in the call's root (GraphRoot) for the whole call, and the caller holds the
+  // loss (the executor, like any PyTorch loop's `loss.backward()`): both die when the call
+  // returns. Puts the seed into `frees` unless a view of it is still read; the schedule builder
+  // frees the loss's storage at the same point: after the last step of the plain step's backward,
+  // or of a segmented step's last segment (the one backward call that reaches the loss).
+  void EndBackwardCall(std::vector<BufferId>& frees);
   // The optimizer step: frees the gradients nobody consumed; Adam's one temporary.
   void Finish(Step& optimizer);
   // The buffer holding tensor t's gradient (kNone until a backward step produced it).
   BufferId gradient(TensorId t) const { return grad_[t]; }
+  // The seed gradient's buffer (kNone until the loss node's backward created it).
+  BufferId seed() const { return seed_; }
 
  private:
   const TrainingGraph& g_;
@@ -150,6 +159,8 @@ class GradientFlow {
   // until the last has arrived. Per tensor: contributions still to come, and the held buffer.
   std::vector<int> param_contributions_;
   std::vector<BufferId> param_held_;
+  BufferId seed_ = kNone;         // ones_like(loss)
+  bool root_holds_seed_ = false;  // until EndBackwardCall
 };
 
 // How allocation sizes are accounted.
