@@ -481,41 +481,26 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
   };
   l.link_bytes_per_second = real("link_bytes_per_second", l.link_bytes_per_second, true);
   l.link_latency_seconds = real("link_latency_seconds", l.link_latency_seconds, false);
-  if (v.contains("gradient_shards")) {
-    const nlohmann::json& x = v["gradient_shards"];
-    if (!x.is_string())
-      throw MemplanError(
-          "the plan's layout \"gradient_shards\" must be \"none\" or \"kept\"; re-plan with "
-          "`memplan plan`");
-    l.gradient_shards = ParseGradientLifetime(x.get<std::string>());
-  }
+  // An optional field of the given kind ("a string" names its accepted values in `expected`).
+  auto field = [&](const char* key, bool boolean, const char* expected) -> const nlohmann::json* {
+    if (!v.contains(key)) return nullptr;
+    const nlohmann::json& x = v[key];
+    if (boolean ? !x.is_boolean() : !x.is_string())
+      throw MemplanError(std::string("the plan's layout \"") + key + "\" must be " + expected +
+                         "; re-plan with `memplan plan`");
+    return &x;
+  };
+  if (const nlohmann::json* x = field("gradient_shards", false, "\"none\" or \"kept\""))
+    l.gradient_shards = ParseGradientLifetime(x->get<std::string>());
   // A plan written before the field was planned with the flat gradient born at the first
   // accumulation.
   l.flat_gradient_at_reduce = false;
-  if (v.contains("flat_gradient_at_reduce")) {
-    const nlohmann::json& x = v["flat_gradient_at_reduce"];
-    if (!x.is_boolean())
-      throw MemplanError(
-          "the plan's layout \"flat_gradient_at_reduce\" must be true or false; re-plan with "
-          "`memplan plan`");
-    l.flat_gradient_at_reduce = x.get<bool>();
-  }
-  if (v.contains("runtime")) {
-    const nlohmann::json& x = v["runtime"];
-    if (!x.is_string())
-      throw MemplanError(
-          "the plan's layout \"runtime\" must be \"memplan\" or \"fsdp2\"; re-plan with "
-          "`memplan plan`");
-    l.runtime = ParseShardRuntime(x.get<std::string>());
-  }
-  if (v.contains("staged_collectives")) {
-    const nlohmann::json& x = v["staged_collectives"];
-    if (!x.is_boolean())
-      throw MemplanError(
-          "the plan's layout \"staged_collectives\" must be true or false; re-plan with "
-          "`memplan plan`");
-    l.staged_collectives = x.get<bool>();
-  }
+  if (const nlohmann::json* x = field("flat_gradient_at_reduce", true, "true or false"))
+    l.flat_gradient_at_reduce = x->get<bool>();
+  if (const nlohmann::json* x = field("runtime", false, "\"memplan\" or \"fsdp2\""))
+    l.runtime = ParseShardRuntime(x->get<std::string>());
+  if (const nlohmann::json* x = field("staged_collectives", true, "true or false"))
+    l.staged_collectives = x->get<bool>();
   return l;
 }
 
