@@ -223,8 +223,10 @@ TEST(Parallel, ShardGradientsAllocatesEachFlatGradientAtItsFirstBackward) {
   EXPECT_EQ(lazy.timeline.bytes_after[b_mul1 + 2], lazy.timeline.bytes_after[b_mul1] - 100);
   const size_t relu = StepOfNode(one, g, Phase::kBackward, NodeProducing(g, "h1"));
   EXPECT_EQ(lazy.timeline.bytes_during[b_mul1 + 3] - one.timeline.bytes_during[relu], -88);
+  // Mul(w0)'s is the call's last backward step: the loss and its seed (8 B) die after its
+  // accumulation, as the backward call returns.
   EXPECT_EQ(lazy.timeline.bytes_during[b_mul1 + 5], lazy.timeline.bytes_after[b_mul1 + 4] + 104);
-  EXPECT_EQ(lazy.timeline.bytes_after[b_mul1 + 6], lazy.timeline.bytes_after[b_mul1 + 4] - 100);
+  EXPECT_EQ(lazy.timeline.bytes_after[b_mul1 + 6], lazy.timeline.bytes_after[b_mul1 + 4] - 100 - 8);
 }
 
 TEST(Parallel, ShardGradientsAllocatesTheFlatGradientAfterTheOpsWorkspaceBeforeItsTemporary) {
@@ -272,7 +274,8 @@ TEST(Parallel, ShardGradientsKeepsAGradientHandedOnByAViewOpUntilTheFlatGradient
   // nothing, the accumulation step allocates the flat gradient (P) beside G, then frees G, and
   // the communication frees the flat gradient. The setup holds the P/2 shard where one device
   // holds the P gradient: P/2 less throughout. Transpose's is the last backward step: the loss
-  // and the seed (8 B) die after it, as the backward call returns.
+  // and the seed (8 B) die after it (one device) or after its accumulation (shard gradients),
+  // as the backward call returns.
   const int64_t P = 256 * 257 * 4;
   GraphBuilder b;
   b.Input("x", {-1, 257}).Param("w", {256, 257});
@@ -290,9 +293,9 @@ TEST(Parallel, ShardGradientsKeepsAGradientHandedOnByAViewOpUntilTheFlatGradient
   ASSERT_EQ(StepOfNode(lazy, g, Phase::kBackward, transpose), op);
   const int64_t before = one.timeline.bytes_after[op - 1];  // G among them
   EXPECT_EQ(one.timeline.bytes_after[op], before - P - 8);
-  EXPECT_EQ(lazy.timeline.bytes_after[op], before - P / 2 - 8);
+  EXPECT_EQ(lazy.timeline.bytes_after[op], before - P / 2);
   EXPECT_EQ(lazy.schedule.steps[op + 1].node, lazy.schedule.steps[op].node);
-  EXPECT_EQ(lazy.timeline.bytes_during[op + 1], before - P / 2 + P - 8);
+  EXPECT_EQ(lazy.timeline.bytes_during[op + 1], before - P / 2 + P);
   EXPECT_EQ(lazy.timeline.bytes_after[op + 1], before - P / 2 - 8);
   EXPECT_EQ(lazy.schedule.steps[op + 2].phase, Phase::kCommunication);
   EXPECT_EQ(lazy.timeline.bytes_after[op + 2], before - P / 2 - P - 8);
@@ -320,8 +323,9 @@ TEST(Parallel, AGemmsBiasCompletesItsBucketBeforeItsTransposedWeightOpensTheNext
   // bias's 12 B gradient temporaries, bucket 1's flat gradient among them):
   //   accumulation of the bias: frees 12             -> A - 12
   //   reduce-scatter of bucket 1: frees 24           -> A - 36
-  //   accumulation of w: + 48 (during A + 12), - 48  -> A - 36
-  //   reduce-scatter of bucket 0: frees 48           -> A - 84
+  //   accumulation of w: + 48 (during A + 12), - 48,
+  //     and the loss and its seed (8 B) as the backward call returns -> A - 44
+  //   reduce-scatter of bucket 0: frees 48           -> A - 92
   // Accumulating both at once would have held both flat gradients: A + 48 - 12 = A + 36.
   TrainingGraph g = GemmThenScale();
   const std::vector<ParameterBucket> buckets =
@@ -340,8 +344,8 @@ TEST(Parallel, AGemmsBiasCompletesItsBucketBeforeItsTransposedWeightOpensTheNext
   EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
   EXPECT_EQ(p.timeline.bytes_after[op + 2], a - 36);
   EXPECT_EQ(p.timeline.bytes_during[op + 3], a + 12);
-  EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 36);
-  EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 84);
+  EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 44);
+  EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 92);
   // Each communication step names the bucket it reduces: the flat gradient it frees carries it
   // (what the executor reads to run the reduce-scatter there).
   for (const auto& [step, bucket] : {std::pair<size_t, int>{op + 2, 1}, {op + 4, 0}}) {
@@ -360,8 +364,9 @@ TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposed
   // its gathered parameters go with its reduce-scatter, before w's accumulation:
   //   accumulation of the bias: frees 12                      -> A - 12
   //   release of bucket 1, reduce-scatter of bucket 1: 24 + 24 -> A - 60
-  //   accumulation of w: + 48 (during A - 12), - 48           -> A - 60
-  //   release of bucket 0, reduce-scatter of bucket 0: 48 + 48 -> A - 156
+  //   accumulation of w: + 48 (during A - 12), - 48, and the loss and its seed (8 B) as the
+  //     backward call returns                                  -> A - 68
+  //   release of bucket 0, reduce-scatter of bucket 0: 48 + 48 -> A - 164
   // (The flat gradient born at the first accumulation: ParallelLayout::flat_gradient_at_reduce
   // false; FlatGradientAtReduceIsBornAfterTheBucketsReleaseBesideItsGradient has the default.)
   TrainingGraph g = GemmThenScale();
@@ -380,8 +385,8 @@ TEST(Parallel, ShardParametersReleasesABucketTheBiasCompletesBeforeTheTransposed
   EXPECT_EQ(p.timeline.bytes_after[op + 1], a - 12);
   EXPECT_EQ(p.timeline.bytes_after[op + 3], a - 60);
   EXPECT_EQ(p.timeline.bytes_during[op + 4], a - 12);
-  EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 60);
-  EXPECT_EQ(p.timeline.bytes_after[op + 6], a - 156);
+  EXPECT_EQ(p.timeline.bytes_after[op + 4], a - 68);
+  EXPECT_EQ(p.timeline.bytes_after[op + 6], a - 164);
 }
 
 TEST(Parallel, ShardGradientsWithMicroBatchesHoldsTheFlatGradientsFromTheSetup) {

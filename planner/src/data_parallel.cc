@@ -749,6 +749,10 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
         acc[late_first && read_through_view(*n, buf.tensor) ? 1 : 0].frees.push_back(f);
       else if (handed_on)
         acc[0].frees.push_back(f);
+      else if (buf.tensor != kNone && buf.tensor == g.loss)
+        // The loss and its seed live until the backward call returns (GradientFlow::
+        // EndBackwardCall), after this node's AccumulateGrad steps.
+        acc[late_first ? 1 : 0].frees.push_back(f);
       else
         rest.push_back(f);
     }
