@@ -25,6 +25,7 @@ GraphFacts ComputeGraphFacts(const TrainingGraph& g) {
     if (t.storage == kNone || t.storage == t.id) continue;
     f.root_of[t.id] = f.root_of[t.storage];
   }
+  if (g.loss != kNone) f.loss_root = f.root_of[g.loss];
   for (const Tensor& t : g.tensors) {
     int32_t r = f.root_of[t.id];
     if (r < 0) continue;
@@ -123,9 +124,6 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       views_forward[last_reader].push_back(v);
   }
 
-  // The loss's storage: held until the backward call through it (the last segment's) returns.
-  const int32_t loss_root = g.loss == kNone ? -1 : f.root_of[g.loss];
-
   // 1. Forward: segments 0..K-2 without autograd, the last one as the plain step.
   for (const Node& n : g.nodes) {
     const int k = seg_of[n.id];
@@ -137,7 +135,7 @@ Schedule BuildScheduleFromCuts(const TrainingGraph& g, const GraphFacts& f,
       const Tensor& t = g.tensors[root.tensor];
       BufferId b = s.AddBuffer({t.name, t.bytes, MemoryCategory::kActivation, t.id});
       step.allocs.push_back(b);
-      if (r == loss_root) {
+      if (r == f.loss_root) {  // until the backward call through it (the last segment's) ends
         free_at_segment_end[last].push_back(b);
       } else if (k == last) {
         if (root.first_saver != kNone) {

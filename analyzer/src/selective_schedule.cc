@@ -56,7 +56,6 @@ class SelectiveScheduleBuilder::Impl {
     // The backward call through the loss returns after the last backward step: the seed gradient
     // and the loss's storage die there (GradientFlow::EndBackwardCall).
     flow_end_ = RecordFlow(flow_schedule, [&](Step& step) { flow.EndBackwardCall(step.frees); });
-    loss_root_ = g_.loss == kNone ? -1 : f_.root_of[g_.loss];
     flow_finish_ = RecordFlow(flow_schedule, [&](Step& step) { flow.Finish(step); });
     flow_buffers_ = std::move(flow_schedule.buffers);
     flow_id_.assign(flow_buffers_.size(), kNone);
@@ -152,7 +151,7 @@ class SelectiveScheduleBuilder::Impl {
       const BufferId b = forward_buffer_[r];
       const bool saved = !dropped_[r] && root.first_saver != kNone;
       const int read = last_recompute_read_[r];
-      if (static_cast<int32_t>(r) == loss_root_ && !dropped_[r] && offload_of_[r] < 0 &&
+      if (static_cast<int32_t>(r) == f_.loss_root && !dropped_[r] && offload_of_[r] < 0 &&
           num_backward_ > 0) {
         backward(num_backward_ - 1).frees.push_back(b);
         continue;
@@ -455,7 +454,6 @@ class SelectiveScheduleBuilder::Impl {
   FlowStep flow_finish_;                       // the optimizer step's
   // The end of the backward call through the loss: the seed gradient goes, and the loss's storage.
   FlowStep flow_end_;
-  int32_t loss_root_ = -1;
 
   // Per schedule.
   std::vector<BufferId> flow_id_;         // per flow buffer: its id in s_

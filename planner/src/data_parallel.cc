@@ -71,6 +71,21 @@ void CheckLayout(const ParallelLayout& layout) {
   }
 }
 
+// A temporary that `step` allocates and frees: alive during the step's work only.
+void AddTransient(Schedule& s, Step& step, const std::string& name, int64_t bytes) {
+  const BufferId t = s.AddBuffer({name, bytes, MemoryCategory::kTemporary, kNone});
+  step.allocs.push_back(t);
+  step.frees.push_back(t);
+}
+
+// A communication step that only frees `b`.
+Step FreeStep(BufferId b) {
+  Step f;
+  f.phase = Phase::kCommunication;
+  f.frees.push_back(b);
+  return f;
+}
+
 int64_t CheckedMul(int64_t a, int64_t b, const std::string& what) {
   int64_t r = 0;
   if (__builtin_mul_overflow(a, b, &r)) throw MemplanError(what + " needs more than 2^63 bytes");
@@ -350,14 +365,14 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
     Step c;
     c.phase = Phase::kCommunication;
     const std::string name = "bucket " + std::to_string(b) + " all-gather output";
+    if (backward_pass[pi]) {  // freed at its copy-out
+      AddTransient(s, c, name, buckets[b].bytes);
+      return c;
+    }
     const BufferId o = s.AddBuffer({name, buckets[b].bytes, MemoryCategory::kTemporary, kNone});
     c.allocs.push_back(o);
-    if (backward_pass[pi]) {
-      c.frees.push_back(o);  // freed at its copy-out
-    } else {
-      if (held_output[pi] != kNone) c.frees.push_back(held_output[pi]);
-      held_output[pi] = o;
-    }
+    if (held_output[pi] != kNone) c.frees.push_back(held_output[pi]);
+    held_output[pi] = o;
     return c;
   };
   std::vector<int64_t> gathers(nb, 0);
@@ -377,13 +392,9 @@ std::vector<int64_t> AddGatherSpans(Schedule& s, const TrainingGraph& g,
             s.AddBuffer({"bucket " + std::to_string(b) + " gathered parameters", buckets[b].bytes,
                          MemoryCategory::kParameter, kNone, static_cast<int32_t>(b)});
         gather.allocs.push_back(gathered[at]);
-        if (fsdp2 && layout.staged_collectives) {
-          const BufferId staging =
-              s.AddBuffer({"bucket " + std::to_string(b) + " all-gather staging", buckets[b].bytes,
-                           MemoryCategory::kTemporary, kNone});
-          gather.allocs.push_back(staging);
-          gather.frees.push_back(staging);
-        }
+        if (fsdp2 && layout.staged_collectives)
+          AddTransient(s, gather, "bucket " + std::to_string(b) + " all-gather staging",
+                       buckets[b].bytes);
         out.push_back(std::move(gather));
         if (fsdp2 && gather_at[at] == first[at]) out.push_back(copy_out(at));
         ++gathers[b];
@@ -612,6 +623,10 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
         "backward); plan it with --micro-batches 1");
   }
   BufferId held_input = kNone;  // fsdp2: the last reduce-scatter input, freed by the next
+  // The loss's storage (its own tensor, or what it is a view of): its buffer, like the seed
+  // gradient's (tensor g.loss), dies as the backward call returns.
+  const TensorId loss_storage =
+      g.loss == kNone || g.tensors[g.loss].storage == kNone ? g.loss : g.tensors[g.loss].storage;
   std::vector<std::vector<BufferId>> pending(buckets.size());
   std::vector<char> has_grad(g.tensors.size(), 0);
   auto reduce = [&](size_t i, const std::vector<char>& group) {
@@ -622,12 +637,7 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
       c.node = kNone;
       if (fsdp2_buffers) {
         // FSDP2 holds the previous reduce-scatter input until this one starts (plan.h).
-        if (held_input != kNone) {
-          Step f;
-          f.phase = Phase::kCommunication;
-          f.frees.push_back(held_input);
-          push(std::move(f));
-        }
+        if (held_input != kNone) push(FreeStep(held_input));
         c.allocs.push_back(flat_grad[b]);
         c.frees = std::move(pending[b]);
         push(std::move(c));
@@ -635,17 +645,12 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
         rs.phase = Phase::kCommunication;
         const std::string name = "bucket " + std::to_string(b);
         const int64_t shard = buckets[b].bytes / layout.devices;
-        const BufferId out = shards_freed ? grad_shard[b]
-                                          : s.AddBuffer({name + " reduce-scatter output", shard,
-                                                         MemoryCategory::kTemporary, kNone});
-        rs.allocs.push_back(out);
-        if (!shards_freed) rs.frees.push_back(out);  // added into the kept shard
-        if (layout.staged_collectives) {
-          const BufferId staging = s.AddBuffer({name + " reduce-scatter staging", buckets[b].bytes,
-                                                MemoryCategory::kTemporary, kNone});
-          rs.allocs.push_back(staging);
-          rs.frees.push_back(staging);
-        }
+        if (shards_freed)
+          rs.allocs.push_back(grad_shard[b]);
+        else  // added into the kept shard
+          AddTransient(s, rs, name + " reduce-scatter output", shard);
+        if (layout.staged_collectives)
+          AddTransient(s, rs, name + " reduce-scatter staging", buckets[b].bytes);
         push(std::move(rs));
         held_input = flat_grad[b];
         continue;
@@ -662,12 +667,7 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
   const std::vector<char> every_bucket(buckets.size(), 1);
   for (size_t i = 0; i < s.steps.size(); ++i) {
     if (i + 1 == s.steps.size()) {
-      if (held_input != kNone) {  // FSDP2 frees it as the backward ends
-        Step f;
-        f.phase = Phase::kCommunication;
-        f.frees.push_back(held_input);
-        push(std::move(f));
-      }
+      if (held_input != kNone) push(FreeStep(held_input));  // FSDP2's, as the backward ends
       for (Step& c : tail_comm) push(std::move(c));
     }
     Step& st = s.steps[i];
@@ -749,7 +749,7 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
         acc[late_first && read_through_view(*n, buf.tensor) ? 1 : 0].frees.push_back(f);
       else if (handed_on)
         acc[0].frees.push_back(f);
-      else if (buf.tensor != kNone && buf.tensor == g.loss)
+      else if (buf.tensor != kNone && (buf.tensor == g.loss || buf.tensor == loss_storage))
         // The loss and its seed live until the backward call returns (GradientFlow::
         // EndBackwardCall), after this node's AccumulateGrad steps.
         acc[late_first ? 1 : 0].frees.push_back(f);
@@ -789,20 +789,13 @@ std::vector<int64_t> AddDataParallelSteps(Schedule& s, const TrainingGraph& rank
       const int64_t shard = buckets[b].bytes / layout.devices;
       Step update;
       update.phase = Phase::kOptimizer;
-      if (g.optimizer == Optimizer::kAdam) {
-        BufferId t =
-            s.AddBuffer({name + " adam denominator", shard, MemoryCategory::kTemporary, kNone});
-        update.allocs.push_back(t);
-        update.frees.push_back(t);
-      }
+      if (g.optimizer == Optimizer::kAdam)
+        AddTransient(s, update, name + " adam denominator", shard);
       s.steps.push_back(std::move(update));
       if (zero3) continue;  // the next forward gathers the parameters
       Step gather;
       gather.phase = Phase::kOptimizer;
-      BufferId c = s.AddBuffer(
-          {name + " all-gather copy of the shard", shard, MemoryCategory::kTemporary, kNone});
-      gather.allocs.push_back(c);
-      gather.frees.push_back(c);
+      AddTransient(s, gather, name + " all-gather copy of the shard", shard);
       s.steps.push_back(std::move(gather));
     }
   }

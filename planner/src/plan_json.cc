@@ -481,7 +481,7 @@ ParallelLayout PlanLayout(const nlohmann::json& j) {
   };
   l.link_bytes_per_second = real("link_bytes_per_second", l.link_bytes_per_second, true);
   l.link_latency_seconds = real("link_latency_seconds", l.link_latency_seconds, false);
-  // An optional field of the given kind ("a string" names its accepted values in `expected`).
+  // An optional field, a boolean or a string; `expected` says what it may hold, for the error.
   auto field = [&](const char* key, bool boolean, const char* expected) -> const nlohmann::json* {
     if (!v.contains(key)) return nullptr;
     const nlohmann::json& x = v[key];

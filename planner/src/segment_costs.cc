@@ -187,7 +187,6 @@ struct SegmentSweep {
     NodeId freed;
     int64_t bytes;
   };
-  int32_t loss_root = -1;     // the loss's storage
   NodeId seed_freed = kNone;  // the backward node whose step frees the seed in the plain replay
   int64_t seed_bytes = 0;
   std::vector<Pin> pins;  // held gradients: tensors read after their segment
@@ -237,7 +236,6 @@ SegmentCosts ComputeSegmentCosts(const TrainingGraph& g, const GraphFacts& f,
     grad_after[n] = running;
   }
   freed_at.resize(scratch.buffers.size(), kNone);
-  w.loss_root = g.loss == kNone ? -1 : f.root_of[g.loss];
   if (flow.seed() != kNone) {
     w.seed_freed = freed_at[flow.seed()];
     w.seed_bytes = acc(scratch.buffers[flow.seed()].bytes);
@@ -341,7 +339,7 @@ void SegmentCosts::ComputeRow(size_t i) const {
       if (root.producer < a) continue;
       fwd_cur -= root_bytes[r];
       if (root.last_reader > root.producer) border -= root_bytes[r];
-      if (r == w.loss_root) {
+      if (r == f.loss_root) {
         w.tree.Add(0, num_nodes - a, root_bytes[r]);  // held to the end of the backward call
       } else if (root.first_saver == kNone) {
         rec_cur -= root_bytes[r];

@@ -27,6 +27,9 @@ struct GraphFacts {
   };
   std::vector<Root> root;
   std::vector<int32_t> root_of;  // per tensor: index into `root` of its storage, or -1
+  // The loss's storage (-1: none): held until the backward call through the loss returns
+  // (GradientFlow::EndBackwardCall), by every schedule builder and the segment cost tables.
+  int32_t loss_root = -1;
 
   std::vector<std::vector<int32_t>> produced;  // per node: indices of the roots it allocates
   std::vector<int64_t> extra_bytes;            // per node: its saved extras, in total
