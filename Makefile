@@ -3,6 +3,7 @@
 #   make test   installs dependencies, builds, runs the test suite (ctest): every behaviour, in minutes
 #   make check  the long checks (ctest label `long`): the same behaviours on the rest of the corpus
 #   make check-torch211   builds the executor against torch 2.11.0 and runs its smoke tests
+#   make check-avx2   the CPU exactness and budget suites again on oneDNN's AVX2 kernels
 
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
@@ -53,7 +54,13 @@ TORCH211_SMOKE ?= ExecutorTraining.*:ExecutorPlans.*:ExecutorSelective.EachDropp
 FUZZ_SECONDS ?= 60
 FUZZ_BUILD_DIR ?= build-fuzz
 
-.PHONY: all deps configure build test check check-exhaustive check-torch211 demo bench fuzz clean
+# make check-avx2: the CPU exactness and budget suites on oneDNN's AVX2 kernels, which
+# ONEDNN_MAX_CPU_ISA=AVX2 runs on any x86-64 machine (AVX-512 ones included), as a machine without
+# AVX-512 runs them. The exactness suites calibrate first there (tests/testing/cpu_calibration.h);
+# the budget suites run uncalibrated, so that the AVX2 rules and margins are what holds the budgets.
+AVX2_SUITES = ^(Corpus/ExecutorAccuracy\.|Corpus/StochasticDepth\.|Corpus/PlanBudget\.|Corpus/HuggingFace\.|CpuIsa\.|CpuWorkspaceMargin\.|CpuCalibration\.|WorkspaceMargins\.|ExecutorCpuCalibration\.)
+
+.PHONY: all deps configure build test check check-exhaustive check-torch211 check-avx2 demo bench fuzz clean
 
 all: build
 
@@ -81,6 +88,9 @@ check: build
 # What takes too long for CI: the planner agreement on the corpus's largest graphs (4-9 min each).
 check-exhaustive: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) -L exhaustive
+
+check-avx2: build
+	cd $(BUILD_DIR) && ONEDNN_MAX_CPU_ISA=AVX2 ctest --output-on-failure -j $(JOBS) -LE 'long|exhaustive' -R '$(AVX2_SUITES)'
 
 check-torch211: deps
 	bash scripts/install-deps.sh --requirements $(TORCH211_REQUIREMENTS)

@@ -54,6 +54,14 @@ void PrintVersion() {
 
 }  // namespace
 
+CpuDevice ThisMachineCpu() {
+#ifdef MEMPLAN_HAVE_EXECUTOR
+  return ExecutorCpuDevice();
+#else
+  return CpuDeviceOfThisMachine();
+#endif
+}
+
 int Dispatch(int argc, char** argv) {
   CLI::App app("memplan " MEMPLAN_VERSION " - training memory analyzer and planner", "memplan");
   app.footer(kFooter);

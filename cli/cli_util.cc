@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -160,6 +161,8 @@ LoadOptions LoadOptionsFromArgs(const Args& a) {
   if (a.has("loss")) o.loss = ParseLossKind(a.get("loss"));
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
   if (a.has("grads")) o.grads = ParseGradientLifetime(a.get("grads"));
+  // The CPU's kernels decide its workspaces; a CUDA prediction replaces them (PrepareGraphForCuda).
+  if (!PredictsForCuda(a)) SetCpuDevice(o, CpuDeviceFromArgs(a, CpuDeviceOfThisMachine()));
   return o;
 }
 
@@ -229,35 +232,125 @@ void CheckOutputPaths(const Args& a, std::initializer_list<const char*> options)
 
 void AddDeviceOptions(CLI::App& sub) {
   AddValue(sub, "device", "cpu|cuda[:K]",
-           "the device to predict for (default cpu); cuda adds the CUDA libraries' workspaces and "
-           "the caching "
-           "allocator's reserved memory");
+           "the device to predict for (default cpu: this machine's CPU, or the device file's); "
+           "cuda adds the CUDA libraries' workspaces and the caching allocator's reserved memory");
+  AddDeviceFileOptions(sub);
+  AddValue(sub, "threads", "N",
+           "on the CPU: predict for N intra-op threads (default LibTorch's: one per physical "
+           "core, or OMP_NUM_THREADS)");
+}
+
+void AddDeviceFileOptions(CLI::App& sub) {
   AddValue(sub, "device-file", "DEV.json",
-           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate "
-           "--device cuda --json)");
+           "a device measured by memplan calibrate (a CPU's or a GPU's): predict for it, its "
+           "measured workspaces in place of the rules and margins");
+  std::string cards;
+  for (const std::string& c : NamedCardNames()) cards += (cards.empty() ? "" : "|") + c;
+  AddValue(sub, "card", cards,
+           "with --device cuda: plan for this card without it (its memory and compute "
+           "capability; the CUDA context an estimate)");
+}
+
+namespace {
+
+// The device file named by --device-file, read once per command.
+const nlohmann::json* DeviceFileJson(const Args& a) {
+  if (!a.has("device-file")) return nullptr;
+  static std::map<std::string, nlohmann::json> read;
+  const std::string path = a.get("device-file");
+  auto it = read.find(path);
+  if (it == read.end()) it = read.emplace(path, ReadJsonInput(path, "device file")).first;
+  return &it->second;
+}
+
+// A device-file error with the file named once.
+[[noreturn]] void DeviceFileError(const Args& a, const MemplanError& e) {
+  const std::string path = a.get("device-file"), what = e.what();
+  throw MemplanError(what.find(path) != std::string::npos
+                         ? "--device-file: " + what
+                         : "--device-file '" + PrintableText(path) + "': " + what);
+}
+
+bool DeviceFileIsCuda(const Args& a) {
+  const nlohmann::json* j = DeviceFileJson(a);
+  return j && j->is_object() && j->value("kind", "") == "cuda_device";
+}
+
+}  // namespace
+
+bool PredictsForCuda(const Args& a) {
+  if (a.has("device")) return a.get("device") != "cpu";
+  return DeviceFileIsCuda(a) || a.has("card");
 }
 
 std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a) {
-  const std::string device = a.get("device", a.has("device-file") ? "cuda" : "cpu");
-  if (device == "cpu") {
-    if (a.has("device-file"))
-      throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
+  if (!PredictsForCuda(a)) {
+    if (a.has("card")) throw MemplanError("--card names a GPU: use it with --device cuda");
     return std::nullopt;
   }
+  const std::string device = a.get("device", "cuda");
   CudaDevice d = CudaDeviceFromEnvironment(device);  // names a bad --device
+  if (a.has("card") && a.has("device-file")) {
+    throw MemplanError("--card and --device-file both describe the card: give one");
+  }
+  if (a.has("card")) {
+    const CudaDevice card = NamedCard(a.get("card"));
+    d.name = card.name;
+    d.total_memory_bytes = card.total_memory_bytes;
+    d.compute_major = card.compute_major;
+    d.compute_minor = card.compute_minor;
+    d.source = card.source;
+  }
   if (a.has("device-file")) {
-    const std::string path = a.get("device-file");
+    if (!DeviceFileIsCuda(a)) {
+      throw MemplanError("--device-file '" + PrintableText(a.get("device-file")) +
+                         "' describes a CPU (\"kind\": \"cpu_device\"), not --device " +
+                         PrintableText(device) + ": drop --device to predict for that CPU");
+    }
     try {
-      d = CudaDeviceFromJson(ReadJsonInput(path, "device file"));
+      d = CudaDeviceFromJson(*DeviceFileJson(a));
     } catch (const MemplanError& e) {
-      const std::string what = e.what();
-      throw MemplanError(what.find(path) != std::string::npos
-                             ? "--device-file: " + what
-                             : "--device-file '" + PrintableText(path) + "': " + what);
+      DeviceFileError(a, e);
     }
     d.device = device;
   }
   return d;
+}
+
+CpuDevice CpuDeviceFromArgs(const Args& a, CpuDevice this_machine) {
+  CpuDevice d = std::move(this_machine);
+  if (a.has("device-file") && !PredictsForCuda(a)) {
+    try {
+      d = CpuDeviceFromJson(*DeviceFileJson(a));
+    } catch (const MemplanError& e) {
+      DeviceFileError(a, e);
+    }
+  }
+  if (a.has("threads")) {
+    const int64_t threads = a.get_int("threads", 1, 1, kMaxThreads);
+    // Measured workspaces hold for the threads they were measured with.
+    if (d.measured && threads != d.kernels.threads) {
+      throw MemplanError("--threads " + std::to_string(threads) + ": the device file '" +
+                         PrintableText(a.get("device-file")) + "' was measured with " +
+                         std::to_string(d.kernels.threads) +
+                         " threads; calibrate again with --threads " + std::to_string(threads));
+    }
+    d.kernels.threads = threads;
+  }
+  return d;
+}
+
+void PrintCpuDevice(const CpuDevice& d, int64_t margin_bytes,
+                    const std::map<std::string, int64_t>& margin_by_op) {
+  std::printf("cpu          %s; %s\n", d.summary().c_str(), d.source.c_str());
+  if (margin_bytes <= 0) return;
+  std::string by_op;
+  for (const auto& [op, bytes] : margin_by_op)
+    by_op += (by_op.empty() ? "" : ", ") + op + " " + FormatBytes(bytes);
+  std::printf(
+      "margin       %s of workspaces kept free: their rules are not verified on %s kernels (%s); "
+      "memplan calibrate MODEL.onnx --json DEV.json measures them, then --device-file DEV.json\n",
+      FormatBytes(margin_bytes).c_str(), CpuIsaName(d.kernels.isa), by_op.c_str());
 }
 
 void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "memplan/cpu_device.h"
 #include "memplan/cuda_device.h"
 #include "memplan/training_graph.h"
 
@@ -75,13 +76,29 @@ int64_t DefaultHostBudget();
 // cannot be read or is not JSON.
 nlohmann::json ReadJsonInput(const std::string& path, const std::string& what);
 
-// --device cpu|cuda[:K] and --device-file DEV.json (analyze and plan: predict for that device).
+// --device cpu|cuda[:K], --device-file DEV.json, --card NAME and --threads N (analyze: predict
+// for that device).
 void AddDeviceOptions(CLI::App& sub);
-// The CUDA device to predict for: none for --device cpu (the default); the device file's when
-// given (a device file needs --device cuda or none), else the documented defaults with this
+// --device-file and --card alone (plan and run declare their own --device and --threads).
+void AddDeviceFileOptions(CLI::App& sub);
+// More intra-op threads than this only slow a step down (1,000 threads take a minute per step).
+constexpr int64_t kMaxThreads = 1024;
+// Whether the command predicts for a GPU: --device cuda[:K], or without --device a CUDA device
+// file or --card.
+bool PredictsForCuda(const Args& a);
+// The CUDA device to predict for: none on the CPU (the default); the device file's when given,
+// else --card's memory and compute capability, else the documented defaults, with this
 // environment's PYTORCH_CUDA_ALLOC_CONF and CUBLAS_WORKSPACE_CONFIG. Throws MemplanError on a
-// bad device name or file.
+// bad device name, card or file, or a CPU's file with --device cuda.
 std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a);
+// The CPU to predict for: the device file's (a CPU's, from memplan calibrate) when given, else
+// `this_machine`; --threads sets its threads (a measured file's must agree). Throws MemplanError
+// naming the file.
+CpuDevice CpuDeviceFromArgs(const Args& a, CpuDevice this_machine);
+// The "cpu" line of a CPU prediction: the device, and the workspace margins by op (rules
+// unverified on its kernels) with how to remove them.
+void PrintCpuDevice(const CpuDevice& d, int64_t margin_bytes,
+                    const std::map<std::string, int64_t>& margin_by_op);
 // The summary lines of a device prediction: allocated, reserved, workspaces, context, total.
 void PrintDeviceMemory(const DeviceMemory& m, const CudaDevice& d);
 

@@ -29,6 +29,10 @@ int RunRun(const Args& a);
 CLI::App* AddCalibrateCommand(CLI::App& app);
 int RunCalibrate(const Args& a);
 
+// This machine's CPU as the linked LibTorch runs it: the detected kernels, with LibTorch's and
+// oneDNN's versions where the executor is built (app.cc).
+CpuDevice ThisMachineCpu();
+
 // Parses argv (after the program name: a subcommand and its options) and runs the subcommand.
 // Throws MemplanError on bad input, including options the subcommand does not know; prints
 // the help for --help. Returns the exit code.

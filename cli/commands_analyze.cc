@@ -4,6 +4,7 @@
 
 #include "cli_util.h"
 #include "commands.h"
+#include "memplan/cpu_device.h"
 #include "memplan/analysis_report.h"
 #include "memplan/analyzer.h"
 #include "memplan/cuda_device.h"
@@ -36,6 +37,8 @@ int RunAnalyze(const Args& a) {
     if (cuda) {
       report.device = DevicePredictionOf(*device_memory, *cuda);
       report.allocated_peak_bytes = device_memory->allocated_peak_bytes;
+    } else {
+      report.cpu_device = CpuDeviceSummaryJson(CpuDeviceFromArgs(a, ThisMachineCpu()));
     }
     WriteJsonFile(a.get("json"), AnalysisReportToJson(report));
   }
@@ -55,7 +58,10 @@ int RunAnalyze(const Args& a) {
               g.backward_flops());
   std::printf("peak         %s at %s\n", FormatBytes(an.timeline.peak_bytes).c_str(),
               an.schedule.StepLabel(g, an.timeline.peak_step).c_str());
-  if (device_memory) PrintDeviceMemory(*device_memory, *cuda);
+  if (device_memory)
+    PrintDeviceMemory(*device_memory, *cuda);
+  else
+    PrintCpuDevice(CpuDeviceFromArgs(a, ThisMachineCpu()), an.margin_bytes, an.margin_by_op);
   std::printf("breakdown at the peak:\n");
   for (int c = 0; c < kNumMemoryCategories; ++c) {
     int64_t b = an.timeline.breakdown_at_peak[c];

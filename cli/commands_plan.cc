@@ -202,7 +202,7 @@ void PrintPlan(const Plan& p, const TrainingGraph& g, const TimeModel& time) {
   if (p.margin_bytes > 0) {
     std::printf(
         "margin       %s kept free under the budget (gradient copies at segment borders; "
-        "on CUDA, cuDNN workspaces not measured)\n",
+        "workspaces whose rules are not verified on the device)\n",
         FormatBytes(p.margin_bytes).c_str());
   }
   std::printf("overhead     %s recompute (%.3g of %.3g forward FLOPs)\n",
@@ -332,9 +332,10 @@ CLI::App* AddPlanCommand(CLI::App& app) {
            "(measured once and "
            "cached); cuda adds the CUDA libraries' workspaces, and the budget bounds the reserved "
            "memory");
-  AddValue(*sub, "device-file", "DEV.json",
-           "with --device cuda: the figures of a GPU measured elsewhere (memplan calibrate "
-           "--device cuda --json)");
+  AddDeviceFileOptions(*sub);
+  AddValue(*sub, "threads", "N",
+           "on the CPU: plan for N intra-op threads (default LibTorch's: one per physical core, "
+           "or OMP_NUM_THREADS); memplan run --threads N runs with as many");
   AddValue(*sub, "budget-of", "reserved|allocated",
            "with --device cuda: the memory the budget bounds (default reserved: the caching "
            "allocator's segments)");
@@ -495,6 +496,17 @@ int RunPlan(const Args& a) {
   }
   Plan plan = result.plan;
   plan.notes.insert(plan.notes.end(), time.notes.begin(), time.notes.end());
+  // The device the plan is for: memplan run warns when it runs on another.
+  std::optional<CpuDevice> cpu;
+  if (request.cuda) {
+    plan.device_fingerprint = request.cuda->fingerprint();
+    plan.device_summary = request.cuda->device + " (" + request.cuda->name + "); " +
+                          request.cuda->source;
+  } else {
+    cpu = CpuDeviceFromArgs(a, ThisMachineCpu());
+    plan.device_fingerprint = cpu->fingerprint();
+    plan.device_summary = cpu->summary();
+  }
 
   // The graph the plan describes: the one loaded, unless the plan splits the batch.
   std::optional<TrainingGraph> micro_graph;
@@ -508,6 +520,7 @@ int RunPlan(const Args& a) {
       report.device = DevicePredictionOf(*device_memory, *request.cuda);
       report.device->reserved_peak_bytes.reset();  // a plan's is predicted_reserved_peak_bytes
     }
+    if (cpu) report.cpu_device = CpuDeviceSummaryJson(*cpu);
     report.time_model = time.ToReport();
     if (sweep) report.sweep = result.sweep;
     if (result.smallest_searched) {
@@ -518,6 +531,7 @@ int RunPlan(const Args& a) {
     WriteJsonFile(a.get("json"), PlanReportToJson(report));
   }
   PrintPlan(plan, plan_graph, time);
+  if (cpu) PrintCpuDevice(*cpu, plan.workspace_margin_bytes, plan.margin_by_op);
   if (device_memory) {
     PrintDeviceMemory(*device_memory, *request.cuda);
     std::printf("budget of    %s memory\n", plan.budget_of.c_str());

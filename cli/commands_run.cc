@@ -26,8 +26,6 @@
 namespace memplan::cli {
 namespace {
 
-// More intra-op threads than this only slow a step down (1,000 threads take a minute per step).
-constexpr int64_t kMaxThreads = 1024;
 // A learning rate above this diverges to inf / nan in a step or two.
 constexpr double kMaxLearningRate = 10;
 
@@ -104,6 +102,24 @@ void CheckFitsDevice(const Args& a, const RunOptions& opt, const DeviceMemory& m
 #ifdef MEMPLAN_HAVE_PLANNER
 // A run that cannot keep the plan's promise says so before it starts: a plan written as not
 // fitting its budget, or options that change the step's memory from what was planned.
+// A plan holds on the device it was made for: the kernels (a CPU's ISA and threads, a card)
+// decide the workspaces. `here` is what this run runs on.
+void WarnAboutDevice(const Args& a, const PlanReport& plan_file, const std::string& here,
+                     const std::string& here_summary) {
+  if (!plan_file.device_fingerprint || *plan_file.device_fingerprint == here) return;
+  const std::string planned = *plan_file.device_fingerprint;
+  // A CUDA run measures its card only when it starts: compare the kind of device alone.
+  const bool plan_cuda = planned.rfind("cuda/", 0) == 0, run_cuda = here.rfind("cuda/", 0) == 0;
+  if (plan_cuda && run_cuda) return;
+  std::fprintf(stderr,
+               "memplan run: warning: the plan '%s' was made for %s [%s] and runs on %s [%s]: "
+               "its workspaces, prediction and budget hold for the device it was made for; "
+               "re-plan here (memplan plan%s), or run where it was made\n",
+               a.get("plan").c_str(), plan_file.device_summary.value_or(planned).c_str(),
+               planned.c_str(), here_summary.c_str(), here.c_str(),
+               a.has("threads") ? (" --threads " + a.get("threads")).c_str() : "");
+}
+
 void WarnAboutPlan(const Args& a, const PlanReport& plan_file, const Plan& p,
                    const TrainingGraph& g) {
   const std::string file = a.get("plan");
@@ -159,7 +175,8 @@ CLI::App* AddRunCommand(CLI::App& app) {
            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True unless "
            "it is set");
   AddValue(*sub, "device-file", "DEV.json",
-           "with --device cuda: the device's measured figures for the prediction");
+           "the device's measured figures for the prediction (memplan calibrate): a GPU's with "
+           "--device cuda, else this CPU's");
   AddValue(*sub, "steps", "N", "training steps (default 3)");
   AddValue(*sub, "seed", "S", "the random seed (default 0)");
   AddFlag(*sub, "random-weights", "deterministic random weights instead of the model's");
@@ -269,8 +286,21 @@ int RunRun(const Args& a) {
     ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
     cuda = CudaDeviceFromArgs(a);
     PrepareGraphForCuda(g, *cuda);
-  } else if (a.has("device-file")) {
-    throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
+  }
+  // The CPU this run runs on (with --threads), and a device file's must be it: calibrated
+  // workspaces hold on the machine that measured them.
+  CpuDevice here = ThisMachineCpu();
+  if (a.has("threads")) here.kernels.threads = a.get_int("threads", 1, 1, kMaxThreads);
+  if (!cuda && a.has("device-file")) {
+    const CpuDevice file = CpuDeviceFromArgs(a, here);
+    if (file.fingerprint() != here.fingerprint()) {
+      throw MemplanError("--device-file '" + PrintableText(a.get("device-file")) +
+                         "' describes " + file.summary() + ", but this run is on " +
+                         here.summary() +
+                         ": calibrate this machine (memplan calibrate MODEL.onnx --json DEV.json" +
+                         (a.has("threads") ? " --threads " + a.get("threads") : "") +
+                         "), or run without --device-file");
+    }
   }
 
   RunOptions opt;
@@ -333,7 +363,12 @@ int RunRun(const Args& a) {
     plan_out.erase("timeline");
     plan_budget = p.budget_bytes;
     plan_recompute_seconds = p.predicted_recompute_seconds;
-    WarnAboutPlan(a, PlanReportFromJson(plan_json), p, g);
+    const PlanReport plan_file = PlanReportFromJson(plan_json);
+    WarnAboutPlan(a, plan_file, p, g);
+    if (cuda)
+      WarnAboutDevice(a, plan_file, "cuda/", cuda->device);
+    else
+      WarnAboutDevice(a, plan_file, here.fingerprint(), here.summary());
   }
 #endif
   CheckSegments(g, opt.segments);
@@ -356,7 +391,8 @@ int RunRun(const Args& a) {
     throw MemplanError("data-parallel runs need the planner, which this build lacks");
 #endif
   }
-  MemoryTimeline predicted = Simulate(schedule);
+  // The prediction; workspace margins (rules unverified on this CPU) are kept apart.
+  MemoryTimeline predicted = Simulate(schedule, {.count_margins = false});
   // On CPU the offloaded copies are host memory too.
   CheckFitsHostMemory(a, g, opt, predicted.peak_bytes + plan_host_peak);
   std::optional<DeviceMemory> device_memory;
@@ -591,7 +627,9 @@ int RunRun(const Args& a) {
                                           e.op, e.bytes_after, e.peak_during});
       }
     }
-    WriteJsonFile(a.get("json"), RunReportToJson(report));
+    nlohmann::json run_json = RunReportToJson(report);
+    if (!cuda) run_json["cpu_device"] = CpuDeviceSummaryJson(here);
+    WriteJsonFile(a.get("json"), run_json);
     std::fprintf(out, "wrote        %s\n", a.get("json").c_str());
   }
   return kExitOk;
@@ -600,13 +638,46 @@ int RunRun(const Args& a) {
 CLI::App* AddCalibrateCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "calibrate",
-      "measure a CUDA device's figures for planning elsewhere (memplan plan --device-file)");
-  AddValue(*sub, "device", "cuda[:K]", "the device to measure (default cuda)");
+      "measure this machine's CPU, or a CUDA device, for planning (memplan plan --device-file)");
+  AddValue(*sub, "device", "cpu|cuda[:K]", "the device to measure (default cpu)");
+  AddValue(*sub, "threads", "N",
+           "cpu: measure with N intra-op threads (default LibTorch's; runs must use as many)");
   AddValue(*sub, "json", "OUT", "write the device file here");
-  // A model (optional, after the options): its convolutions' cuDNN workspaces at that batch.
+  // A model (optional, after the options): its ops' workspaces at that batch.
   AddLoadOptions(*sub);
   return sub;
 }
+
+namespace {
+
+// The CPU's device file: what decides its kernels, and the workspaces of the model's ops
+// measured one signature at a time (MeasureCpuWorkspaces).
+int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
+  if (a.has("threads")) SetIntraOpThreads(static_cast<int>(a.get_int("threads", 1, 1, kMaxThreads)));
+  CpuDevice d = ThisMachineCpu();
+  d.measured = true;
+  if (model) d.workspaces = MeasureCpuWorkspaces(*model);
+  std::printf("device       cpu: %s%s\n", d.summary().c_str(),
+              d.cpu_name.empty() ? "" : ("; " + d.cpu_name).c_str());
+  if (!d.max_cpu_isa.empty())
+    std::printf("isa cap      ONEDNN_MAX_CPU_ISA=%s\n", d.max_cpu_isa.c_str());
+  if (model) {
+    int64_t largest = 0;
+    for (const auto& [signature, ws] : d.workspaces)
+      largest = std::max({largest, ws.forward_bytes, ws.backward_bytes});
+    std::printf("workspaces   %zu op signatures of %s at batch %lld measured; the largest %s\n",
+                d.workspaces.size(), model->model_path.c_str(),
+                static_cast<long long>(model->batch), FormatBytes(largest).c_str());
+  }
+  if (a.has("json")) {
+    WriteJsonFile(a.get("json"), CpuDeviceToJson(d));
+    std::printf("wrote        %s (memplan plan MODEL.onnx --device-file %s)\n",
+                a.get("json").c_str(), a.get("json").c_str());
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 int RunCalibrate(const Args& a) {
   if (a.positional.size() > 1) {
@@ -614,10 +685,14 @@ int RunCalibrate(const Args& a) {
         "memplan calibrate takes at most one MODEL.onnx (see memplan calibrate --help)");
   }
   CheckOutputPaths(a, {"json"});
-  const std::string device = a.get("device", "cuda");
-  // A model's convolutions are measured at the shapes it has at --batch (a bad model fails first).
+  const std::string device = a.get("device", "cpu");
+  if (device != "cpu") CudaDeviceFromEnvironment(device);  // names a bad --device first
+  if (device != "cpu" && a.has("threads"))
+    throw MemplanError("--threads is for the CPU: drop it with --device " + PrintableText(device));
+  // A model's ops are measured at the shapes it has at --batch (a bad model fails first).
   std::optional<TrainingGraph> model;
   if (!a.positional.empty()) model = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
+  if (device == "cpu") return CalibrateCpu(a, model);
   // The allocator mode memplan run uses, unless the user chose one: the file records it.
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
   CudaDevice d = MeasureCudaDevice(device);

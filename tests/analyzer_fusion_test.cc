@@ -274,18 +274,11 @@ TEST(Fusion, FusedAttentionKeepsNoProbabilities) {
   EXPECT_EQ(SavedBytesWithExtras(b.Load({.batch = 3})), 6528);
 }
 
-// The fused attention node of AttentionBlock at `batch`, loaded with LibTorch's default thread
-// count (what the workspace rules read) set to `threads`.
+// The fused attention node of AttentionBlock at `batch`, loaded for LibTorch's `threads`
+// intra-op threads (what the workspace rules read).
 Node FusedAttentionAt(int64_t batch, const char* threads) {
-  const char* before = std::getenv("OMP_NUM_THREADS");
-  const std::string saved = before ? before : "";
-  ::setenv("OMP_NUM_THREADS", threads, 1);
-  TrainingGraph g = testing::AttentionBlock().Load({.batch = batch});
-  if (before) {
-    ::setenv("OMP_NUM_THREADS", saved.c_str(), 1);
-  } else {
-    ::unsetenv("OMP_NUM_THREADS");
-  }
+  TrainingGraph g = testing::AttentionBlock().Load(
+      {.batch = batch, .cpu_kernels = CpuKernels{CpuIsa::kAvx512Core, std::atoll(threads)}});
   for (const Node& n : g.nodes)
     if (n.op_type == "memplan.ScaledDotProductAttention") return n;
   ADD_FAILURE() << "no fused attention";

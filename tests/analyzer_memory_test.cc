@@ -25,6 +25,11 @@ LoadOptions Kept(LoadOptions o = {}) {
   return o;
 }
 
+// The kernels the convolution rules below were measured on: oneDNN's AVX-512 ones with
+// LibTorch's two intra-op threads (2-core machines). Set, not detected: the expected bytes are
+// those kernels' on every machine.
+constexpr CpuKernels kAvx512TwoThreads{CpuIsa::kAvx512Core, 2};
+
 // x[1,100] -> MatMul w1[100,100] -> y1 -> Relu -> y2 -> MatMul w2[100,10] -> logits -> CE
 GraphBuilder Chain() {
   GraphBuilder b;
@@ -647,7 +652,6 @@ TEST(BufferLifetimes, AliveDuringAStepIncludesWhatItFrees) {
 // aten::convolution_backward alone: 802,816 B and 6,127,616 B above the gradients, and
 // 1,160,320 B above the output in the forward).
 TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
-  ::setenv("OMP_NUM_THREADS", "2", 1);  // the rule reads LibTorch's default thread count
   GraphBuilder b;
   // An SE block's tail: h = x * s (s [1,C,1,1] broadcast), then a 1x1 conv on h (which has a
   // gradient), and a strided 3x3 conv on its own input.
@@ -667,6 +671,7 @@ TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
   b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
   LoadOptions o;
   o.batch = 4;
+  o.cpu_kernels = kAvx512TwoThreads;
   TrainingGraph g = b.Load(Kept(o));
   // 1x1 conv: X = Y = 4*440*49*4 = 344,960; W = 440*440*4 = 774,400. Blocked (448 channels):
   // xB = yB = 4*448*49*4 = 351,232, wB = 448*448*4 = 802,816.
@@ -691,7 +696,6 @@ TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
 // samples/pytorch_peer_bench.py's counter on aten::convolution_backward alone (LibTorch 2.14.1,
 // 2 threads): 10,039,552 B above the gradients at batch 1, 20,078,848 B at batch 4.
 TEST(TrainingMemory, WideKernelConvBackwardRunsOneDnnGemm) {
-  ::setenv("OMP_NUM_THREADS", "2", 1);  // the minibatch split is per thread
   for (int64_t batch : {1, 4}) {
     GraphBuilder b;
     b.Input("x", {-1, 3, 224, 224}).Param("w", {768, 3, 16, 16}).Param("bias", {768});
@@ -702,6 +706,7 @@ TEST(TrainingMemory, WideKernelConvBackwardRunsOneDnnGemm) {
         .Output("logits");
     LoadOptions o;
     o.batch = batch;
+    o.cpu_kernels = kAvx512TwoThreads;
     TrainingGraph g = b.Load(o);
     // W = 768*3*16*16*4 = 2,359,296; the im2col matrix: 3*16*16 rows x 14*14 output pixels x 4 B
     // = 602,112. Each thread holds 4W + col = 10,039,296, plus 256 B. One image: one thread,
@@ -752,7 +757,6 @@ TEST(TrainingMemory, ConvBackwardCopiesAPermutedIncomingGradient) {
 // norm, permute back) feed oneDNN's nhwc kernels. Expected bytes measured on LibTorch 2.14.1 with
 // the profiler's allocation events (2 threads, no bias), computed here by hand.
 TEST(TrainingMemory, ChannelsLastConvolutionsAndLayerNorm) {
-  ::setenv("OMP_NUM_THREADS", "2", 1);  // the dense rule's scratchpad is per thread
   GraphBuilder b;
   // x [N,16,16,96] (NHWC) * s -> h; Transpose(0,3,1,2) -> t [N,96,16,16] with channels-last
   // strides [24576,1,1536,96]; depthwise 7x7 conv -> d; 2x2 stride-2 conv 96 -> 192 -> c.
@@ -782,6 +786,7 @@ TEST(TrainingMemory, ChannelsLastConvolutionsAndLayerNorm) {
   b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
   LoadOptions o;
   o.batch = 4;
+  o.cpu_kernels = kAvx512TwoThreads;
   TrainingGraph g = b.Load(Kept(o));
   // Both convolutions write channels-last outputs, as their input is.
   EXPECT_EQ(g.tensor(g.FindTensor("d")).strides, (std::vector<int64_t>{24576, 1, 1536, 96}));

@@ -10,6 +10,7 @@
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
 #include "testing/corpus.h"
+#include "testing/cpu_calibration.h"
 
 namespace memplan {
 namespace {
@@ -23,7 +24,8 @@ class ExecutorAccuracy : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ExecutorAccuracy, MeasuredPeakWithinOnePercentOfPrediction) {
   const Case& c = GetParam();
-  TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(c.model), {/*batch=*/c.batch});
+  const std::string path = testing::CorpusModel(c.model);
+  TrainingGraph g = LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, {/*batch=*/c.batch}));
   MemoryTimeline predicted = Simulate(BuildTrainingSchedule(g));
   RunOptions o;
   o.random_weights = true;

@@ -13,6 +13,7 @@
 #include "memplan/executor.h"
 #include "memplan/planner.h"
 #include "testing/corpus.h"
+#include "testing/cpu_calibration.h"
 #include "testing/executor_steps.h"
 
 namespace memplan {
@@ -26,10 +27,11 @@ struct Case {
   double tolerance = 1e-5;  // relative, predicted against measured
 };
 
+// Calibrated first where this CPU's kernels are not the ones the rules were verified on.
 LoadOptions Options(const Case& c, int64_t batch) {
   LoadOptions o{/*batch=*/batch};
   o.grads = c.grads;
-  return o;
+  return testing::CalibratedOnThisCpu(testing::CorpusModel(c.model), o);
 }
 
 using testing::Error;

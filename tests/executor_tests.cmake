@@ -15,7 +15,7 @@ target_compile_definitions(executor_conformance_tests PRIVATE MEMPLAN_ONNX_NODE_
 add_test(NAME executor_conformance COMMAND executor_conformance_tests --gtest_brief=1)
 set_tests_properties(executor_conformance PROPERTIES TIMEOUT 900 FIXTURES_REQUIRED onnx_node_cases)
 
-add_executable(executor_tests executor_training_test.cc executor_accuracy_test.cc)
+add_executable(executor_tests executor_training_test.cc executor_accuracy_test.cc executor_calibration_test.cc)
 target_link_libraries(executor_tests PRIVATE memplan_executor memplan_testing GTest::gtest_main)
 if(TARGET memplan_planner)
   # Hugging Face models: accuracy without a plan, and a selective plan at its budget.

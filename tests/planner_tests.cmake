@@ -12,6 +12,7 @@ add_executable(planner_tests
   planner_offload_test.cc      # offload: hand-computed device/host peaks and stalls, strategy, JSON
   planner_parallel_test.cc     # data parallelism: buckets, per-rank memory per shard mode, JSON, corpus
   planner_agreement_test.cc    # one smallest budget everywhere, auto >= every strategy, names kept (corpus)
+  planner_device_test.cc       # workspace margins of unverified CPU kernels, the card as a budget
 )
 # memplan_profiler: the CLI tests write profiles for `plan --costs`.
 target_link_libraries(planner_tests PRIVATE memplan_planner memplan_profiler memplan_testing GTest::gtest_main nlohmann_json::nlohmann_json)

@@ -13,7 +13,10 @@ Analysis Analyze(TrainingGraph g) {
   Analysis a;
   a.graph = std::move(g);
   a.schedule = BuildTrainingSchedule(a.graph);
-  a.timeline = Simulate(a.schedule);
+  // The prediction without the margins; the margins apart, as what a budget keeps free.
+  a.timeline = Simulate(a.schedule, {.count_margins = false});
+  a.margin_by_op = WorkspaceMarginsByOp(a.graph);
+  if (!a.margin_by_op.empty()) a.margin_bytes = Simulate(a.schedule).peak_bytes - a.timeline.peak_bytes;
   a.bottlenecks = FindBottlenecks(a.graph);
   a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return a;
@@ -197,6 +200,10 @@ AnalysisReport AnalysisReportOf(const Analysis& a) {
   r.notes = g.notes;
   r.analysis_seconds = a.seconds;
   r.timeline = TimelinePoints(g, a.schedule, a.timeline);
+  if (a.margin_bytes > 0) {
+    r.margin_bytes = a.margin_bytes;
+    r.margin_by_op = a.margin_by_op;
+  }
   return r;
 }
 
@@ -242,6 +249,9 @@ json AnalysisReportToJson(const AnalysisReport& r) {
   WriteOptional(j, "timeline", r.timeline, TimelinePointsToJson);
   if (r.device) WriteDevicePrediction(j, *r.device);
   WriteOptional(j, "allocated_peak_bytes", r.allocated_peak_bytes, Same);
+  WriteOptional(j, "margin_bytes", r.margin_bytes, Same);
+  WriteOptional(j, "margin_by_op", r.margin_by_op, report_json::CountMapToJson);
+  WriteOptional(j, "cpu_device", r.cpu_device, Same);
   return j;
 }
 
@@ -281,6 +291,12 @@ AnalysisReport AnalysisReportFromJson(const json& j) {
   ReadOptional(j, "timeline", r.timeline, TimelinePointsFromJson);
   r.device = ReadDevicePrediction(j);
   ReadOptional(j, "allocated_peak_bytes", r.allocated_peak_bytes, Count);
+  ReadOptional(j, "margin_bytes", r.margin_bytes, Count);
+  ReadOptional(j, "margin_by_op", r.margin_by_op, report_json::CountMap);
+  if (j.contains("cpu_device")) {
+    if (!j["cpu_device"].is_object()) Bad("cpu_device", "must be an object");
+    r.cpu_device = j["cpu_device"];
+  }
   return r;
 }
 

@@ -121,6 +121,7 @@ void PrepareGraphForCuda(TrainingGraph& g, const CudaDevice& d) {
     // Not cuDNN (depthwise float32): LibTorch's own CUDA kernels, no workspace.
     n.forward_workspace_bytes = 0;
     n.backward_workspace_bytes = 0;
+    n.forward_workspace_margin_bytes = n.backward_workspace_margin_bytes = 0;  // the CPU's
     if (!geometry) continue;
     const auto measured = d.conv_workspaces.find(geometry->signature());
     const ConvWorkspace ws = measured != d.conv_workspaces.end()
@@ -158,6 +159,60 @@ std::string CudaDevice::allocator_mode() const {
 
 int64_t CudaDevice::context_estimate_bytes() const {
   return context_bytes >= 0 ? context_bytes : kDefaultContextBytes;
+}
+
+std::string CudaDevice::fingerprint() const {
+  return "cuda/" + (name.empty() ? std::string("?") : name) + "/sm" +
+         (compute_major > 0 ? std::to_string(compute_major) + std::to_string(compute_minor)
+                            : std::string("?")) +
+         "/torch-" + (torch_version.empty() ? std::string("?") : torch_version);
+}
+
+namespace {
+
+struct NamedCardSpec {
+  const char* name;
+  const char* marketing;
+  int64_t total_memory_bytes;
+  int major, minor;
+};
+// Total memory as CUDA reports it (cudaGetDeviceProperties, nvidia-smi's MiB): the H200's as
+// measured (shared/gpu/measured-2026-11-26); the others as nvidia-smi shows those cards
+// (H100 SXM 81,559 MiB, A100 40,536 and 81,251 MiB, L4 23,034 MiB, RTX 4090 24,564 MiB).
+constexpr NamedCardSpec kNamedCards[] = {
+    {"h100-80gb", "NVIDIA H100 80GB HBM3", 81559LL << 20, 9, 0},
+    {"h200", "NVIDIA H200", 150109880320LL, 9, 0},
+    {"a100-40gb", "NVIDIA A100-SXM4-40GB", 40536LL << 20, 8, 0},
+    {"a100-80gb", "NVIDIA A100-SXM4-80GB", 81251LL << 20, 8, 0},
+    {"l4", "NVIDIA L4", 23034LL << 20, 8, 9},
+    {"rtx4090", "NVIDIA GeForce RTX 4090", 24564LL << 20, 8, 9},
+};
+
+}  // namespace
+
+std::vector<std::string> NamedCardNames() {
+  std::vector<std::string> names;
+  for (const NamedCardSpec& c : kNamedCards) names.push_back(c.name);
+  return names;
+}
+
+CudaDevice NamedCard(const std::string& name) {
+  std::string names;
+  for (const NamedCardSpec& c : kNamedCards) {
+    if (name == c.name) {
+      CudaDevice d;
+      d.name = c.marketing;
+      d.total_memory_bytes = c.total_memory_bytes;
+      d.compute_major = c.major;
+      d.compute_minor = c.minor;
+      d.source = std::string("the named card ") + c.name +
+                 " (its memory and compute capability; the CUDA context estimated)";
+      return d;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(c.name);
+  }
+  throw MemplanError("unknown card '" + PrintableText(name) + "'; named cards: " + names +
+                     " (or measure one with memplan calibrate --device cuda)");
 }
 
 CudaDevice CudaDeviceFromEnvironment(const std::string& device) {

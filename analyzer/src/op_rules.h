@@ -81,7 +81,14 @@ using InferFn = void (*)(InferContext&);
 using FlopsFn = double (*)(const Node&, const std::vector<Tensor>&);
 using SaveFn = void (*)(const Node&, const std::vector<Tensor>&,
                         const std::vector<bool>& input_needs_grad, SaveSpec&);
-using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&);
+// Workspaces depend on the CPU kernels (oneDNN's ISA, LibTorch's threads): cpu_device.h.
+using WorkspaceFn = int64_t (*)(const Node&, const std::vector<Tensor>&, const CpuKernels&);
+// What a workspace rule may fall short by on kernels it was not verified on (0 where verified).
+struct WorkspaceMargin {
+  int64_t forward_bytes = 0;
+  int64_t backward_bytes = 0;
+};
+using MarginFn = WorkspaceMargin (*)(const Node&, const std::vector<Tensor>&, const CpuKernels&);
 using InputMaskFn = uint32_t (*)(const Node&);  // bit i: input i
 using NodeFactFn = bool (*)(const Node&, const std::vector<Tensor>&);
 // Checks a node against its op's definition, as ONNX's checker and its type constraints do:
@@ -135,6 +142,9 @@ struct OpRule {
   // Bytes the forward op holds temporarily (in every mode: with autograd, without it while a
   // plan's early segments run, and when recomputing).
   WorkspaceFn forward_workspace = nullptr;
+  // The margins kept beside the workspaces above where their rules are unverified (nullptr: the
+  // rules hold on every CPU).
+  MarginFn workspace_margin = nullptr;
   // Facts the executor reads too (training_graph.h's RandomnessOf, PassesInputValues,
   // AxisIndicesInput, InitialFillOf, IsIdentityInTraining, InPlaceInputOf).
   Randomness random = Randomness::kNone;

@@ -164,6 +164,8 @@ WorkspaceRule LayerNormWorkspace, ConvWorkspace, ConvForwardWorkspace, ErfWorksp
     RmsNormWorkspace, RmsNormForwardWorkspace, GatherNDForwardWorkspace, ScatterNDForwardWorkspace,
     AttentionWorkspace, AttentionForwardWorkspace;
 WorkspaceRule BatchNormWorkspace, BroadcastGradWorkspace, CrossEntropyWorkspace;
+WorkspaceMargin ConvWorkspaceMargin(const Node& n, const std::vector<Tensor>& t,
+                                    const CpuKernels& k);
 
 // ---- op_validate.cc ----
 

@@ -62,6 +62,7 @@ std::vector<OpRule> MakeRules() {
        .backward_workspace = ConvWorkspace,
        .validate = ValidateConv,
        .forward_workspace = ConvForwardWorkspace,
+       .workspace_margin = ConvWorkspaceMargin,
        .compute = ComputeClass::kConv},
       {.op_type = "ConvTranspose",
        .infer = InferConvTranspose,

@@ -1,11 +1,7 @@
 // Temporary buffers an op holds inside its forward or backward, beyond its outputs and
 // gradients: measured on LibTorch's CPU kernels.
 #include <algorithm>
-#include <cstdlib>
-#include <fstream>
-#include <set>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "op_rules_internal.h"
@@ -17,33 +13,6 @@ int64_t StrideProduct(const Node& n) {
   int64_t product = 1;
   for (int64_t s : n.attr_ints("strides")) product *= std::max<int64_t>(s, 1);
   return product;
-}
-// LibTorch's intra-op threads at their default (intraop_default_num_threads): OMP_NUM_THREADS,
-// overridden by MKL_NUM_THREADS, where set; else one per physical core (cpuinfo's cores, not
-// hyperthreads), hardware threads where the topology cannot be read.
-int64_t PhysicalCores() {
-  const unsigned n = std::thread::hardware_concurrency();
-  std::set<std::pair<std::string, std::string>> cores;
-  for (unsigned c = 0; c < n; ++c) {
-    const std::string dir = "/sys/devices/system/cpu/cpu" + std::to_string(c) + "/topology/";
-    std::ifstream package(dir + "physical_package_id"), core(dir + "core_id");
-    std::string p, k;
-    if (!(package >> p) || !(core >> k)) return std::max<int64_t>(1, n);
-    cores.insert({p, k});
-  }
-  return std::max<int64_t>(1, static_cast<int64_t>(cores.size()));
-}
-int64_t Threads() {
-  int64_t threads = 0;
-  for (const char* name : {"OMP_NUM_THREADS", "MKL_NUM_THREADS"}) {
-    if (const char* env = std::getenv(name)) {
-      const long v = std::strtol(env, nullptr, 10);
-      if (v > 0) threads = v;
-    }
-  }
-  if (threads > 0) return threads;
-  static const int64_t cores = PhysicalCores();
-  return cores;
 }
 int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t RoundUp(int64_t a, int64_t b) { return DivUp(a, b) * b; }
@@ -217,14 +186,14 @@ bool ChannelsLastConv(const Node& n, const Tensor& x, const Tensor& w, int64_t Y
   return true;
 }
 
-OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
+OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKernels& k) {
   OneDnnConv r;
   const Tensor& x = t[n.inputs[0]];
   const Tensor& w = t[n.inputs[1]];
   const Tensor& y = t[n.outputs[0]];
   const std::vector<int64_t>& xs = x.shape;
   const std::vector<int64_t>& ws = w.shape;
-  const int64_t threads = Threads();
+  const int64_t threads = k.threads;
   const int64_t batch = xs.empty() ? 1 : xs[0];
   const bool one_by_one = IsOneByOne(ws);
   const int64_t group = n.attr_int("group", 1);
@@ -250,12 +219,15 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
   const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3], O = ws[0], Ig = ws[1];
   const int64_t kh = ws[2], kw = ws[3], oh = y.shape[2], ow = y.shape[3];
   const int64_t og = O / group;
-  const int64_t block = group == 1 || depthwise || (Ig % 16 == 0 && og % 16 == 0) ? 16 : 8;
+  // AVX2's kernels (jit_avx2_*) block channels by 8, AVX-512's by 16 (8 for groups of 8).
+  const int64_t simd = k.family() == CpuKernelFamily::kAvx2 ? 8 : 16;
+  const int64_t block =
+      group == 1 || depthwise || (Ig % simd == 0 && og % simd == 0) ? simd : 8;
   const bool small_ic = group == 1 && C < 16 && !one_by_one;
   const int64_t xB = e * N * RoundUp(C, block) * H * Wd;
   const int64_t yB = e * N * RoundUp(O, block) * oh * ow;
-  const int64_t wB = small_ic    ? e * RoundUp(O, 16) * C * kh * kw
-                     : depthwise ? e * RoundUp(group, 16) * kh * kw
+  const int64_t wB = small_ic    ? e * RoundUp(O, simd) * C * kh * kw
+                     : depthwise ? e * RoundUp(group, simd) * kh * kw
                                  : e * group * RoundUp(og, block) * RoundUp(Ig, block) * kh * kw;
   const int64_t x_copy = small_ic ? 0 : xB;
   const bool has_bias = n.inputs.size() > 2 && n.inputs[2] != kNone;
@@ -322,20 +294,48 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t) {
 
 // nll_loss backward materializes the gradient of the log-probabilities before
 // log_softmax backward turns it into the logits' gradient.
-int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t CrossEntropyWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   return t[n.inputs[0]].bytes;
 }
 // Convolution backward and forward on LibTorch's CPU (oneDNN): ModelConv above. The native
 // kernels LibTorch takes for tiny or single-threaded 1x1 convolutions hold nothing extra.
-int64_t ConvWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  return ModelConv(n, t).backward;
+int64_t ConvWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels& k) {
+  return ModelConv(n, t, k).backward;
 }
-int64_t ConvForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
-  return ModelConv(n, t).forward;
+int64_t ConvForwardWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels& k) {
+  return ModelConv(n, t, k).forward;
+}
+// What the rules above may fall short by where they were not verified exactly: envelopes of
+// measurements (bench/conv_workspaces.py, LibTorch 2.14.1, oneDNN 3.12, 2 threads, batch 4: the 94
+// distinct convolutions of resnet18, mobilenet_v3_small, regnet_y_400mf and convnext_tiny, and the
+// 3x3 and 1x1 convolutions of bench/conv_workspaces.md at 1 and 2 threads), never a bound oneDNN
+// documents. The forward passes were never above the rules on any ISA: no forward margin.
+// - AVX-512 (avx512_core and up): none under; no margin.
+// - AVX2: unit-stride 1x1 convolutions reduce their weight gradient per thread (one weight-sized
+//   buffer each and the 8,320 B barrier: measured exactly that on 48x144 and 440x440 maps, less on
+//   the rest); every other convolution measured at or under the rule.
+// - Other ISAs (SSE4.1: oneDNN's gemm convolutions): backward up to 9.2 weights (512x512 3x3 on a
+//   7x7 map, 2 threads) or 3.7 input-plus-output sizes (64x64 3x3 on 56x56) per pass, growing with
+//   the threads: counted as threads x (6 weights + 3 x (input + output)), blocked sizes.
+WorkspaceMargin ConvWorkspaceMargin(const Node& n, const std::vector<Tensor>& t,
+                                    const CpuKernels& k) {
+  const CpuKernelFamily family = k.family();
+  if (family == CpuKernelFamily::kAvx512) return {};
+  if (!ModelConv(n, t, k).mkldnn || !n.has_backward) return {};
+  const Tensor& x = t[n.inputs[0]];
+  const Tensor& w = t[n.inputs[1]];
+  const Tensor& y = t[n.outputs[0]];
+  if (!w.has_gradient) return {};
+  const int64_t wB = RoundUp(w.bytes, 64);
+  if (family == CpuKernelFamily::kAvx2) {
+    const bool unit_1x1 = IsOneByOne(w.shape) && StrideProduct(n) == 1 && n.attr_int("group", 1) == 1;
+    return {0, unit_1x1 ? k.threads * wB + 8320 : 0};
+  }
+  return {0, k.threads * (6 * wB + 3 * (x.bytes + y.bytes))};
 }
 // erf backward computes 2/sqrt(pi) * exp(-x^2) * grad out of place: four input-sized
 // temporaries are alive at its peak besides the input gradient.
-int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   return 4 * t[n.inputs[0]].bytes;
 }
 // at::rms_norm's backward on the CPU is composite (pow, mean, rsqrt, two muls): besides the
@@ -344,7 +344,7 @@ int64_t ErfWorkspace(const Node& n, const std::vector<Tensor>& t) {
 // summed with them: three inputs' worth. Where the scale trains, the normalised tensor it saved
 // (counted until the node's backward ends) is already freed then: two more.
 // Measured on LibTorch 2.14: x[16,256] with a constant and with a trained scale.
-int64_t RmsNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t RmsNormWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   const bool scale_trains =
       n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
   return (scale_trains ? 2 : 3) * t[n.inputs[0]].bytes;
@@ -353,11 +353,11 @@ int64_t RmsNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
 // train (else it is saved, an extra).
 // native_layer_norm (CPU) runs on input.expect_contiguous(), forward and backward: a
 // non-contiguous input (ConvNeXt's stem: a permuted convolution output) is copied each time.
-int64_t LayerNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t LayerNormWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   const Tensor& x = t[n.inputs[0]];
   return IsContiguousLayout(x.shape, StridesOf(x)) ? 0 : x.bytes;
 }
-int64_t RmsNormForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t RmsNormForwardWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   const bool scale_trains =
       n.inputs.size() > 1 && n.inputs[1] != kNone && t[n.inputs[1]].has_gradient;
   return scale_trains ? 0 : t[n.inputs[0]].bytes;
@@ -368,7 +368,7 @@ int64_t RmsNormForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
 // at T = 256, with one and two threads. The analyzer cannot know how many threads a run will use:
 // it counts LibTorch's default (Threads(): one per physical core unless OMP_NUM_THREADS says;
 // runs with fewer threads are over-predicted by that much).
-int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels& k) {
   const std::vector<int64_t>& q = t[n.inputs[0]].shape;
   const std::vector<int64_t>& kt = t[n.inputs[1]].shape;
   if (q.size() != 4 || kt.size() != 4) return 0;
@@ -383,10 +383,10 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
   // 68 B blocks from two threads alive together at the attention backward's peak; one where one
   // thread's chunk ends before the other's starts (a loaded machine): counted as all at once.
   const int64_t items = std::max<int64_t>(1, q[0] * q[1]);
-  const int64_t threads = std::min(Threads(), items);
+  const int64_t threads = std::min(k.threads, items);
   const int64_t per_chunk = (items + threads - 1) / threads;
   const int64_t chunks = (items + per_chunk - 1) / per_chunk;
-  return Threads() * 2 * q_split * kv_split * 4 + chunks * 4 * q_split;
+  return k.threads * 2 * q_split * kv_split * 4 + chunks * 4 * q_split;
 }
 // Its forward copies K^T into a contiguous K (unless K^T is a transposed view of one): saved for
 // the backward where autograd records (an extra), a temporary where it does not (a plan's early
@@ -396,7 +396,7 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t) {
 // intra-op thread one float block of qSplit x kvSplit scores, qSplit row maxima and sums and a
 // qSplit x head-size output (the splits as in the backward; hf_vit_dynamo, T = 17, head 16, two
 // threads: 4,760 B measured), and a qSplit x kvSplit block of the element type for 16-bit types.
-int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels& k) {
   const Tensor& q = t[n.inputs[0]];
   const Tensor& kt = t[n.inputs[1]];
   int64_t bytes = AttentionCopiesK(kt) ? kt.bytes : 0;
@@ -407,12 +407,12 @@ int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   const int64_t elem = DTypeSize(q.dtype);
   const int64_t per_thread = 4 * (q_split * kv_split + 2 * q_split + q_split * head) +
                              (elem == 2 ? elem * q_split * kv_split : 0);
-  return bytes + Threads() * per_thread;
+  return bytes + k.threads * per_thread;
 }
 // GatherND's forward (the executor's at::index on [batch, rest...]) holds its index tensors while
 // it runs: arange(batch) and the k index columns with negative indices wrapped, int64 each. Where
 // the data trains they are saved extras instead (measured: x[64,128,256], batch_dims 0 and 1).
-int64_t GatherNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t GatherNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   const Tensor& data = t[n.inputs[0]];
   const Tensor& idx = t[n.inputs[1]];
   if (idx.shape.empty() || data.shape.empty() || data.has_gradient) return 0;
@@ -425,7 +425,7 @@ int64_t GatherNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
 }
 // ScatterND (reduction none or add) holds its wrapped int64 index columns while index_put runs;
 // where it has a backward they are saved extras instead (SavesScatterND).
-int64_t ScatterNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t ScatterNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   const std::string red = n.attr_string("reduction", "none");
   const Tensor& idx = t[n.inputs[1]];
   if ((red != "none" && red != "add") || idx.shape.empty()) return 0;
@@ -434,11 +434,11 @@ int64_t ScatterNDForwardWorkspace(const Node& n, const std::vector<Tensor>& t) {
   return 8 * k * (idx.numel() / k);
 }
 // clamp_backward builds two bool masks (x >= min, x <= max).
-int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t ClipWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   return 2 * t[n.inputs[0]].numel();
 }
 // native_batch_norm_backward (CPU) allocates an input-sized temporary besides grad_input.
-int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   return BatchNormIsTraining(n) ? t[n.inputs[0]].bytes : 0;
 }
 
@@ -446,7 +446,7 @@ int64_t BatchNormWorkspace(const Node& n, const std::vector<Tensor>& t) {
 // output's shape (grad * other, grad / other) and only then reduced to the input's shape (sum_to in
 // the engine's validate_outputs, after the backward function returned all its gradients):
 // an input smaller than the output (broadcast) needs an output-sized temporary.
-int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t) {
+int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels&) {
   int64_t bytes = 0;
   const Tensor& out = t[n.outputs[0]];
   for (size_t s = 0; s < n.inputs.size() && s < 2; ++s) {
@@ -458,3 +458,50 @@ int64_t BroadcastGradWorkspace(const Node& n, const std::vector<Tensor>& t) {
 }
 
 }  // namespace memplan::rules
+
+namespace memplan {
+namespace {
+
+std::string Ints(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string WorkspaceSignature(const Node& n, const std::vector<Tensor>& t) {
+  if (n.op_type != "Conv" || n.inputs.size() < 2) return "";
+  const Tensor& x = t[n.inputs[0]];
+  const Tensor& w = t[n.inputs[1]];
+  const bool bias = n.inputs.size() > 2 && n.inputs[2] != kNone;
+  std::string grads;
+  if (n.has_backward) {
+    if (x.has_gradient) grads += "x";
+    if (w.has_gradient) grads += "w";
+    if (bias && t[n.inputs[2]].has_gradient) grads += "b";
+  }
+  return "Conv " + std::string(DTypeName(x.dtype)) + " x" + Ints(x.shape) + " w" + Ints(w.shape) +
+         " s" + Ints(n.attr_ints("strides")) + " p" + Ints(n.attr_ints("pads")) + " d" +
+         Ints(n.attr_ints("dilations")) + " g" + std::to_string(n.attr_int("group", 1)) +
+         (bias ? " bias" : "") + " grads[" + grads + "]" +
+         (IsChannelsLastLayout(x.shape, StridesOf(x)) && !IsContiguousLayout(x.shape, StridesOf(x))
+              ? " nhwc"
+              : " nchw");
+}
+
+void SetCpuDevice(LoadOptions& options, const CpuDevice& d) {
+  options.cpu_kernels = d.kernels;
+  options.cpu_workspaces = d.workspaces;
+}
+
+std::map<std::string, int64_t> WorkspaceMarginsByOp(const TrainingGraph& g) {
+  std::map<std::string, int64_t> by_op;
+  for (const Node& n : g.nodes) {
+    const int64_t m = std::max(n.forward_workspace_margin_bytes, n.backward_workspace_margin_bytes);
+    if (m > 0) by_op[n.op_type] = std::max(by_op[n.op_type], m);
+  }
+  return by_op;
+}
+
+}  // namespace memplan

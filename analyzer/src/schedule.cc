@@ -123,8 +123,10 @@ PersistentBuffers AddPersistentBuffers(const TrainingGraph& g, Schedule& s) {
 
 void AddForwardWorkspace(const Node& n, Schedule& s, Step& step) {
   if (n.forward_workspace_bytes <= 0) return;
-  BufferId w = s.AddBuffer({s.named ? n.name + ":forward workspace" : "", n.forward_workspace_bytes,
-                            MemoryCategory::kTemporary, kNone});
+  Buffer b{s.named ? n.name + ":forward workspace" : "", n.forward_workspace_bytes,
+           MemoryCategory::kTemporary, kNone};
+  b.margin_bytes = n.forward_workspace_margin_bytes;
+  BufferId w = s.AddBuffer(std::move(b));
   step.allocs.push_back(w);
   step.frees.push_back(w);
 }
@@ -350,8 +352,10 @@ void GradientFlow::Backward(const Node& n, Step& step) {
     step.frees.push_back(c);
   }
   if (n.backward_workspace_bytes > 0) {
-    BufferId w = s.AddBuffer({s.named ? n.name + ":backward workspace" : "",
-                              n.backward_workspace_bytes, MemoryCategory::kTemporary, kNone});
+    Buffer b{s.named ? n.name + ":backward workspace" : "", n.backward_workspace_bytes,
+             MemoryCategory::kTemporary, kNone};
+    b.margin_bytes = n.backward_workspace_margin_bytes;
+    BufferId w = s.AddBuffer(std::move(b));
     step.allocs.push_back(w);
     step.frees.push_back(w);
   }

@@ -28,7 +28,8 @@ MemoryTimeline Replay(const Schedule& s, const SimulatorOptions& options, bool a
       throw MemplanError("schedule buffer '" + s.buffers[b].name + "' has an invalid size of " +
                          std::to_string(s.buffers[b].bytes) + " bytes");
     }
-    size[b] = AccountedBytes(s.buffers[b].bytes, options.policy);
+    const int64_t margin = options.count_margins ? 0 : s.buffers[b].margin_bytes;
+    size[b] = AccountedBytes(s.buffers[b].bytes - margin, options.policy);
   }
   int64_t current = 0;
   int64_t host = 0;  // pinned host bytes alive (offload)

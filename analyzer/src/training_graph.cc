@@ -268,6 +268,7 @@ void ApplySaves(Node& n, const std::vector<Tensor>& t, const OpRule& r, SaveFn s
 }
 
 void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
+  g.cpu_kernels = opt.cpu_kernels ? *opt.cpu_kernels : CpuKernelsOfThisMachine();
   AppendLoss(g, opt);
   // Outputs a kernel makes only when read, and nothing reads, are not made at all.
   std::vector<bool> read(g.tensors.size(), false);
@@ -365,9 +366,25 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     ApplySaves(n, g.tensors, *r, r->saves);
     n.gradient_passes_through = r->grad_is_view;
     n.inputs_read_through_view = r->inputs_read_through_view ? r->inputs_read_through_view(n) : 0;
-    n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors) : 0;
+    const CpuKernels& k = g.cpu_kernels;
+    n.forward_workspace_bytes = r->forward_workspace ? r->forward_workspace(n, g.tensors, k) : 0;
     n.backward_workspace_bytes =
-        n.has_backward ? r->backward_workspace ? r->backward_workspace(n, g.tensors) : 0 : 0;
+        n.has_backward && r->backward_workspace ? r->backward_workspace(n, g.tensors, k) : 0;
+    // Unverified kernels: the margin is counted in the workspace, and recorded as such.
+    const WorkspaceMargin m = r->workspace_margin ? r->workspace_margin(n, g.tensors, k) : WorkspaceMargin{};
+    n.forward_workspace_margin_bytes = m.forward_bytes;
+    n.backward_workspace_margin_bytes = n.has_backward ? m.backward_bytes : 0;
+    n.forward_workspace_bytes += n.forward_workspace_margin_bytes;
+    n.backward_workspace_bytes += n.backward_workspace_margin_bytes;
+    // Measured on the device (memplan calibrate): exact, no margin.
+    if (!opt.cpu_workspaces.empty()) {
+      const auto it = opt.cpu_workspaces.find(WorkspaceSignature(n, g.tensors));
+      if (it != opt.cpu_workspaces.end()) {
+        n.forward_workspace_bytes = it->second.forward_bytes;
+        n.backward_workspace_bytes = n.has_backward ? it->second.backward_bytes : 0;
+        n.forward_workspace_margin_bytes = n.backward_workspace_margin_bytes = 0;
+      }
+    }
     // Storage: views share their input's storage.
     for (size_t o = 0; o < n.outputs.size(); ++o) {
       if (n.outputs[o] == kNone) continue;

@@ -5,6 +5,7 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <ATen/SequenceNumber.h>
+#include <ATen/Version.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/variable.h>
@@ -26,6 +27,7 @@
 #include "memplan/analyzer.h"
 #include "memplan/onnx_convert.h"
 #include "memplan/plan.h"
+#include "memplan/spatial_attrs.h"
 #include "meter.h"
 #include "tensor_io.h"
 
@@ -65,6 +67,8 @@ std::string ExecutorBackendDescription() {
     s += ", CUDA " + cuda + " (" + std::to_string(exec::CudaDeviceCount()) + " device(s) visible)";
   }
   s += ", " + std::to_string(at::get_num_threads()) + " threads";
+  // What decides the CPU kernels' memory (cpu_device.h).
+  s += "; CPU: " + ExecutorCpuDevice().summary();
   return s;
 }
 
@@ -169,6 +173,80 @@ CudaDevice MeasureCudaDevice(const std::string& device) {
   d.measured = true;
   d.source = "measured on " + d.name + " with LibTorch " + d.torch_version;
   return d;
+}
+
+CpuDevice ExecutorCpuDevice() {
+  CpuDevice d = CpuDeviceOfThisMachine();
+  d.kernels.threads = at::get_num_threads();
+  d.torch_version = TORCH_VERSION;
+  // "Intel(R) MKL-DNN v3.12.0 (Git Hash ...)": the version and its hash.
+  const std::string v = at::get_mkldnn_version();
+  const size_t at_v = v.find(" v");
+  d.onednn_version = at_v == std::string::npos ? v : v.substr(at_v + 1);
+  return d;
+}
+
+void SetIntraOpThreads(int threads) { at::set_num_threads(threads); }
+
+namespace {
+
+// What a CPU convolution holds above its results in each pass (MeasuredWorkspace), its operands
+// random tensors of the node's shapes and layout.
+MeasuredWorkspace MeasureCpuConv(const Node& n, const std::vector<Tensor>& t, bool channels_last,
+                                 exec::MemoryMeter& meter) {
+  const Tensor& xt = t[n.inputs[0]];
+  const Tensor& wt = t[n.inputs[1]];
+  const SpatialAttrs a = ReadSpatialAttrs(n, xt.shape, KernelShapeOf(n, wt.shape));
+  const at::TensorOptions opts = at::TensorOptions().dtype(exec::ScalarTypeOf(xt.dtype));
+  const at::MemoryFormat format =
+      channels_last ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous;
+  const bool has_bias = n.inputs.size() > 2 && n.inputs[2] != kNone;
+  const at::Tensor x = at::randn(xt.shape, opts).contiguous(format);
+  const at::Tensor w = at::randn(wt.shape, opts);
+  const at::Tensor b = has_bias ? at::randn({wt.shape[0]}, opts) : at::Tensor();
+  const std::vector<int64_t> out_pad(a.stride.size(), 0);
+  MeasuredWorkspace ws;
+  at::Tensor y;
+  {
+    meter.ResetPeak();
+    y = at::convolution(x, w, b, a.stride, a.pad_begin, a.dilation, false, out_pad, a.group);
+    ws.forward_bytes = meter.peak() - meter.current();
+  }
+  if (!n.has_backward) return ws;
+  const at::Tensor gy = at::randn_like(y);
+  y = at::Tensor();
+  const bool gx = xt.has_gradient, gw = wt.has_gradient;
+  const bool gb = has_bias && t[n.inputs[2]].has_gradient;
+  meter.ResetPeak();
+  auto grads = at::convolution_backward(
+      gy, x, w, has_bias ? std::optional<at::IntArrayRef>(at::IntArrayRef{wt.shape[0]})
+                         : std::nullopt,
+      a.stride, a.pad_begin, a.dilation, false, out_pad, a.group, {gx, gw, gb});
+  ws.backward_bytes = meter.peak() - meter.current();
+  return ws;
+}
+
+}  // namespace
+
+std::map<std::string, MeasuredWorkspace> MeasureCpuWorkspaces(const TrainingGraph& g) {
+  exec::MemoryMeter& meter = exec::MemoryMeter::For(at::Device(at::kCPU));
+  std::map<std::string, MeasuredWorkspace> out;
+  for (const Node& n : g.nodes) {
+    const std::string sig = WorkspaceSignature(n, g.tensors);
+    if (sig.empty() || out.count(sig)) continue;
+    const Tensor& x = g.tensors[n.inputs[0]];
+    if (x.shape.size() != 4 || !IsFloating(x.dtype)) continue;
+    const SpatialAttrs a =
+        ReadSpatialAttrs(n, x.shape, KernelShapeOf(n, g.tensors[n.inputs[1]].shape));
+    if (!a.symmetric()) continue;  // the executor pads first: a plain rule's case
+    try {
+      out[sig] = MeasureCpuConv(n, g.tensors, sig.ends_with(" nhwc"), meter);
+    } catch (const c10::Error& e) {
+      throw MemplanError(g.model_path + ": measuring the CPU workspaces of node '" +
+                         PrintableText(n.name) + "' (" + sig + "): " + e.what_without_backtrace());
+    }
+  }
+  return out;
 }
 
 CudaMemoryInfo QueryCudaMemory(int index) {

@@ -43,6 +43,16 @@ void OnDevice(Plan& p, const BudgetPlanOptions& options) {
   p.margin_bytes = std::max(p.margin_bytes, m.workspace_margin_bytes);
   p.budget_of = options.budget_reserved && options.layout.devices == 1 ? "reserved" : "allocated";
   p.feasible = p.budget_bytes <= 0 || p.budget_needed_bytes() <= p.budget_bytes;
+  // The card is a budget too: what nvidia-smi shows (reserved and context) must fit its memory.
+  const int64_t total = options.cuda->total_memory_bytes;
+  if (total > 0 && m.card_peak_bytes() + p.margin_bytes > total) p.feasible = false;
+}
+
+// The most the reserved peak may take on a card of known memory: its memory less the context.
+int64_t CardLimit(const BudgetPlanOptions& options) {
+  if (!options.cuda || options.cuda->total_memory_bytes <= 0) return 0;
+  return std::max<int64_t>(1, options.cuda->total_memory_bytes -
+                                  options.cuda->context_estimate_bytes());
 }
 
 // On a CUDA device with the budget on reserved memory, a plan of PlanBatch(..., k) that
@@ -170,7 +180,18 @@ Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const
 
 // The answers agree: the plan printed never needs less than "the smallest budget", and a sweep
 // reports the same smallest budget as the plan.
-void Settle(BudgetPlan& out, const BudgetPlanOptions& options) {
+void Settle(BudgetPlan& out, const TrainingGraph& g, const BudgetPlanOptions& options) {
+  if (!options.cuda) {
+    planner::SplitWorkspaceMargins(out.plan, g, options.plan.simulator);
+    planner::SplitWorkspaceMargins(out.smallest, g, options.plan.simulator);
+    planner::SplitWorkspaceMargins(out.alternative, g, options.plan.simulator);
+  }
+  const int64_t card = CardLimit(options);
+  if (card > 0 && out.budget_bytes == card) {
+    out.plan.notes.push_back("the budget is the card's memory less its CUDA context (" +
+                             std::to_string(card) + " B of reserved memory): " +
+                             options.cuda->source);
+  }
   if (out.smallest.schedule.steps.empty() ||
       out.plan.budget_needed_bytes() < out.smallest_budget_bytes()) {
     out.smallest = out.plan;
@@ -217,6 +238,9 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   if (options.budget.percent > 0 || n > 1)
     baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
   if (options.budget.percent > 0) plan_options.budget_bytes = options.budget.Resolve(baseline);
+  const int64_t card = CardLimit(options);
+  const bool card_bounds = card > 0 && plan_options.budget_bytes > card;
+  if (card_bounds) plan_options.budget_bytes = card;
   const bool no_budget = options.budget.bytes <= 0 && options.budget.percent <= 0;
   if (n == 1) {
     // 2. The smallest budget under these options (the strategy asked for, the micro-batches
@@ -304,7 +328,7 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
       OnDevice(other, options);
       if (other.feasible) out.alternative = std::move(other);
     }
-    Settle(out, options);
+    Settle(out, g, options);
     return out;
   }
 
@@ -335,7 +359,7 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
     out.plan = out.smallest;
     out.budget_bytes = plan_options.budget_bytes;
     OnDevice(out.plan, options);
-    Settle(out, options);
+    Settle(out, g, options);
     return out;
   }
   out.budget_bytes = plan_options.budget_bytes;
@@ -365,8 +389,38 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   // Nothing fits: the smallest per-rank peak over the shard modes tried and the micro-batches
   // (searched only then: it plans every shard mode again).
   if (!out.plan.feasible) search_smallest();
-  Settle(out, options);
+  Settle(out, g, options);
   return out;
 }
 
+namespace planner {
+
+// A plan's workspace margins (Buffer::margin_bytes: rules unverified on the device's kernels)
+// are planned as bytes, so that budgets hold; reported apart from the prediction: the peak without
+// them, margin_bytes with them, and by op type (op types are the same at every batch).
+void SplitWorkspaceMargins(Plan& p, const TrainingGraph& g, const SimulatorOptions& simulator) {
+  if (p.schedule.steps.empty() || p.workspace_margin_bytes > 0) return;
+  std::map<std::string, int64_t> by_op;
+  for (const Step& st : p.schedule.steps) {
+    for (BufferId b : st.allocs) {
+      const int64_t m = p.schedule.buffers[b].margin_bytes;
+      if (m <= 0 || st.node == kNone || st.node >= static_cast<NodeId>(g.nodes.size())) continue;
+      int64_t& op = by_op[g.nodes[st.node].op_type];
+      op = std::max(op, m);
+    }
+  }
+  if (by_op.empty()) return;
+  SimulatorOptions without = simulator;
+  without.count_margins = false;
+  const MemoryTimeline prediction = Simulate(p.schedule, without);
+  const int64_t margin = p.predicted_peak_bytes - prediction.peak_bytes;
+  if (margin <= 0) return;
+  p.timeline = prediction;
+  p.predicted_peak_bytes = prediction.peak_bytes;
+  p.margin_bytes += margin;
+  p.workspace_margin_bytes = margin;
+  p.margin_by_op = std::move(by_op);
+}
+
+}  // namespace planner
 }  // namespace memplan

@@ -11,6 +11,7 @@
 #include "memplan/plan.h"
 #include "memplan/plan_report.h"
 #include "memplan/planner.h"
+#include "planner_internal.h"
 
 namespace memplan {
 
@@ -169,6 +170,12 @@ PlanReport PlanReportOf(const Plan& p, const TrainingGraph& g) {
     }
   }
   r.margin_bytes = p.margin_bytes;
+  if (p.workspace_margin_bytes > 0) {
+    r.workspace_margin_bytes = p.workspace_margin_bytes;
+    r.margin_by_op = p.margin_by_op;
+  }
+  if (!p.device_fingerprint.empty()) r.device_fingerprint = p.device_fingerprint;
+  if (!p.device_summary.empty()) r.device_summary = p.device_summary;
   r.feasible = p.feasible;
   r.solve_seconds = p.solve_seconds;
   r.breakdown.emplace();
@@ -225,6 +232,11 @@ json PlanReportToJson(const PlanReport& r) {
   WriteOptional(j, "predicted_stall_seconds", r.predicted_stall_seconds, Same);
   WriteOptional(j, "offload", r.offload, Same);
   WriteOptional(j, "margin_bytes", r.margin_bytes, Same);
+  WriteOptional(j, "workspace_margin_bytes", r.workspace_margin_bytes, Same);
+  WriteOptional(j, "margin_by_op", r.margin_by_op, report_json::CountMapToJson);
+  WriteOptional(j, "device_fingerprint", r.device_fingerprint, Same);
+  WriteOptional(j, "device_summary", r.device_summary, Same);
+  WriteOptional(j, "cpu_device", r.cpu_device, Same);
   WriteOptional(j, "feasible", r.feasible, Same);
   WriteOptional(j, "solve_seconds", r.solve_seconds, Same);
   WriteOptional(j, "breakdown", r.breakdown, report_json::CountMapToJson);
@@ -335,6 +347,14 @@ PlanReport PlanReportFromJson(const json& j, bool require_kind) {
     r.offload = j["offload"];
   }
   ReadOptional(j, "margin_bytes", r.margin_bytes, Count);
+  ReadOptional(j, "workspace_margin_bytes", r.workspace_margin_bytes, Count);
+  ReadOptional(j, "margin_by_op", r.margin_by_op, report_json::CountMap);
+  ReadOptional(j, "device_fingerprint", r.device_fingerprint, String);
+  ReadOptional(j, "device_summary", r.device_summary, String);
+  if (j.contains("cpu_device")) {
+    if (!j["cpu_device"].is_object()) Bad("cpu_device", "must be an object");
+    r.cpu_device = j["cpu_device"];
+  }
   ReadOptional(j, "feasible", r.feasible, Bool);
   ReadOptional(j, "solve_seconds", r.solve_seconds, Seconds);
   ReadOptional(j, "breakdown", r.breakdown, report_json::CountMap);
@@ -789,6 +809,12 @@ Plan ReplayPlanJson(const nlohmann::json& j, const TrainingGraph& g) {
     }
     p.solve_seconds = j.value("solve_seconds", 0.0);
     if (j.contains("notes")) p.notes = j.at("notes").get<std::vector<std::string>>();
+    if (j.contains("device_fingerprint") && j["device_fingerprint"].is_string())
+      p.device_fingerprint = j["device_fingerprint"].get<std::string>();
+    if (j.contains("device_summary") && j["device_summary"].is_string())
+      p.device_summary = j["device_summary"].get<std::string>();
+    // This machine's margins (the graph's kernels), apart from the prediction.
+    planner::SplitWorkspaceMargins(p, g, request.sim);
     return p;
   } catch (const nlohmann::json::exception& e) {
     throw MemplanError(std::string("malformed plan: ") + e.what());

@@ -150,4 +150,9 @@ Plan PlanMicroBatchedBeyondWhole(const GraphAtBatch& graph_at_batch, int64_t bat
 // The smallest peak `optimal` reaches over its candidates.
 Plan RunOptimalSmallestPeak(Context& ctx, const PlanOptions& o);
 
+// On the CPU: the plan's workspace margins (rules unverified on the device's kernels, counted in
+// its buffers so that budgets hold) moved from predicted_peak_bytes to margin_bytes,
+// workspace_margin_bytes and margin_by_op (plan.h). Once per plan; no-op without margins.
+void SplitWorkspaceMargins(Plan& p, const TrainingGraph& g, const SimulatorOptions& simulator);
+
 }  // namespace memplan::planner

@@ -120,6 +120,11 @@ struct AnalysisReport {
   // --device cuda: the device's prediction and the allocated peak under it.
   std::optional<DevicePrediction> device;
   std::optional<int64_t> allocated_peak_bytes;
+  // Workspaces whose rules are unverified on the device's kernels (Analysis::margin_bytes), and
+  // the CPU the prediction is for (CpuDeviceSummaryJson; the CLI sets it).
+  std::optional<int64_t> margin_bytes;
+  std::optional<std::map<std::string, int64_t>> margin_by_op;
+  std::optional<nlohmann::json> cpu_device;
 
   bool operator==(const AnalysisReport&) const = default;
 };

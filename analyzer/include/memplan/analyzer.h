@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <unordered_map>
@@ -66,6 +67,9 @@ struct Buffer {
   int32_t bucket = -1;
   // Pinned host memory (offload): counted in MemoryTimeline's host peak, not in the device's.
   bool host = false;
+  // How much of `bytes` is a margin (a workspace whose rule was not verified on the device:
+  // Node::forward_workspace_margin_bytes): counted unless SimulatorOptions::count_margins is off.
+  int64_t margin_bytes = 0;
 };
 
 struct Step {
@@ -171,6 +175,8 @@ enum class AllocatorPolicy {
 
 struct SimulatorOptions {
   AllocatorPolicy policy = AllocatorPolicy::kExact;
+  // Buffers count their margins (what a budget must keep free); off: the prediction alone.
+  bool count_margins = true;
 };
 
 struct MemoryTimeline {
@@ -246,6 +252,11 @@ struct Analysis {
   MemoryTimeline timeline;
   std::vector<TensorId> bottlenecks;
   double seconds = 0;  // wall time of load + analysis
+  // The timeline is the prediction; the workspace margins (rules unverified on the graph's CPU
+  // kernels) are what its peak may fall short by: the peak with them less the peak without, and
+  // by op type (WorkspaceMarginsByOp).
+  int64_t margin_bytes = 0;
+  std::map<std::string, int64_t> margin_by_op;
 };
 
 Analysis Analyze(TrainingGraph g);

@@ -64,10 +64,21 @@ struct CudaDevice {
   // "expandable_segments" or "default".
   std::string allocator_mode() const;
   int64_t context_estimate_bytes() const;
+  // What cuDNN's choices depend on, as one key: the card, its compute capability, LibTorch
+  // ("cuda/NVIDIA H200/sm90/torch-2.11.0"; "?" for what is not known).
+  std::string fingerprint() const;
 };
 
 // The context, kernels and handles measured on the H200 (the larger of 860-884 MB).
 constexpr int64_t kDefaultContextBytes = 884000000;
+
+// Common cards, so that a plan can be made for one without it (`--card NAME`): their memory
+// (cudaGetDeviceProperties' totalGlobalMem as NVIDIA specifies the card) and compute capability;
+// their context stays an estimate (kDefaultContextBytes) until calibrated. Names: h100-80gb,
+// h200, a100-40gb, a100-80gb, l4, rtx4090.
+std::vector<std::string> NamedCardNames();
+// Throws MemplanError listing the names for an unknown one.
+CudaDevice NamedCard(const std::string& name);
 
 // The device for `device` ("cuda", "cuda:K") with the environment's PYTORCH_CUDA_ALLOC_CONF and
 // CUBLAS_WORKSPACE_CONFIG when set (the run reads the same variables). Throws MemplanError on a

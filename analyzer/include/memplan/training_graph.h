@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "memplan/cpu_device.h"
+
 namespace memplan {
 
 using TensorId = int32_t;
@@ -138,6 +140,11 @@ struct Node {
   // parameter there accumulates its gradient after the node's directly read parameters.
   uint32_t inputs_read_through_view = 0;
   int64_t backward_workspace_bytes = 0;  // temporaries the backward op allocates and frees
+  // The part of each workspace above that is a margin, not a prediction: the rule was not
+  // verified on the graph's CPU kernels (cpu_device.h) and no calibration measured the op.
+  // Planners count it (budgets hold); reports separate it (margin_bytes).
+  int64_t forward_workspace_margin_bytes = 0;
+  int64_t backward_workspace_margin_bytes = 0;
   bool has_backward = false;             // some input requires grad and some output has a gradient
 
   const Attribute* attr(const std::string& key) const;
@@ -178,6 +185,8 @@ struct TrainingGraph {
   // allocator (cuBLAS and cuBLASLt, taken at the first matmul and kept; cuda_device.h). Every
   // schedule's setup step allocates them (MemoryCategory::kWorkspace). 0 on the CPU.
   int64_t library_workspace_bytes = 0;
+  // The CPU kernels the workspace rules were applied for (LoadOptions::cpu_kernels).
+  CpuKernels cpu_kernels;
 
   std::vector<Tensor> tensors;
   std::vector<Node> nodes;  // topological order; the appended loss node is last
@@ -231,7 +240,24 @@ struct LoadOptions {
   // Fuse composite subgraphs back into the op the source model runs (erf-GELU written as
   // Div, Erf, Add, Mul, Mul becomes Gelu), as the training program that exported it runs them.
   bool fuse_composite_ops = true;
+  // The CPU kernels whose workspaces the rules give (cpu_device.h); unset: this machine's
+  // (CpuKernelsOfThisMachine). A device file sets them to plan for another machine.
+  std::optional<CpuKernels> cpu_kernels;
+  // Workspaces `memplan calibrate` measured on the device, by WorkspaceSignature: such ops take
+  // the measurement, with no margin (CpuDevice::workspaces).
+  std::map<std::string, MeasuredWorkspace> cpu_workspaces;
 };
+
+// The options that predict for CPU device `d`: its kernels and its measured workspaces.
+void SetCpuDevice(LoadOptions& options, const CpuDevice& d);
+// The op signature calibration measures and looks up: op type, dtype, input and weight shapes,
+// strides, pads, dilations, group, which gradients the backward computes, and the input layout
+// ("Conv float32 x[4,64,56,56] w[64,64,3,3] s[1,1] p[1,1,1,1] d[1,1] g1 grads[x,w] nchw").
+// "" for ops calibration does not measure.
+std::string WorkspaceSignature(const Node& n, const std::vector<Tensor>& t);
+// Margins by op type: the largest forward or backward margin of a node of that type (a
+// workspace is a transient of its own step, so one of them is held at a time), for reports.
+std::map<std::string, int64_t> WorkspaceMarginsByOp(const TrainingGraph& g);
 
 // Loads an ONNX model (never reads external weight data), resolves every tensor's shape,
 // applies the per-op rules and appends the loss. Throws MemplanError naming the file and

@@ -198,6 +198,19 @@ CudaDevice MeasureCudaDevice(const std::string& device);
 std::map<std::string, ConvWorkspace> MeasureConvWorkspaces(const TrainingGraph& g,
                                                            const std::string& device);
 
+// This CPU as the executor's LibTorch runs it: the analyzer's detection (cpu_device.h: the ISA
+// oneDNN uses, LibTorch's intra-op threads as set now) with LibTorch's and oneDNN's versions.
+CpuDevice ExecutorCpuDevice();
+// LibTorch's intra-op threads from now on (at::set_num_threads), as memplan run --threads sets
+// them.
+void SetIntraOpThreads(int threads);
+// The CPU workspaces of g's ops that calibration measures (WorkspaceSignature: every 2-D float
+// convolution oneDNN runs), one entry per signature: the forward run alone on random tensors of
+// its shapes and layout, then the backward as autograd calls it (the gradients the node computes),
+// each measured by the CPU meter as the peak above the results it returns. Throws MemplanError
+// naming the node whose measurement failed.
+std::map<std::string, MeasuredWorkspace> MeasureCpuWorkspaces(const TrainingGraph& g);
+
 // One ONNX backend test case (a directory with model.onnx and test_data_set_*/), forward only.
 struct ConformanceResult {
   std::string name;

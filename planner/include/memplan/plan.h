@@ -220,6 +220,7 @@
 //     reduce-scatter's output step).
 #pragma once
 
+#include <map>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
@@ -372,6 +373,15 @@ struct Plan {
   // SegmentBorderMargin): a plan with several segments is feasible when
   // predicted_peak_bytes + margin_bytes <= budget_bytes.
   int64_t margin_bytes = 0;
+  // The part of margin_bytes kept for workspaces whose rules are unverified on the device (CPU
+  // kernels: cpu_device.h; cuDNN: cuda_device.h), by op type (the largest margin of one node of
+  // that type: a workspace is a transient of its own step). `memplan calibrate` removes them.
+  int64_t workspace_margin_bytes = 0;
+  std::map<std::string, int64_t> margin_by_op;
+  // The device the plan was made for (CpuDevice::fingerprint() / summary(), or the CUDA device's
+  // name): `memplan run` refuses a plan made for another one. Empty: not recorded (older plans).
+  std::string device_fingerprint;
+  std::string device_summary;
   bool feasible = false;  // predicted_peak_bytes + margin_bytes <= budget_bytes (see budget_of)
   // Planned for a CUDA device (PlanForBudget with BudgetPlanOptions::cuda): the caching
   // allocator's reserved peak for the schedule (cuda_device.h), and which of the two peaks the

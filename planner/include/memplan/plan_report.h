@@ -84,6 +84,14 @@ struct PlanReport {
   std::optional<double> predicted_stall_seconds;
   std::optional<nlohmann::json> offload;
   std::optional<int64_t> margin_bytes;
+  // Plan::workspace_margin_bytes and margin_by_op (only where a margin was kept).
+  std::optional<int64_t> workspace_margin_bytes;
+  std::optional<std::map<std::string, int64_t>> margin_by_op;
+  // The device the plan was made for (Plan::device_fingerprint, device_summary); on the CPU,
+  // `memplan plan` adds "cpu_device" (CpuDeviceSummaryJson).
+  std::optional<std::string> device_fingerprint;
+  std::optional<std::string> device_summary;
+  std::optional<nlohmann::json> cpu_device;
   std::optional<bool> feasible;
   std::optional<double> solve_seconds;
   std::optional<std::map<std::string, int64_t>> breakdown;  // bytes by MemoryCategoryName

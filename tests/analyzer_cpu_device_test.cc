@@ -1,0 +1,182 @@
+// The CPU a prediction is for (memplan/cpu_device.h): oneDNN's instruction sets and the kernel
+// families the rules were verified on, the margins kept where they were not, calibration's
+// measured workspaces in their place, and the device file. Expected bytes computed by hand.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "memplan/analyzer.h"
+#include "memplan/cpu_device.h"
+#include "memplan/cuda_device.h"
+#include "testing/graph_builder.h"
+
+namespace memplan {
+namespace {
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const MemplanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CpuIsa, ParsesOneDnnsNamesAndItsEnvironmentSpelling) {
+  EXPECT_EQ(ParseCpuIsa("avx2"), CpuIsa::kAvx2);
+  EXPECT_EQ(ParseCpuIsa("AVX2"), CpuIsa::kAvx2);
+  EXPECT_EQ(ParseCpuIsa("SSE41"), CpuIsa::kSse41);
+  EXPECT_EQ(ParseCpuIsa("avx512_core_amx"), CpuIsa::kAvx512CoreAmx);
+  // oneDNN 3.x's AVX10 spellings of the same ISAs.
+  EXPECT_EQ(ParseCpuIsa("AVX10_1_512"), CpuIsa::kAvx512CoreFp16);
+  EXPECT_EQ(ParseCpuIsa("AVX10_1_512_AMX"), CpuIsa::kAvx512CoreAmx);
+  bool is_default = false;
+  EXPECT_EQ(ParseCpuIsa("DEFAULT", &is_default), std::nullopt);
+  EXPECT_TRUE(is_default);
+  EXPECT_EQ(ParseCpuIsa("neon", &is_default), std::nullopt);
+  EXPECT_FALSE(is_default);
+}
+
+TEST(CpuIsa, KernelFamiliesAreTheOnesTheRulesWereVerifiedOn) {
+  // fp32 convolutions: jit_avx512_common_* from avx512_core up (AMX takes bf16 and int8 only),
+  // jit_avx2_* from avx2 to avx2_vnni_2; below, other kernels.
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kAvx512Core), CpuKernelFamily::kAvx512);
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kAvx512CoreAmxFp16), CpuKernelFamily::kAvx512);
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kAvx2), CpuKernelFamily::kAvx2);
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kAvx2Vnni2), CpuKernelFamily::kAvx2);
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kAvx), CpuKernelFamily::kUnverified);
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kSse41), CpuKernelFamily::kUnverified);
+  EXPECT_EQ(KernelFamilyOf(CpuIsa::kUnknown), CpuKernelFamily::kUnverified);
+}
+
+TEST(CpuIsa, ACapLowersTheDetectedIsaAndNeverRaisesIt) {
+  const CpuIsa best = DetectCpuIsa("");
+  EXPECT_EQ(DetectCpuIsa("SSE41"), std::min(best, CpuIsa::kSse41));
+  EXPECT_EQ(DetectCpuIsa("AVX512_CORE_AMX_FP16"), best);
+  EXPECT_EQ(DetectCpuIsa("not-an-isa"), best);  // ignored, as oneDNN ignores it
+}
+
+// x[4,64,8,8] (no gradient) -> Conv w[64,64,1,1] -> ReduceMean -> logits [4,64] -> CE.
+// X = Y = 4*64*8*8*4 = 65,536 B; W = 64*64*4 = 16,384 B.
+TrainingGraph OneByOneConv(const CpuKernels& k, std::map<std::string, MeasuredWorkspace> ws = {}) {
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 64, 8, 8}).Param("w", {64, 64, 1, 1});
+  b.Node("Conv", {"x", "w"}, {"y"})
+      .Node("ReduceMean", {"y"}, {"logits"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  LoadOptions o;
+  o.batch = 4;
+  o.cpu_kernels = k;
+  o.cpu_workspaces = std::move(ws);
+  return b.Output("logits").Load(o);
+}
+
+TEST(CpuWorkspaceMargin, NoneOnTheKernelsTheRulesWereVerifiedOn) {
+  const TrainingGraph g = OneByOneConv({CpuIsa::kAvx512Core, 2});
+  EXPECT_EQ(g.node(0).forward_workspace_margin_bytes, 0);
+  EXPECT_EQ(g.node(0).backward_workspace_margin_bytes, 0);
+  EXPECT_TRUE(WorkspaceMarginsByOp(g).empty());
+}
+
+TEST(CpuWorkspaceMargin, Avx2OneByOneKeepsAWeightPerThreadAndTheBarrier) {
+  // AVX2's unit-stride 1x1 backward weights reduce per thread: 2 threads x W 16,384 + 8,320.
+  const TrainingGraph g = OneByOneConv({CpuIsa::kAvx2, 2});
+  const Node& conv = g.node(0);
+  EXPECT_EQ(conv.forward_workspace_margin_bytes, 0);
+  EXPECT_EQ(conv.backward_workspace_margin_bytes, 2 * 16384 + 8320);
+  // The margin is counted in the workspace (what planners see) and recorded apart.
+  EXPECT_GE(conv.backward_workspace_bytes, conv.backward_workspace_margin_bytes);
+  EXPECT_EQ(WorkspaceMarginsByOp(g).at("Conv"), 41088);
+  // 4 threads: 4 x 16,384 + 8,320.
+  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 4}).node(0).backward_workspace_margin_bytes, 73856);
+}
+
+TEST(CpuWorkspaceMargin, UnverifiedKernelsKeepTheMeasuredEnvelope) {
+  // threads x (6 W + 3 (X + Y)) = 2 x (98,304 + 393,216) = 983,040.
+  const TrainingGraph g = OneByOneConv({CpuIsa::kSse41, 2});
+  EXPECT_EQ(g.node(0).backward_workspace_margin_bytes, 983040);
+  EXPECT_EQ(g.node(0).forward_workspace_margin_bytes, 0);
+}
+
+TEST(CpuWorkspaceMargin, AnalysisReportsThePeakWithoutItAndTheMarginApart) {
+  // The step's peak is the convolution's backward (x, w, grad y, grad w and the workspace, above
+  // the forward's x, w, y and its workspace), so the whole margin lies on top of it.
+  const Analysis avx512 = Analyze(OneByOneConv({CpuIsa::kAvx512Core, 2}));
+  const Analysis sse41 = Analyze(OneByOneConv({CpuIsa::kSse41, 2}));
+  EXPECT_EQ(avx512.margin_bytes, 0);
+  EXPECT_EQ(sse41.margin_bytes, 983040);
+  EXPECT_EQ(sse41.margin_by_op.at("Conv"), 983040);
+  EXPECT_EQ(Simulate(sse41.schedule).peak_bytes, sse41.timeline.peak_bytes + 983040);
+}
+
+TEST(CpuCalibration, AMeasuredWorkspaceReplacesTheRuleAndItsMargin) {
+  const TrainingGraph rules = OneByOneConv({CpuIsa::kSse41, 2});
+  const std::string sig = WorkspaceSignature(rules.node(0), rules.tensors);
+  // What calibration keys by: the op, dtype, shapes, attributes, gradients and layout.
+  EXPECT_NE(sig.find("Conv float32 x[4,64,8,8] w[64,64,1,1]"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("grads[w]"), std::string::npos) << sig;
+  EXPECT_NE(sig.find("nchw"), std::string::npos) << sig;
+  const TrainingGraph measured = OneByOneConv({CpuIsa::kSse41, 2}, {{sig, {1000, 2000}}});
+  EXPECT_EQ(measured.node(0).forward_workspace_bytes, 1000);
+  EXPECT_EQ(measured.node(0).backward_workspace_bytes, 2000);
+  EXPECT_EQ(measured.node(0).backward_workspace_margin_bytes, 0);
+  // Another signature's measurement leaves the rule and its margin.
+  const TrainingGraph other = OneByOneConv({CpuIsa::kSse41, 2}, {{"Conv other", {1, 2}}});
+  EXPECT_EQ(other.node(0).backward_workspace_margin_bytes, 983040);
+}
+
+TEST(CpuDeviceFile, RoundTripsAndNamesWhatIsWrong) {
+  CpuDevice d;
+  d.cpu_name = "AMD EPYC";
+  d.kernels = {CpuIsa::kAvx2, 2};
+  d.max_cpu_isa = "AVX2";
+  d.torch_version = "2.14.1";
+  d.onednn_version = "v3.12.0 (Git Hash abc)";
+  d.workspaces["Conv a"] = {1, 2};
+  const CpuDevice back = CpuDeviceFromJson(CpuDeviceToJson(d));
+  EXPECT_EQ(back.kernels, d.kernels);
+  EXPECT_EQ(back.workspaces, d.workspaces);
+  EXPECT_EQ(back.fingerprint(), "avx2/2t/torch-2.14.1/onednn-v3.12.0");
+  EXPECT_TRUE(back.measured);
+
+  nlohmann::json j = CpuDeviceToJson(d);
+  j["isa"] = "pentium";
+  EXPECT_NE(ErrorOf([&] { CpuDeviceFromJson(j); }).find("isa"), std::string::npos);
+  j = CpuDeviceToJson(d);
+  j["threads"] = 0;
+  EXPECT_NE(ErrorOf([&] { CpuDeviceFromJson(j); }).find("threads"), std::string::npos);
+  // A GPU's file says where it goes.
+  EXPECT_NE(ErrorOf([&] { CpuDeviceFromJson(CudaDeviceToJson(CudaDevice{})); }).find("--device cuda"),
+            std::string::npos);
+}
+
+TEST(CpuDevice, TheFingerprintChangesWithWhatDecidesTheKernels) {
+  CpuDevice a;
+  a.kernels = {CpuIsa::kAvx512Core, 2};
+  CpuDevice b = a;
+  b.kernels.threads = 4;
+  CpuDevice c = a;
+  c.kernels.isa = CpuIsa::kAvx2;
+  EXPECT_NE(a.fingerprint(), b.fingerprint());
+  EXPECT_NE(a.fingerprint(), c.fingerprint());
+  CpuDevice same = a;
+  same.cpu_name = "another name";  // the name decides nothing
+  EXPECT_EQ(a.fingerprint(), same.fingerprint());
+}
+
+TEST(NamedCards, GiveMemoryAndComputeCapabilityAndAnEstimatedContext) {
+  const CudaDevice h100 = NamedCard("h100-80gb");
+  EXPECT_EQ(h100.total_memory_bytes, 81559LL * 1024 * 1024);
+  EXPECT_EQ(h100.compute_major, 9);
+  EXPECT_EQ(h100.context_bytes, -1);  // an estimate until calibrated
+  EXPECT_EQ(NamedCard("l4").compute_minor, 9);
+  const std::string error = ErrorOf([] { NamedCard("a6000"); });
+  EXPECT_NE(error.find("a6000"), std::string::npos);
+  EXPECT_NE(error.find("h100-80gb"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace memplan
