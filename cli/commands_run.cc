@@ -393,6 +393,7 @@ int RunRun(const Args& a) {
   }
   // The prediction; workspace margins (rules unverified on this CPU) are kept apart.
   MemoryTimeline predicted = Simulate(schedule, {.count_margins = false});
+  const int64_t margin = Simulate(schedule).peak_bytes - predicted.peak_bytes;
   // On CPU the offloaded copies are host memory too.
   CheckFitsHostMemory(a, g, opt, predicted.peak_bytes + plan_host_peak);
   std::optional<DeviceMemory> device_memory;
@@ -493,6 +494,17 @@ int RunRun(const Args& a) {
                FormatBytes(r.measured_peak_bytes).c_str());
   std::fprintf(out, "prediction   %s (%s of measured)\n", FormatBytes(predicted.peak_bytes).c_str(),
                Pct(err).c_str());
+  if (margin > 0) {
+    const int64_t with = predicted.peak_bytes + margin;
+    std::fprintf(out,
+                 "margin       %s for workspaces unverified on %s: %s with it (%s of measured); "
+                 "memplan calibrate measures them\n",
+                 FormatBytes(margin).c_str(), CpuIsaName(here.kernels.isa),
+                 FormatBytes(with).c_str(),
+                 Pct(100.0 * static_cast<double>(with - r.measured_peak_bytes) /
+                     static_cast<double>(std::max<int64_t>(1, r.measured_peak_bytes)))
+                     .c_str());
+  }
   if (device_memory && !r.steps.empty()) {
     const int64_t reserved = r.steps.back().reserved_peak_bytes;
     std::fprintf(
@@ -629,6 +641,7 @@ int RunRun(const Args& a) {
     }
     nlohmann::json run_json = RunReportToJson(report);
     if (!cuda) run_json["cpu_device"] = CpuDeviceSummaryJson(here);
+    if (margin > 0) run_json["margin_bytes"] = margin;
     WriteJsonFile(a.get("json"), run_json);
     std::fprintf(out, "wrote        %s\n", a.get("json").c_str());
   }
@@ -668,6 +681,27 @@ int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
     std::printf("workspaces   %zu op signatures of %s at batch %lld measured; the largest %s\n",
                 d.workspaces.size(), model->model_path.c_str(),
                 static_cast<long long>(model->batch), FormatBytes(largest).c_str());
+    // Where the rules for these kernels (without their margins) differ from the measurement.
+    std::map<std::string, const Node*> first;
+    for (const Node& n : model->nodes) first.emplace(WorkspaceSignature(n, model->tensors), &n);
+    int64_t exact = 0;
+    for (const auto& [signature, ws] : d.workspaces) {
+      const Node& n = *first.at(signature);
+      const int64_t fwd = n.forward_workspace_bytes - n.forward_workspace_margin_bytes;
+      const int64_t bwd = n.backward_workspace_bytes - n.backward_workspace_margin_bytes;
+      if (fwd == ws.forward_bytes && bwd == ws.backward_bytes) {
+        ++exact;
+        continue;
+      }
+      std::printf("differs      %s (%s): forward rule %lld measured %lld, backward rule %lld "
+                  "measured %lld (margin %lld)\n",
+                  PrintableText(n.name).c_str(), signature.c_str(), static_cast<long long>(fwd),
+                  static_cast<long long>(ws.forward_bytes), static_cast<long long>(bwd),
+                  static_cast<long long>(ws.backward_bytes),
+                  static_cast<long long>(n.backward_workspace_margin_bytes));
+    }
+    std::printf("rules        %lld of %zu signatures exact on %s without calibration\n",
+                static_cast<long long>(exact), d.workspaces.size(), CpuIsaName(d.kernels.isa));
   }
   if (a.has("json")) {
     WriteJsonFile(a.get("json"), CpuDeviceToJson(d));

@@ -58,11 +58,11 @@ TEST(CpuIsa, ACapLowersTheDetectedIsaAndNeverRaisesIt) {
   EXPECT_EQ(DetectCpuIsa("not-an-isa"), best);  // ignored, as oneDNN ignores it
 }
 
-// x[4,64,8,8] (no gradient) -> Conv w[64,64,1,1] -> ReduceMean -> logits [4,64] -> CE.
-// X = Y = 4*64*8*8*4 = 65,536 B; W = 64*64*4 = 16,384 B.
-TrainingGraph OneByOneConv(const CpuKernels& k, std::map<std::string, MeasuredWorkspace> ws = {}) {
+// x[4,C,H,H] (no gradient) -> Conv w[O,C,1,1] -> ReduceMean -> logits [4,O] -> CE.
+TrainingGraph OneByOneConv(const CpuKernels& k, std::map<std::string, MeasuredWorkspace> ws = {},
+                           int64_t C = 64, int64_t O = 64, int64_t H = 8) {
   testing::GraphBuilder b;
-  b.Input("x", {-1, 64, 8, 8}).Param("w", {64, 64, 1, 1});
+  b.Input("x", {-1, C, H, H}).Param("w", {O, C, 1, 1});
   b.Node("Conv", {"x", "w"}, {"y"})
       .Node("ReduceMean", {"y"}, {"logits"})
       .Attr("axes", std::vector<int64_t>{2, 3})
@@ -75,23 +75,42 @@ TrainingGraph OneByOneConv(const CpuKernels& k, std::map<std::string, MeasuredWo
 }
 
 TEST(CpuWorkspaceMargin, NoneOnTheKernelsTheRulesWereVerifiedOn) {
-  const TrainingGraph g = OneByOneConv({CpuIsa::kAvx512Core, 2});
-  EXPECT_EQ(g.node(0).forward_workspace_margin_bytes, 0);
-  EXPECT_EQ(g.node(0).backward_workspace_margin_bytes, 0);
-  EXPECT_TRUE(WorkspaceMarginsByOp(g).empty());
+  for (CpuIsa isa : {CpuIsa::kAvx512Core, CpuIsa::kAvx2}) {
+    const TrainingGraph g = OneByOneConv({isa, 2});
+    EXPECT_EQ(g.node(0).forward_workspace_margin_bytes, 0) << CpuIsaName(isa);
+    EXPECT_EQ(g.node(0).backward_workspace_margin_bytes, 0) << CpuIsaName(isa);
+    EXPECT_TRUE(WorkspaceMarginsByOp(g).empty()) << CpuIsaName(isa);
+  }
 }
 
-TEST(CpuWorkspaceMargin, Avx2OneByOneKeepsAWeightPerThreadAndTheBarrier) {
-  // AVX2's unit-stride 1x1 backward weights reduce per thread: 2 threads x W 16,384 + 8,320.
-  const TrainingGraph g = OneByOneConv({CpuIsa::kAvx2, 2});
+// AVX2's 1x1 backward weights (nChw8c): 64 channels in and out are 8 x 8 blocks, one job, so
+// every thread reduces it in a slot of its own: threads x OCp x ICp x 4 B + 128 + two 4 KiB
+// barriers. X = Y = 4*64*8*8*4 = 65,536 B, W = 16,384 B.
+TEST(CpuWorkspaceRules, Avx2OneByOneReducesOneJobInASlotPerThread) {
+  // The input has no gradient: peak = yB + x copy + wB + scratch; less grad w.
+  //   2 threads: 65,536 + 65,536 + 16,384 + (2 x 16,384 + 8,320 = 41,088) - 16,384 = 172,160.
+  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 2}).node(0).backward_workspace_bytes, 172160);
+  //   4 threads: the scratch is 4 x 16,384 + 8,320 = 73,856: 204,928.
+  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 4}).node(0).backward_workspace_bytes, 204928);
+}
+
+TEST(CpuWorkspaceRules, Avx2OneByOneJobsSplitOverTheThreadsNeedNoReduction) {
+  // 256 -> 64 channels: 8 output blocks, 32 input blocks shrunk to 8 per job, 4 jobs; two groups
+  // of one thread (2 jobs each) cost less than one group of two: no reducer. X = 262,144 B,
+  // Y = 65,536 B, W = 65,536 B: 65,536 + 262,144 + 65,536 + 0 - 65,536 = 327,680.
+  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 2}, {}, 256, 64).node(0).backward_workspace_bytes,
+            327680);
+}
+
+TEST(CpuWorkspaceMargin, Avx2OneByOneOnOnePixelKeepsAWeightPerThreadAndTheBarrier) {
+  // A 1x1 map runs the inner-product kernel, not modelled: 2 threads x W 16,384 + 8,320.
+  const TrainingGraph g = OneByOneConv({CpuIsa::kAvx2, 2}, {}, 64, 64, 1);
   const Node& conv = g.node(0);
   EXPECT_EQ(conv.forward_workspace_margin_bytes, 0);
   EXPECT_EQ(conv.backward_workspace_margin_bytes, 2 * 16384 + 8320);
   // The margin is counted in the workspace (what planners see) and recorded apart.
   EXPECT_GE(conv.backward_workspace_bytes, conv.backward_workspace_margin_bytes);
   EXPECT_EQ(WorkspaceMarginsByOp(g).at("Conv"), 41088);
-  // 4 threads: 4 x 16,384 + 8,320.
-  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 4}).node(0).backward_workspace_margin_bytes, 73856);
 }
 
 TEST(CpuWorkspaceMargin, UnverifiedKernelsKeepTheMeasuredEnvelope) {

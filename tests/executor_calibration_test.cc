@@ -8,7 +8,6 @@
 
 #include "memplan/analyzer.h"
 #include "memplan/executor.h"
-#include "testing/executor_steps.h"
 #include "testing/graph_builder.h"
 
 namespace memplan {
@@ -67,7 +66,11 @@ TEST(ExecutorCpuCalibration, ACalibratedPredictionMeasuresTheStep) {
   o.cpu_workspaces = MeasureCpuWorkspaces(uncalibrated);
   const TrainingGraph g = SeTail().Load(o);
   const int64_t predicted = Simulate(BuildTrainingSchedule(g)).peak_bytes;
-  const RunResult r = testing::RunSteps(g);
+  RunOptions run;
+  run.model_bytes = SeTail().Bytes();
+  run.random_weights = true;
+  run.steps = 2;  // the second step is the steady state
+  const RunResult r = RunTraining(g, run);
   std::printf("calibrated on %s: predicted %lld measured %lld\n",
               ExecutorCpuDevice().summary().c_str(), static_cast<long long>(predicted),
               static_cast<long long>(r.measured_peak_bytes));

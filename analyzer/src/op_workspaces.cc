@@ -67,6 +67,78 @@ int64_t MinibatchThreads1x1(const BwdWeightsSplit& j, int64_t threads) {
   if (mb > threads / 2 && mb < threads) mb = std::min(j.mb, threads);
   return mb;
 }
+// oneDNN 3.12's reduce_balancer_t (cpu_reducer.cpp, lock-free): `njobs` jobs of `job_size`
+// floats, each reduced over `reduction` items, split over `threads` into groups of threads that
+// reduce one job together; the split of the least modelled traffic.
+struct ReductionSplit {
+  int64_t groups = 1, threads_per_group = 1, jobs_per_group = 1;
+};
+ReductionSplit BalanceReduction(int64_t threads, int64_t job_size, int64_t njobs,
+                                int64_t reduction, int64_t max_buffer) {
+  const int64_t min_jobs = std::max<int64_t>(1, njobs / threads);
+  const int64_t max_jobs = std::max<int64_t>(1, max_buffer / (threads * job_size));
+  ReductionSplit r;
+  r.groups = std::min(njobs / min_jobs, threads);
+  r.threads_per_group = std::min(threads / r.groups, reduction);
+  r.jobs_per_group = DivUp(njobs, r.groups);
+  int64_t best = njobs * job_size * reduction;
+  for (int64_t c = min_jobs; c < njobs; ++c) {
+    const int64_t groups = std::min(njobs / c, threads);
+    const int64_t per_group = std::min(threads / groups, reduction);
+    const int64_t jobs = DivUp(njobs, groups);
+    if (per_group > 1 && jobs > max_jobs) continue;
+    const int64_t cost = job_size * jobs * (DivUp(reduction, per_group) + (per_group != 1));
+    if (cost < best) {
+      r = {groups, per_group, jobs};
+      best = cost;
+    }
+  }
+  return r;
+}
+// The bias gradient's cpu_reducer of the 1x1 backward-weights kernels (AVX2 and AVX-512): where
+// threads share an output-channel block across the minibatch, each one past a group's first
+// reduces into its own block of floats (page-aligned), beside the groups' barriers.
+int64_t BiasReducerScratch(int64_t threads, int64_t oc_block, int64_t N, int64_t nb_oc,
+                           int64_t max_buffer) {
+  const ReductionSplit b = BalanceReduction(threads, oc_block, nb_oc, N, max_buffer);
+  if (b.threads_per_group <= 1) return 0;
+  return b.groups * (b.threads_per_group - 1) * b.jobs_per_group * oc_block * 4 + 4096 +
+         b.groups * 4096 + 4096;
+}
+// oneDNN's shrink of a block count to a limit by its factors 2 and 3 (jit_avx2_1x1 init_conf).
+int64_t ShrinkBlocks(int64_t n, int64_t limit) {
+  while (n > limit) {
+    if (n % 2 == 0)
+      n /= 2;
+    else if (n % 3 == 0)
+      n /= 3;
+    else
+      break;
+  }
+  return n;
+}
+// The scratchpad of AVX2's 1x1 backward weights (jit_avx2_1x1_convolution_bwd_weights_t, nChw8c):
+// a weight-gradient slot per thread of each group that reduces a job together and the groups'
+// barriers (page-aligned), the padded bias and the bias reducer's. Booked as one buffer
+// (ideep's user scratchpad). `pixels`: the output's (the reduction's) per image.
+int64_t Avx2OneByOneBwdWeightsScratch(int64_t N, int64_t C, int64_t O, int64_t pixels,
+                                      int64_t threads, bool bias) {
+  const int64_t nb_oc = DivUp(O, 8), nb_ic = DivUp(C, 8);
+  const int64_t oc_blocks = ShrinkBlocks(nb_oc, 32), ic_blocks = ShrinkBlocks(nb_ic, 9);
+  const int64_t job = oc_blocks * ic_blocks * 64;
+  const int64_t njobs = DivUp(nb_oc, oc_blocks) * DivUp(nb_ic, ic_blocks);
+  const int64_t max_buffer = threads * job * 8;
+  int64_t bytes = 0;
+  const ReductionSplit w = BalanceReduction(threads, job, njobs, N * pixels, max_buffer);
+  if (w.threads_per_group > 1)
+    bytes += w.groups * w.threads_per_group * w.jobs_per_group * job * 4 + 128 + w.groups * 4096 +
+             4096;
+  if (bias) {
+    if (O % 8 != 0) bytes += 4 * RoundUp(O, 8) + 128;
+    bytes += BiasReducerScratch(threads, 8, N, nb_oc, max_buffer);
+  }
+  return bytes;
+}
 int64_t MinibatchThreadsJit(const BwdWeightsSplit& j, int64_t threads) {
   const int64_t nb_ic = DivUp(j.ic, j.ic_block), nb_oc = DivUp(j.oc, 16);
   const bool two_d = j.oh > 9;  // min_oh_reduce
@@ -155,10 +227,18 @@ bool IsOneByOne(const std::vector<int64_t>& ws) {
 // - depthwise backward weights where oneDNN's depthwise kernel declines (kernel wider than 3, or
 //   a map smaller than the kernel: jit_uni_dw_conv_bwd_weights_kernel_t::init_conf) runs the
 //   generic kernel, whose gOIhw16i16o gradient pads each group's 1x1 channels to 16x16 (256
-//   times the weight), beside the dense gradient and one more weight-sized buffer.
+//   times the weight; AVX2's gOIhw8i8o: 8x8, 64 times), beside the dense gradient and one more weight-sized buffer.
+// On AVX2 a depthwise kernel larger than its map (ConvNeXt's 7x7 on 4x4 and 2x2 maps) is declined
+// by the jit kernels too, and runs gemm's backward weights; measured (LibTorch 2.14.1, 2 threads,
+// 384 and 768 channels at batch 4) 256 B and 160 B above the rule: AVX2's margin keeps 1 KiB.
+bool Avx2DepthwiseGemm(int64_t simd, const std::vector<int64_t>& ws, const std::vector<int64_t>& xs,
+                       bool weight_gradient) {
+  return simd == 8 && weight_gradient && ws.size() == 4 && xs.size() == 4 &&
+         (ws[2] > xs[2] || ws[3] > xs[3]);
+}
 // Returns false where not measured (depthwise kernels that oneDNN's depthwise kernel takes).
 bool ChannelsLastConv(const Node& n, const Tensor& x, const Tensor& w, int64_t Y, int64_t wB,
-                      int64_t threads, OneDnnConv* r) {
+                      int64_t threads, int64_t simd, OneDnnConv* r) {
   const std::vector<int64_t>& ws = w.shape;
   const int64_t group = n.attr_int("group", 1), W = w.bytes, e = DTypeSize(w.dtype);
   const bool depthwise = group > 1 && ws[1] == 1 && ws[0] == group;
@@ -175,8 +255,16 @@ bool ChannelsLastConv(const Node& n, const Tensor& x, const Tensor& w, int64_t Y
                            x.shape[2] >= kh + ((-top % sh) + sh) % sh;
     if (dw_kernel && gw) return false;
     r->forward = weight_copy + wB;
+    if (Avx2DepthwiseGemm(simd, ws, x.shape, gw)) {
+      // gemm_convolution_bwd_weights: per thread four weight-sized buffers and an im2col matrix
+      // (kernel x output pixels per group), plus 256 B, as for wide kernels below.
+      const int64_t pixels = Y / std::max<int64_t>(1, e * x.shape[0] * ws[0]);
+      const int64_t nthr = x.shape[0] > 1 && pixels / threads < 256 ? threads : 1;
+      r->backward = nthr * (4 * W + e * kh * kw * pixels) + 256;
+      return true;
+    }
     const int64_t bwd_data = gin ? wB : 0;
-    const int64_t bwd_weights = gw ? group * 256 * ws[2] * ws[3] * e + W : 0;
+    const int64_t bwd_weights = gw ? group * simd * simd * ws[2] * ws[3] * e + W : 0;
     r->backward = weight_copy + std::max(bwd_data, bwd_weights);
     return true;
   }
@@ -231,14 +319,15 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
                                  : e * group * RoundUp(og, block) * RoundUp(Ig, block) * kh * kw;
   const int64_t x_copy = small_ic ? 0 : xB;
   const bool has_bias = n.inputs.size() > 2 && n.inputs[2] != kNone;
-  const int64_t padded_bias = has_bias && group == 1 && O % 16 != 0 ? e * RoundUp(O, 16) + 128 : 0;
+  const int64_t padded_bias =
+      has_bias && group == 1 && O % simd != 0 ? e * RoundUp(O, simd) + 128 : 0;
   const std::vector<int64_t> st = n.attr_ints("strides");
   const int64_t sh = st.size() == 2 ? std::max<int64_t>(st[0], 1) : 1;
   const int64_t sw = st.size() == 2 ? std::max<int64_t>(st[1], 1) : 1;
   const bool rtus_used = one_by_one && strides > 1;
   const int64_t rtus = rtus_used ? std::min(threads, N) * (xB / N) / strides + 128 : 0;
   if (IsChannelsLastLayout(xs, StridesOf(x))) {
-    if (ChannelsLastConv(n, x, w, Y, wB, threads, &r)) return r;
+    if (ChannelsLastConv(n, x, w, Y, wB, threads, simd, &r)) return r;
   }
   r.forward = std::max(x_copy + wB + yB + rtus + padded_bias, yB + Y) - Y;
 
@@ -246,8 +335,11 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
   const int64_t gw = w.has_gradient ? W : 0;
   const int64_t gb = has_bias && t[n.inputs[2]].has_gradient ? t[n.inputs[2]].bytes : 0;
   int64_t peak = 0;
+  // AVX2 runs strided grouped convolutions' input gradient as AVX-512 runs dense ones: 3X
+  // (measured on regnet_x_400mf's groups of 16 at strides 2: 2X - W above the gradients, exactly).
+  const bool avx2 = simd == 8;
   if (gin > 0) {
-    if (strides > 1 && group == 1)
+    if (strides > 1 && (group == 1 || (avx2 && !depthwise)))
       peak = std::max({peak, Y + wB + X, 3 * X});
     else
       peak = std::max({peak, yB + wB + xB, xB + gin});
@@ -265,13 +357,20 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
     peak = std::max(peak, gin + gw + gb + nthr * (4 * W + col) + 256);
   } else if (gw > 0) {
     int64_t scratch = padded_bias;
-    if (group == 1) {
+    if (group == 1 && avx2 && one_by_one && !(H == 1 && Wd == 1)) {
+      // The padded bias is part of this scratchpad.
+      scratch = Avx2OneByOneBwdWeightsScratch(N, C, O, oh * ow, threads, gb > 0);
+    } else if (group == 1) {
       BwdWeightsSplit j{N, C, O, H, Wd, oh, ow, kh, kw, sh, sw, small_ic ? C : 16};
       if (one_by_one && strides > 1) j = {N, C, O, oh, ow, oh, ow, 1, 1, 1, 1, 16};  // after rtus
       const int64_t m =
           one_by_one ? MinibatchThreads1x1(j, threads) : MinibatchThreadsJit(j, threads);
       const int64_t per_thread = one_by_one ? wB : wB + e * RoundUp(O, 16);
       if (m > 1) scratch += (m - 1) * per_thread + 8320;
+      // The bias reducer (jit_avx512_common_1x1_convolution.hpp's init_balancers; measured on
+      // squeezenet1_1's squeezes: 12,352 B at 16 channels, 12,480 B at 48, batch 8, 2 threads).
+      if (one_by_one && gb > 0)
+        scratch += BiasReducerScratch(threads, 16, N, DivUp(O, 16), threads * 3 * 5 * 5 * 16 * 16);
       // A 1x1 convolution on a 1x1 map (squeeze-and-excitation, a classifier written as a
       // convolution): its small-channel scratchpads are not modelled; measured up to 12,544 B
       // beyond the above (2 threads), counted as 24 KiB.
@@ -328,8 +427,21 @@ WorkspaceMargin ConvWorkspaceMargin(const Node& n, const std::vector<Tensor>& t,
   if (!w.has_gradient) return {};
   const int64_t wB = RoundUp(w.bytes, 64);
   if (family == CpuKernelFamily::kAvx2) {
-    const bool unit_1x1 = IsOneByOne(w.shape) && StrideProduct(n) == 1 && n.attr_int("group", 1) == 1;
-    return {0, unit_1x1 ? k.threads * wB + 8320 : 0};
+    const int64_t group = n.attr_int("group", 1);
+    const bool unit_1x1 = IsOneByOne(w.shape) && StrideProduct(n) == 1 && group == 1;
+    const bool depthwise = group > 1 && w.shape.size() == 4 && w.shape[1] == 1 &&
+                           w.shape[0] == group;
+    if (depthwise && IsChannelsLastLayout(x.shape, StridesOf(x)) &&
+        Avx2DepthwiseGemm(8, w.shape, x.shape, true))
+      return {0, 1024};
+    // Fewer than 16 input channels (a stem): up to 3,840 B above the rule (shufflenet_v2's 3 -> 24
+    // 3x3 stride 2 at batch 8).
+    if (group == 1 && x.shape.size() == 4 && x.shape[1] < 16 && !IsOneByOne(w.shape))
+      return {0, 16384};
+    // 1x1 on a 1x1 map runs the inner-product kernel (its scratchpads are not modelled): a
+    // weight per thread and the barrier, as the reduction it might take.
+    const bool one_pixel = x.shape.size() == 4 && x.shape[2] == 1 && x.shape[3] == 1;
+    return {0, unit_1x1 && one_pixel ? k.threads * wB + 8320 : 0};
   }
   return {0, k.threads * (6 * wB + 3 * (x.bytes + y.bytes))};
 }

@@ -237,7 +237,14 @@ BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_ba
   int64_t baseline = 0;
   if (options.budget.percent > 0 || n > 1)
     baseline = Simulate(BuildTrainingSchedule(g), plan_options.simulator).peak_bytes;
-  if (options.budget.percent > 0) plan_options.budget_bytes = options.budget.Resolve(baseline);
+  // A percentage is of the predicted step, not of its workspace margins (those are what the
+  // budget keeps free on top of a prediction: SplitWorkspaceMargins).
+  if (options.budget.percent > 0) {
+    SimulatorOptions prediction = plan_options.simulator;
+    prediction.count_margins = false;
+    plan_options.budget_bytes =
+        options.budget.Resolve(Simulate(BuildTrainingSchedule(g), prediction).peak_bytes);
+  }
   const int64_t card = CardLimit(options);
   const bool card_bounds = card > 0 && plan_options.budget_bytes > card;
   if (card_bounds) plan_options.budget_bytes = card;
@@ -400,6 +407,8 @@ namespace planner {
 // them, margin_bytes with them, and by op type (op types are the same at every batch).
 void SplitWorkspaceMargins(Plan& p, const TrainingGraph& g, const SimulatorOptions& simulator) {
   if (p.schedule.steps.empty() || p.workspace_margin_bytes > 0) return;
+  SimulatorOptions without = simulator;
+  without.count_margins = false;
   std::map<std::string, int64_t> by_op;
   for (const Step& st : p.schedule.steps) {
     for (BufferId b : st.allocs) {
@@ -410,8 +419,6 @@ void SplitWorkspaceMargins(Plan& p, const TrainingGraph& g, const SimulatorOptio
     }
   }
   if (by_op.empty()) return;
-  SimulatorOptions without = simulator;
-  without.count_margins = false;
   const MemoryTimeline prediction = Simulate(p.schedule, without);
   const int64_t margin = p.predicted_peak_bytes - prediction.peak_bytes;
   if (margin <= 0) return;
@@ -420,6 +427,9 @@ void SplitWorkspaceMargins(Plan& p, const TrainingGraph& g, const SimulatorOptio
   p.margin_bytes += margin;
   p.workspace_margin_bytes = margin;
   p.margin_by_op = std::move(by_op);
+  // The baseline as predicted too, when it is this graph's plain step (one device, whole batch).
+  if (p.baseline_peak_bytes > 0 && g.batch == p.batch * p.micro_batches * p.layout.devices)
+    p.baseline_peak_bytes = Simulate(BuildTrainingSchedule(g), without).peak_bytes;
 }
 
 }  // namespace planner
