@@ -510,5 +510,58 @@ TEST(RunCli, PlanWhoseKindIsNotAStringIsNotAPlan) {
   }
 }
 
+
+// memplan calibrate without --device measures this CPU: its kernels, and each convolution
+// signature of the model; analyze and plan with the file take the measurements (no margin), and
+// run checks that the file is this machine's.
+TEST(RunCli, CalibratesThisCpuForItsDeviceFile) {
+  const std::string resnet = testing::CorpusModel("resnet18");
+  const std::string dev = Tmp("cpu.json"), analysis = Tmp("analysis.json");
+  Result r = Cli("calibrate " + resnet + " --batch 2 --json " + dev);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("signatures exact"), std::string::npos) << r.out;
+  const nlohmann::json file = ReadJson(dev);
+  EXPECT_EQ(file["kind"], "cpu_device");
+  EXPECT_GE(file["workspaces"].size(), 10u);  // resnet18's distinct convolutions
+  r = Cli("analyze " + resnet + " --batch 2 --json " + analysis);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const nlohmann::json here = ReadJson(analysis)["cpu_device"];
+  EXPECT_EQ(here["fingerprint"], file["fingerprint"]);
+  EXPECT_EQ(here["calibrated_workspaces"], 0);
+  r = Cli("analyze " + resnet + " --batch 2 --device-file " + dev + " --json " + analysis);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("memplan calibrate"), std::string::npos) << r.out;
+  EXPECT_EQ(ReadJson(analysis)["cpu_device"]["calibrated_workspaces"], file["workspaces"].size());
+  // Another machine's file is refused by run, which measures this one.
+  nlohmann::json other = file;
+  other["isa"] = file["isa"] == "avx2" ? "sse41" : "avx2";
+  const std::string other_file = Tmp("other.json"), json = Tmp("run.json");
+  std::ofstream(other_file) << other.dump();
+  r = Cli("run " + resnet + " --batch 2 --steps 1 --random-weights --device-file " + other_file +
+          " --json " + json);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("calibrate this machine"), std::string::npos) << r.out;
+  EXPECT_FALSE(Exists(json));
+}
+
+TEST(RunCli, WarnsWhenAPlanMadeForAnotherDeviceRuns) {
+  const std::string gpt = testing::CorpusModel("gpt");
+  const std::string plan = Tmp("plan.json");
+  Result r = Cli("plan " + gpt + " --batch 2 --budget 90% --strategy sqrt --json " + plan);
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json p = ReadJson(plan);
+  const std::string here = p["device_fingerprint"];
+  r = Cli("run " + gpt + " --plan " + plan + " --steps 1 --random-weights");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(r.out.find("was made for"), std::string::npos) << r.out;  // made here
+  p["device_fingerprint"] = "avx2/64t/torch-2.14.1/onednn-v3.12.0";
+  p["device_summary"] = "avx2 (Intel AVX2), 64 threads";
+  std::ofstream(plan) << p.dump();
+  r = Cli("run " + gpt + " --plan " + plan + " --steps 1 --random-weights");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("was made for avx2 (Intel AVX2), 64 threads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(here), std::string::npos) << r.out;  // and names this machine
+}
+
 }  // namespace
 }  // namespace memplan

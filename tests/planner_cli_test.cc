@@ -592,5 +592,56 @@ TEST_F(PlannerCli, OffloadPlansOneDevice) {
   EXPECT_FALSE(FileExists(json));
 }
 
+
+// A card named without the card: its memory bounds the plan; the CUDA context is an estimate.
+TEST_F(PlannerCli, ANamedCardBoundsThePlanByItsMemory) {
+  std::string json = dir_ + "/l4.json";
+  CliResult r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --card l4 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("NVIDIA L4"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["device_name"], "NVIDIA L4");
+  EXPECT_FALSE(j["context_measured"].get<bool>());
+  EXPECT_NE(j["device_fingerprint"].get<std::string>().find("NVIDIA L4"), std::string::npos);
+  // A budget above the card's memory is the card's memory less its context.
+  r = Run(model_ + " --batch 8 --budget 1TiB --device cuda --card l4 --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["budget_bytes"].get<int64_t>(), (23034LL << 20) - 884000000);
+  // An unknown card lists the named ones; a card is for --device cuda.
+  r = Run(model_ + " --batch 8 --budget 4MiB --device cuda --card a6000");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("h100-80gb"), std::string::npos) << r.err;
+  r = Run(model_ + " --batch 8 --budget 4MiB --device cpu --card l4");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("--device cuda"), std::string::npos) << r.err;
+}
+
+// A CPU's device file plans for that CPU (its kernels and threads), not this one; its fingerprint
+// goes into the plan for memplan run to check.
+TEST_F(PlannerCli, ACpuDeviceFilePlansForThatCpu) {
+  std::ofstream(dir_ + "/avx2.json")
+      << R"({"kind": "cpu_device", "device": "cpu", "cpu_name": "a laptop", "isa": "avx2",
+      "max_cpu_isa": "", "threads": 8, "torch_version": "2.14.1", "onednn_version": "v3.12.0",
+      "workspaces": []})";
+  std::string json = dir_ + "/plan.json";
+  CliResult r =
+      Run(model_ + " --batch 8 --budget 70% --device-file " + dir_ + "/avx2.json --json " + json);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("cpu          avx2 (Intel AVX2), 8 threads"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(ReadFile(json));
+  EXPECT_EQ(j["device_fingerprint"], "avx2/8t/torch-2.14.1/onednn-v3.12.0");
+  EXPECT_EQ(j["cpu_device"]["kernel_family"], "avx2");
+  EXPECT_EQ(j["cpu_device"]["threads"], 8);
+  // With --device cuda a CPU's file is the wrong one; a file measured with 8 threads does not
+  // predict for 4.
+  r = Run(model_ + " --batch 8 --budget 70% --device cuda --device-file " + dir_ + "/avx2.json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("describes a CPU"), std::string::npos) << r.err;
+  r = Run(model_ + " --batch 8 --budget 70% --threads 4 --device-file " + dir_ + "/avx2.json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("measured with 8 threads"), std::string::npos) << r.err;
+}
+
 }  // namespace
 }  // namespace memplan
