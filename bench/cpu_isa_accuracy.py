@@ -8,7 +8,7 @@ file; then `memplan plan --budget P%` (uncalibrated and calibrated) and `memplan
 Prints one markdown table: the prediction against the measured peak, the margin memplan keeps
 (as a share of the budget), and whether each plan measured at or under its budget.
 
-usage: bench/cpu_isa_accuracy.py MEMPLAN MODEL.onnx:BATCH... [--isas native,AVX2,SSE41]
+usage: bench/cpu_isa_accuracy.py MEMPLAN MODEL.onnx:BATCH[:BUDGET]... [--isas native,AVX2,SSE41]
        [--budget 60%] [--strategy auto] [--threads N]
 """
 import argparse
@@ -39,7 +39,7 @@ def pct(a, b):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("memplan")
-    ap.add_argument("models", nargs="+", help="MODEL.onnx:BATCH")
+    ap.add_argument("models", nargs="+", help="MODEL.onnx:BATCH[:BUDGET] (BUDGET: --budget's)")
     ap.add_argument("--isas", default="native,AVX2,SSE41")
     ap.add_argument("--budget", default="60%")
     ap.add_argument("--strategy", default="auto")
@@ -48,13 +48,14 @@ def main():
     memplan = a.memplan
     threads = ["--threads", str(a.threads)] if a.threads else []
     print("| model | batch | ISA (oneDNN) | predicted | measured | error | margin | "
-          "calibrated error | plan budget | plan measured | margin / budget | holds | "
-          "calibrated plan measured | holds |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "calibrated error | plan budget | plan measured | plan error | margin / budget | holds | "
+          "calibrated plan measured | calibrated plan error | holds |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     failures = 0
     with tempfile.TemporaryDirectory() as tmp:
         for spec in a.models:
-            path, batch = spec.rsplit(":", 1)
+            path, batch, *own = spec.split(":")
+            budget = own[0] if own else a.budget
             name = os.path.basename(path).removesuffix(".onnx")
             common = [path, "--batch", batch] + threads
             for isa in a.isas.split(","):
@@ -67,7 +68,7 @@ def main():
                 os.rename(os.path.join(tmp, tag + "-dev.json"), dev)
                 can = run(memplan, ["analyze"] + common + ["--device-file", dev], isa, tmp,
                           tag + "-can")
-                plan_args = ["plan"] + common + ["--budget", a.budget, "--strategy", a.strategy]
+                plan_args = ["plan"] + common + ["--budget", budget, "--strategy", a.strategy]
                 pl = run(memplan, plan_args, isa, tmp, tag + "-plan")
                 plan_file = os.path.join(tmp, tag + "-plan.json")
                 pr = run(memplan, ["run"] + common + ["--random-weights", "--steps", "2", "--plan",
@@ -87,9 +88,12 @@ def main():
                       f"{measured:,} | {pct(an['peak_bytes'], measured):+.3f}% | {margin:,} | "
                       f"{pct(can['peak_bytes'], measured):+.3f}% | {budget:,} | "
                       f"{pr['measured_peak_bytes']:,} | "
+                      f"{pct(pl['predicted_peak_bytes'], pr['measured_peak_bytes']):+.3f}% | "
                       f"{100.0 * pl.get('workspace_margin_bytes', 0) / budget:.2f}% | "
                       f"{'yes' if holds else 'NO'}{'' if pl.get('feasible', True) else ' (no fit)'} | "
-                      f"{cpr['measured_peak_bytes']:,} | {'yes' if cholds else 'NO'} |",
+                      f"{cpr['measured_peak_bytes']:,} | "
+                      f"{pct(cpl['predicted_peak_bytes'], cpr['measured_peak_bytes']):+.3f}% | "
+                      f"{'yes' if cholds else 'NO'} |",
                       flush=True)
     return 1 if failures else 0
 

@@ -4,9 +4,9 @@
 
 #include "cli_util.h"
 #include "commands.h"
-#include "memplan/cpu_device.h"
 #include "memplan/analysis_report.h"
 #include "memplan/analyzer.h"
+#include "memplan/cpu_device.h"
 #include "memplan/cuda_device.h"
 
 namespace memplan::cli {

@@ -433,6 +433,7 @@ int RunPlan(const Args& a) {
   if (a.has("link-bandwidth"))
     request.layout.link_bytes_per_second = BytesPerSecond(a, "link-bandwidth", "10GB/s");
   request.cuda = CudaDeviceFromArgs(a);
+  if (!request.cuda) request.cpu = CpuDeviceFromArgs(a, ThisMachineCpu());
   // FSDP2 on the CPU runs Gloo, whose collectives stage through a copy; NCCL's do not.
   request.layout.staged_collectives =
       request.layout.runtime == ShardRuntime::kFsdp2 && !request.cuda;
@@ -496,17 +497,6 @@ int RunPlan(const Args& a) {
   }
   Plan plan = result.plan;
   plan.notes.insert(plan.notes.end(), time.notes.begin(), time.notes.end());
-  // The device the plan is for: memplan run warns when it runs on another.
-  std::optional<CpuDevice> cpu;
-  if (request.cuda) {
-    plan.device_fingerprint = request.cuda->fingerprint();
-    plan.device_summary = request.cuda->device + " (" + request.cuda->name + "); " +
-                          request.cuda->source;
-  } else {
-    cpu = CpuDeviceFromArgs(a, ThisMachineCpu());
-    plan.device_fingerprint = cpu->fingerprint();
-    plan.device_summary = cpu->summary();
-  }
 
   // The graph the plan describes: the one loaded, unless the plan splits the batch.
   std::optional<TrainingGraph> micro_graph;
@@ -520,7 +510,6 @@ int RunPlan(const Args& a) {
       report.device = DevicePredictionOf(*device_memory, *request.cuda);
       report.device->reserved_peak_bytes.reset();  // a plan's is predicted_reserved_peak_bytes
     }
-    if (cpu) report.cpu_device = CpuDeviceSummaryJson(*cpu);
     report.time_model = time.ToReport();
     if (sweep) report.sweep = result.sweep;
     if (result.smallest_searched) {
@@ -531,7 +520,8 @@ int RunPlan(const Args& a) {
     WriteJsonFile(a.get("json"), PlanReportToJson(report));
   }
   PrintPlan(plan, plan_graph, time);
-  if (cpu) PrintCpuDevice(*cpu, plan.workspace_margin_bytes, plan.margin_by_op);
+  if (plan.cpu_device)
+    PrintCpuDevice(*plan.cpu_device, plan.workspace_margin_bytes, plan.margin_by_op);
   if (device_memory) {
     PrintDeviceMemory(*device_memory, *request.cuda);
     std::printf("budget of    %s memory\n", plan.budget_of.c_str());

@@ -291,12 +291,13 @@ int RunRun(const Args& a) {
   // workspaces hold on the machine that measured them.
   CpuDevice here = ThisMachineCpu();
   if (a.has("threads")) here.kernels.threads = a.get_int("threads", 1, 1, kMaxThreads);
+  if (!cuda && PredictsForCuda(a))
+    throw MemplanError("--device-file describes a CUDA device: use it with --device cuda");
   if (!cuda && a.has("device-file")) {
     const CpuDevice file = CpuDeviceFromArgs(a, here);
     if (file.fingerprint() != here.fingerprint()) {
-      throw MemplanError("--device-file '" + PrintableText(a.get("device-file")) +
-                         "' describes " + file.summary() + ", but this run is on " +
-                         here.summary() +
+      throw MemplanError("--device-file '" + PrintableText(a.get("device-file")) + "' describes " +
+                         file.summary() + ", but this run is on " + here.summary() +
                          ": calibrate this machine (memplan calibrate MODEL.onnx --json DEV.json" +
                          (a.has("threads") ? " --threads " + a.get("threads") : "") +
                          "), or run without --device-file");
@@ -666,7 +667,8 @@ namespace {
 // The CPU's device file: what decides its kernels, and the workspaces of the model's ops
 // measured one signature at a time (MeasureCpuWorkspaces).
 int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
-  if (a.has("threads")) SetIntraOpThreads(static_cast<int>(a.get_int("threads", 1, 1, kMaxThreads)));
+  if (a.has("threads"))
+    SetIntraOpThreads(static_cast<int>(a.get_int("threads", 1, 1, kMaxThreads)));
   CpuDevice d = ThisMachineCpu();
   d.measured = true;
   if (model) d.workspaces = MeasureCpuWorkspaces(*model);
@@ -693,12 +695,13 @@ int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
         ++exact;
         continue;
       }
-      std::printf("differs      %s (%s): forward rule %lld measured %lld, backward rule %lld "
-                  "measured %lld (margin %lld)\n",
-                  PrintableText(n.name).c_str(), signature.c_str(), static_cast<long long>(fwd),
-                  static_cast<long long>(ws.forward_bytes), static_cast<long long>(bwd),
-                  static_cast<long long>(ws.backward_bytes),
-                  static_cast<long long>(n.backward_workspace_margin_bytes));
+      std::printf(
+          "differs      %s (%s): forward rule %lld measured %lld, backward rule %lld "
+          "measured %lld (margin %lld)\n",
+          PrintableText(n.name).c_str(), signature.c_str(), static_cast<long long>(fwd),
+          static_cast<long long>(ws.forward_bytes), static_cast<long long>(bwd),
+          static_cast<long long>(ws.backward_bytes),
+          static_cast<long long>(n.backward_workspace_margin_bytes));
     }
     std::printf("rules        %lld of %zu signatures exact on %s without calibration\n",
                 static_cast<long long>(exact), d.workspaces.size(), CpuIsaName(d.kernels.isa));

@@ -98,8 +98,7 @@ TEST(CpuWorkspaceRules, Avx2OneByOneJobsSplitOverTheThreadsNeedNoReduction) {
   // 256 -> 64 channels: 8 output blocks, 32 input blocks shrunk to 8 per job, 4 jobs; two groups
   // of one thread (2 jobs each) cost less than one group of two: no reducer. X = 262,144 B,
   // Y = 65,536 B, W = 65,536 B: 65,536 + 262,144 + 65,536 + 0 - 65,536 = 327,680.
-  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 2}, {}, 256, 64).node(0).backward_workspace_bytes,
-            327680);
+  EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 2}, {}, 256, 64).node(0).backward_workspace_bytes, 327680);
 }
 
 TEST(CpuWorkspaceMargin, Avx2OneByOneOnOnePixelKeepsAWeightPerThreadAndTheBarrier) {
@@ -168,8 +167,9 @@ TEST(CpuDeviceFile, RoundTripsAndNamesWhatIsWrong) {
   j["threads"] = 0;
   EXPECT_NE(ErrorOf([&] { CpuDeviceFromJson(j); }).find("threads"), std::string::npos);
   // A GPU's file says where it goes.
-  EXPECT_NE(ErrorOf([&] { CpuDeviceFromJson(CudaDeviceToJson(CudaDevice{})); }).find("--device cuda"),
-            std::string::npos);
+  EXPECT_NE(
+      ErrorOf([&] { CpuDeviceFromJson(CudaDeviceToJson(CudaDevice{})); }).find("--device cuda"),
+      std::string::npos);
 }
 
 TEST(CpuDevice, TheFingerprintChangesWithWhatDecidesTheKernels) {

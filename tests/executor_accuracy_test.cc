@@ -25,7 +25,8 @@ class ExecutorAccuracy : public ::testing::TestWithParam<Case> {};
 TEST_P(ExecutorAccuracy, MeasuredPeakWithinOnePercentOfPrediction) {
   const Case& c = GetParam();
   const std::string path = testing::CorpusModel(c.model);
-  TrainingGraph g = LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, {/*batch=*/c.batch}));
+  TrainingGraph g =
+      LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, {/*batch=*/c.batch}));
   MemoryTimeline predicted = Simulate(BuildTrainingSchedule(g));
   RunOptions o;
   o.random_weights = true;

@@ -510,7 +510,6 @@ TEST(RunCli, PlanWhoseKindIsNotAStringIsNotAPlan) {
   }
 }
 
-
 // memplan calibrate without --device measures this CPU: its kernels, and each convolution
 // signature of the model; analyze and plan with the file take the measurements (no margin), and
 // run checks that the file is this machine's.

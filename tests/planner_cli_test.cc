@@ -592,7 +592,6 @@ TEST_F(PlannerCli, OffloadPlansOneDevice) {
   EXPECT_FALSE(FileExists(json));
 }
 
-
 // A card named without the card: its memory bounds the plan; the CUDA context is an estimate.
 TEST_F(PlannerCli, ANamedCardBoundsThePlanByItsMemory) {
   std::string json = dir_ + "/l4.json";

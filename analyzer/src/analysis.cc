@@ -16,7 +16,8 @@ Analysis Analyze(TrainingGraph g) {
   // The prediction without the margins; the margins apart, as what a budget keeps free.
   a.timeline = Simulate(a.schedule, {.count_margins = false});
   a.margin_by_op = WorkspaceMarginsByOp(a.graph);
-  if (!a.margin_by_op.empty()) a.margin_bytes = Simulate(a.schedule).peak_bytes - a.timeline.peak_bytes;
+  if (!a.margin_by_op.empty())
+    a.margin_bytes = Simulate(a.schedule).peak_bytes - a.timeline.peak_bytes;
   a.bottlenecks = FindBottlenecks(a.graph);
   a.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return a;

@@ -86,8 +86,8 @@ CpuIsa BestIsa() {
   if (!__get_cpuid_count(7, 0, &a, &b7, &c7, &d7)) return CpuIsa::kAvx;
   __get_cpuid_count(7, 1, &a71, &unused, &unused, &unused);
   const bool avx2 = b7 & (1u << 5);
-  const bool avx512_core = zmm && (b7 & (1u << 16)) && (b7 & (1u << 17)) && (b7 & (1u << 30)) &&
-                           (b7 & (1u << 31));
+  const bool avx512_core =
+      zmm && (b7 & (1u << 16)) && (b7 & (1u << 17)) && (b7 & (1u << 30)) && (b7 & (1u << 31));
   const bool vnni512 = c7 & (1u << 11), bf16 = a71 & (1u << 5), fp16 = d7 & (1u << 23);
   const bool amx = tiles && (d7 & (1u << 22)) && (d7 & (1u << 24)) && (d7 & (1u << 25));
   const bool amx_fp16 = a71 & (1u << 21);
@@ -205,8 +205,8 @@ CpuKernels CpuKernelsOfThisMachine() {
 }
 
 std::string CpuDevice::fingerprint() const {
-  return std::string(CpuIsaName(kernels.isa)) + "/" + std::to_string(kernels.threads) +
-         "t/torch-" + (torch_version.empty() ? "?" : torch_version) + "/onednn-" +
+  return std::string(CpuIsaName(kernels.isa)) + "/" + std::to_string(kernels.threads) + "t/torch-" +
+         (torch_version.empty() ? "?" : torch_version) + "/onednn-" +
          (onednn_version.empty() ? "?" : onednn_version.substr(0, onednn_version.find(' ')));
 }
 
@@ -215,7 +215,8 @@ std::string CpuDevice::summary() const {
                   "), " + std::to_string(kernels.threads) +
                   (kernels.threads == 1 ? " thread" : " threads");
   if (!torch_version.empty()) s += ", LibTorch " + torch_version;
-  if (!onednn_version.empty()) s += ", oneDNN " + onednn_version.substr(0, onednn_version.find(' '));
+  if (!onednn_version.empty())
+    s += ", oneDNN " + onednn_version.substr(0, onednn_version.find(' '));
   return s;
 }
 
@@ -224,9 +225,17 @@ CpuDevice CpuDeviceOfThisMachine() {
   d.max_cpu_isa = MaxIsaVariable();
   d.kernels = {DetectCpuIsa(d.max_cpu_isa), DefaultIntraOpThreads()};
   d.cpu_name = CpuModelName();
-  d.source = d.max_cpu_isa.empty() ? "this machine (detected)"
-                                   : "this machine (detected, ONEDNN_MAX_CPU_ISA=" +
-                                         PrintableText(d.max_cpu_isa) + ")";
+  // The LibTorch and oneDNN this build links (executor/CMakeLists.txt), where it links one.
+#ifdef MEMPLAN_LINKED_TORCH
+  d.torch_version = MEMPLAN_LINKED_TORCH;
+#endif
+#ifdef MEMPLAN_LINKED_ONEDNN
+  d.onednn_version = MEMPLAN_LINKED_ONEDNN;
+#endif
+  d.source =
+      d.max_cpu_isa.empty()
+          ? "this machine (detected)"
+          : "this machine (detected, ONEDNN_MAX_CPU_ISA=" + PrintableText(d.max_cpu_isa) + ")";
   return d;
 }
 
@@ -264,7 +273,8 @@ CpuDevice CpuDeviceFromJson(const nlohmann::json& j) {
   d.cpu_name = Get(j, "", "cpu_name", String);
   const std::string isa = Get(j, "", "isa", String);
   const std::optional<CpuIsa> parsed = ParseCpuIsa(isa);
-  if (!parsed) Bad("isa", "is not one of oneDNN's instruction sets (sse41, avx2, avx512_core, ...)");
+  if (!parsed)
+    Bad("isa", "is not one of oneDNN's instruction sets (sse41, avx2, avx512_core, ...)");
   d.kernels.isa = *parsed;
   d.max_cpu_isa = Get(j, "", "max_cpu_isa", String);
   d.kernels.threads = Get(j, "", "threads", Count);

@@ -73,8 +73,8 @@ int64_t MinibatchThreads1x1(const BwdWeightsSplit& j, int64_t threads) {
 struct ReductionSplit {
   int64_t groups = 1, threads_per_group = 1, jobs_per_group = 1;
 };
-ReductionSplit BalanceReduction(int64_t threads, int64_t job_size, int64_t njobs,
-                                int64_t reduction, int64_t max_buffer) {
+ReductionSplit BalanceReduction(int64_t threads, int64_t job_size, int64_t njobs, int64_t reduction,
+                                int64_t max_buffer) {
   const int64_t min_jobs = std::max<int64_t>(1, njobs / threads);
   const int64_t max_jobs = std::max<int64_t>(1, max_buffer / (threads * job_size));
   ReductionSplit r;
@@ -131,8 +131,8 @@ int64_t Avx2OneByOneBwdWeightsScratch(int64_t N, int64_t C, int64_t O, int64_t p
   int64_t bytes = 0;
   const ReductionSplit w = BalanceReduction(threads, job, njobs, N * pixels, max_buffer);
   if (w.threads_per_group > 1)
-    bytes += w.groups * w.threads_per_group * w.jobs_per_group * job * 4 + 128 + w.groups * 4096 +
-             4096;
+    bytes +=
+        w.groups * w.threads_per_group * w.jobs_per_group * job * 4 + 128 + w.groups * 4096 + 4096;
   if (bias) {
     if (O % 8 != 0) bytes += 4 * RoundUp(O, 8) + 128;
     bytes += BiasReducerScratch(threads, 8, N, nb_oc, max_buffer);
@@ -227,7 +227,8 @@ bool IsOneByOne(const std::vector<int64_t>& ws) {
 // - depthwise backward weights where oneDNN's depthwise kernel declines (kernel wider than 3, or
 //   a map smaller than the kernel: jit_uni_dw_conv_bwd_weights_kernel_t::init_conf) runs the
 //   generic kernel, whose gOIhw16i16o gradient pads each group's 1x1 channels to 16x16 (256
-//   times the weight; AVX2's gOIhw8i8o: 8x8, 64 times), beside the dense gradient and one more weight-sized buffer.
+//   times the weight; AVX2's gOIhw8i8o: 8x8, 64 times), beside the dense gradient and one more
+//   weight-sized buffer.
 // On AVX2 a depthwise kernel larger than its map (ConvNeXt's 7x7 on 4x4 and 2x2 maps) is declined
 // by the jit kernels too, and runs gemm's backward weights; measured (LibTorch 2.14.1, 2 threads,
 // 384 and 768 channels at batch 4) 256 B and 160 B above the rule: AVX2's margin keeps 1 KiB.
@@ -309,8 +310,7 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
   const int64_t og = O / group;
   // AVX2's kernels (jit_avx2_*) block channels by 8, AVX-512's by 16 (8 for groups of 8).
   const int64_t simd = k.family() == CpuKernelFamily::kAvx2 ? 8 : 16;
-  const int64_t block =
-      group == 1 || depthwise || (Ig % simd == 0 && og % simd == 0) ? simd : 8;
+  const int64_t block = group == 1 || depthwise || (Ig % simd == 0 && og % simd == 0) ? simd : 8;
   const bool small_ic = group == 1 && C < 16 && !one_by_one;
   const int64_t xB = e * N * RoundUp(C, block) * H * Wd;
   const int64_t yB = e * N * RoundUp(O, block) * oh * ow;
@@ -429,8 +429,8 @@ WorkspaceMargin ConvWorkspaceMargin(const Node& n, const std::vector<Tensor>& t,
   if (family == CpuKernelFamily::kAvx2) {
     const int64_t group = n.attr_int("group", 1);
     const bool unit_1x1 = IsOneByOne(w.shape) && StrideProduct(n) == 1 && group == 1;
-    const bool depthwise = group > 1 && w.shape.size() == 4 && w.shape[1] == 1 &&
-                           w.shape[0] == group;
+    const bool depthwise =
+        group > 1 && w.shape.size() == 4 && w.shape[1] == 1 && w.shape[0] == group;
     if (depthwise && IsChannelsLastLayout(x.shape, StridesOf(x)) &&
         Avx2DepthwiseGemm(8, w.shape, x.shape, true))
       return {0, 1024};
@@ -508,7 +508,8 @@ int64_t AttentionWorkspace(const Node& n, const std::vector<Tensor>& t, const Cp
 // intra-op thread one float block of qSplit x kvSplit scores, qSplit row maxima and sums and a
 // qSplit x head-size output (the splits as in the backward; hf_vit_dynamo, T = 17, head 16, two
 // threads: 4,760 B measured), and a qSplit x kvSplit block of the element type for 16-bit types.
-int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t, const CpuKernels& k) {
+int64_t AttentionForwardWorkspace(const Node& n, const std::vector<Tensor>& t,
+                                  const CpuKernels& k) {
   const Tensor& q = t[n.inputs[0]];
   const Tensor& kt = t[n.inputs[1]];
   int64_t bytes = AttentionCopiesK(kt) ? kt.bytes : 0;

@@ -371,7 +371,8 @@ void FinishTrainingGraph(TrainingGraph& g, const LoadOptions& opt) {
     n.backward_workspace_bytes =
         n.has_backward && r->backward_workspace ? r->backward_workspace(n, g.tensors, k) : 0;
     // Unverified kernels: the margin is counted in the workspace, and recorded as such.
-    const WorkspaceMargin m = r->workspace_margin ? r->workspace_margin(n, g.tensors, k) : WorkspaceMargin{};
+    const WorkspaceMargin m =
+        r->workspace_margin ? r->workspace_margin(n, g.tensors, k) : WorkspaceMargin{};
     n.forward_workspace_margin_bytes = m.forward_bytes;
     n.backward_workspace_margin_bytes = n.has_backward ? m.backward_bytes : 0;
     n.forward_workspace_bytes += n.forward_workspace_margin_bytes;

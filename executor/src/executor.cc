@@ -219,8 +219,8 @@ MeasuredWorkspace MeasureCpuConv(const Node& n, const std::vector<Tensor>& t, bo
   const bool gb = has_bias && t[n.inputs[2]].has_gradient;
   meter.ResetPeak();
   auto grads = at::convolution_backward(
-      gy, x, w, has_bias ? std::optional<at::IntArrayRef>(at::IntArrayRef{wt.shape[0]})
-                         : std::nullopt,
+      gy, x, w,
+      has_bias ? std::optional<at::IntArrayRef>(at::IntArrayRef{wt.shape[0]}) : std::nullopt,
       a.stride, a.pad_begin, a.dilation, false, out_pad, a.group, {gx, gw, gb});
   ws.backward_bytes = meter.peak() - meter.current();
   return ws;

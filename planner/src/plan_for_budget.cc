@@ -51,8 +51,8 @@ void OnDevice(Plan& p, const BudgetPlanOptions& options) {
 // The most the reserved peak may take on a card of known memory: its memory less the context.
 int64_t CardLimit(const BudgetPlanOptions& options) {
   if (!options.cuda || options.cuda->total_memory_bytes <= 0) return 0;
-  return std::max<int64_t>(1, options.cuda->total_memory_bytes -
-                                  options.cuda->context_estimate_bytes());
+  return std::max<int64_t>(
+      1, options.cuda->total_memory_bytes - options.cuda->context_estimate_bytes());
 }
 
 // On a CUDA device with the budget on reserved memory, a plan of PlanBatch(..., k) that
@@ -181,16 +181,30 @@ Plan SmallestRank(const TrainingGraph& rank, const GraphAtBatch& at_batch, const
 // The answers agree: the plan printed never needs less than "the smallest budget", and a sweep
 // reports the same smallest budget as the plan.
 void Settle(BudgetPlan& out, const TrainingGraph& g, const BudgetPlanOptions& options) {
+  // The device the plans are for: memplan run warns when one runs on another.
+  std::optional<CpuDevice> cpu;
   if (!options.cuda) {
-    planner::SplitWorkspaceMargins(out.plan, g, options.plan.simulator);
-    planner::SplitWorkspaceMargins(out.smallest, g, options.plan.simulator);
-    planner::SplitWorkspaceMargins(out.alternative, g, options.plan.simulator);
+    cpu = options.cpu ? *options.cpu : CpuDeviceOfThisMachine();
+    if (!options.cpu) cpu->kernels = g.cpu_kernels;
+  }
+  for (Plan* p : {&out.plan, &out.smallest, &out.alternative}) {
+    if (options.cuda) {
+      p->device_fingerprint = options.cuda->fingerprint();
+      p->device_summary = options.cuda->device +
+                          (options.cuda->name.empty() ? "" : " (" + options.cuda->name + ")") +
+                          "; " + options.cuda->source;
+      continue;
+    }
+    planner::SplitWorkspaceMargins(*p, g, options.plan.simulator);
+    p->cpu_device = cpu;
+    p->device_fingerprint = cpu->fingerprint();
+    p->device_summary = cpu->summary();
   }
   const int64_t card = CardLimit(options);
   if (card > 0 && out.budget_bytes == card) {
     out.plan.notes.push_back("the budget is the card's memory less its CUDA context (" +
-                             std::to_string(card) + " B of reserved memory): " +
-                             options.cuda->source);
+                             std::to_string(card) +
+                             " B of reserved memory): " + options.cuda->source);
   }
   if (out.smallest.schedule.steps.empty() ||
       out.plan.budget_needed_bytes() < out.smallest_budget_bytes()) {

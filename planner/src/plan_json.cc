@@ -175,6 +175,7 @@ PlanReport PlanReportOf(const Plan& p, const TrainingGraph& g) {
     r.margin_by_op = p.margin_by_op;
   }
   if (!p.device_fingerprint.empty()) r.device_fingerprint = p.device_fingerprint;
+  if (p.cpu_device) r.cpu_device = CpuDeviceSummaryJson(*p.cpu_device);
   if (!p.device_summary.empty()) r.device_summary = p.device_summary;
   r.feasible = p.feasible;
   r.solve_seconds = p.solve_seconds;

@@ -145,7 +145,7 @@ struct Node {
   // Planners count it (budgets hold); reports separate it (margin_bytes).
   int64_t forward_workspace_margin_bytes = 0;
   int64_t backward_workspace_margin_bytes = 0;
-  bool has_backward = false;             // some input requires grad and some output has a gradient
+  bool has_backward = false;  // some input requires grad and some output has a gradient
 
   const Attribute* attr(const std::string& key) const;
   int64_t attr_int(const std::string& key, int64_t fallback) const;

@@ -382,6 +382,8 @@ struct Plan {
   // name): `memplan run` refuses a plan made for another one. Empty: not recorded (older plans).
   std::string device_fingerprint;
   std::string device_summary;
+  // On the CPU: the device itself (PlanReportOf writes its "cpu_device" summary).
+  std::optional<CpuDevice> cpu_device;
   bool feasible = false;  // predicted_peak_bytes + margin_bytes <= budget_bytes (see budget_of)
   // Planned for a CUDA device (PlanForBudget with BudgetPlanOptions::cuda): the caching
   // allocator's reserved peak for the schedule (cuda_device.h), and which of the two peaks the

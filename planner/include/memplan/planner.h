@@ -496,6 +496,10 @@ struct BudgetPlanOptions {
   // strategies plan the allocated peak against a budget lowered until the reserved one fits).
   // One device only; with devices > 1 the budget bounds the allocated peak.
   std::optional<CudaDevice> cuda;
+  // Planning on the CPU: the device the graphs were loaded for (its kernels are the graphs'
+  // cpu_kernels), recorded in the plans (Plan::cpu_device); unset: this machine as the analyzer
+  // detects it (CpuDeviceOfThisMachine), with the graph's kernels.
+  std::optional<CpuDevice> cpu;
   bool budget_reserved = true;
   // With devices > 1: ignore layout.shard and try none, optimizer and gradients, keeping the
   // plan that fits with the least predicted recompute + communication seconds (ties: that
