@@ -14,6 +14,7 @@
 #include "memplan/executor.h"
 #include "memplan/planner.h"
 #include "testing/corpus.h"
+#include "testing/cpu_calibration.h"
 #include "testing/executor_steps.h"
 
 namespace memplan {
@@ -27,7 +28,8 @@ using testing::RunSteps;
 class HuggingFace : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(HuggingFace, UnplannedStepMeasuresItsPrediction) {
-  TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(GetParam()), {/*batch=*/kBatch});
+  const std::string path = testing::CorpusModel(GetParam());
+  TrainingGraph g = LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, {/*batch=*/kBatch}));
   const MemoryTimeline predicted = Simulate(BuildTrainingSchedule(g));
   const RunResult r = RunSteps(g);
   const double err = Error(predicted.peak_bytes, r.measured_peak_bytes);
@@ -48,7 +50,7 @@ TEST_P(HuggingFace, SelectivePlanMeasuresAtOrUnderItsBudget) {
   auto at_batch = [&](int64_t b) {
     LoadOptions o{/*batch=*/b};
     o.grads = GradientLifetime::kKept;
-    return LoadTrainingGraph(path, o);
+    return LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, o));
   };
   const int64_t baseline = Simulate(BuildTrainingSchedule(at_batch(kBatch))).peak_bytes;
   PlanOptions po;
@@ -81,7 +83,9 @@ TEST_P(HuggingFace, SelectivePlanMeasuresAtOrUnderItsBudget) {
 // measures above its prediction.
 TEST_P(HuggingFace, SmallestSelectivePlanMeasuresItsPrediction) {
   const std::string path = testing::CorpusModel(GetParam());
-  auto at_batch = [&](int64_t b) { return LoadTrainingGraph(path, {/*batch=*/b}); };
+  auto at_batch = [&](int64_t b) {
+    return LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, {/*batch=*/b}));
+  };
   PlanOptions po;
   po.strategy = "selective";
   po.budget_bytes = 1;
@@ -111,7 +115,7 @@ TEST(HuggingFaceFusion, LlamaFusedAndUnfusedEachMeasureTheirPrediction) {
   LoadOptions unfused = fused;
   unfused.fuse_composite_ops = false;
   for (const LoadOptions& lo : {fused, unfused}) {
-    TrainingGraph g = LoadTrainingGraph(path, lo);
+    TrainingGraph g = LoadTrainingGraph(path, testing::CalibratedOnThisCpu(path, lo));
     const int64_t predicted = Simulate(BuildTrainingSchedule(g)).peak_bytes;
     const RunResult r = RunSteps(g);
     const double err = Error(predicted, r.measured_peak_bytes);

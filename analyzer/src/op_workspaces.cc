@@ -369,7 +369,8 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
       if (m > 1) scratch += (m - 1) * per_thread + 8320;
       // The bias reducer (jit_avx512_common_1x1_convolution.hpp's init_balancers; measured on
       // squeezenet1_1's squeezes: 12,352 B at 16 channels, 12,480 B at 48, batch 8, 2 threads).
-      if (one_by_one && gb > 0)
+      // (A 1x1 map runs the inner-product kernel instead.)
+      if (one_by_one && gb > 0 && !(H == 1 && Wd == 1))
         scratch += BiasReducerScratch(threads, 16, N, DivUp(O, 16), threads * 3 * 5 * 5 * 16 * 16);
       // A 1x1 convolution on a 1x1 map (squeeze-and-excitation, a classifier written as a
       // convolution): its small-channel scratchpads are not modelled; measured up to 12,544 B
