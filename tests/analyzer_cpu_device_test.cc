@@ -101,6 +101,59 @@ TEST(CpuWorkspaceRules, Avx2OneByOneJobsSplitOverTheThreadsNeedNoReduction) {
   EXPECT_EQ(OneByOneConv({CpuIsa::kAvx2, 2}, {}, 256, 64).node(0).backward_workspace_bytes, 327680);
 }
 
+// resnet18's last downsample: h = x * s [4,256,14,14] (with a gradient) -> 1x1 conv to 512 at
+// stride 2. X = 802,816 B, Y = 401,408 B, W = 524,288 B (256 and 512 channels: no padding).
+// Both kernel families first reduce the strided input for the weights' pass, per thread, only for
+// the input-channel blocks one job covers (rtus). Expected values measured by memplan calibrate
+// too (LibTorch 2.14.1, 2 threads): 1,254,528 B and 1,229,440 B.
+TrainingGraph Downsample(const CpuKernels& k) {
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 256, 14, 14}).Param("s", {1, 256, 1, 1}).Param("w", {512, 256, 1, 1});
+  b.Node("Mul", {"x", "s"}, {"h"})
+      .Node("Conv", {"h", "w"}, {"y"})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Node("ReduceMean", {"y"}, {"logits"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  LoadOptions o;
+  o.batch = 4;
+  o.cpu_kernels = k;
+  return b.Output("logits").Load(o);
+}
+
+TEST(CpuWorkspaceRules, StridedOneByOneReducesItsInputPerThreadForOneJobsBlocks) {
+  // Weights' pass: grad x + yB + x copy + wB + rtus = 802,816 + 401,408 + 802,816 + 524,288 +
+  // rtus, less grad x and grad w (1,327,104). One minibatch thread on AVX-512, one job per
+  // thread on AVX2: no weight reducer.
+  //   AVX-512: 2 threads x 8 blocks (best_divider(16, 5, 16)) x 49 pixels x 16 x 4 B + 128 =
+  //            50,304 -> 1,254,528.
+  EXPECT_EQ(Downsample({CpuIsa::kAvx512Core, 2}).node(1).backward_workspace_bytes, 1254528);
+  //   AVX2: 2 threads x 8 blocks (32 shrunk to 8) x 49 x 8 x 4 B + 128 = 25,216 -> 1,229,440.
+  EXPECT_EQ(Downsample({CpuIsa::kAvx2, 2}).node(1).backward_workspace_bytes, 1229440);
+}
+
+// shufflenet_v2's stem: x[8,3,224,224] (no gradient) -> 3x3 conv to 24 at stride 2, pad 1.
+TEST(CpuWorkspaceRules, Avx2FlatStemReducesTheWeightsInAGroupOfTwoThreads) {
+  testing::GraphBuilder b;
+  b.Input("x", {-1, 3, 224, 224}).Param("w", {24, 3, 3, 3});
+  b.Node("Conv", {"x", "w"}, {"y"})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1})
+      .Node("ReduceMean", {"y"}, {"logits"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  LoadOptions o;
+  o.batch = 8;
+  o.cpu_kernels = CpuKernels{CpuIsa::kAvx2, 2};
+  const TrainingGraph g = b.Output("logits").Load(o);
+  // jit_avx2 backward weights on the flat input: jobs of 3x3 x 3 x 8 = 216 floats, 3 of them
+  // (24 / 8), reduced over 8 images. Two groups of one thread cost 216 x 2 x 8 = 3,456; one group
+  // of two 216 x 3 x (4 + 1) = 3,240: the latter. Its second thread's 3 jobs, page-aligned, and
+  // the barriers: 2,592 + 4,096 + 4,096 + 4,096 = 14,880.
+  // yB = 8*24*112*112*4 = 9,633,792; W = wB = 2,592: 9,633,792 + 2,592 + 14,880 - 2,592.
+  EXPECT_EQ(g.node(0).backward_workspace_bytes, 9648672);
+}
+
 TEST(CpuWorkspaceMargin, Avx2OneByOneOnOnePixelKeepsAWeightPerThreadAndTheBarrier) {
   // A 1x1 map runs the inner-product kernel, not modelled: 2 threads x W 16,384 + 8,320.
   const TrainingGraph g = OneByOneConv({CpuIsa::kAvx2, 2}, {}, 64, 64, 1);

@@ -105,6 +105,28 @@ int64_t BiasReducerScratch(int64_t threads, int64_t oc_block, int64_t N, int64_t
   return b.groups * (b.threads_per_group - 1) * b.jobs_per_group * oc_block * 4 + 4096 +
          b.groups * 4096 + 4096;
 }
+// The scratchpad of AVX2's other backward weights (jit_avx2_convolution_bwd_weights_t: nChw8c, or
+// a flat 3-channel input): the weight reducer (cpu_reducer_t: a job per 8x8 channel block pair,
+// reduced over the minibatch; each thread past a group's first holds its jobs, page-aligned,
+// beside the groups' barriers), the padded bias and the bias reducer, the balancers' buffer limit
+// 2^21 floats (init_balancers). Measured: shufflenet_v2's 3 -> 24 stem at batch 8, 14,880 B.
+int64_t Avx2JitBwdWeightsScratch(int64_t N, int64_t C, int64_t O, int64_t kernel, int64_t threads,
+                                 bool bias) {
+  const int64_t ic_block = C == 3 ? 3 : 8;
+  const int64_t nb_oc = DivUp(O, 8), job = kernel * ic_block * 8;
+  const int64_t max_buffer = int64_t{1} << 21;
+  int64_t bytes = 0;
+  const ReductionSplit w =
+      BalanceReduction(threads, job, DivUp(C, ic_block) * nb_oc, N, max_buffer);
+  if (w.threads_per_group > 1)
+    bytes += w.groups * (w.threads_per_group - 1) * w.jobs_per_group * job * 4 + 4096 +
+             w.groups * 4096 + 4096;
+  if (bias) {
+    if (O % 8 != 0) bytes += 4 * RoundUp(O, 8) + 128;
+    bytes += BiasReducerScratch(threads, 8, N, nb_oc, max_buffer);
+  }
+  return bytes;
+}
 // oneDNN's shrink of a block count to a limit by its factors 2 and 3 (jit_avx2_1x1 init_conf).
 int64_t ShrinkBlocks(int64_t n, int64_t limit) {
   while (n > limit) {
@@ -357,10 +379,21 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
     peak = std::max(peak, gin + gw + gb + nthr * (4 * W + col) + 256);
   } else if (gw > 0) {
     int64_t scratch = padded_bias;
+    int64_t weights_rtus = rtus;
     if (group == 1 && avx2 && one_by_one && !(H == 1 && Wd == 1)) {
       // The padded bias is part of this scratchpad.
       scratch = Avx2OneByOneBwdWeightsScratch(N, C, O, oh * ow, threads, gb > 0);
+      // A strided 1x1 reduces its input per thread for the input-channel blocks of one job
+      // (rtus_prepare_space_info: nb_bcast_blocking x output pixels x 8 channels).
+      if (rtus_used) weights_rtus = threads * ShrinkBlocks(DivUp(C, 8), 9) * oh * ow * 8 * e + 128;
+    } else if (group == 1 && avx2 && (C == 3 || C % 8 == 0) && O % 8 == 0) {
+      scratch = Avx2JitBwdWeightsScratch(N, C, O, kh * kw, threads, gb > 0);
     } else if (group == 1) {
+      // AVX-512's strided 1x1 reduces its input per thread for nb_bcast_blocking input-channel
+      // blocks of 16 (best_divider(nb_ic, 5, nb_ic)): 8 of resnet's 16 and 32, 5 of regnet's 10.
+      if (rtus_used && !avx2)
+        weights_rtus =
+            threads * BestDivider(DivUp(C, 16), 5, DivUp(C, 16), false) * oh * ow * 16 * e + 128;
       BwdWeightsSplit j{N, C, O, H, Wd, oh, ow, kh, kw, sh, sw, small_ic ? C : 16};
       if (one_by_one && strides > 1) j = {N, C, O, oh, ow, oh, ow, 1, 1, 1, 1, 16};  // after rtus
       const int64_t m =
@@ -381,7 +414,8 @@ OneDnnConv ModelConv(const Node& n, const std::vector<Tensor>& t, const CpuKerne
       scratch += (std::min(threads, N) - 1) * wB + 128;
     }
     // The bias gradient is computed in oneDNN's buffer, then copied to the dense one.
-    peak = std::max({peak, gin + yB + x_copy + wB + gb + scratch + rtus, gin + wB + gw + 2 * gb});
+    peak = std::max(
+        {peak, gin + yB + x_copy + wB + gb + scratch + weights_rtus, gin + wB + gw + 2 * gb});
   }
   // A depthwise kernel larger than its map (5x5 on 4x4): measured 4.53 input-sized buffers at
   // once (1152 channels); not modelled, counted as 5.
@@ -435,10 +469,6 @@ WorkspaceMargin ConvWorkspaceMargin(const Node& n, const std::vector<Tensor>& t,
     if (depthwise && IsChannelsLastLayout(x.shape, StridesOf(x)) &&
         Avx2DepthwiseGemm(8, w.shape, x.shape, true))
       return {0, 1024};
-    // Fewer than 16 input channels (a stem): up to 3,840 B above the rule (shufflenet_v2's 3 -> 24
-    // 3x3 stride 2 at batch 8).
-    if (group == 1 && x.shape.size() == 4 && x.shape[1] < 16 && !IsOneByOne(w.shape))
-      return {0, 16384};
     // 1x1 on a 1x1 map runs the inner-product kernel (its scratchpads are not modelled): a
     // weight per thread and the barrier, as the reduction it might take.
     const bool one_pixel = x.shape.size() == 4 && x.shape[2] == 1 && x.shape[3] == 1;

@@ -3,7 +3,8 @@
 // load as given. Elsewhere (AVX2, or a cap such as ONEDNN_MAX_CPU_ISA=SSE41) they calibrate
 // first, as a user would with memplan calibrate: each convolution signature of the graph is
 // measured once (MeasureCpuWorkspaces) and the prediction takes the measurement.
-// MEMPLAN_TEST_CALIBRATE=1 calibrates on AVX-512 too.
+// MEMPLAN_TEST_CALIBRATE=1 calibrates on AVX-512 too; =0 never (the rules alone, as a user without
+// a device file gets them).
 #pragma once
 
 #include <cstdlib>
@@ -19,6 +20,7 @@ namespace memplan::testing {
 inline bool CalibratesOnThisCpu() {
   const char* forced = std::getenv("MEMPLAN_TEST_CALIBRATE");
   if (forced && std::string(forced) == "1") return true;
+  if (forced && std::string(forced) == "0") return false;
   return CpuKernelsOfThisMachine().family() != CpuKernelFamily::kAvx512;
 }
 
