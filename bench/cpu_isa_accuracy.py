@@ -55,7 +55,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         for spec in a.models:
             path, batch, *own = spec.split(":")
-            budget = own[0] if own else a.budget
+            budget_text = own[0] if own else a.budget
             name = os.path.basename(path).removesuffix(".onnx")
             common = [path, "--batch", batch] + threads
             for isa in a.isas.split(","):
@@ -68,7 +68,7 @@ def main():
                 os.rename(os.path.join(tmp, tag + "-dev.json"), dev)
                 can = run(memplan, ["analyze"] + common + ["--device-file", dev], isa, tmp,
                           tag + "-can")
-                plan_args = ["plan"] + common + ["--budget", budget, "--strategy", a.strategy]
+                plan_args = ["plan"] + common + ["--budget", budget_text, "--strategy", a.strategy]
                 pl = run(memplan, plan_args, isa, tmp, tag + "-plan")
                 plan_file = os.path.join(tmp, tag + "-plan.json")
                 pr = run(memplan, ["run"] + common + ["--random-weights", "--steps", "2", "--plan",
