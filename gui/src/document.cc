@@ -335,7 +335,8 @@ std::vector<CategoryBytes> ReplayByCategory(const Schedule& s, AllocatorPolicy p
       std::copy_if(s.steps[i].frees.begin(), s.steps[i].frees.end(),
                    std::back_inserter(only.steps[i].frees), in_category);
     }
-    const MemoryTimeline t = Simulate(only, {policy});
+    // The prediction, as the analysis and the plan report it: workspace margins apart.
+    const MemoryTimeline t = Simulate(only, {.policy = policy, .count_margins = false});
     for (size_t i = 0; i < s.steps.size(); ++i) out[i][c] = t.bytes_during[i];
   }
   return out;
@@ -345,7 +346,8 @@ std::vector<AliveBuffer> AliveAt(const Schedule& s, size_t step, AllocatorPolicy
   std::vector<AliveBuffer> out;
   for (BufferId b : AliveDuring(s, step)) {
     const Buffer& buf = s.buffers[b];
-    out.push_back({b, buf.name, buf.category, AccountedBytes(buf.bytes, policy)});
+    out.push_back(
+        {b, buf.name, buf.category, AccountedBytes(buf.bytes - buf.margin_bytes, policy)});
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const AliveBuffer& a, const AliveBuffer& b) { return a.bytes > b.bytes; });
