@@ -19,8 +19,10 @@ import sys
 import tempfile
 
 
-def run(memplan, args, isa, tmp, name):
+def run(memplan, args, isa, tmp, name, cache=None):
     env = dict(os.environ)
+    if cache:  # calibrate's own cache folder: the uncalibrated runs must not read it
+        env["XDG_CACHE_HOME"] = cache
     env.pop("ONEDNN_MAX_CPU_ISA", None)
     if isa != "native":
         env["ONEDNN_MAX_CPU_ISA"] = isa
@@ -64,7 +66,8 @@ def main():
                 r = run(memplan, ["run"] + common + ["--random-weights", "--steps", "2"], isa, tmp,
                         tag + "-run")
                 dev = os.path.join(tmp, tag + "-dev.json")
-                run(memplan, ["calibrate"] + common, isa, tmp, tag + "-dev")
+                run(memplan, ["calibrate"] + common, isa, tmp, tag + "-dev",
+                    cache=os.path.join(tmp, "cache"))
                 os.rename(os.path.join(tmp, tag + "-dev.json"), dev)
                 can = run(memplan, ["analyze"] + common + ["--device-file", dev], isa, tmp,
                           tag + "-can")

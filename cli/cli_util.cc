@@ -326,6 +326,7 @@ CpuDevice CpuDeviceFromArgs(const Args& a, CpuDevice this_machine) {
       DeviceFileError(a, e);
     }
   }
+  const bool from_file = a.has("device-file") && !PredictsForCuda(a);
   if (a.has("threads")) {
     const int64_t threads = a.get_int("threads", 1, 1, kMaxThreads);
     // Measured workspaces hold for the threads they were measured with.
@@ -337,7 +338,78 @@ CpuDevice CpuDeviceFromArgs(const Args& a, CpuDevice this_machine) {
     }
     d.kernels.threads = threads;
   }
+  if (!from_file) {
+    d.workspaces = CachedCpuWorkspaces(d.fingerprint());
+    if (!d.workspaces.empty()) {
+      d.source += "; " + std::to_string(d.workspaces.size()) +
+                  " workspaces from memplan calibrate (" + CpuWorkspaceCachePath() + ")";
+    }
+  }
   return d;
+}
+
+std::string CpuWorkspaceCachePath() {
+  const std::string dir = CacheDirectory();
+  return dir.empty() ? "" : dir + "/cpu_workspaces.json";
+}
+
+namespace {
+
+// {"kind": "cpu_workspace_cache", "devices": [device file, ...]}, one per fingerprint.
+nlohmann::json ReadCpuWorkspaceCache() {
+  const std::string path = CpuWorkspaceCachePath();
+  std::ifstream in(path);
+  if (path.empty() || !in) return nlohmann::json();
+  try {
+    nlohmann::json j = nlohmann::json::parse(in);
+    if (j.is_object() && j.value("kind", "") == "cpu_workspace_cache" && j.contains("devices") &&
+        j["devices"].is_array())
+      return j;
+  } catch (const nlohmann::json::exception&) {
+  }
+  return nlohmann::json();  // damaged: as if empty, and rewritten by the next calibrate
+}
+
+}  // namespace
+
+std::map<std::string, MeasuredWorkspace> CachedCpuWorkspaces(const std::string& fingerprint) {
+  const nlohmann::json cache = ReadCpuWorkspaceCache();
+  if (cache.is_null()) return {};
+  for (const nlohmann::json& entry : cache["devices"]) {
+    try {
+      const CpuDevice d = CpuDeviceFromJson(entry);
+      if (d.fingerprint() == fingerprint) return d.workspaces;
+    } catch (const MemplanError&) {  // a damaged entry: skipped
+    }
+  }
+  return {};
+}
+
+void CacheCpuWorkspaces(const CpuDevice& d) {
+  const std::string path = CpuWorkspaceCachePath();
+  if (path.empty()) return;
+  nlohmann::json cache = ReadCpuWorkspaceCache();
+  if (cache.is_null())
+    cache = {{"kind", "cpu_workspace_cache"}, {"devices", nlohmann::json::array()}};
+  CpuDevice merged = d;
+  nlohmann::json devices = nlohmann::json::array();
+  for (const nlohmann::json& entry : cache["devices"]) {
+    try {
+      const CpuDevice old = CpuDeviceFromJson(entry);
+      if (old.fingerprint() == d.fingerprint()) {
+        merged.workspaces.insert(old.workspaces.begin(), old.workspaces.end());  // d's win
+        continue;
+      }
+    } catch (const MemplanError&) {
+      continue;  // a damaged entry is dropped
+    }
+    devices.push_back(entry);
+  }
+  devices.push_back(CpuDeviceToJson(merged));
+  cache["devices"] = std::move(devices);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  WriteJsonFile(path, cache);
 }
 
 void PrintCpuDevice(const CpuDevice& d, int64_t margin_bytes,

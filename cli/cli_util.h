@@ -92,9 +92,18 @@ bool PredictsForCuda(const Args& a);
 // bad device name, card or file, or a CPU's file with --device cuda.
 std::optional<CudaDevice> CudaDeviceFromArgs(const Args& a);
 // The CPU to predict for: the device file's (a CPU's, from memplan calibrate) when given, else
-// `this_machine`; --threads sets its threads (a measured file's must agree). Throws MemplanError
-// naming the file.
+// `this_machine` with the workspaces calibrate cached for it; --threads sets its threads (a
+// measured file's must agree). Throws MemplanError naming the file.
 CpuDevice CpuDeviceFromArgs(const Args& a, CpuDevice this_machine);
+// memplan calibrate's CPU measurements, kept by device fingerprint in the cache folder
+// (CacheDirectory()/cpu_workspaces.json), as machine rates are: on the machine that measured them,
+// analyze, plan and run predict with them without --device-file. Empty: none cached (or no cache
+// folder, or a damaged file, which calibrate rewrites).
+std::string CpuWorkspaceCachePath();
+std::map<std::string, MeasuredWorkspace> CachedCpuWorkspaces(const std::string& fingerprint);
+// Merges d's workspaces into the cache under d.fingerprint(). Throws MemplanError naming the file
+// when it cannot be written.
+void CacheCpuWorkspaces(const CpuDevice& d);
 // The "cpu" line of a CPU prediction: the device, and the workspace margins by op (rules
 // unverified on its kernels) with how to remove them.
 void PrintCpuDevice(const CpuDevice& d, int64_t margin_bytes,

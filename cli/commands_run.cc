@@ -711,6 +711,13 @@ int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
     std::printf("wrote        %s (memplan plan MODEL.onnx --device-file %s)\n",
                 a.get("json").c_str(), a.get("json").c_str());
   }
+  if (!d.workspaces.empty() && !CpuWorkspaceCachePath().empty()) {
+    CacheCpuWorkspaces(d);
+    std::printf(
+        "cached       %zu workspaces for %s in %s: analyze, plan and run on this machine "
+        "use them\n",
+        d.workspaces.size(), d.fingerprint().c_str(), CpuWorkspaceCachePath().c_str());
+  }
   return kExitOk;
 }
 
@@ -728,7 +735,11 @@ int RunCalibrate(const Args& a) {
     throw MemplanError("--threads is for the CPU: drop it with --device " + PrintableText(device));
   // A model's ops are measured at the shapes it has at --batch (a bad model fails first).
   std::optional<TrainingGraph> model;
-  if (!a.positional.empty()) model = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
+  if (!a.positional.empty()) {
+    LoadOptions lo = LoadOptionsFromArgs(a);
+    lo.cpu_workspaces.clear();  // the rules, to compare with what is measured
+    model = LoadTrainingGraph(a.positional[0], lo);
+  }
   if (device == "cpu") return CalibrateCpu(a, model);
   // The allocator mode memplan run uses, unless the user chose one: the file records it.
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -516,17 +517,30 @@ TEST(RunCli, PlanWhoseKindIsNotAStringIsNotAPlan) {
 TEST(RunCli, CalibratesThisCpuForItsDeviceFile) {
   const std::string resnet = testing::CorpusModel("resnet18");
   const std::string dev = Tmp("cpu.json"), analysis = Tmp("analysis.json");
-  Result r = Cli("calibrate " + resnet + " --batch 2 --json " + dev);
+  // calibrate's cache in a folder of the test's own (an empty one, then the one it fills).
+  const std::string empty = Tmp("empty-cache"), cache = Tmp("cache");
+  std::filesystem::remove_all(cache);
+  const std::string in_cache = "XDG_CACHE_HOME=" + cache;
+  Result r = Cli("calibrate " + resnet + " --batch 2 --json " + dev, in_cache);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("signatures exact"), std::string::npos) << r.out;
   const nlohmann::json file = ReadJson(dev);
   EXPECT_EQ(file["kind"], "cpu_device");
   EXPECT_GE(file["workspaces"].size(), 10u);  // resnet18's distinct convolutions
-  r = Cli("analyze " + resnet + " --batch 2 --json " + analysis);
+  r = Cli("analyze " + resnet + " --batch 2 --json " + analysis, "XDG_CACHE_HOME=" + empty);
   ASSERT_EQ(r.code, 0) << r.out;
   const nlohmann::json here = ReadJson(analysis)["cpu_device"];
   EXPECT_EQ(here["fingerprint"], file["fingerprint"]);
   EXPECT_EQ(here["calibrated_workspaces"], 0);
+  // The measurements are kept by the device's fingerprint: this machine predicts with them.
+  EXPECT_TRUE(Exists(cache + "/memplan/cpu_workspaces.json"));
+  r = Cli("analyze " + resnet + " --batch 2 --json " + analysis, in_cache);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(ReadJson(analysis)["cpu_device"]["calibrated_workspaces"], file["workspaces"].size());
+  // Other threads are another device: not calibrated.
+  r = Cli("analyze " + resnet + " --batch 2 --threads 7 --json " + analysis, in_cache);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(ReadJson(analysis)["cpu_device"]["calibrated_workspaces"], 0);
   r = Cli("analyze " + resnet + " --batch 2 --device-file " + dev + " --json " + analysis);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("memplan calibrate"), std::string::npos) << r.out;
