@@ -712,11 +712,16 @@ int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
                 a.get("json").c_str(), a.get("json").c_str());
   }
   if (!d.workspaces.empty() && !CpuWorkspaceCachePath().empty()) {
-    CacheCpuWorkspaces(d);
-    std::printf(
-        "cached       %zu workspaces for %s in %s: analyze, plan and run on this machine "
-        "use them\n",
-        d.workspaces.size(), d.fingerprint().c_str(), CpuWorkspaceCachePath().c_str());
+    try {
+      CacheCpuWorkspaces(d);
+      std::printf(
+          "cached       %zu workspaces for %s in %s: analyze, plan and run on this machine "
+          "use them\n",
+          d.workspaces.size(), d.fingerprint().c_str(), CpuWorkspaceCachePath().c_str());
+    } catch (const MemplanError& e) {  // the device file is what was asked for; the cache helps
+      std::fprintf(stderr, "memplan calibrate: warning: not cached (%s); use --device-file\n",
+                   e.what());
+    }
   }
   return kExitOk;
 }
