@@ -657,7 +657,7 @@ CLI::App* AddCalibrateCommand(CLI::App& app) {
   AddValue(*sub, "threads", "N",
            "cpu: measure with N intra-op threads (default LibTorch's; runs must use as many)");
   AddValue(*sub, "json", "OUT", "write the device file here");
-  // A model (optional, after the options): its ops' workspaces at that batch.
+  // A model (optional, after the options): its ops' workspaces at that batch and its divisors.
   AddLoadOptions(*sub);
   return sub;
 }
@@ -666,26 +666,34 @@ namespace {
 
 // The CPU's device file: what decides its kernels, and the workspaces of the model's ops
 // measured one signature at a time (MeasureCpuWorkspaces).
-int CalibrateCpu(const Args& a, const std::optional<TrainingGraph>& model) {
+// "8, 4, 2, 1": the batches a model was measured at.
+std::string BatchList(const std::vector<TrainingGraph>& at) {
+  std::string s;
+  for (const TrainingGraph& g : at) s += (s.empty() ? "" : ", ") + std::to_string(g.batch);
+  return s;
+}
+
+int CalibrateCpu(const Args& a, const std::vector<TrainingGraph>& model) {
   if (a.has("threads"))
     SetIntraOpThreads(static_cast<int>(a.get_int("threads", 1, 1, kMaxThreads)));
   CpuDevice d = ThisMachineCpu();
   d.measured = true;
-  if (model) d.workspaces = MeasureCpuWorkspaces(*model);
+  for (const TrainingGraph& g : model) d.workspaces.merge(MeasureCpuWorkspaces(g));
   std::printf("device       cpu: %s%s\n", d.summary().c_str(),
               d.cpu_name.empty() ? "" : ("; " + d.cpu_name).c_str());
   if (!d.max_cpu_isa.empty())
     std::printf("isa cap      ONEDNN_MAX_CPU_ISA=%s\n", d.max_cpu_isa.c_str());
-  if (model) {
+  if (!model.empty()) {
     int64_t largest = 0;
     for (const auto& [signature, ws] : d.workspaces)
       largest = std::max({largest, ws.forward_bytes, ws.backward_bytes});
-    std::printf("workspaces   %zu op signatures of %s at batch %lld measured; the largest %s\n",
-                d.workspaces.size(), model->model_path.c_str(),
-                static_cast<long long>(model->batch), FormatBytes(largest).c_str());
+    std::printf("workspaces   %zu op signatures of %s at batch %s measured; the largest %s\n",
+                d.workspaces.size(), model.front().model_path.c_str(), BatchList(model).c_str(),
+                FormatBytes(largest).c_str());
     // Where the rules for these kernels (without their margins) differ from the measurement.
     std::map<std::string, const Node*> first;
-    for (const Node& n : model->nodes) first.emplace(WorkspaceSignature(n, model->tensors), &n);
+    for (const TrainingGraph& g : model)
+      for (const Node& n : g.nodes) first.emplace(WorkspaceSignature(n, g.tensors), &n);
     int64_t exact = 0;
     for (const auto& [signature, ws] : d.workspaces) {
       const Node& n = *first.at(signature);
@@ -738,18 +746,24 @@ int RunCalibrate(const Args& a) {
   if (device != "cpu") CudaDeviceFromEnvironment(device);  // names a bad --device first
   if (device != "cpu" && a.has("threads"))
     throw MemplanError("--threads is for the CPU: drop it with --device " + PrintableText(device));
-  // A model's ops are measured at the shapes it has at --batch (a bad model fails first).
-  std::optional<TrainingGraph> model;
+  // A model's ops are measured at the shapes it has at --batch and at every batch a plan of it may
+  // run (micro-batches and data-parallel ranks: each divisor of the batch), largest first (a bad
+  // model fails first).
+  std::vector<TrainingGraph> model;
   if (!a.positional.empty()) {
     LoadOptions lo = LoadOptionsFromArgs(a);
     lo.cpu_workspaces.clear();  // the rules, to compare with what is measured
-    model = LoadTrainingGraph(a.positional[0], lo);
+    model.push_back(LoadTrainingGraph(a.positional[0], lo));
+    for (int64_t b = lo.batch - 1; b >= 1; --b) {
+      if (lo.batch % b == 0)
+        model.push_back(LoadTrainingGraph(a.positional[0], lo.AtBatch(model.front(), b)));
+    }
   }
   if (device == "cpu") return CalibrateCpu(a, model);
   // The allocator mode memplan run uses, unless the user chose one: the file records it.
   ::setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", /*overwrite=*/0);
   CudaDevice d = MeasureCudaDevice(device);
-  if (model) d.conv_workspaces = MeasureConvWorkspaces(*model, device);
+  for (const TrainingGraph& g : model) d.conv_workspaces.merge(MeasureConvWorkspaces(g, device));
   std::printf("device       %s (%s, compute capability %d.%d), LibTorch %s\n", d.device.c_str(),
               d.name.c_str(), d.compute_major, d.compute_minor, d.torch_version.c_str());
   std::printf(
@@ -757,16 +771,16 @@ int RunCalibrate(const Args& a) {
       FormatBytes(d.total_memory_bytes).c_str(), FormatBytes(d.context_bytes).c_str());
   std::printf("workspaces   %s each for cuBLAS and cuBLASLt; allocator %s\n",
               FormatBytes(CublasWorkspaceBytes(d)).c_str(), d.allocator_mode().c_str());
-  if (model) {
+  if (!model.empty()) {
     int64_t largest = 0;
     for (const auto& [signature, ws] : d.conv_workspaces) {
       largest =
           std::max({largest, ws.forward_bytes, ws.backward_data_bytes, ws.backward_filter_bytes});
     }
     std::printf(
-        "convolution  %zu cuDNN signatures of %s at batch %lld measured; the largest "
+        "convolution  %zu cuDNN signatures of %s at batch %s measured; the largest "
         "workspace %s\n",
-        d.conv_workspaces.size(), model->model_path.c_str(), static_cast<long long>(model->batch),
+        d.conv_workspaces.size(), model.front().model_path.c_str(), BatchList(model).c_str(),
         FormatBytes(largest).c_str());
   }
   if (a.has("json")) {
