@@ -308,7 +308,9 @@ int64_t SegmentBorderMargin(const TrainingGraph& g);
 
 // Dispatches on options.strategy; `auto` runs every strategy that is cheap enough for the
 // graph and returns the feasible plan with the least recompute (ties: the smaller peak), or,
-// when none is feasible, the plan with the smallest peak.
+// when none is feasible, the plan with the smallest peak. Its predicted_peak_bytes counts the
+// graph's workspace margins (Node::*_workspace_margin_bytes: rules unverified on its CPU kernels)
+// as bytes, as every strategy plans them; PlanForBudget reports them apart (Plan::margin_bytes).
 Plan MakePlan(const TrainingGraph& g, const CostModel& cost, const PlanOptions& options);
 const std::vector<std::string>& StrategyNames();  // including "auto"
 
@@ -533,8 +535,9 @@ struct BudgetPlan {
 
 // Resolves the budget, plans `g` (loaded at its batch) and falls back to micro-batching as
 // BudgetPlanOptions says. `graph_at_batch(b)` loads the same model at batch b (called for
-// micro-batching and for the ranks' share of the batch). Pure: no I/O beyond what
-// graph_at_batch does. Throws MemplanError on bad user input (unknown checkpoint names, a
+// micro-batching and for the ranks' share of the batch). Its plans predict without the workspace
+// margins and keep them in margin_bytes (workspace_margin_bytes, margin_by_op), and record the
+// device (BudgetPlanOptions::cuda or cpu). Pure: no I/O beyond what graph_at_batch does. Throws MemplanError on bad user input (unknown checkpoint names, a
 // micro-batch or device count that does not divide the batch, shard parameters).
 BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch,
                          const CostModel& cost, const BudgetPlanOptions& options);
