@@ -17,6 +17,7 @@
 #include "memplan/executor.h"
 #include "memplan/plan.h"
 #include "testing/corpus.h"
+#include "testing/cpu_calibration.h"
 #include "testing/executor_steps.h"
 #include "testing/graph_builder.h"
 
@@ -403,7 +404,9 @@ TEST(ExecutorTraining, WeightReadThroughATransposeIsTrained) {
 
 TEST(ExecutorTraining, MeasuredPeakIsNearThePrediction) {
   GraphBuilder b = SmallCnn();
-  TrainingGraph g = b.Load({/*batch=*/16});
+  // Calibrated first where the rules are unverified on this CPU's kernels.
+  TrainingGraph g =
+      testing::CalibratedOnThisCpu([&](const LoadOptions& o) { return b.Load(o); }, {/*batch=*/16});
   MemoryTimeline t = Simulate(BuildTrainingSchedule(g));
   RunResult r = RunTraining(g, Options(b, 2));
   double err = static_cast<double>(t.peak_bytes - r.measured_peak_bytes) /

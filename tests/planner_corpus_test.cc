@@ -60,6 +60,7 @@ class PlannerCorpus : public ::testing::TestWithParam<std::string> {
     LoadOptions o;
     o.batch = batch;
     o.optimizer = optimizer;
+    o.cpu_kernels = testing::VerifiedKernels();
     return LoadTrainingGraph(testing::CorpusModel(GetParam()), o);
   }
 };

@@ -523,6 +523,7 @@ TEST_P(SelectiveCorpus, AnyDroppedSetReplays) {
   LoadOptions o;
   o.batch = 2;
   o.grads = GradientLifetime::kKept;
+  o.cpu_kernels = testing::VerifiedKernels();
   TrainingGraph g = LoadTrainingGraph(testing::CorpusModel(GetParam()), o);
   const int64_t plain = Simulate(BuildTrainingSchedule(g)).peak_bytes;
   EXPECT_EQ(ReplaySelective(g, {}).predicted_peak_bytes, plain);
@@ -554,6 +555,7 @@ int64_t RealisticBatch(const std::string& model) {
 TrainingGraph LoadCorpus(const std::string& model, int64_t batch) {
   LoadOptions o;
   o.batch = batch;
+  o.cpu_kernels = testing::VerifiedKernels();
   return LoadTrainingGraph(testing::CorpusModel(model), o);
 }
 

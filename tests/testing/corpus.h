@@ -4,7 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "memplan/cpu_device.h"
+
 namespace memplan::testing {
+
+// The CPU kernels whose rules the planner suites' expectations were worked out on (oneDNN's
+// AVX-512 ones, verified: cpu_device.h) with this machine's threads: planning behaviour is the
+// same on every machine, whatever kernels its own oneDNN runs (ONEDNN_MAX_CPU_ISA=SSE41 included).
+inline CpuKernels VerifiedKernels() { return {CpuIsa::kAvx512Core, DefaultIntraOpThreads()}; }
 
 // The models every test suite runs on: the core corpus and a few more architectures
 // (dense connections, depthwise convs, stochastic depth, shifted-window attention).

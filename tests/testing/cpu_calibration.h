@@ -42,4 +42,13 @@ inline LoadOptions CalibratedOnThisCpu(const std::string& model, LoadOptions o) 
   return o;
 }
 
+// The same for a graph built in the test (GraphBuilder): `load` loads it with given options.
+template <typename Load>
+TrainingGraph CalibratedOnThisCpu(const Load& load, LoadOptions o) {
+  TrainingGraph g = load(o);
+  if (!CalibratesOnThisCpu()) return g;
+  o.cpu_workspaces = MeasureCpuWorkspaces(g);
+  return load(o);
+}
+
 }  // namespace memplan::testing

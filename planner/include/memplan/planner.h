@@ -537,8 +537,9 @@ struct BudgetPlan {
 // BudgetPlanOptions says. `graph_at_batch(b)` loads the same model at batch b (called for
 // micro-batching and for the ranks' share of the batch). Its plans predict without the workspace
 // margins and keep them in margin_bytes (workspace_margin_bytes, margin_by_op), and record the
-// device (BudgetPlanOptions::cuda or cpu). Pure: no I/O beyond what graph_at_batch does. Throws MemplanError on bad user input (unknown checkpoint names, a
-// micro-batch or device count that does not divide the batch, shard parameters).
+// device (BudgetPlanOptions::cuda or cpu). Pure: no I/O beyond what graph_at_batch does. Throws
+// MemplanError on bad user input (unknown checkpoint names, a micro-batch or device count that does
+// not divide the batch, shard parameters).
 BudgetPlan PlanForBudget(const TrainingGraph& g, const GraphAtBatch& graph_at_batch,
                          const CostModel& cost, const BudgetPlanOptions& options);
 
