@@ -7,7 +7,8 @@
 // The workspace rules (analyzer/src/op_workspaces.cc) were ported from oneDNN 3.12's AVX-512 and
 // AVX2 kernels and measured on both (CpuKernelFamily). Other instruction sets (SSE4.1, AVX
 // without AVX2, other architectures) run other kernels: their convolutions get the AVX-512 rules
-// plus a margin (ConvWorkspaceMargin, op_workspaces.cc) unless `memplan calibrate` measured them on that machine.
+// plus a margin (ConvWorkspaceMargin, op_workspaces.cc) unless `memplan calibrate` measured them on
+// that machine.
 #pragma once
 
 #include <cstdint>
