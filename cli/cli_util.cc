@@ -148,7 +148,7 @@ void AddLoadOptions(CLI::App& sub) {
   AddFlag(sub, kAllowOutsideFlag, "read external data from outside the model's folder");
 }
 
-LoadOptions LoadOptionsFromArgs(const Args& a) {
+LoadOptions LoadOptionsFromArgs(const Args& a, const std::optional<CpuDevice>& cpu) {
   LoadOptions o;
   o.batch = a.get_int("batch", 1, 1, INT64_MAX);
   if (a.has("dim")) {
@@ -162,7 +162,10 @@ LoadOptions LoadOptionsFromArgs(const Args& a) {
   if (a.has("optimizer")) o.optimizer = ParseOptimizer(a.get("optimizer"));
   if (a.has("grads")) o.grads = ParseGradientLifetime(a.get("grads"));
   // The CPU's kernels decide its workspaces; a CUDA prediction replaces them (PrepareGraphForCuda).
-  if (!PredictsForCuda(a)) SetCpuDevice(o, CpuDeviceFromArgs(a, CpuDeviceOfThisMachine()));
+  if (cpu)
+    SetCpuDevice(o, *cpu);
+  else if (!PredictsForCuda(a))
+    SetCpuDevice(o, CpuDeviceFromArgs(a, CpuDeviceOfThisMachine()));
   return o;
 }
 

@@ -57,7 +57,9 @@ constexpr const char* kAllowOutsideFlag = "allow-external-data-outside-model-dir
 
 // --batch, --dim, --loss, --optimizer, --allow-external-data-outside-model-dir.
 void AddLoadOptions(CLI::App& sub);
-LoadOptions LoadOptionsFromArgs(const Args& a);
+// On the CPU the options predict for `cpu` (CpuDeviceFromArgs) where given, else for what
+// CpuDeviceFromArgs gives for this machine.
+LoadOptions LoadOptionsFromArgs(const Args& a, const std::optional<CpuDevice>& cpu = std::nullopt);
 
 // The memory a process on this machine can use at most: the physical RAM, or the cgroup's
 // limit when it is lower (cgroup v2 memory.max, v1 memory.limit_in_bytes, of the root and of

@@ -23,7 +23,9 @@ CLI::App* AddAnalyzeCommand(CLI::App& app) {
 
 int RunAnalyze(const Args& a) {
   std::optional<CudaDevice> cuda = CudaDeviceFromArgs(a);
-  TrainingGraph loaded = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a));
+  std::optional<CpuDevice> cpu;
+  if (!cuda) cpu = CpuDeviceFromArgs(a, ThisMachineCpu());
+  TrainingGraph loaded = LoadTrainingGraph(a.positional[0], LoadOptionsFromArgs(a, cpu));
   if (cuda) {
     PrepareGraphForCuda(loaded, *cuda);
     cuda->conv_margin_bytes = ConvWorkspaceMargins(loaded, *cuda);
@@ -38,7 +40,7 @@ int RunAnalyze(const Args& a) {
       report.device = DevicePredictionOf(*device_memory, *cuda);
       report.allocated_peak_bytes = device_memory->allocated_peak_bytes;
     } else {
-      report.cpu_device = CpuDeviceSummaryJson(CpuDeviceFromArgs(a, ThisMachineCpu()));
+      report.cpu_device = CpuDeviceSummaryJson(*cpu);
     }
     WriteJsonFile(a.get("json"), AnalysisReportToJson(report));
   }
@@ -61,7 +63,7 @@ int RunAnalyze(const Args& a) {
   if (device_memory)
     PrintDeviceMemory(*device_memory, *cuda);
   else
-    PrintCpuDevice(CpuDeviceFromArgs(a, ThisMachineCpu()), an.margin_bytes, an.margin_by_op);
+    PrintCpuDevice(*cpu, an.margin_bytes, an.margin_by_op);
   std::printf("breakdown at the peak:\n");
   for (int c = 0; c < kNumMemoryCategories; ++c) {
     int64_t b = an.timeline.breakdown_at_peak[c];

@@ -396,7 +396,10 @@ int RunPlan(const Args& a) {
   options.milp_time_limit_seconds = a.get_real("time-limit", options.milp_time_limit_seconds,
                                                /*min=*/0.001, /*max=*/7 * 24 * 3600.0);
 
-  LoadOptions load_options = LoadOptionsFromArgs(a);
+  // The device first: the graphs are loaded for it.
+  request.cuda = CudaDeviceFromArgs(a);
+  if (!request.cuda) request.cpu = CpuDeviceFromArgs(a, ThisMachineCpu());
+  LoadOptions load_options = LoadOptionsFromArgs(a, request.cpu);
   // 0: split the batch only when no plan fits without
   if (a.has("micro-batches") && a.get("micro-batches") != "auto") {
     request.micro_batches = a.get_int("micro-batches", 1, 1, INT64_MAX);
@@ -432,8 +435,6 @@ int RunPlan(const Args& a) {
   }
   if (a.has("link-bandwidth"))
     request.layout.link_bytes_per_second = BytesPerSecond(a, "link-bandwidth", "10GB/s");
-  request.cuda = CudaDeviceFromArgs(a);
-  if (!request.cuda) request.cpu = CpuDeviceFromArgs(a, ThisMachineCpu());
   // FSDP2 on the CPU runs Gloo, whose collectives stage through a copy; NCCL's do not.
   request.layout.staged_collectives =
       request.layout.runtime == ShardRuntime::kFsdp2 && !request.cuda;

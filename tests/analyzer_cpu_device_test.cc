@@ -15,14 +15,7 @@
 namespace memplan {
 namespace {
 
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const MemplanError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::ErrorOf;
 
 TEST(CpuIsa, ParsesOneDnnsNamesAndItsEnvironmentSpelling) {
   EXPECT_EQ(ParseCpuIsa("avx2"), CpuIsa::kAvx2);

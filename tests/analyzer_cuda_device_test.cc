@@ -16,17 +16,10 @@
 namespace memplan {
 namespace {
 
+using testing::ErrorOf;
+
 constexpr int64_t KiB = 1024;
 constexpr int64_t MiB = 1024 * KiB;
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const MemplanError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // x[N,100] -> MatMul w[100,100] -> y -> cross-entropy: one matmul, so cuBLAS runs.
 TrainingGraph MatmulGraph() {

@@ -652,23 +652,9 @@ TEST(BufferLifetimes, AliveDuringAStepIncludesWhatItFrees) {
 // aten::convolution_backward alone: 802,816 B and 6,127,616 B above the gradients, and
 // 1,160,320 B above the output in the forward).
 TEST(TrainingMemory, ConvBackwardCountsOneDnnPaddedBlockedCopies) {
-  GraphBuilder b;
   // An SE block's tail: h = x * s (s [1,C,1,1] broadcast), then a 1x1 conv on h (which has a
   // gradient), and a strided 3x3 conv on its own input.
-  b.Input("x", {-1, 440, 7, 7}).Param("s", {1, 440, 1, 1}).Param("w", {440, 440, 1, 1});
-  b.Input("z", {-1, 64, 56, 56}).Param("s2", {1, 64, 1, 1}).Param("v", {128, 64, 3, 3});
-  b.Node("Mul", {"x", "s"}, {"h"}).Node("Conv", {"h", "w"}, {"c"});
-  b.Node("Mul", {"z", "s2"}, {"h2"})
-      .Node("Conv", {"h2", "v"}, {"c2"})
-      .Attr("strides", std::vector<int64_t>{2, 2})
-      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
-  b.Node("ReduceMean", {"c"}, {"m"})
-      .Attr("axes", std::vector<int64_t>{2, 3})
-      .Attr("keepdims", int64_t{0});
-  b.Node("ReduceMean", {"c2"}, {"m2"})
-      .Attr("axes", std::vector<int64_t>{2, 3})
-      .Attr("keepdims", int64_t{0});
-  b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
+  GraphBuilder b = testing::SqueezeExcitationTail();
   LoadOptions o;
   o.batch = 4;
   o.cpu_kernels = kAvx512TwoThreads;

@@ -13,31 +13,12 @@
 namespace memplan {
 namespace {
 
-// An SE block's tail: h = x * s, then a 1x1 convolution over 440 channels (oneDNN pads them to
-// its channel block), and a strided 3x3 convolution on its own input (analyzer_memory_test.cc).
-testing::GraphBuilder SeTail() {
-  testing::GraphBuilder b;
-  b.Input("x", {-1, 440, 7, 7}).Param("s", {1, 440, 1, 1}).Param("w", {440, 440, 1, 1});
-  b.Input("z", {-1, 64, 56, 56}).Param("s2", {1, 64, 1, 1}).Param("v", {128, 64, 3, 3});
-  b.Node("Mul", {"x", "s"}, {"h"}).Node("Conv", {"h", "w"}, {"c"});
-  b.Node("Mul", {"z", "s2"}, {"h2"})
-      .Node("Conv", {"h2", "v"}, {"c2"})
-      .Attr("strides", std::vector<int64_t>{2, 2})
-      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
-  b.Node("ReduceMean", {"c"}, {"m"})
-      .Attr("axes", std::vector<int64_t>{2, 3})
-      .Attr("keepdims", int64_t{0});
-  b.Node("ReduceMean", {"c2"}, {"m2"})
-      .Attr("axes", std::vector<int64_t>{2, 3})
-      .Attr("keepdims", int64_t{0});
-  b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
-  return b;
-}
+using testing::SqueezeExcitationTail;
 
 TEST(ExecutorCpuCalibration, OneMeasurementPerSignatureWithTheNodesGradients) {
   LoadOptions o;
   o.batch = 4;
-  const TrainingGraph g = SeTail().Load(o);
+  const TrainingGraph g = SqueezeExcitationTail().Load(o);
   const auto ws = MeasureCpuWorkspaces(g);
   ASSERT_EQ(ws.size(), 2u);  // two distinct convolutions
   for (const Node& n : g.nodes) {
@@ -62,12 +43,12 @@ TEST(ExecutorCpuCalibration, ACalibratedPredictionMeasuresTheStep) {
   LoadOptions o;
   o.batch = 4;
   o.grads = GradientLifetime::kKept;
-  const TrainingGraph uncalibrated = SeTail().Load(o);
+  const TrainingGraph uncalibrated = SqueezeExcitationTail().Load(o);
   o.cpu_workspaces = MeasureCpuWorkspaces(uncalibrated);
-  const TrainingGraph g = SeTail().Load(o);
+  const TrainingGraph g = SqueezeExcitationTail().Load(o);
   const int64_t predicted = Simulate(BuildTrainingSchedule(g)).peak_bytes;
   RunOptions run;
-  run.model_bytes = SeTail().Bytes();
+  run.model_bytes = SqueezeExcitationTail().Bytes();
   run.random_weights = true;
   run.steps = 2;  // the second step is the steady state
   const RunResult r = RunTraining(g, run);

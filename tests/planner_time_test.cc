@@ -12,6 +12,8 @@
 namespace memplan {
 namespace {
 
+using testing::ErrorOf;
+
 using testing::GraphBuilder;
 using testing::ReluChain;
 
@@ -23,15 +25,6 @@ MachineRates Rates(double flops_per_second, double bytes_per_second, double over
   r.bytes_per_second = bytes_per_second;
   r.op_overhead_seconds = overhead_seconds;
   return r;
-}
-
-std::string ErrorOf(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const MemplanError& e) {
-    return e.what();
-  }
-  return "";
 }
 
 // x [1, 100] -> MatMul(w [100, 100]) -> y -> Relu -> r -> Reshape([100, 1]) -> s -> sum.

@@ -105,6 +105,11 @@ int64_t BiasReducerScratch(int64_t threads, int64_t oc_block, int64_t N, int64_t
   return b.groups * (b.threads_per_group - 1) * b.jobs_per_group * oc_block * 4 + 4096 +
          b.groups * 4096 + 4096;
 }
+// AVX2's backward-weights bias: padded to 8 channels where it is not a multiple, and reduced.
+int64_t Avx2BiasScratch(int64_t threads, int64_t N, int64_t O, int64_t max_buffer) {
+  return (O % 8 != 0 ? 4 * RoundUp(O, 8) + 128 : 0) +
+         BiasReducerScratch(threads, 8, N, DivUp(O, 8), max_buffer);
+}
 // The scratchpad of AVX2's other backward weights (jit_avx2_convolution_bwd_weights_t: nChw8c, or
 // a flat 3-channel input): the weight reducer (cpu_reducer_t: a job per 8x8 channel block pair,
 // reduced over the minibatch; each thread past a group's first holds its jobs, page-aligned,
@@ -121,10 +126,7 @@ int64_t Avx2JitBwdWeightsScratch(int64_t N, int64_t C, int64_t O, int64_t kernel
   if (w.threads_per_group > 1)
     bytes += w.groups * (w.threads_per_group - 1) * w.jobs_per_group * job * 4 + 4096 +
              w.groups * 4096 + 4096;
-  if (bias) {
-    if (O % 8 != 0) bytes += 4 * RoundUp(O, 8) + 128;
-    bytes += BiasReducerScratch(threads, 8, N, nb_oc, max_buffer);
-  }
+  if (bias) bytes += Avx2BiasScratch(threads, N, O, max_buffer);
   return bytes;
 }
 // oneDNN's shrink of a block count to a limit by its factors 2 and 3 (jit_avx2_1x1 init_conf).
@@ -155,10 +157,7 @@ int64_t Avx2OneByOneBwdWeightsScratch(int64_t N, int64_t C, int64_t O, int64_t p
   if (w.threads_per_group > 1)
     bytes +=
         w.groups * w.threads_per_group * w.jobs_per_group * job * 4 + 128 + w.groups * 4096 + 4096;
-  if (bias) {
-    if (O % 8 != 0) bytes += 4 * RoundUp(O, 8) + 128;
-    bytes += BiasReducerScratch(threads, 8, N, nb_oc, max_buffer);
-  }
+  if (bias) bytes += Avx2BiasScratch(threads, N, O, max_buffer);
   return bytes;
 }
 int64_t MinibatchThreadsJit(const BwdWeightsSplit& j, int64_t threads) {

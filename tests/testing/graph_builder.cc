@@ -229,6 +229,34 @@ GraphBuilder ActivationChainMlp() {
   return b;
 }
 
+GraphBuilder SqueezeExcitationTail() {
+  GraphBuilder b;
+  b.Input("x", {-1, 440, 7, 7}).Param("s", {1, 440, 1, 1}).Param("w", {440, 440, 1, 1});
+  b.Input("z", {-1, 64, 56, 56}).Param("s2", {1, 64, 1, 1}).Param("v", {128, 64, 3, 3});
+  b.Node("Mul", {"x", "s"}, {"h"}).Node("Conv", {"h", "w"}, {"c"});
+  b.Node("Mul", {"z", "s2"}, {"h2"})
+      .Node("Conv", {"h2", "v"}, {"c2"})
+      .Attr("strides", std::vector<int64_t>{2, 2})
+      .Attr("pads", std::vector<int64_t>{1, 1, 1, 1});
+  b.Node("ReduceMean", {"c"}, {"m"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  b.Node("ReduceMean", {"c2"}, {"m2"})
+      .Attr("axes", std::vector<int64_t>{2, 3})
+      .Attr("keepdims", int64_t{0});
+  b.Node("Concat", {"m", "m2"}, {"logits"}).Attr("axis", int64_t{1}).Output("logits");
+  return b;
+}
+
+std::string ErrorOf(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const MemplanError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 GraphBuilder TwoLayerMlp() {
   GraphBuilder b;
   b.Input("x", {-1, 32})

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -79,6 +80,14 @@ GraphBuilder AttentionBlock();
 // batch norm, so micro-batches and data-parallel ranks reproduce the full batch's step.
 // 2762 trained elements: w1 2048, b1 64, w2 640, b2 10.
 GraphBuilder TwoLayerMlp();
+
+// An SE block's tail and a strided convolution: h = x[N,440,7,7] * s [1,440,1,1] -> 1x1 Conv
+// w[440,440] (oneDNN pads the channels to its block) -> c; h2 = z[N,64,56,56] * s2 -> 3x3 Conv
+// v[128,64] stride 2, pad 1 -> c2; each spatially averaged, concatenated -> logits [N,568].
+GraphBuilder SqueezeExcitationTail();
+
+// The message of the MemplanError `f` throws; "" when it throws none.
+std::string ErrorOf(const std::function<void()>& f);
 
 // x[N,32] -> MatMul(w1[32,32]) -> Relu, Sigmoid, Tanh, Relu, Sigmoid, Tanh -> MatMul(w2[32,10])
 // -> logits[N,10]: six saved activations of N x 128 bytes (8 KiB each at N = 64), which outweigh
